@@ -1,0 +1,140 @@
+"""The ``quantgym`` command line (typer).
+
+``quantgym bench`` is the main job: every task's section runs its classical
+agents on the bundled real data, prints paper-style tables and writes the
+results folder (:mod:`quantgym.results`). Each task contributes a section
+through ``quantgym.envs.<task>.bench:run_section(ctx) -> SectionResult``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from quantgym.results import SectionResult, write_results
+
+app = typer.Typer(
+    name="quantgym",
+    help="quantgym: Gymnasium benchmarks of LLM agents and RL policies on real finance work "
+    "(PortBench, Quant-Arena, Market-Bench).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+@app.callback()
+def _root() -> None:
+    """quantgym: Gymnasium benchmarks of LLM agents and RL policies on real finance work."""
+
+
+#: task name -> module path of its bench section (order = order of the printed report)
+BENCH_SECTIONS: dict[str, str] = {
+    "portbench": "quantgym.envs.portbench.bench",
+    "quant_arena": "quantgym.envs.quant_arena.bench",
+    "market_bench": "quantgym.envs.market_bench.bench",
+}
+
+
+@dataclass
+class BenchContext:
+    """What a bench section receives: where to write, how to report progress, its options."""
+
+    out_dir: Path
+    console: Console
+    progress: Progress
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _available_sections() -> dict[str, Any]:
+    found = {}
+    for task, mod in BENCH_SECTIONS.items():
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith(mod):
+                continue  # this task has no bench section yet
+            raise
+        found[task] = module
+    return found
+
+
+def _split(value: Optional[str]) -> Optional[list[str]]:
+    if value is None:
+        return None
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+@app.command()
+def bench(
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Output folder (default: results/bench-<UTC timestamp>/)."
+    ),
+    tasks: Optional[str] = typer.Option(
+        None, "--tasks", help="Comma-separated tasks to run (default: all): portbench, quant_arena, market_bench."
+    ),
+    profiles: Optional[str] = typer.Option(
+        None, "--profiles", help="PortBench: comma-separated profiles (default: conservative,balanced,aggressive)."
+    ),
+    periods: Optional[str] = typer.Option(
+        None,
+        "--periods",
+        help="PortBench: comma-separated periods (default: normal_2024,china_2015,covid_2020,crypto_2022).",
+    ),
+    agents: Optional[str] = typer.Option(
+        None, "--agents", help="PortBench: comma-separated baseline names (default: all six)."
+    ),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
+) -> None:
+    """Run the benchmark's classical agents on the bundled real data and print paper-style tables.
+
+    Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate),
+    OUT/results.json (everything, incl. NAV series) and PNG plots.
+    """
+    console = Console()
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out_dir = Path(out) if out else Path("results") / f"bench-{stamp}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sections = _available_sections()
+    wanted = _split(tasks) or list(sections)
+    unknown = [t for t in wanted if t not in BENCH_SECTIONS]
+    if unknown:
+        raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {list(BENCH_SECTIONS)}", param_hint="--tasks")
+    options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots}
+    results: list[SectionResult] = []
+    t0 = time.perf_counter()
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet,
+        transient=False,
+    ) as progress:
+        for task in wanted:
+            if task not in sections:
+                console.print(f"[yellow]{task}: no bench section installed yet, skipped[/]")
+                continue
+            ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options)
+            results.append(sections[task].run_section(ctx))
+    write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
+                                          "elapsed_s": time.perf_counter() - t0})
+    console.print(f"\nWrote [bold]{out_dir}[/] (summary.csv, results.json, plots) in {time.perf_counter() - t0:.1f}s")
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

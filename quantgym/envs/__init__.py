@@ -1,0 +1,24 @@
+"""Registration of every quantgym environment id with Gymnasium.
+
+One table, one place: each task adds its ids here with a lazy string entry
+point, so importing :mod:`quantgym` stays cheap.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+#: env id -> (entry point, default kwargs)
+ENV_SPECS: dict[str, tuple[str, dict]] = {
+    "PortBench-Conservative-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "conservative"}),
+    "PortBench-Balanced-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "balanced"}),
+    "PortBench-Aggressive-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "aggressive"}),
+}
+
+
+def register_envs() -> None:
+    """Register every id of :data:`ENV_SPECS` (idempotent)."""
+    for env_id, (entry_point, kwargs) in ENV_SPECS.items():
+        if env_id in gym.registry:
+            continue
+        gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False)

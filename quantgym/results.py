@@ -1,0 +1,152 @@
+"""One results schema for every command (``bench``, ``eval``, ``sweep``, ``train``).
+
+Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
+
+- ``summary.csv``: one row per run, exactly the columns of :data:`SUMMARY_COLUMNS`
+  (empty where a column does not apply). ``ret_pct`` is the period's total return
+  in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
+  ``true``/``false``/empty.
+- ``results.json``: everything else (config with versions, metrics, NAV series,
+  per-stage scores, …). Non-finite numbers are written as ``null``.
+- ``*.png``: plots.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    "task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate",
+)
+
+
+@dataclass
+class SummaryRow:
+    """One row of ``summary.csv``. ``None`` is written as an empty cell."""
+
+    task: str
+    agent: str
+    profile: str | None = None
+    period: str | None = None
+    sharpe: float | None = None
+    ret_pct: float | None = None
+    maxdd_pct: float | None = None
+    vol_pct: float | None = None
+    ceps: float | None = None
+    gate: bool | None = None
+
+    def as_csv_cells(self) -> list[str]:
+        cells = []
+        for name in SUMMARY_COLUMNS:
+            v = getattr(self, name)
+            if v is None or (isinstance(v, float) and not math.isfinite(v)):
+                cells.append("")
+            elif isinstance(v, bool):
+                cells.append("true" if v else "false")
+            elif isinstance(v, float):
+                cells.append(f"{v:.6g}")
+            else:
+                cells.append(str(v))
+        return cells
+
+
+@dataclass
+class SectionResult:
+    """What one task's part of a command produces: summary rows and JSON run records."""
+
+    task: str
+    rows: list[SummaryRow] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Convert numpy / pandas / dataclass objects to JSON types; non-finite floats → ``None``."""
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        return f if math.isfinite(f) else None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return [to_jsonable(x) for x in obj.tolist()]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {k: to_jsonable(v) for k, v in dataclasses.asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, (_dt.date, _dt.datetime)):
+        return obj.isoformat()
+    if hasattr(obj, "isoformat"):
+        return obj.isoformat()
+    if hasattr(obj, "tolist"):
+        return to_jsonable(obj.tolist())
+    return str(obj)
+
+
+def environment_info() -> dict[str, Any]:
+    """Versions that make a results file reproducible."""
+    import gymnasium
+    import pandas
+
+    from quantgym import __version__
+
+    return {
+        "quantgym": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pandas": pandas.__version__,
+        "gymnasium": gymnasium.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def write_summary_csv(path: Path, rows: list[SummaryRow], append: bool = False) -> None:
+    """Write (or append to) ``summary.csv`` with exactly :data:`SUMMARY_COLUMNS`."""
+    path = Path(path)
+    new = not (append and path.exists())
+    with path.open("w" if new else "a", newline="") as fh:
+        w = csv.writer(fh)
+        if new:
+            w.writerow(SUMMARY_COLUMNS)
+        for row in rows:
+            w.writerow(row.as_csv_cells())
+
+
+def write_results(out_dir: Path, sections: list[SectionResult], meta: dict[str, Any] | None = None) -> Path:
+    """Write ``summary.csv`` and ``results.json`` for ``sections`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = [r for s in sections for r in s.rows]
+    write_summary_csv(out_dir / "summary.csv", rows)
+    doc = {
+        "schema": "quantgym-results-v1",
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment_info(),
+        "meta": meta or {},
+        "summary_columns": list(SUMMARY_COLUMNS),
+        "tasks": {s.task: {"runs": s.runs, **s.extra} for s in sections},
+    }
+    with (out_dir / "results.json").open("w") as fh:
+        json.dump(to_jsonable(doc), fh, indent=1, allow_nan=False)
+    return out_dir
+
+
+def read_summary_csv(path: Path) -> list[dict[str, str]]:
+    """Read a ``summary.csv`` back as a list of dicts (strings)."""
+    with Path(path).open(newline="") as fh:
+        return list(csv.DictReader(fh))
