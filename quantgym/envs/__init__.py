@@ -13,6 +13,13 @@ ENV_SPECS: dict[str, tuple[str, dict]] = {
     "PortBench-Conservative-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "conservative"}),
     "PortBench-Balanced-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "balanced"}),
     "PortBench-Aggressive-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "aggressive"}),
+    # Quant-Arena (spec quant_arena.md)
+    "QuantArena-v0": ("quantgym.envs.quant_arena.env:QuantArenaEnv", {"mode": "iterative"}),
+    "QuantArena-OneShot-v0": ("quantgym.envs.quant_arena.env:QuantArenaEnv", {"mode": "oneshot"}),
+    # Market-Bench (spec market_bench.md)
+    "MarketBench-Scheduled-v0": ("quantgym.envs.market_bench.env:MarketBenchEnv", {"strategy": "scheduled"}),
+    "MarketBench-Pairs-v0": ("quantgym.envs.market_bench.env:MarketBenchEnv", {"strategy": "pairs"}),
+    "MarketBench-DeltaHedge-v0": ("quantgym.envs.market_bench.env:MarketBenchEnv", {"strategy": "delta_hedge"}),
 }
 
 
