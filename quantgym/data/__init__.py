@@ -1,0 +1,1 @@
+"""Data readers and the bundled (packaged) data of quantgym."""
