@@ -1,0 +1,79 @@
+"""Build the packaged Market-Bench data from the shared raw sources.
+
+Writes
+- ``quantgym/data/bundled/sse_600519_20230207/{snapshots,trades,orders}.parquet``: the SSE
+  Level-2 day of 600519 converted to CNY and shares (:mod:`quantgym.data.sse_l2`);
+- ``quantgym/data/bundled/market_bench/sources/``: gzip copies of the small real LOB sources
+  (LOBSTER MSFT excerpt: message file + derived top-10 book; LOBSTER TSLA sample; the two
+  Databento MBP-10 DBN fixtures), see ``shared/data/market_bench/PROVENANCE.md``;
+- ``quantgym/data/bundled/market_bench/<version>/<strategy>/round_<r>/``: every round's
+  inputs (csv.gz), params, meta and reference outputs, plus ``manifest.json`` (sha256 of each
+  file's exact text), after the builder checks of spec §9.14.
+
+Usage::
+
+    python -m quantgym.data.build_market_bench [--shared /work/shared/data] [--check]
+
+``--check`` rebuilds in memory and compares with the shipped manifest without writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def build(shared: Path, check_only: bool = False) -> dict:
+    from quantgym.data.sse_l2 import write_bundled
+    from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION
+    from quantgym.envs.market_bench.rounds import BUNDLED_ROOT, build_round, input_hashes, manifest_path, write_round
+    from quantgym.envs.market_bench.checks import builder_checks
+
+    if not check_only:
+        import gzip
+        import shutil
+
+        from quantgym.envs.market_bench.data import SOURCE_FILES, SOURCES_DIR
+
+        write_bundled(shared / "quant_arena/intraday/sse_600519_20230207")
+        SOURCES_DIR.mkdir(parents=True, exist_ok=True)
+        for src, dest in SOURCE_FILES.values():
+            if dest.endswith(".gz"):
+                with open(shared / src, "rb") as fi, gzip.GzipFile(SOURCES_DIR / dest, "wb", mtime=0) as fo:
+                    shutil.copyfileobj(fi, fo)
+            else:
+                shutil.copyfile(shared / src, SOURCES_DIR / dest)
+    manifest: dict = {"task_version": TASK_VERSION, "rounds": {}}
+    for strategy in STRATEGIES:
+        for r in range(1, N_ROUNDS + 1):
+            rnd = build_round(strategy, r, shared=None if check_only else shared)
+            report = builder_checks(rnd)
+            if not report["ok"]:
+                raise SystemExit(f"{strategy} round {r} fails the builder checks: {report['failures']}")
+            hashes = input_hashes(rnd) if check_only else write_round(rnd)
+            manifest["rounds"][f"{strategy}/round_{r}"] = {"files": hashes, "checks": report}
+            print(f"{strategy} round {r}: {rnd.meta['n_rows']} rows, checks ok", file=sys.stderr)
+    if check_only:
+        shipped = json.loads(manifest_path().read_text())
+        bad = [k for k, v in manifest["rounds"].items()
+               if any(shipped["rounds"][k]["files"].get(f) != h for f, h in v["files"].items())]
+        if bad:
+            raise SystemExit(f"rebuilt rounds differ from the shipped manifest: {bad}")
+        print("all rounds reproduce the shipped manifest", file=sys.stderr)
+    else:
+        manifest_path().write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shared", type=Path, default=Path("/work/shared/data"), help="root of the shared raw data")
+    ap.add_argument("--check", action="store_true", help="rebuild in memory and compare with the shipped manifest")
+    a = ap.parse_args(argv)
+    build(a.shared, check_only=a.check)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,233 @@
+"""Frozen, versioned configuration of Market-Bench: every **[project choice]** in one place.
+
+Spec: ``shared/spec/market_bench.md`` (§9 "Implementation decisions" wins). Everything a
+round needs -- data window, parameters, generator settings, seeds -- is fixed here for the
+task-set version :data:`TASK_VERSION`; changing any value makes a new version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+#: Task-set version (spec §9). Part of every seed and of the bench's ``period`` column.
+TASK_VERSION = "v1"
+#: Strategy ids in spec order (strategy 1, 2, 3).
+STRATEGIES: tuple[str, ...] = ("scheduled", "pairs", "delta_hedge")
+STRATEGY_NUMBER = {"scheduled": 1, "pairs": 2, "delta_hedge": 3}
+N_ROUNDS = 5
+#: Price tick (spec §9.1.3): every price is a multiple; prices are keyed by integer ticks.
+TICK = 0.01
+#: Book levels kept in every v1 round (the paper's "top 3 levels", §9.1.1).
+LEVELS = 3
+#: Allowed imports of an attempt (spec §5).
+ALLOWED_IMPORTS: tuple[str, ...] = (
+    "pandas", "numpy", "pathlib", "datetime", "collections", "typing", "statistics", "math", "sys", "os",
+    "dataclasses",
+)
+
+#: Output contract (spec §9.11): the exact metric keys per strategy, in order.
+METRIC_KEYS: dict[str, tuple[str, ...]] = {
+    "scheduled": (
+        "final_cash", "final_position", "realized_pnl", "unrealized_pnl", "final_equity", "max_drawdown",
+        "n_fills", "filled_qty", "unfilled_qty", "syn_bid_size", "syn_ask_size", "syn_bid_vwap", "syn_ask_vwap",
+    ),
+    "pairs": (
+        "final_cash", "final_position_a", "final_position_b", "realized_pnl", "unrealized_pnl", "final_equity",
+        "max_drawdown", "n_entries", "n_exits", "n_orders", "n_fills", "filled_qty_a", "filled_qty_b",
+        "fill_vwap_a", "fill_vwap_b", "final_z",
+    ),
+    "delta_hedge": (
+        "final_cash", "final_position", "final_option_delta", "final_net_delta", "realized_pnl", "unrealized_pnl",
+        "final_equity", "max_drawdown", "n_hedges_sent", "n_hedges_filled", "n_hedges_killed", "n_fills",
+        "filled_qty",
+    ),
+}
+#: Optional extra key an attempt may return: its equity curve (C0 then one point per book row).
+PATH_KEY = "equity_curve"
+
+
+def stream_seed(strategy: str | int, round_: int, stream: str, version: str = TASK_VERSION) -> int:
+    """Seed of a random stream (spec §9.3.1).
+
+    ``int.from_bytes(sha256(f"market_bench|{version}|{s}|{round}|{stream}").digest()[:8], "little")``
+    with ``s`` the strategy number 1..3. Streams: ``sizes``, ``book``, ``delta``.
+    """
+    s = STRATEGY_NUMBER[strategy] if isinstance(strategy, str) else int(strategy)
+    text = f"market_bench|{version}|{s}|{int(round_)}|{stream}"
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+# ---------------------------------------------------------------- data windows (§9.13)
+#: Real-book datasets of v1: name -> (source, local window). Windows of the 600519 day are
+#: Asia/Shanghai local times, end inclusive for the morning (11:30:00) and exclusive at 14:57:00.
+DATASETS: dict[str, dict] = {
+    "msft": {"source": "lobster_msft", "instrument": "MSFT (NASDAQ, LOBSTER sample, 2012-06-21)",
+             "currency": "USD", "real": True},
+    "sse_morning": {"source": "sse_600519", "instrument": "600519.SH Kweichow Moutai (SSE Level-2, 2023-02-07)",
+                    "currency": "CNY", "real": True, "window": ("09:30:00", "11:30:00")},
+    "sse_afternoon": {"source": "sse_600519", "instrument": "600519.SH Kweichow Moutai (SSE Level-2, 2023-02-07)",
+                      "currency": "CNY", "real": True, "window": ("13:00:00", "14:57:00")},
+    "sse_day": {"source": "sse_600519", "instrument": "600519.SH Kweichow Moutai (SSE Level-2, 2023-02-07)",
+                "currency": "CNY", "real": True, "window": ("09:30:00", "14:57:00")},
+}
+
+
+# ---------------------------------------------------------------- strategy 1
+@dataclass(frozen=True)
+class ScheduledRound:
+    """Strategy 1 round (spec §9.13): data, starting cash and the order schedule.
+
+    ``schedule``: ``(offset, side, qty)`` with offset in ``offset_unit`` ("ms" or "s") from the
+    round's first ``ts_event``; side ``"BUY"``/``"SELL"``.
+    """
+
+    round: int
+    data: str
+    c0: float
+    offset_unit: str
+    schedule: tuple[tuple[int, str, int], ...]
+
+
+def _sched(text: str) -> tuple[tuple[int, str, int], ...]:
+    out = []
+    for tok in text.split(","):
+        off, so = tok.split()
+        out.append((int(off), {"B": "BUY", "S": "SELL"}[so[0]], int(so[1:])))
+    return tuple(out)
+
+
+SCHEDULED_ROUNDS: tuple[ScheduledRound, ...] = (
+    ScheduledRound(1, "msft", 100_000.0, "ms", _sched(
+        "100 B1500, 400 B2500, 900 S1000, 1300 B800, 1700 S2500, 2100 S1500, 2500 B1000, 3000 B500")),
+    ScheduledRound(2, "msft", 50_000.0, "ms", _sched(
+        "50 B600, 50 B900, 350 S2000, 800 B1200, 800 S300, 1200 B1800, 1600 S700, 2000 B1500, 2400 S1100, "
+        "2700 S900")),
+    ScheduledRound(3, "sse_morning", 5_000_000.0, "s", _sched(
+        "600 B800, 603 B600, 1200 B1500, 1800 S500, 2400 B2000, 3600 S3000, 4800 S2500, 6000 B1200, 7000 B1000")),
+    ScheduledRound(4, "sse_afternoon", 2_000_000.0, "s", _sched(
+        "300 S600, 300 S400, 306 S800, 1500 B1500, 2700 B1800, 3900 S2000, 5100 B700, 6300 S900, 7000 B300")),
+    ScheduledRound(5, "sse_day", 3_000_000.0, "s", _sched(
+        "0 B500, 900 B1000, 1800 S700, 2700 B1500, 3600 S2500, 4500 S600, 5400 B800, 6300 B1200, 9000 S900, "
+        "9000 B300, 12600 B400, 14400 S1500, 16200 B2000, 18000 S1800, 19200 B600, 19800 S400")),
+)
+
+
+# ---------------------------------------------------------------- strategy 2
+@dataclass(frozen=True)
+class PairsBookConfig:
+    """Synthetic pairs-book generator (spec §9.12.1). Symbols KO (leg A) and PEP (leg B) are labels."""
+
+    n_rows: int = 6000
+    p_a: float = 0.5
+    phi: float = 0.995
+    sigma_s: float = 0.004
+    sigma_b: float = 0.01
+    beta_star: float = 0.375
+    mid_b0: float = 170.0
+    mid_a0: float = 60.0
+    dt_lo_ms: int = 50
+    dt_hi_ms: int = 450
+    t0_ns: int = 1_709_305_200_000_000_000  # 2024-03-01 10:00:00 America/New_York
+    levels: int = LEVELS
+    symbol_a: str = "KO"
+    symbol_b: str = "PEP"
+
+
+@dataclass(frozen=True)
+class PairsRound:
+    """Strategy 2 round (spec §9.13); times in ns, money in USD."""
+
+    round: int
+    book: PairsBookConfig
+    beta: float
+    window: int
+    z_in: float
+    z_out: float
+    cooldown_ns: int
+    k: float
+    delay_ns: int
+    alloc: float
+    c0: float
+
+
+_MS, _S = 1_000_000, 1_000_000_000
+PAIRS_ROUNDS: tuple[PairsRound, ...] = (
+    PairsRound(1, PairsBookConfig(6000, 0.5, 0.995, 0.004), 0.375, 200, 2.0, 0.5, 30 * _S, 1.0, 120 * _MS, 0.10, 1e6),
+    PairsRound(2, PairsBookConfig(6000, 0.5, 0.995, 0.004), 0.375, 100, 1.5, 0.25, 10 * _S, 1.5, 80 * _MS, 0.20, 1e6),
+    PairsRound(3, PairsBookConfig(6000, 0.5, 0.995, 0.004), 0.3125, 300, 2.0, 0.5, 60 * _S, 1.0, 100 * _MS, 0.10, 1e6),
+    PairsRound(4, PairsBookConfig(8000, 0.3, 0.995, 0.004), 0.375, 150, 1.75, 0.5, 20 * _S, 1.25, 250 * _MS, 0.15, 5e5),
+    PairsRound(5, PairsBookConfig(10000, 0.5, 0.99, 0.006), 0.4375, 250, 2.25, 0.75, 45 * _S, 2.0, 75 * _MS, 0.25, 2e6),
+)
+
+
+# ---------------------------------------------------------------- strategy 3
+@dataclass(frozen=True)
+class DeltaSeriesConfig:
+    """Seeded random-walk option-delta series (spec §9.12.2): step (ns), start D0, increment sd."""
+
+    step_ns: int
+    d0: int
+    sigma: float
+
+
+@dataclass(frozen=True)
+class DeltaHedgeRound:
+    """Strategy 3 round (spec §9.13); times in ns, deltas in shares-equivalent."""
+
+    round: int
+    data: str
+    delta: DeltaSeriesConfig
+    c0: float
+    interval_ns: int
+    delay_ns: int
+    fraction: float
+    min_gap_ns: int
+    k: float
+    lot: int = 100
+
+
+DELTA_HEDGE_ROUNDS: tuple[DeltaHedgeRound, ...] = (
+    DeltaHedgeRound(1, "msft", DeltaSeriesConfig(50 * _MS, -1500, 300), 1e6, 100 * _MS, 20 * _MS, 0.5, 200 * _MS, 1.0),
+    DeltaHedgeRound(2, "msft", DeltaSeriesConfig(25 * _MS, -3000, 400), 1e6, 50 * _MS, 10 * _MS, 1.0, 100 * _MS, 0.75),
+    DeltaHedgeRound(3, "sse_morning", DeltaSeriesConfig(10 * _S, 2000, 100), 1e7, 60 * _S, 2 * _S, 0.5, 180 * _S, 1.0),
+    DeltaHedgeRound(4, "sse_afternoon", DeltaSeriesConfig(5 * _S, -1500, 80), 2e7, 30 * _S, 4 * _S, 0.75, 60 * _S, 0.75),
+    DeltaHedgeRound(5, "sse_day", DeltaSeriesConfig(15 * _S, 0, 150), 2e7, 120 * _S, 5 * _S, 1.0, 300 * _S, 1.5),
+)
+
+ROUNDS: dict[str, tuple] = {"scheduled": SCHEDULED_ROUNDS, "pairs": PAIRS_ROUNDS, "delta_hedge": DELTA_HEDGE_ROUNDS}
+
+
+def round_config(strategy: str, round_: int):
+    """The frozen round config of (strategy, round), round in 1..5."""
+    if strategy not in ROUNDS:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+    if not 1 <= int(round_) <= N_ROUNDS:
+        raise ValueError(f"round must be in 1..{N_ROUNDS}, got {round_!r}")
+    return ROUNDS[strategy][int(round_) - 1]
+
+
+# ---------------------------------------------------------------- sandbox and scoring
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits of one attempt (spec §5: execution time limit [project choice] 120 s)."""
+
+    cpu_seconds: float = 120.0
+    wall_seconds: float = 150.0
+    memory_mb: int = 2048
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """Scoring of spec §6 (paper): K attempts, 2-decimal tables; plus the beyond-paper extras."""
+
+    version: str = f"market_bench-scoring-{TASK_VERSION}"
+    attempts: int = 3
+    decimals: int = 2
+    #: relative error denominator floor: |y - y_hat| / max(|y|, rel_floor) (beyond the paper, §6)
+    rel_floor: float = 1e-9
+    #: names of the paper's aggregate metrics (in ranking order, §6)
+    ranking: tuple[str, ...] = field(default=("pass@3", "pass@1", "mean_mae_solved", "avg_attempt"))
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,0 +1,15 @@
+"""Reference backtesters of Market-Bench, one module per strategy (spec §4, §9.8-§9.10).
+
+Each module exposes ``backtest_<strategy>(...) -> dict`` (the §9.11 metrics plus
+``equity_curve``) and is written so that its source, concatenated after
+:mod:`quantgym.envs.market_bench.book`, is a valid attempt (only allow-listed imports); that
+is what the reference agent submits.
+"""
+
+from quantgym.envs.market_bench.references.delta_hedge import backtest_delta_hedge
+from quantgym.envs.market_bench.references.pairs import backtest_pairs
+from quantgym.envs.market_bench.references.scheduled import backtest_scheduled
+
+BACKTESTERS = {"scheduled": backtest_scheduled, "pairs": backtest_pairs, "delta_hedge": backtest_delta_hedge}
+
+__all__ = ["BACKTESTERS", "backtest_scheduled", "backtest_pairs", "backtest_delta_hedge"]
