@@ -740,16 +740,8 @@ def _read_source(root) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None,
     return prices, assets, macro, prov
 
 
-@functools.lru_cache(maxsize=8)
-def _load_cached(key: str, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
-    if key == "<bundled>":
-        root = bundled_portbench_path()
-        source = "quantgym bundled data (quantgym/data/bundled/portbench)"
-    else:
-        root = Path(key)
-        if not root.is_dir():
-            raise FileNotFoundError(f"PortBench data directory not found: {root}")
-        source = str(root)
+def _load_from_root(root, source: str, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
+    """Read a data directory (or the bundle) and build :class:`PortBenchData` (uncached)."""
     prices, assets, macro, prov = _read_source(root)
     classes = dict(zip(assets["ticker"].astype(str), assets["asset_class"].astype(str)))
     tickers = list(CANONICAL_TICKERS) if universe is None else list(universe)
@@ -759,10 +751,30 @@ def _load_cached(key: str, universe: tuple[str, ...] | None, crypto_close: str) 
     meta = {"source": source, "provenance": prov}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PortBenchDataWarning)
-        data = PortBenchData.from_frames(
+        return PortBenchData.from_frames(
             prices, classes, macro=macro, tickers=tickers, crypto_close=crypto_close, meta=meta
         )
-    return data
+
+
+def _stamp(root: Path) -> tuple:
+    """Modification stamps of the schema files (so a refreshed directory is re-read)."""
+    out = []
+    for f in ("prices.parquet", "assets.csv", "macro.parquet", "provenance.json"):
+        try:
+            st = (root / f).stat()
+            out.append((f, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append((f, None, None))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(key: str, stamp: tuple, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
+    if key == "<bundled>":
+        return _load_from_root(
+            bundled_portbench_path(), "quantgym bundled data (quantgym/data/bundled/portbench)", universe, crypto_close
+        )
+    return _load_from_root(Path(key), key, universe, crypto_close)
 
 
 def load_portbench_data(
@@ -791,8 +803,8 @@ def load_portbench_data(
     Returns
     -------
     PortBenchData
-        Cached per (resolved path, universe, crypto_close) in this process; its
-        arrays are read-only.
+        Cached per (resolved path, file stamps, universe, crypto_close) in this
+        process (a refreshed directory is re-read); its arrays are read-only.
 
     Raises
     ------
@@ -803,9 +815,14 @@ def load_portbench_data(
     """
     if crypto_close not in CRYPTO_CLOSE_OPTIONS:
         raise ValueError(f"crypto_close must be one of {CRYPTO_CLOSE_OPTIONS}, got {crypto_close!r}")
-    key = "<bundled>" if path is None else str(Path(path).expanduser().resolve())
     uni = None if universe is None else tuple(str(t) for t in universe)
-    data = _load_cached(key, uni, crypto_close)
+    if path is None:
+        data = _load_cached("<bundled>", (), uni, crypto_close)
+    else:
+        root = Path(path).expanduser().resolve()
+        if not root.is_dir():
+            raise FileNotFoundError(f"PortBench data directory not found: {root}")
+        data = _load_cached(str(root), _stamp(root), uni, crypto_close)
     dropped = [t for t in (CANONICAL_TICKERS if uni is None else uni) if t not in data.tickers]
     if dropped:
         warnings.warn(
