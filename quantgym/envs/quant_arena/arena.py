@@ -1,0 +1,273 @@
+"""One evaluation of a submission on one window (spec quant_arena.md §4–§6, §10.4, §10.11–§10.14).
+
+:func:`evaluate_submission` is the path every candidate takes: build the payload (only
+rows up to D_{n−1}; for research the dataset is already cut at the research end), run
+the agent in the sandbox with :func:`~quantgym.envs.quant_arena.harness.score_days`,
+re-validate the returned scores in the host, then run the cash account, the metrics
+and the score. :func:`evaluate_scores` is the host-only part (no agent code), used by
+the speed benchmark and the market reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .config import ArenaConfig
+from .data import QADataset
+from .evaluator import AccountResult, labels, reference_path, run_account, window_rows
+from .harness import RUNNER, ChildOutputError, build_payload, score_days, validate_child_value
+from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
+
+#: Statuses of an evaluation (spec §10.4).
+STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed")
+_SANDBOX_TO_QA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
+                  "bad_output": "violation", "crashed": "failed"}
+
+
+def source_hash(source: str) -> str:
+    """SHA-256 of a submission's source text (UTF-8)."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class WindowResult:
+    """Outcome of one submission on one window.
+
+    Attributes
+    ----------
+    phase : str
+        ``research`` or ``sealed``.
+    status : str
+        One of :data:`STATUSES`.
+    message : str
+        One line.
+    S : float
+        The window's score 0–100 (0 if status ≠ ok).
+    metrics : dict or None
+        Account, signal, cost metrics, score components, Q, D, K (None if status ≠ ok).
+    years : dict
+        Calendar-year returns (research feedback).
+    errors : list[dict]
+        Day errors / the evaluation error (date, phase, type, message, traceback).
+    """
+
+    phase: str
+    start: str
+    end: str
+    status: str
+    message: str
+    S: float = 0.0
+    metrics: dict | None = None
+    years: dict = field(default_factory=dict)
+    errors: list = field(default_factory=list)
+    n_errors: int = 0
+    n_days: int = 0
+    extra_keys: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+    sandbox: dict = field(default_factory=dict)
+    account: AccountResult | None = field(default=None, repr=False)
+    daily: dict = field(default_factory=dict, repr=False)
+
+    def to_record(self, with_daily: bool = True) -> dict:
+        """JSON-ready dict (the account path as lists when ``with_daily``)."""
+        out = {k: getattr(self, k) for k in ("phase", "start", "end", "status", "message", "S", "metrics", "years",
+                                             "errors", "n_errors", "n_days", "extra_keys", "timings", "sandbox")}
+        if with_daily and self.daily:
+            out["daily"] = self.daily
+        return out
+
+
+def evaluate_scores(ds: QADataset, d0: int, n: int, scores: np.ndarray, cfg: ArenaConfig | None = None,
+                    features: np.ndarray | None = None, sample_days: np.ndarray | None = None) -> dict[str, Any]:
+    """Account, metrics and score of a validated score matrix (host only, no agent code).
+
+    Parameters
+    ----------
+    ds : QADataset
+    d0, n : int
+        Row of D_0 and number of execution days.
+    scores : ndarray (n, ds.N)
+        Validated scores (finite or NaN).
+    features : ndarray (n_samples, F, N), optional
+        Feature matrices of the diversity sample dates.
+    sample_days : ndarray of int, optional
+        Decision indices j of those dates.
+
+    Returns
+    -------
+    dict
+        ``account`` (:class:`AccountResult`), ``metrics`` (flat dict), ``score``
+        (:class:`~quantgym.envs.quant_arena.metrics.ScoreBreakdown`), ``years``,
+        ``reference`` (path), ``signal`` (incl. daily IC), ``diversity``.
+    """
+    cfg = cfg or ArenaConfig()
+    sc = cfg.scoring
+    acct = run_account(ds, d0, n, scores, execution=cfg.execution, cost=cfg.cost, impact=cfg.impact)
+    ref = reference_path(ds, d0, n)
+    am = account_metrics(acct.nav, acct.position_value, acct.bought, acct.sold, acct.nav_open, ref, sc.n_ann)
+    y = labels(ds, d0, n)
+    in_view = ds.has_row[d0:d0 + n]
+    sm = signal_metrics(scores, y, in_view, sc)
+    if features is not None and sample_days is not None and features.shape[1] > 0:
+        div = diversity(features, scores[np.asarray(sample_days, dtype=np.int64)], sc)
+    else:
+        div = {"K": 0, "D": 0.0, "n_features": 0, "n_clusters": 0, "labels": [], "rho_score": []}
+    sb = score_window(am["excess_arr"], am["sharpe"], sm["rankic_mean"], sm["rankic_ir"], sm["ls_sharpe"],
+                      am["turnover"], div["K"], sc)
+    cap = cfg.execution.initial_capital
+    metrics = {**am, **{k: v for k, v in sm.items() if not k.startswith("_")},
+               "fees_cny": float(acct.fees.sum()), "fees_pct": float(acct.fees.sum() / cap * 100),
+               "stamp_cny": float(acct.stamp.sum()), "impact_cny": float(acct.impact.sum()),
+               "impact_pct": float(acct.impact.sum() / cap * 100),
+               "n_orders": int(acct.n_buys.sum() + acct.n_sells.sum()),
+               "blocked_buys": int(acct.blocked_buy.sum()), "blocked_sells": int(acct.blocked_sell.sum()),
+               "partial_fills": int(acct.partial.sum()), "stale_holdings": len(acct.stale),
+               **sb.components, "Q": sb.Q, "D": sb.D, "K": sb.K, "S": sb.S,
+               "n_features_measured": div["n_features"], "n_clusters": div["n_clusters"]}
+    return {"account": acct, "metrics": metrics, "score": sb, "reference": ref,
+            "years": yearly_returns(acct.dates, acct.nav, ref), "signal": sm, "diversity": div}
+
+
+def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> tuple[str, str, Any, dict]:
+    """Run :func:`score_days` on ``source``; returns (sandbox status, message, value, record)."""
+    if executor == "inprocess":
+        # Trusted code only (tests of the evaluator, benchmarks of example strategies).
+        ns: dict[str, Any] = {"__name__": "submission"}
+        try:
+            exec(compile(source, "<submission>", "exec"), ns)  # noqa: S102 - trusted path
+        except Exception as exc:  # noqa: BLE001
+            return "error", f"error: {type(exc).__name__}: {exc}", None, {}
+        return "ok", "ok", score_days(ns, payload), {"executor": "inprocess"}
+    from quantgym.sandbox import SandboxLimits, run_in_sandbox
+
+    sb = cfg.sandbox
+    limits = SandboxLimits(cpu_seconds=float(sb.cpu_seconds), wall_seconds=float(sb.eval_seconds + sb.import_seconds),
+                           memory_mb=int(sb.memory_mb), max_output_bytes=int(sb.max_output_bytes))
+    res = run_in_sandbox(source, RUNNER, payload=payload, limits=limits)
+    rec = {"executor": "sandbox", "status": res.status, "message": res.message, "wall_seconds": res.wall_seconds,
+           "cpu_seconds": res.cpu_seconds, "output_truncated": res.output_truncated,
+           "stdout_bytes": len(res.stdout or ""), "details": dict(res.details or {}), "traceback": res.traceback}
+    return res.status, res.message, res.value, rec
+
+
+def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: ArenaConfig | None = None, *,
+                        phase: str = "research", executor: str = "sandbox") -> WindowResult:
+    """Evaluate one submission on one window (spec §10.2–§10.4, §10.11–§10.13).
+
+    Parameters
+    ----------
+    source : str
+        Submission source (module text defining ``FEATURES``, ``compute_features``,
+        ``score``).
+    ds : QADataset
+        Panel already truncated at ``end`` by the caller when later rows must not be
+        read (research).
+    start, end : date-like
+        The window.
+    cfg : ArenaConfig
+    phase : str
+        Label written into the result.
+    executor : {"sandbox", "inprocess"}
+        ``inprocess`` runs the code in this process: for trusted code only.
+
+    Returns
+    -------
+    WindowResult
+        Never raises for anything the agent does; every failure is a status.
+    """
+    cfg = cfg or ArenaConfig()
+    if not isinstance(source, str):
+        raise TypeError(f"source must be str, got {type(source).__name__}")
+    d0, n = window_rows(ds, start, end)
+    t0 = time.perf_counter()
+    payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
+                            max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
+                            day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes)
+    t_payload = time.perf_counter() - t0
+    base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
+    try:
+        status, message, value, rec = _run_child(source, payload, cfg, executor)
+    except Exception as exc:  # noqa: BLE001 - a sandbox failure is the run's failure, never a crash
+        status, message, value, rec = "crashed", f"crashed: {type(exc).__name__}: {exc}", None, {}
+    del payload
+    t_child = time.perf_counter() - t0 - t_payload
+    timings = {"payload_s": t_payload, "child_s": t_child}
+    if status != "ok":
+        qa = _SANDBOX_TO_QA.get(status, "failed")
+        err = {"date": None, "phase": "module" if qa == "invalid" else "evaluation", "type": status,
+               "message": str(message)[:500], "traceback": (rec.get("traceback") or "")[-2000:]}
+        return WindowResult(status=qa, message=str(message)[:500], errors=[err], n_errors=1, timings=timings,
+                            sandbox=rec, **base)
+    in_view = ds.has_row[d0:d0 + n]
+    n_samples = len(range(0, n, cfg.scoring.sample_every))
+    try:
+        F = len(value.get("feature_names") or []) if isinstance(value, dict) else 0
+        if isinstance(value, dict) and value.get("status") == "ok":
+            names = value.get("feature_names")
+            if not isinstance(names, list) or len(names) > cfg.scoring.max_features:
+                raise ChildOutputError("malformed feature_names")
+        clean, bad_days = validate_child_value(value, n, ds.N, in_view, F, n_samples)
+    except ChildOutputError as exc:
+        msg = f"violation: invalid result from the child: {exc}"
+        return WindowResult(status="violation", message=msg, errors=[{"date": None, "phase": "evaluation",
+                            "type": "bad_output", "message": msg}], n_errors=1, timings=timings, sandbox=rec, **base)
+    if clean["status"] != "ok":
+        st = "timeout" if clean["status"] == "timeout" else "invalid"
+        msg = str(clean.get("message", st))[:500]
+        return WindowResult(status=st, message=msg, errors=[{"date": None, "phase": "module", "type": st,
+                            "message": msg}], n_errors=1, timings=timings, sandbox=rec, **base)
+    errors = list(clean["errors"])[:20]
+    for j in bad_days[: max(0, 20 - len(errors))]:
+        errors.append({"date": str(ds.dates[d0 + j]), "phase": "host_check", "type": "InvalidOutput",
+                       "message": "scores outside view.symbols or infinite; the date's scores were dropped"})
+    n_err = int(clean["n_errors"])
+    t1 = time.perf_counter()
+    ev = evaluate_scores(ds, d0, n, clean["scores"], cfg, clean["features"], clean["sample_days"])
+    timings["evaluator_s"] = time.perf_counter() - t1
+    acct = ev["account"]
+    daily = {"dates": [str(d) for d in acct.dates], "nav": acct.nav.tolist(), "reference": ev["reference"].tolist(),
+             "exposure": (acct.position_value / acct.nav).tolist(), "cash": acct.cash.tolist(),
+             "rank_ic": ev["signal"]["_daily_ic"].tolist(), "n_held": acct.n_held.tolist()}
+    extra = list(clean.get("extra_keys") or [])
+    if n_err > cfg.scoring.failed_day_fraction * n:
+        msg = f"failed: day errors on {n_err} of {n} decision dates (> {cfg.scoring.failed_day_fraction:.0%})"
+        return WindowResult(status="failed", message=msg, S=0.0, metrics=None, years=ev["years"], errors=errors,
+                            n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec, account=acct,
+                            daily=daily, **base)
+    m = ev["metrics"]
+    m["diversity"] = {k: ev["diversity"][k] for k in ("K", "D", "n_features", "n_clusters")}
+    msg = "ok" if not n_err else f"ok ({n_err} day error(s))"
+    return WindowResult(status="ok", message=msg, S=float(m["S"]), metrics=m, years=ev["years"], errors=errors,
+                        n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec, account=acct, daily=daily,
+                        **base)
+
+
+def reference_only(ds: QADataset, start: Any, end: Any, cfg: ArenaConfig | None = None) -> dict[str, float]:
+    """Metrics of the cost-free market reference on a window (ARR, Sharpe, MaxDD, total return)."""
+    from quantgym import metrics as qm
+
+    cfg = cfg or ArenaConfig()
+    d0, n = window_rows(ds, start, end)
+    ref = reference_path(ds, d0, n)
+    r = ref[1:] / ref[:-1] - 1.0
+    a = (ref[-1] / ref[0]) ** (cfg.scoring.n_ann / n) - 1.0
+    return {"arr": float(a), "excess_arr": 0.0, "sharpe": qm.sharpe(r, rf=0.0, periods_per_year=cfg.scoring.n_ann),
+            "max_drawdown": qm.max_drawdown(r, include_start=True), "total_return": float(ref[-1] - 1.0),
+            "volatility": qm.volatility(r, cfg.scoring.n_ann), "n_days": n, "path": ref.tolist(),
+            "dates": [str(d) for d in ds.dates[d0:d0 + n + 1]]}
+
+
+def finite_or_none(x: Any) -> Any:
+    """``None`` for non-finite floats (for feedback dicts)."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+__all__ = ["WindowResult", "evaluate_submission", "evaluate_scores", "reference_only", "source_hash", "STATUSES"]

@@ -1,0 +1,271 @@
+"""Frozen, versioned configuration of Quant-Arena (spec quant_arena.md §10, version ``qa-v1``).
+
+Every **[project choice]** constant of the spec lives here, in one of four frozen
+dataclasses that the env accepts as kwargs:
+
+- :class:`CostModel`     — commission, transfer fee, stamp duty by date (§10.9).
+- :class:`ImpactModel`   — the simulated order book (§10.8).
+- :class:`ExecutionModel`— portfolio size, slot weight, band, lots, capital (§4, §10.5, §10.7).
+- :class:`ScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
+- :class:`SandboxConfig` — limits of the untrusted child process (§10.4).
+- :class:`Windows`       — warm-up / research / sealed windows (§2, §10.2).
+
+Each concern can be switched off (``CostModel.off()``, ``ImpactModel.off()``) for
+experiments; the benchmark's defaults are the spec's, and the version string of
+:class:`ScoringConfig` is written into every record so a score is always tied to
+the rules that produced it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Version of the scoring/cost rules (spec §6: "version the scoring config").
+QA_VERSION = "qa-v1"
+
+
+def _date(x: Any) -> _dt.date:
+    if isinstance(x, _dt.datetime):
+        return x.date()
+    if isinstance(x, _dt.date):
+        return x
+    return _dt.date.fromisoformat(str(x)[:10])
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Fees per order (one stock, one side, one day) on the walked value (spec §10.9).
+
+    Attributes
+    ----------
+    commission_rate : float
+        0.00025 (2.5 bp), both sides, includes exchange handling and regulatory fees.
+    commission_min : float
+        5.00 CNY minimum per order.
+    transfer_rate_before, transfer_rate_after, transfer_change : float, float, str
+        Transfer fee 0.00002 before 2022-04-29, 0.00001 from then, both sides.
+    stamp_rate_before, stamp_rate_after, stamp_change : float, float, str
+        Sell-side stamp duty 0.001 before 2023-08-28, 0.0005 on and after
+        (date = execution day).
+    enabled : bool
+        ``False`` makes every fee zero (cost-free experiments).
+    """
+
+    commission_rate: float = 0.00025
+    commission_min: float = 5.00
+    transfer_rate_before: float = 0.00002
+    transfer_rate_after: float = 0.00001
+    transfer_change: str = "2022-04-29"
+    stamp_rate_before: float = 0.001
+    stamp_rate_after: float = 0.0005
+    stamp_change: str = "2023-08-28"
+    enabled: bool = True
+
+    @classmethod
+    def off(cls) -> "CostModel":
+        """All fees zero."""
+        return cls(enabled=False)
+
+    def transfer_rate(self, day: Any) -> float:
+        """Transfer-fee rate in force on execution day ``day``."""
+        return self.transfer_rate_before if _date(day) < _date(self.transfer_change) else self.transfer_rate_after
+
+    def stamp_rate(self, day: Any) -> float:
+        """Sell-side stamp-duty rate in force on execution day ``day``."""
+        return self.stamp_rate_before if _date(day) < _date(self.stamp_change) else self.stamp_rate_after
+
+
+@dataclass(frozen=True)
+class ImpactModel:
+    """Simulated order book of spec §10.8.
+
+    Attributes
+    ----------
+    levels : int
+        Book levels per side, L = 10.
+    k_spacing : float
+        ``Δ = 0.01·max(1, floor(k_s·σ·P/0.01 + 0.5))``, ``k_s = 0.006``.
+    k_depth : float
+        ``q = 100·max(1, floor(k_d·ADV·Δ/(σ·P)/100))``, ``k_d = 0.02``.
+    vol_window : int
+        20 daily log returns of ``adj_close`` for σ; at least ``vol_min_obs`` = 10, else
+        ``vol_default`` = 0.03.
+    adv_window : int
+        20 rows for the average daily volume (tradable days only).
+    enabled : bool
+        ``False``: every order fills completely at the open (no impact, no depth cap).
+    """
+
+    levels: int = 10
+    k_spacing: float = 0.006
+    k_depth: float = 0.02
+    vol_window: int = 20
+    vol_min_obs: int = 10
+    vol_default: float = 0.03
+    adv_window: int = 20
+    tick: float = 0.01
+    enabled: bool = True
+
+    @classmethod
+    def off(cls) -> "ImpactModel":
+        """Fill everything at the open price."""
+        return cls(enabled=False)
+
+
+@dataclass(frozen=True)
+class ExecutionModel:
+    """Portfolio construction and account rules (spec §4, §10.5–§10.7).
+
+    Attributes
+    ----------
+    top_n : int
+        75 selected names; each slot targets ``V* = NAV_open/75`` whatever the count.
+    rebalance_band : float
+        b = 0.25: trim above ``(1+b)V*``, top up below ``(1−b)V*``.
+    lot : int
+        100 shares (buys and trims).
+    initial_capital : float
+        10,000,000 CNY.
+    limits : bool
+        Apply daily price limits (§10.6).
+    """
+
+    top_n: int = 75
+    rebalance_band: float = 0.25
+    lot: int = 100
+    initial_capital: float = 10_000_000.0
+    limits: bool = True
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """Metrics and the 0–100 score (spec §6, §10.11–§10.13).
+
+    Attributes
+    ----------
+    version : str
+        ``qa-v1``; written in every record.
+    n_ann : int
+        242 trading days per year (§10.11 overrides §5's 252).
+    scale_r, scale_sr, scale_ic, scale_a, scale_ls, scale_to : float
+        Logistic scales ``c`` of ``g(x) = 1/(1+exp(−x/c))``: 0.20, 1.0, 0.03, 2.0, 1.5, 0.15.
+    turnover_pivot : float
+        s_TO uses ``x = 0.25 − TO``.
+    w_r, w_l, w_sig : float
+        Q = 0.60·s_R + 0.20·s_L + 0.05·(s_IC + s_A + s_LS + s_TO).
+    ic_min_pairs : int
+        5 pairs for a valid RankIC day.
+    quantiles : int
+        5 (long-short quintiles).
+    cluster_threshold, qualify_threshold, diversity_scale : float, float, int
+        |ρ̄| ≥ 0.7 links features; |ρ̄(f, score)| ≥ 0.05 qualifies a cluster; D = min(K/32, 1).
+    diversity_base, diversity_weight : float
+        S = 100·Q·(0.9 + 0.1·D).
+    sample_every : int
+        Diversity sample dates: decision dates D_j with j ≡ 0 (mod 5).
+    w_in, w_out : float
+        S = 0.5·S_in + 0.5·S_out.
+    max_features : int
+        300 declared features at most.
+    failed_day_fraction : float
+        More than 10 % of decision dates with a day error ⇒ status ``failed``.
+    """
+
+    version: str = QA_VERSION
+    n_ann: int = 242
+    scale_r: float = 0.20
+    scale_sr: float = 1.0
+    scale_ic: float = 0.03
+    scale_a: float = 2.0
+    scale_ls: float = 1.5
+    scale_to: float = 0.15
+    turnover_pivot: float = 0.25
+    w_r: float = 0.60
+    w_l: float = 0.20
+    w_sig: float = 0.05
+    ic_min_pairs: int = 5
+    quantiles: int = 5
+    cluster_threshold: float = 0.7
+    qualify_threshold: float = 0.05
+    diversity_scale: int = 32
+    diversity_base: float = 0.9
+    diversity_weight: float = 0.1
+    sample_every: int = 5
+    w_in: float = 0.5
+    w_out: float = 0.5
+    max_features: int = 300
+    failed_day_fraction: float = 0.10
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits of the child process that runs agent code (spec §10.4).
+
+    Attributes
+    ----------
+    import_seconds : float
+        30 s to import (exec) the submission module.
+    day_seconds : float
+        10 s wall per decision date.
+    eval_seconds : float
+        1,800 s wall per evaluation (one window).
+    memory_mb : int
+        4 GiB address-space limit.
+    cpu_seconds : float
+        CPU-time limit of the child (the evaluation wall limit by default).
+    max_output_bytes : int
+        1 MiB of agent output per day (scores + features beyond the float32 matrices).
+    """
+
+    import_seconds: float = 30.0
+    day_seconds: float = 10.0
+    eval_seconds: float = 1800.0
+    memory_mb: int = 4096
+    cpu_seconds: float = 1800.0
+    max_output_bytes: int = 1 << 20
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Evaluation windows (spec §2, §10.2). Dates are ISO strings, inclusive.
+
+    Default: warm-up 2021, research 2022-01-01..2023-12-31, sealed 2024-01-01..2024-12-31.
+    ``max_lookback`` (L_max = 242) is the longest history the view serves.
+    """
+
+    warmup_start: str = "2021-01-01"
+    research_start: str = "2022-01-01"
+    research_end: str = "2023-12-31"
+    sealed_start: str = "2024-01-01"
+    sealed_end: str = "2024-12-31"
+    max_lookback: int = 242
+
+    def __post_init__(self) -> None:
+        r0, r1, s0, s1 = (_date(x) for x in (self.research_start, self.research_end, self.sealed_start, self.sealed_end))
+        if not (r0 <= r1 < s0 <= s1):
+            raise ValueError(f"windows must satisfy research_start <= research_end < sealed_start <= sealed_end; got {self}")
+        if not (1 <= int(self.max_lookback)):
+            raise ValueError("max_lookback must be >= 1")
+
+
+@dataclass(frozen=True)
+class ArenaConfig:
+    """Everything that defines a Quant-Arena evaluation; serialised into every record."""
+
+    cost: CostModel = field(default_factory=CostModel)
+    impact: ImpactModel = field(default_factory=ImpactModel)
+    execution: ExecutionModel = field(default_factory=ExecutionModel)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    windows: Windows = field(default_factory=Windows)
+
+    def to_dict(self) -> dict:
+        """Plain-dict form (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+
+__all__ = ["QA_VERSION", "CostModel", "ImpactModel", "ExecutionModel", "ScoringConfig", "SandboxConfig",
+           "Windows", "ArenaConfig"]

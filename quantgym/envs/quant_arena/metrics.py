@@ -1,0 +1,386 @@
+"""Quant-Arena metrics and the 0–100 score (spec quant_arena.md §5, §6, §10.11–§10.13).
+
+Account metrics use the shared :mod:`quantgym.metrics` helpers where the definitions
+agree (maximum drawdown with NAV_0 included, total return); the spec fixes
+``N_ann = 242`` and a Sharpe **without** risk-free rate (§10.11), which is
+``quantgym.metrics.sharpe(r, rf=0, periods_per_year=242)``.
+
+Signal metrics (RankIC, IR ``A``, long-short quintile Sharpe, coverage), turnover,
+the logistic score transform and feature diversity are specific to this task and
+live here.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.sparse.csgraph import connected_components
+from scipy.stats import rankdata
+
+from quantgym import metrics as qm
+
+from .config import ScoringConfig
+
+
+# ---------------------------------------------------------------------- account metrics
+def arr(nav: np.ndarray, n_ann: int = 242) -> float:
+    """Annualised return ``(NAV_n/NAV_0)^(n_ann/n) − 1`` (spec §10.11); n = len(nav) − 1."""
+    nav = np.asarray(nav, dtype=np.float64)
+    n = nav.size - 1
+    if n < 1 or nav[0] <= 0:
+        return 0.0
+    g = nav[-1] / nav[0]
+    return float(g ** (n_ann / n) - 1.0) if g > 0 else -1.0
+
+
+def long_sharpe(r: np.ndarray, n_ann: int = 242) -> float:
+    """``SR_L = mean(r)/std(r, ddof 1)·√n_ann`` (0 if std = 0; spec §10.11)."""
+    return qm.sharpe(r, rf=0.0, periods_per_year=n_ann)
+
+
+def account_metrics(nav: np.ndarray, position_value: np.ndarray, bought: np.ndarray, sold: np.ndarray,
+                    nav_open: np.ndarray, ref_nav: np.ndarray, n_ann: int = 242) -> dict[str, float]:
+    """ARR, excess ARR, SR_L, MaxDD, exposure, turnover, volatility (spec §10.11).
+
+    Parameters
+    ----------
+    nav, position_value : ndarray (n+1,)
+        Close NAV and position value, D_0..D_n.
+    bought, sold, nav_open : ndarray (n,)
+        Traded values at fill prices and the open NAV of D_1..D_n.
+    ref_nav : ndarray (n+1,)
+        Market reference path from 1 at D_0.
+
+    Returns
+    -------
+    dict
+        ``arr, reference_arr, excess_arr, sharpe, max_drawdown (≤ 0), exposure,
+        turnover, volatility, total_return, reference_total_return`` (decimals).
+    """
+    nav = np.asarray(nav, dtype=np.float64)
+    r = nav[1:] / nav[:-1] - 1.0
+    a = arr(nav, n_ann)
+    ra = arr(ref_nav, n_ann)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        expo = np.where(nav[1:] > 0, np.asarray(position_value[1:]) / nav[1:], 0.0)
+        to = np.where(nav_open > 0, (np.asarray(bought) + np.asarray(sold)) / (2.0 * np.asarray(nav_open)), 0.0)
+    return {
+        "arr": a,
+        "reference_arr": ra,
+        "excess_arr": a - ra,
+        "sharpe": long_sharpe(r, n_ann),
+        "max_drawdown": qm.max_drawdown(r, include_start=True),
+        "exposure": float(expo.mean()) if expo.size else 0.0,
+        "turnover": float(to.mean()) if to.size else 0.0,
+        "volatility": qm.volatility(r, n_ann),
+        "total_return": float(nav[-1] / nav[0] - 1.0),
+        "reference_total_return": float(ref_nav[-1] / ref_nav[0] - 1.0),
+    }
+
+
+def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> dict[str, dict[str, float]]:
+    """Calendar-year returns of the account and the reference (feedback, §10.14).
+
+    For each year Y of the execution days: ``return = NAV(last day of Y)/NAV(last day
+    before Y) − 1`` (D_0 for the first year), the same on the reference, and the
+    difference ``excess``.
+    """
+    d = pd.DatetimeIndex(np.asarray(dates))
+    out = {}
+    years = d.year.to_numpy()
+    for y in sorted(set(years[1:].tolist())):
+        idx = np.flatnonzero(years == y)
+        idx = idx[idx > 0]
+        a, b = idx[0] - 1, idx[-1]
+        ret = float(nav[b] / nav[a] - 1.0)
+        rr = float(ref_nav[b] / ref_nav[a] - 1.0)
+        out[str(y)] = {"return": ret, "reference_return": rr, "excess": ret - rr}
+    return out
+
+
+# ---------------------------------------------------------------------- signal metrics
+def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) -> np.ndarray:
+    """Daily RankIC (Spearman with average ranks for ties) per row (spec §10.11).
+
+    Parameters
+    ----------
+    scores, labels : ndarray (D, N)
+
+    Returns
+    -------
+    ndarray (D,)
+        NaN on an invalid day (< ``min_pairs`` finite pairs); 0 where the scores (or
+        labels) are constant over the valid pairs.
+
+    Examples
+    --------
+    >>> s = np.array([[3, 1, 1, 2, 5.]]); y = np.array([[.02, -.01, 0, .01, .03]])
+    >>> round(float(daily_rank_ic(s, y)[0]), 5)   # §10.16 E
+    0.97468
+    """
+    D = scores.shape[0]
+    out = np.full(D, np.nan)
+    for i in range(D):
+        m = np.isfinite(scores[i]) & np.isfinite(labels[i])
+        if m.sum() < min_pairs:
+            continue
+        x = rankdata(scores[i][m])
+        y = rankdata(labels[i][m])
+        x -= x.mean()
+        y -= y.mean()
+        den = math.sqrt(float(x @ x) * float(y @ y))
+        out[i] = float(x @ y) / den if den > 0 else 0.0
+    return out
+
+
+def information_ratio(ic: np.ndarray, n_ann: int = 242) -> float:
+    """``A = mean/std(ddof 1)·√n_ann`` over valid RankIC days (0 if < 2 days or std 0)."""
+    v = ic[np.isfinite(ic)]
+    if v.size < 2:
+        return 0.0
+    sd = float(np.std(v, ddof=1))
+    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
+
+
+def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quantiles: int = 5
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Daily long-short spread and quantile means (spec §10.11).
+
+    On each valid day (≥ ``min_pairs`` finite pairs) order pairs by (score desc,
+    symbol asc = column order), ``k = floor(m/quantiles)``; ``LS = mean(top k labels)
+    − mean(bottom k labels)`` (NaN if k = 0). Quantile diagnostic: the same order
+    split into ``quantiles`` nearly equal groups (numpy ``array_split``), mean label.
+
+    Returns
+    -------
+    ls : ndarray (D,)
+    qmeans : ndarray (D, quantiles)   (group 0 = highest scores; NaN on invalid days)
+    """
+    D = scores.shape[0]
+    ls = np.full(D, np.nan)
+    qm_ = np.full((D, quantiles), np.nan)
+    for i in range(D):
+        m = np.flatnonzero(np.isfinite(scores[i]) & np.isfinite(labels[i]))
+        if m.size < min_pairs:
+            continue
+        order = m[np.lexsort((m, -scores[i][m]))]
+        y = labels[i][order]
+        k = m.size // quantiles
+        if k > 0:
+            ls[i] = float(y[:k].mean() - y[-k:].mean())
+        for g, part in enumerate(np.array_split(y, quantiles)):
+            if part.size:
+                qm_[i, g] = float(part.mean())
+    return ls, qm_
+
+
+def ann_sharpe(x: np.ndarray, n_ann: int = 242) -> float:
+    """``mean/std(ddof 1)·√n_ann`` over finite values (0 if < 2 values or std 0)."""
+    v = np.asarray(x, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size < 2:
+        return 0.0
+    sd = float(np.std(v, ddof=1))
+    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
+
+
+def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
+    """Coverage and active days (spec §10.11).
+
+    Coverage = finite-score (date, symbol) pairs / (date, ``view.symbols``) pairs;
+    active days = share of decision dates with ≥ 1 finite score.
+    """
+    fin = np.isfinite(scores) & in_view
+    tot = int(in_view.sum())
+    cov = float(fin.sum() / tot) if tot else 0.0
+    act = float(fin.any(axis=1).mean()) if fin.shape[0] else 0.0
+    return cov, act
+
+
+def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
+                   cfg: ScoringConfig | None = None) -> dict[str, Any]:
+    """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
+
+    Parameters
+    ----------
+    scores : ndarray (n, N)
+        Scores of decision dates D_0..D_{n−1}.
+    labels : ndarray (n−1, N)
+        Labels of D_0..D_{n−2} (:func:`~quantgym.envs.quant_arena.evaluator.labels`).
+    in_view : ndarray (n, N) bool
+        ``view.symbols`` membership per decision date.
+    """
+    cfg = cfg or ScoringConfig()
+    s = scores[: labels.shape[0]]
+    ic = daily_rank_ic(s, labels, cfg.ic_min_pairs)
+    ls, qmeans = long_short(s, labels, cfg.ic_min_pairs, cfg.quantiles)
+    cov, act = coverage(scores, in_view)
+    valid = np.isfinite(ic)
+    with np.errstate(invalid="ignore"):
+        qbp = np.nanmean(qmeans, axis=0) * 1e4 if np.isfinite(qmeans).any() else np.full(cfg.quantiles, np.nan)
+    return {
+        "rankic_mean": float(ic[valid].mean()) if valid.any() else 0.0,
+        "rankic_ir": information_ratio(ic, cfg.n_ann),
+        "ls_sharpe": ann_sharpe(ls, cfg.n_ann),
+        "coverage": cov,
+        "active_days": act,
+        "n_ic_days": int(valid.sum()),
+        "quantile_returns_bp": [float(x) for x in qbp],
+        "_daily_ic": ic,
+        "_daily_ls": ls,
+    }
+
+
+# ---------------------------------------------------------------------- score
+def logistic(x: float, c: float) -> float:
+    """``g(x) = 1/(1 + exp(−x/c))`` (spec §6, §10.12); non-finite x enters as 0.
+
+    Examples
+    --------
+    >>> logistic(0.0, 0.2)
+    0.5
+    """
+    x = float(x) if x is not None and math.isfinite(float(x)) else 0.0
+    z = -x / c
+    if z > 700:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(z))
+
+
+def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
+                     cfg: ScoringConfig | None = None) -> dict[str, float]:
+    """The six logistic scores s_R, s_L, s_IC, s_A, s_LS, s_TO (spec §10.12)."""
+    c = cfg or ScoringConfig()
+    return {
+        "s_R": logistic(excess_arr, c.scale_r),
+        "s_L": logistic(sharpe, c.scale_sr),
+        "s_IC": logistic(rankic, c.scale_ic),
+        "s_A": logistic(a, c.scale_a),
+        "s_LS": logistic(ls_sharpe, c.scale_ls),
+        "s_TO": logistic(c.turnover_pivot - (turnover if turnover is not None and math.isfinite(turnover) else
+                                             c.turnover_pivot), c.scale_to),
+    }
+
+
+def quality(s: dict[str, float], cfg: ScoringConfig | None = None) -> float:
+    """``Q = 0.60·s_R + 0.20·s_L + 0.05·(s_IC + s_A + s_LS + s_TO)`` (spec §6)."""
+    c = cfg or ScoringConfig()
+    return c.w_r * s["s_R"] + c.w_l * s["s_L"] + c.w_sig * (s["s_IC"] + s["s_A"] + s["s_LS"] + s["s_TO"])
+
+
+def window_score(q: float, d: float, cfg: ScoringConfig | None = None) -> float:
+    """``S = 100·Q·(0.9 + 0.1·D)`` (spec §6)."""
+    c = cfg or ScoringConfig()
+    return 100.0 * q * (c.diversity_base + c.diversity_weight * d)
+
+
+def total_score(s_in: float, s_out: float, cfg: ScoringConfig | None = None) -> float:
+    """``S = 0.5·S_in + 0.5·S_out`` (spec §6)."""
+    c = cfg or ScoringConfig()
+    return c.w_in * s_in + c.w_out * s_out
+
+
+# ---------------------------------------------------------------------- diversity
+def _u(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Standardised average ranks per column over finite values, NaN → 0; measured flags.
+
+    x : (N, M). Returns u (N, M) and measured (M,) bool (≥ 5 finite, not all equal).
+    """
+    fin = np.isfinite(x)
+    cnt = fin.sum(axis=0)
+    r = pd.DataFrame(x).rank(axis=0, method="average").to_numpy()
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mu = np.nanmean(r, axis=0)
+        sd = np.nanstd(r, axis=0)
+        u = (r - mu) / sd
+    measured = (cnt >= 5) & (sd > 0)
+    u = np.where(fin & measured[None, :], u, 0.0)
+    return u, measured
+
+
+def diversity(features: np.ndarray, scores: np.ndarray, cfg: ScoringConfig | None = None) -> dict[str, Any]:
+    """Feature diversity D (spec §6, §10.13).
+
+    Parameters
+    ----------
+    features : ndarray (n_dates, F, N)
+        Declared features on the sample dates (NaN where missing).
+    scores : ndarray (n_dates, N)
+        Final scores on the same dates.
+
+    Returns
+    -------
+    dict
+        ``K`` qualifying clusters, ``D = min(K/32, 1)``, ``n_features`` measured,
+        ``n_clusters``, ``labels`` (cluster id per feature, −1 = dropped),
+        ``rho_score`` (ρ̄ of each feature with the score).
+    """
+    c = cfg or ScoringConfig()
+    features = np.asarray(features, dtype=np.float64)
+    if features.ndim != 3 or features.shape[1] == 0 or features.shape[0] == 0:
+        F = features.shape[1] if features.ndim == 3 else 0
+        return {"K": 0, "D": 0.0, "n_features": 0, "n_clusters": 0, "labels": [-1] * F, "rho_score": [None] * F}
+    nd, F, _ = features.shape
+    M = F + 1
+    num = np.zeros((M, M))
+    cnt = np.zeros((M, M))
+    for i in range(nd):
+        x = np.concatenate([features[i], np.asarray(scores[i], dtype=np.float64)[None, :]], axis=0).T  # (N, M)
+        u, meas = _u(x)
+        g = u.T @ u
+        dg = np.sqrt(np.diag(g))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rho = g / np.outer(dg, dg)
+        both = np.outer(meas, meas)
+        num += np.where(both, rho, 0.0)
+        cnt += both
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rbar = num / cnt
+    measured_f = np.diag(cnt)[:F] > 0
+    idx = np.flatnonzero(measured_f)
+    labels_ = np.full(F, -1)
+    K = 0
+    ncl = 0
+    if idx.size:
+        sub = rbar[np.ix_(idx, idx)]
+        adj = np.isfinite(sub) & (np.abs(sub) >= c.cluster_threshold)
+        ncl, lab = connected_components(adj, directed=False)
+        labels_[idx] = lab
+        rs = rbar[idx, F]
+        qual = np.isfinite(rs) & (np.abs(rs) >= c.qualify_threshold)
+        K = int(len(set(lab[qual].tolist())))
+    return {"K": K, "D": float(min(K / c.diversity_scale, 1.0)), "n_features": int(idx.size),
+            "n_clusters": int(ncl), "labels": labels_.tolist(),
+            "rho_score": [float(v) if math.isfinite(v) else None for v in rbar[:F, F]]}
+
+
+@dataclass
+class ScoreBreakdown:
+    """One window's score: components, Q, D and S (spec §6)."""
+
+    components: dict[str, float]
+    Q: float
+    D: float
+    K: int
+    S: float
+
+
+def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
+                 K: int, cfg: ScoringConfig | None = None) -> ScoreBreakdown:
+    """Components, Q, D and S of one window (spec §6, §10.12). Worked example F in tests."""
+    c = cfg or ScoringConfig()
+    s = component_scores(excess_arr, sharpe, rankic, a, ls_sharpe, turnover, c)
+    q = quality(s, c)
+    d = min(K / c.diversity_scale, 1.0)
+    return ScoreBreakdown(components=s, Q=q, D=d, K=int(K), S=window_score(q, d, c))
+
+
+__all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
+           "long_short", "ann_sharpe", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
+           "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window"]
