@@ -1,0 +1,397 @@
+"""Entry point of the sandbox child process (``python -m``-style bootstrap, see ``_host``).
+
+Protocol
+--------
+* fd 0 (stdin): one pickled request ``{"source", "filename", "runner", "payload", "limits", ...}``
+  from the trusted host (pickle is fine in the host -> child direction).
+* fd 1/2: captured output (both go to the same pipe; capped here and in the host reader).
+* fd ``RESULT_FD`` (argv[1]): the result frame of :mod:`quantgym.sandbox._codec` (never pickle).
+
+Sequence: read the request -> import the runner's module, numpy, pandas, scipy and the allowed
+modules -> lockdown (rlimits, seccomp filter where available, audit hook) -> exec the agent's
+source as a module -> ``runner(namespace, payload)`` -> encode and send the value -> ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import io
+import linecache
+import os
+import pickle
+import resource
+import signal
+import sys
+import time
+import traceback as _tb
+
+from quantgym.sandbox import _codec, _policy
+from quantgym.sandbox._types import SandboxOutputError
+
+#: Submodules imported before lockdown so that lazy imports after it need no file access.
+PRELOAD = (
+    "numpy",
+    "numpy.linalg",
+    "numpy.fft",
+    "numpy.random",
+    "numpy.polynomial",
+    "numpy.ma",
+    "numpy.lib.stride_tricks",
+    "pandas",
+    "pandas.api.types",
+    "pandas.tseries.offsets",
+    "scipy",
+    "scipy.stats",
+    "scipy.optimize",
+    "scipy.linalg",
+    "scipy.special",
+    "scipy.signal",
+    "scipy.interpolate",
+    "scipy.sparse",
+    "scipy.integrate",
+    "scipy.spatial",
+    "scipy.ndimage",
+    "scipy.cluster",
+    "statistics",
+    "collections",
+    "collections.abc",
+    "itertools",
+    "functools",
+    "dataclasses",
+    "typing",
+    "datetime",
+    "math",
+    "decimal",
+    "fractions",
+    "random",
+    "bisect",
+    "heapq",
+    "operator",
+    "re",
+    "json",
+    "zoneinfo",
+)
+
+#: Third-party modules that must never be loaded in the child (they do file/network I/O in
+#: native code that no audit hook sees); pandas falls back to its pure-numpy code paths.
+NEVER_LOAD = ("pyarrow", "fsspec", "numexpr", "numba", "cffi", "_cffi_backend", "tables", "h5py",
+              "sqlalchemy", "psycopg2", "s3fs", "gcsfs", "botocore", "boto3", "requests", "urllib3")
+
+
+class _NeverLoad:
+    """Meta-path finder refusing :data:`NEVER_LOAD` (installed before any import)."""
+
+    def find_spec(self, name, path=None, target=None):  # noqa: D401 - importlib protocol
+        if name.partition(".")[0] in NEVER_LOAD:
+            raise ImportError(f"{name} is not available inside the quantgym sandbox")
+        return None
+
+
+class _CappedWriter(io.TextIOBase):
+    """Text stream writing UTF-8 to a file descriptor until ``cap`` bytes, then dropping."""
+
+    def __init__(self, fd: int, cap: int) -> None:
+        self._fd, self._cap, self._written, self.truncated = fd, cap, 0, False
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        n = len(s)
+        if self._written >= self._cap:
+            self.truncated = True
+            return n
+        data = s.encode("utf-8", "replace")
+        room = self._cap - self._written
+        if len(data) > room:
+            data, self.truncated = data[:room], True
+        self._written += len(data)
+        view = memoryview(data)
+        while view:
+            try:
+                k = os.write(self._fd, view)
+            except InterruptedError:
+                continue
+            except OSError:
+                return n
+            view = view[k:]
+        return n
+
+    def flush(self) -> None:
+        return None
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            k = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[k:]
+
+
+def _realpath_roots(paths) -> tuple[str, ...]:
+    out: list[str] = []
+    for p in paths:
+        for q in (os.path.abspath(p), os.path.realpath(p)):
+            q = os.path.normpath(q)
+            if q not in out:
+                out.append(q)
+    return tuple(out)
+
+
+def _code_roots(allowed: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(stdlib-like code dirs, excluded dirs, allowed package dirs) readable after lockdown."""
+    import sysconfig
+
+    roots: list[str] = []
+    for key in ("stdlib", "platstdlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            roots.append(p)
+    for tz in ("/usr/share/zoneinfo", "/usr/lib/zoneinfo", "/usr/share/lib/zoneinfo"):
+        if os.path.isdir(tz):
+            roots.append(tz)
+    excluded: list[str] = []
+    packages: list[str] = []
+    for key in ("purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            excluded.append(p)
+    for p in sys.path:
+        if p and ("site-packages" in p or "dist-packages" in p):
+            excluded.append(p)
+    for name in allowed:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        for d in list(getattr(mod, "__path__", []) or []) + [os.path.dirname(getattr(mod, "__file__", "") or "")]:
+            if d and os.path.basename(os.path.normpath(d)) == name:
+                packages.append(d)
+                libs = os.path.join(os.path.dirname(d), name + ".libs")
+                if os.path.isdir(libs):
+                    packages.append(libs)
+    return (_realpath_roots(r for r in roots if r), _realpath_roots(e for e in excluded if e),
+            _realpath_roots(p for p in packages if p))
+
+
+def _quiet_source_lookups(violations: list) -> None:
+    """Make warnings and linecache lookups of unreadable source files harmless after lockdown.
+
+    Library warnings and traceback formatting read source lines of trusted files (e.g. the runner
+    module) that the agent may not read. Such lookups return no line instead of counting as a
+    violation (the open itself is still refused by the audit hook).
+    """
+    import warnings
+
+    orig = linecache.updatecache
+
+    def updatecache(filename, module_globals=None, _orig=orig, _viol=violations, _V=_policy.SandboxViolation):
+        n = len(_viol)
+        try:
+            return _orig(filename, module_globals)
+        except _V:
+            del _viol[n:]
+            return []
+
+    linecache.updatecache = updatecache
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        return f"{filename}:{lineno}: {category.__name__}: {message}\n"
+
+    warnings.formatwarning = formatwarning
+
+
+def _set_rlimits(limits: dict) -> None:
+    cpu_now = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+    cpu = int(cpu_now + float(limits["cpu_seconds"]) + 0.999)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    mem = int(limits["memory_mb"]) * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    if os.geteuid() != 0:  # RLIMIT_NPROC is not enforced for root; seccomp/audit cover that case
+        resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
+
+
+def _agent_traceback(exc: BaseException, filename: str) -> str | None:
+    """Traceback text from the first agent frame on; only the exception line if there is none.
+
+    Source lines are shown for agent frames only (from the in-memory source), so formatting never
+    opens a file after lockdown.
+    """
+    frames = _tb.StackSummary.extract(_tb.walk_tb(exc.__traceback__), lookup_lines=False)
+    tail = "".join(_tb.format_exception_only(type(exc), exc))
+    first = next((i for i, f in enumerate(frames) if f.filename == filename), None)
+    if first is None:
+        return tail
+    lines = ["Traceback (most recent call last):\n"]
+    for f in frames[first:]:
+        lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n')
+        if f.filename == filename:
+            text = linecache.getline(filename, f.lineno or 0).strip()
+            if text:
+                lines.append(f"    {text}\n")
+    return "".join(lines) + tail
+
+
+def _where(exc: BaseException, filename: str) -> str:
+    frames = _tb.StackSummary.extract(_tb.walk_tb(exc.__traceback__), lookup_lines=False)
+    agent = [f for f in frames if f.filename == filename]
+    if agent:
+        f = agent[-1]
+        return f" (line {f.lineno} of {filename}, in {f.name})"
+    return ""
+
+
+def _one_line(s: str, limit: int = 500) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def main() -> None:  # noqa: C901 - one linear protocol
+    result_fd = int(sys.argv[1])
+    sys.dont_write_bytecode = True
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    sys.meta_path.insert(0, _NeverLoad())
+
+    request = pickle.load(sys.stdin.buffer)
+    try:
+        os.close(0)
+    except OSError:
+        pass
+    sys.stdin = None
+    limits: dict = request["limits"]
+    filename: str = request["filename"]
+    source: str = request["source"]
+    allowed = tuple(limits["allowed_imports"])
+    t_child0 = time.monotonic()
+
+    def send(status: str, message: str, tb: str | None = None, value=None, extra: dict | None = None) -> None:
+        env = {"status": status, "message": _one_line(message), "traceback": tb,
+               "output_truncated": bool(out.truncated), "extra": extra or {}}
+        try:
+            frame = _codec.encode_frame(env, value)
+        except _codec.FrameError as exc:
+            env.update(status="bad_output", message=_one_line(f"bad_output: {exc}"), traceback=None)
+            frame = _codec.encode_frame(env, None)
+        except MemoryError:
+            env.update(status="memory", message="memory: out of memory while encoding the result", traceback=None)
+            frame = _codec.encode_frame(env, None)
+        try:
+            _write_all(result_fd, frame)
+        except OSError:
+            pass
+        os._exit(0)
+
+    # Output capture (C-level writes to fd 1/2 are capped by the host reader).
+    out = _CappedWriter(1, int(limits["max_output_bytes"]))
+    sys.stdout = sys.stderr = out
+    sys.__stdout__ = sys.__stderr__ = out  # type: ignore[misc]
+
+    # ---- trusted phase: imports before lockdown
+    modname, _, funcname = request["runner"].partition(":")
+    try:
+        runner_mod = importlib.import_module(modname)
+        runner = runner_mod
+        for part in funcname.split("."):
+            runner = getattr(runner, part)
+        for m in PRELOAD:
+            try:
+                importlib.import_module(m)
+            except ImportError:
+                pass
+        for m in allowed:
+            if m not in sys.modules:
+                try:
+                    importlib.import_module(m)
+                except ImportError:
+                    pass
+        import numpy as np
+
+        np.random.default_rng(0).standard_normal(4)
+        payload = request["payload"]
+        del request
+        code_roots, excluded, package_roots = _code_roots(allowed)
+        readable = _realpath_roots(limits["readable_paths"])
+    except BaseException as exc:  # noqa: BLE001 - setup failure is a host-side problem
+        send("crashed", f"crashed: sandbox set-up failed: {type(exc).__name__}: {exc}",
+             "".join(_tb.format_exception(type(exc), exc, exc.__traceback__)))
+        return
+
+    # ---- lockdown
+    violations: list[str] = []
+    cwd = os.getcwd()
+    hook = _policy.build_audit_hook(
+        allowed_imports=allowed,
+        readable_roots=readable,
+        code_roots=code_roots,
+        excluded_roots=excluded,
+        package_roots=package_roots,
+        cwd=cwd,
+        violations=violations,
+    )
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _quiet_source_lookups(violations)
+    namespace = {"__name__": "__agent__", "__file__": filename, "__builtins__": _policy.agent_builtins(allowed, violations)}
+    try:
+        from quantgym.sandbox import _seccomp
+
+        seccomp_ok = _seccomp.install()
+    except Exception:  # noqa: BLE001 - optional hardening
+        seccomp_ok = False
+    _set_rlimits(limits)
+    _policy.install(hook)
+    cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+    extra = {"seccomp": bool(seccomp_ok), "startup_seconds": round(time.monotonic() - t_child0, 4)}
+
+    # ---- untrusted phase
+    value = None
+    try:
+        code = compile(source, filename, "exec", dont_inherit=True)
+        exec(code, namespace)
+        value = runner(namespace, payload)
+    except _policy.SandboxViolation as exc:
+        send("forbidden", violations[0] if violations else str(exc), _agent_traceback(exc, filename), extra=extra)
+    except SandboxOutputError as exc:
+        if violations:
+            send("forbidden", violations[0], None, extra=extra)
+        send("bad_output", f"bad_output: {exc}", None, extra=extra)
+    except MemoryError as exc:
+        if violations:
+            send("forbidden", violations[0], None, extra=extra)
+        send("memory", f"memory: allocation failed under the {limits['memory_mb']} MB limit"
+             + (f": {exc}" if str(exc) else ""), _agent_traceback(exc, filename), extra=extra)
+    except SyntaxError as exc:
+        send("error", f"error: SyntaxError: {exc.msg} (line {exc.lineno} of {filename})",
+             _agent_traceback(exc, filename), extra=extra)
+    except BaseException as exc:  # noqa: BLE001 - agent code may raise anything
+        if violations:
+            send("forbidden", violations[0], _agent_traceback(exc, filename), extra=extra)
+        if isinstance(exc, SystemExit):
+            msg = f"error: agent code called exit({exc.code!r})"
+        elif isinstance(exc, KeyboardInterrupt):
+            msg = "error: KeyboardInterrupt"
+        else:
+            msg = f"error: {type(exc).__name__}: {exc}{_where(exc, filename)}"
+        send("error", msg, _agent_traceback(exc, filename), extra=extra)
+    if violations:
+        send("forbidden", violations[0], None, extra=extra)
+    extra["agent_cpu_seconds"] = round(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]) - cpu0, 4)
+    send("ok", "ok", None, value=value, extra=extra)
+
+
+if __name__ == "__main__":  # pragma: no cover - started by the host
+    main()

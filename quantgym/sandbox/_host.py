@@ -1,0 +1,354 @@
+"""Host side of the sandbox: spawn the child, feed it, watch it, read its result safely."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pickle
+import pickletools
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from typing import Any
+
+from quantgym.sandbox import _codec
+from quantgym.sandbox._types import SANDBOX_VERSION, SandboxLimits, SandboxResult
+
+_BOOTSTRAP = (
+    "import sys, json; sys.dont_write_bytecode = True; sys.path[:] = json.loads(sys.argv[2]); "
+    "from quantgym.sandbox._child import main; main()"
+)
+_READ_CHUNK = 1 << 16
+_UNSHARE: list[str] | None = None  # cached probe result
+_UNSHARE_LOCK = threading.Lock()
+
+
+def _unshare_prefix() -> list[str]:
+    """``["unshare", "--net", "--"]`` when running as root and it works here, else ``[]``."""
+    global _UNSHARE
+    with _UNSHARE_LOCK:
+        if _UNSHARE is None:
+            _UNSHARE = []
+            exe = shutil.which("unshare")
+            if exe and hasattr(os, "geteuid") and os.geteuid() == 0:
+                try:
+                    r = subprocess.run([exe, "--net", "--", "true"], capture_output=True, timeout=10,
+                                       env={"PATH": "/usr/bin:/bin"})
+                    if r.returncode == 0:
+                        _UNSHARE = [exe, "--net", "--"]
+                except (OSError, subprocess.SubprocessError):
+                    pass
+        return list(_UNSHARE)
+
+
+def _child_env(tmp: str) -> dict[str, str]:
+    """A minimal environment: no inherited variables (so no API keys or tokens)."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": tmp,
+        "TMPDIR": tmp,
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "NUMEXPR_NUM_THREADS": "1",
+        "VECLIB_MAXIMUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+    }
+
+
+def _check_runner(runner: str) -> None:
+    if not isinstance(runner, str) or runner.count(":") != 1:
+        raise ValueError(f"runner must be 'package.module:function', got {runner!r}")
+    mod, func = runner.split(":")
+    if not mod or not func or not all(p.isidentifier() for p in mod.split(".") + func.split(".")):
+        raise ValueError(f"runner must be 'package.module:function', got {runner!r}")
+    try:
+        spec = importlib.util.find_spec(mod)
+    except (ImportError, ValueError) as exc:
+        raise ValueError(f"runner module {mod!r} cannot be found: {exc}") from None
+    if spec is None:
+        raise ValueError(f"runner module {mod!r} cannot be found")
+
+
+def _check_payload_pickle(data: bytes) -> None:
+    """Refuse payloads that need pyarrow (or other never-loaded modules) to unpickle."""
+    from quantgym.sandbox._child import NEVER_LOAD
+
+    if not any(name.encode() in data for name in NEVER_LOAD):
+        return
+    for op, arg, _pos in pickletools.genops(data):
+        if isinstance(arg, str) and arg.partition(".")[0] in NEVER_LOAD and op.name in (
+            "GLOBAL", "SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "INST"
+        ):
+            raise ValueError(
+                f"payload needs module {arg.split(' ')[0]!r} to unpickle, which is not available in the sandbox; "
+                "convert pyarrow-backed pandas columns (e.g. the pandas 'str' dtype) with .astype(object) "
+                "or pass numpy arrays"
+            )
+
+
+class _Reader(threading.Thread):
+    """Drain a pipe into memory up to ``cap`` bytes; beyond that, keep draining and discard
+    (``stop_at_cap=False``) or stop reading and close (``stop_at_cap=True``)."""
+
+    def __init__(self, fd: int, cap: int, stop_at_cap: bool) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.cap, self.stop_at_cap = fd, cap, stop_at_cap
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.overflow = False
+
+    def run(self) -> None:
+        try:
+            while True:
+                try:
+                    b = os.read(self.fd, _READ_CHUNK)
+                except InterruptedError:
+                    continue
+                except OSError:
+                    break
+                if not b:
+                    break
+                room = self.cap - self.size
+                if len(b) > room:
+                    self.overflow = True
+                    if room > 0:
+                        self.chunks.append(b[:room])
+                        self.size += room
+                    if self.stop_at_cap:
+                        break
+                else:
+                    self.chunks.append(b)
+                    self.size += len(b)
+        finally:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class _Writer(threading.Thread):
+    def __init__(self, fd: int, data: bytes) -> None:
+        super().__init__(daemon=True)
+        self.fd, self.data = fd, data
+
+    def run(self) -> None:
+        view = memoryview(self.data)
+        try:
+            while view:
+                try:
+                    k = os.write(self.fd, view)
+                except InterruptedError:
+                    continue
+                view = view[k:]
+        except OSError:  # child died or closed stdin early: its exit status tells the story
+            pass
+        finally:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_in_sandbox(
+    source: str,
+    runner: str,
+    payload: Any = None,
+    limits: SandboxLimits = SandboxLimits(),
+    filename: str = "<agent>",
+) -> SandboxResult:
+    """Run untrusted ``source`` in a fresh, locked-down child process.
+
+    The child (``python -s -P -c <bootstrap>``, started with ``start_new_session=True``, a clean
+    environment, cwd = an empty temporary directory, and inside ``unshare --net`` when the host is
+    root and that works) imports the runner's module and numpy/pandas/scipy, receives ``payload``
+    once through its stdin (pickle, host -> child only), locks down (rlimits, seccomp filter where
+    supported, audit hook, guarded ``__import__`` for agent code), executes ``source`` as a module
+    namespace and calls ``runner(namespace, payload)``. The return value comes back as JSON plus
+    ``.npy`` arrays (never pickle) and is rebuilt in the host.
+
+    Parameters
+    ----------
+    source : str
+        The agent's Python source code (untrusted).
+    runner : str
+        ``"package.module:function"`` naming TRUSTED project code with signature
+        ``runner(namespace: dict, payload) -> value``. It may raise
+        :class:`~quantgym.sandbox.SandboxOutputError` to flag malformed agent output.
+    payload : Any
+        Picklable data handed to the runner once (e.g. the data panel, a parameter dict).
+    limits : SandboxLimits
+        CPU / wall / memory / output limits, import allow-list and readable paths.
+    filename : str
+        Name under which the agent's source appears in tracebacks and messages.
+
+    Returns
+    -------
+    SandboxResult
+        Never raises for agent misbehaviour: every failure is a status plus a one-line message.
+
+    Raises
+    ------
+    ValueError
+        Host-side programming errors: malformed ``runner`` string, runner module not found,
+        non-str ``source``, or a payload that cannot be pickled / needs pyarrow in the child.
+    """
+    if not isinstance(source, str):
+        raise ValueError(f"source must be a str, got {type(source).__name__}")
+    if not isinstance(limits, SandboxLimits):
+        raise ValueError(f"limits must be a SandboxLimits, got {type(limits).__name__}")
+    if not isinstance(filename, str) or not filename:
+        raise ValueError("filename must be a non-empty str")
+    _check_runner(runner)
+    lim = asdict(limits)
+    lim["readable_paths"] = [os.path.abspath(p) for p in limits.readable_paths]
+    request = {"source": source, "filename": filename, "runner": runner, "payload": payload, "limits": lim}
+    try:
+        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - anything unpicklable is a host error
+        raise ValueError(f"payload cannot be pickled for the sandbox: {exc}") from None
+    _check_payload_pickle(data)
+
+    paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    tmp = tempfile.mkdtemp(prefix="qg-sandbox-")
+    r_res, w_res = os.pipe()
+    prefix = _unshare_prefix() if limits.isolate_network else []
+    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths)]
+    t0 = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(w_res,),
+                cwd=tmp,
+                env=_child_env(tmp),
+                start_new_session=True,
+                close_fds=True,
+            )
+        finally:
+            os.close(w_res)
+        out_reader = _Reader(os.dup(proc.stdout.fileno()), limits.max_output_bytes, stop_at_cap=False)
+        res_reader = _Reader(r_res, limits.max_result_bytes, stop_at_cap=True)
+        proc.stdout.close()
+        writer = _Writer(os.dup(proc.stdin.fileno()), data)
+        proc.stdin.close()
+        del data
+        out_reader.start()
+        res_reader.start()
+        writer.start()
+
+        timed_out = threading.Event()
+
+        def on_wall() -> None:
+            timed_out.set()
+            _killpg(proc.pid)
+
+        timer = threading.Timer(limits.wall_seconds, on_wall)
+        timer.daemon = True
+        timer.start()
+        try:
+            # Wait without reaping, kill any leftover group members while the group id is still
+            # pinned by the zombie leader, then reap with rusage.
+            while True:
+                try:
+                    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+                    break
+                except InterruptedError:
+                    continue
+                except ChildProcessError:
+                    break
+            _killpg(proc.pid)
+            _pid, status, rusage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+        finally:
+            timer.cancel()
+        wall = time.monotonic() - t0
+        writer.join(timeout=5)
+        res_reader.join(timeout=5)
+        out_reader.join(timeout=5)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    cpu = float(rusage.ru_utime + rusage.ru_stime)
+    maxrss_mb = rusage.ru_maxrss / 1024.0
+    rc = proc.returncode
+    details: dict[str, Any] = {
+        "exit_code": rc if rc >= 0 else None,
+        "signal": signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else None,
+        "max_rss_mb": round(maxrss_mb, 1),
+        "network_namespace": bool(prefix),
+        "sandbox_version": SANDBOX_VERSION,
+    }
+    stdout = out_reader.data().decode("utf-8", "replace")
+    truncated = out_reader.overflow
+
+    def result(status: str, message: str, tb: str | None = None, value: Any = None) -> SandboxResult:
+        return SandboxResult(status=status, value=value, message=message, traceback=tb, stdout=stdout,
+                             wall_seconds=wall, cpu_seconds=cpu, output_truncated=truncated, details=details)
+
+    if timed_out.is_set():
+        return result("timeout", f"timeout: wall-clock limit of {limits.wall_seconds:g} s exceeded")
+    if res_reader.overflow:
+        return result("bad_output", f"bad_output: result larger than max_result_bytes={limits.max_result_bytes}")
+    sig = -rc if rc < 0 else None
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds):
+        return result("timeout", f"timeout: CPU-time limit of {limits.cpu_seconds:g} s exceeded")
+    frame = res_reader.data()
+    if not frame:
+        if sig is not None:
+            name = details["signal"] or f"signal {sig}"
+            if maxrss_mb >= 0.9 * limits.memory_mb:
+                return result("memory", f"memory: child killed by {name} near the {limits.memory_mb} MB limit")
+            return result("crashed", f"crashed: child process killed by {name} without a result")
+        return result("crashed", f"crashed: child process exited with code {rc} without a result")
+    try:
+        env = _codec.decode_frame(frame)
+    except _codec.FrameError as exc:
+        return result("bad_output", f"bad_output: {exc}")
+    except MemoryError:
+        return result("bad_output", "bad_output: result too large to rebuild")
+    status = env.get("status")
+    message = env.get("message")
+    tb = env.get("traceback")
+    if status not in ("ok", "error", "forbidden", "memory", "bad_output", "crashed") or not isinstance(message, str):
+        return result("bad_output", "bad_output: malformed result envelope from the child")
+    if tb is not None and not isinstance(tb, str):
+        tb = None
+    message = " ".join(message.split())[:1000]
+    if tb is not None and len(tb) > 20_000:
+        tb = tb[:10_000] + "\n... (traceback truncated) ...\n" + tb[-10_000:]
+    if env.get("output_truncated") is True:
+        truncated = True
+    extra = env.get("extra")
+    if isinstance(extra, dict):
+        for k in ("seccomp", "startup_seconds", "agent_cpu_seconds"):
+            v = extra.get(k)
+            if type(v) in (bool, int, float):
+                details[k] = v
+    if status == "ok":
+        return result("ok", "ok", None, env.get("value"))
+    return result(status, message, tb)

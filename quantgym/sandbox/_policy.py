@@ -1,0 +1,282 @@
+"""Lockdown policy of the sandbox child: audit hook and guarded ``__import__``.
+
+Only the child process imports this module. Everything the hook needs at run time is bound as
+a default argument when the hook is built (default-argument tuples are immutable and replacing
+``__defaults__``/``__code__`` raises an audited event the hook blocks), so agent code that reaches
+a module object cannot patch ``os.path`` or builtins to change the policy's decisions.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+
+#: Events blocked after lockdown: (prefix, category). A prefix ending in "." matches a family.
+BLOCKED_EVENTS: tuple[tuple[str, str], ...] = (
+    ("socket.", "network access"),
+    ("urllib.Request", "network access"),
+    ("http.client.", "network access"),
+    ("ftplib.", "network access"),
+    ("smtplib.", "network access"),
+    ("poplib.", "network access"),
+    ("imaplib.", "network access"),
+    ("nntplib.", "network access"),
+    ("telnetlib.", "network access"),
+    ("webbrowser.open", "network access"),
+    ("ctypes.", "ctypes / native code"),
+    ("os.system", "process creation"),
+    ("os.exec", "process creation"),
+    ("os.fork", "process creation"),
+    ("os.forkpty", "process creation"),
+    ("os.posix_spawn", "process creation"),
+    ("os.spawn", "process creation"),
+    ("os.startfile", "process creation"),
+    ("subprocess.Popen", "process creation"),
+    ("pty.spawn", "process creation"),
+    ("os.kill", "sending signals"),
+    ("os.killpg", "sending signals"),
+    ("signal.pthread_kill", "sending signals"),
+    ("_thread.start_new_thread", "starting threads"),
+    ("resource.setrlimit", "changing resource limits"),
+    ("resource.prlimit", "changing resource limits"),
+    ("sys.addaudithook", "interpreter introspection"),
+    ("sys.settrace", "interpreter introspection"),
+    ("sys.setprofile", "interpreter introspection"),
+    ("sys._current_frames", "interpreter introspection"),
+    ("sys._current_exceptions", "interpreter introspection"),
+    ("gc.get_objects", "interpreter introspection"),
+    ("gc.get_referrers", "interpreter introspection"),
+    ("gc.get_referents", "interpreter introspection"),
+    ("os.chdir", "changing the working directory"),
+    ("os.putenv", "changing the environment"),
+    ("os.unsetenv", "changing the environment"),
+    ("os.remove", "file modification"),
+    ("os.rename", "file modification"),
+    ("os.rmdir", "file modification"),
+    ("os.mkdir", "file modification"),
+    ("os.symlink", "file modification"),
+    ("os.link", "file modification"),
+    ("os.truncate", "file modification"),
+    ("os.chmod", "file modification"),
+    ("os.chown", "file modification"),
+    ("os.chflags", "file modification"),
+    ("os.lchflags", "file modification"),
+    ("os.utime", "file modification"),
+    ("os.setxattr", "file modification"),
+    ("os.removexattr", "file modification"),
+    ("os.mkfifo", "file modification"),
+    ("os.mknod", "file modification"),
+    ("shutil.", "file modification"),
+    ("os.getxattr", "file access"),
+    ("os.listxattr", "file access"),
+    ("mmap.__new__", "memory-mapping files"),
+    ("winreg.", "registry access"),
+)
+
+#: Modules that may not be *loaded* after lockdown, by anyone (defence in depth; the agent's own
+#: imports are limited to ``allowed_imports`` by the guarded ``__import__``).
+DENIED_MODULES = frozenset(
+    {
+        "ctypes", "_ctypes", "cffi", "_cffi_backend", "socket", "_socket", "ssl", "_ssl", "select",
+        "selectors", "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing",
+        "concurrent", "asyncio", "pty", "tty", "termios", "fcntl", "resource", "mmap", "urllib",
+        "http", "ftplib", "smtplib", "poplib", "imaplib", "xmlrpc", "socketserver", "webbrowser",
+        "pyarrow", "fsspec", "requests", "httpx", "aiohttp", "numba", "llvmlite", "_imp", "faulthandler",
+    }
+)
+
+
+class SandboxViolation(BaseException):
+    """Raised inside the child when agent code attempts a forbidden operation.
+
+    Derives from ``BaseException`` so that ``except Exception`` in agent or library code does not
+    swallow it; every violation is also recorded, so a run that caught one is still "forbidden".
+    """
+
+
+def _lexical_abs(path: str, cwd: str) -> str | None:
+    """Absolute, lexically normalised path; None when it contains a '..' component."""
+    if not path.startswith("/"):
+        path = cwd + "/" + path
+    parts = []
+    for p in path.split("/"):
+        if p == "" or p == ".":
+            continue
+        if p == "..":
+            return None
+        parts.append(p)
+    return "/" + "/".join(parts)
+
+
+def build_audit_hook(
+    *,
+    allowed_imports: tuple[str, ...],
+    readable_roots: tuple[str, ...],
+    code_roots: tuple[str, ...],
+    excluded_roots: tuple[str, ...],
+    package_roots: tuple[str, ...],
+    cwd: str,
+    violations: list,
+):
+    """Build the audit hook installed at lockdown.
+
+    Parameters
+    ----------
+    allowed_imports : tuple of str
+        Top-level names whose loading after lockdown is allowed (used only for messages).
+    readable_roots : tuple of str
+        Absolute normalised files/directories readable by anyone (the run's ``readable_paths``).
+    code_roots : tuple of str
+        Directories holding library code (stdlib, allowed packages, zoneinfo): readable so that
+        lazy imports of library code keep working.
+    excluded_roots : tuple of str
+        Directories inside ``code_roots`` that stay unreadable (site-packages in general).
+    package_roots : tuple of str
+        Directories of the allowed third-party packages (numpy, pandas, scipy and their ``.libs``),
+        readable even though they sit inside an excluded site-packages directory.
+    cwd : str
+        The child's working directory (relative paths are resolved against it; chdir is blocked).
+    violations : list
+        Receives one message per blocked operation (the first one becomes the run's message).
+    """
+    allowed_list = ", ".join(allowed_imports)
+    blocked = BLOCKED_EVENTS
+
+    def hook(
+        event,
+        args,
+        _type=type,
+        _str=str,
+        _bytes=bytes,
+        _int=int,
+        _len=len,
+        _repr=repr,
+        _tuple=tuple,
+        _norm=_lexical_abs,
+        _blocked=blocked,
+        _readable=tuple(readable_roots),
+        _code=tuple(code_roots),
+        _excl=tuple(excluded_roots),
+        _pkgs=tuple(package_roots),
+        _cwd=cwd,
+        _viol=violations,
+        _V=SandboxViolation,
+        _denied=DENIED_MODULES,
+        _allowed=allowed_list,
+        _O_WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
+    ):
+        # Fast path: the very frequent harmless events.
+        if event in ("compile", "exec", "marshal.loads", "builtins.id", "object.__getattr__", "sys._getframe"):
+            return
+
+        def deny(msg):
+            _viol.append(msg)
+            raise _V(msg)
+
+        def under(p, roots):
+            for r in roots:
+                if p == r or p.startswith(r + "/") or r == "/":
+                    return True
+            return False
+
+        def readable(p):
+            if under(p, _readable) or under(p, _pkgs):
+                return True
+            return under(p, _code) and not under(p, _excl)
+
+        def as_path(raw, what):
+            t = _type(raw)
+            if t is _bytes:
+                raw = raw.decode("utf-8", "surrogateescape")
+            elif t is _int:
+                deny(f"forbidden: {what} of file descriptor {raw} is not allowed")
+            elif raw is None:
+                raw = "."
+            elif t is not _str:
+                deny(f"forbidden: {what} with a path of type {t.__name__} is not allowed")
+            p = _norm(raw, _cwd)
+            if p is None:
+                deny(f"forbidden: {what} of {raw!r} is not allowed (paths with '..' are refused)")
+            return p, raw
+
+        if event == "open":
+            raw, mode, flags = args[0], args[1], args[2]
+            p, raw = as_path(raw, "open()")
+            write = False
+            if _type(mode) is _str:
+                for ch in mode:
+                    if ch in "wax+":
+                        write = True
+            if _type(flags) is _int and flags & _O_WRITE:
+                write = True
+            if write:
+                deny(f"forbidden: opening {raw!r} for writing is not allowed (the sandbox is read-only)")
+            if not readable(p):
+                deny(
+                    f"forbidden: open({raw!r}) is not allowed (file access is limited to the readable_paths "
+                    "given by the environment)"
+                )
+            return
+        if event in ("os.listdir", "os.scandir", "glob.glob", "glob.glob/2"):
+            p, raw = as_path(args[0] if _len(args) else None, event)
+            if not readable(p):
+                deny(f"forbidden: listing directory {raw!r} is not allowed")
+            return
+        if event == "import":
+            name = args[0]
+            if _type(name) is _str:
+                top = name.partition(".")[0]
+                if top in _denied:
+                    deny(f"forbidden: import of {top!r} is not allowed (allowed: {_allowed})")
+            return
+        if event == "object.__setattr__":
+            if _len(args) >= 2 and args[1] in ("__code__", "__defaults__", "__kwdefaults__") and _type(args[0]) is _type(hook):
+                deny(f"forbidden: replacing {args[1]} of a function is not allowed")
+            return
+        for prefix, category in _blocked:
+            if event.startswith(prefix):
+                deny(f"forbidden: {category} ({event}) is not allowed in the sandbox")
+
+    return hook
+
+
+def make_guarded_import(allowed_imports: tuple[str, ...], violations: list):
+    """Return an ``__import__`` replacement for the agent namespace's builtins.
+
+    Agent code may import only modules whose top-level name is in ``allowed_imports``; relative
+    imports are refused. Imports performed by library code use the real ``__import__``.
+    """
+    real_import = builtins.__import__
+    allowed = frozenset(allowed_imports)
+    allowed_list = ", ".join(allowed_imports)
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0,
+                       _real=real_import, _allowed=allowed, _viol=violations, _V=SandboxViolation,
+                       _str=str, _type=type):
+        if _type(name) is not _str or level != 0:
+            msg = "forbidden: relative imports are not allowed"
+            _viol.append(msg)
+            raise _V(msg)
+        top = name.partition(".")[0]
+        if top not in _allowed:
+            msg = f"forbidden: import of {top!r} is not allowed (allowed: {allowed_list})"
+            _viol.append(msg)
+            raise _V(msg)
+        return _real(name, globals, locals, fromlist, level)
+
+    return guarded_import
+
+
+def agent_builtins(allowed_imports: tuple[str, ...], violations: list) -> dict:
+    """A copy of the builtins dict for the agent namespace, with the guarded ``__import__``."""
+    b = dict(builtins.__dict__)
+    b["__import__"] = make_guarded_import(allowed_imports, violations)
+    for name in ("breakpoint", "help", "copyright", "credits", "license", "exit", "quit"):
+        b.pop(name, None)
+    return b
+
+
+def install(hook) -> None:
+    """Install ``hook`` (cannot be removed for the rest of the process)."""
+    sys.addaudithook(hook)
