@@ -1,0 +1,98 @@
+"""PortBench section of ``quantgym bench``: the six classical baselines (spec §8) × three profiles ×
+four periods on the bundled real data, paper-style tables, summary rows, NAV plots.
+
+Baselines are profile-independent (§4.6, §10.1: they use no profile and bypass the pipeline), so
+each (baseline, period) backtest runs once and is reported under every profile; what differs per
+profile is the stress gate (§7.2): ``gate`` of a stress-window row = ``|MDD| ≤ tolerance``; of the
+``normal_2024`` row = the (baseline, profile) passes all three stress windows (§7.2).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from quantgym.agents.base import EvalResult, evaluate
+from quantgym.agents.baselines import BASELINES, make_baseline
+from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS, resolve_period
+from quantgym.envs.portbench.plots import plot_nav
+from quantgym.envs.portbench.profiles import PROFILES, get_profile
+from quantgym.results import SectionResult
+
+DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
+ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
+           "aggressive": "PortBench-Aggressive-v0"}
+
+
+def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
+    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows; None if one is missing."""
+    if not all(p in mdd_by_period for p in STRESS_PERIODS):
+        return None
+    return all(abs(mdd_by_period[p]) <= tolerance + 1e-12 for p in STRESS_PERIODS)
+
+
+def run_baselines(periods, agents, progress=None, task_id=None, data=None) -> dict[tuple[str, str], EvalResult]:
+    """Run each baseline once per period (profile-independent). Returns {(agent_key, period): EvalResult}."""
+    out = {}
+    for per in periods:
+        for key in agents:
+            kw: dict[str, Any] = {"period": per}
+            if data is not None:
+                kw["data"] = data
+            out[(key, per)] = evaluate(ENV_IDS["balanced"], make_baseline(key), **kw)
+            if progress is not None:
+                progress.advance(task_id)
+    return out
+
+
+def _fmt(x, nd=2):
+    return "" if x is None else f"{x:.{nd}f}"
+
+
+def run_section(ctx) -> SectionResult:
+    opts = ctx.options
+    profiles = [get_profile(p).name for p in (opts.get("profiles") or list(PROFILES))]
+    periods = [resolve_period(p).name for p in (opts.get("periods") or DEFAULT_PERIODS)]
+    agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
+    keys = [next(k for k, c in BASELINES.items() if c is type(a)) for a in agents]
+    tid = ctx.progress.add_task("PortBench baselines", total=len(keys) * len(periods))
+    res = run_baselines(periods, keys, ctx.progress, tid)
+    section = SectionResult(task="portbench")
+    for prof in profiles:
+        tol = PROFILES[prof].max_drawdown
+        table = Table(title=f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
+                      caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
+                              "(§7.2). Baselines are profile-independent.", title_justify="left")
+        for col, just in (("period", "left"), ("agent", "left"), ("Sharpe", "right"), ("Ret%", "right"),
+                          ("MaxDD%", "right"), ("Vol%", "right"), ("gate", "center")):
+            table.add_column(col, justify=just)
+        gates = {key: stress_gate({per: res[(key, per)].metrics["max_drawdown"] for per in periods}, tol)
+                 for key in keys}
+        for pi, per in enumerate(periods):
+            for ai, (key, agent) in enumerate(zip(keys, agents)):
+                r = res[(key, per)]
+                m = r.metrics
+                row_gate = (abs(m["max_drawdown"]) <= tol + 1e-12) if per in STRESS_PERIODS else (
+                    gates[key] if per == "normal_2024" else None)
+                table.add_row(per if ai == 0 else "", agent.name, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
+                              _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]),
+                              "" if row_gate is None else ("✓" if row_gate else "✗"),
+                              end_section=ai == len(keys) - 1 and pi < len(periods) - 1)
+                row = r.summary_row(gate=row_gate)
+                row.profile = prof
+                section.rows.append(row)
+        ctx.console.print(table)
+        if opts.get("plots", True):
+            for per in periods:
+                plot_nav([res[(k, per)] for k in keys], f"PortBench {per} — baselines ({prof}, "
+                         f"drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
+    for (key, per), r in res.items():
+        d = r.to_dict()
+        d["profile"] = None
+        d["note"] = "baseline run once per period; profile-independent (spec §4.6)"
+        d["gate_by_profile"] = {p: stress_gate({q: res[(key, q)].metrics["max_drawdown"] for q in periods},
+                                               PROFILES[p].max_drawdown) for p in profiles}
+        section.runs.append(d)
+    section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
+    return section

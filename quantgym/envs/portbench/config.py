@@ -1,0 +1,148 @@
+"""PortBench configuration: every constant and **[project choice]** of ``spec/portbench.md`` in one place.
+
+Frozen, serialisable dataclasses (``shared/design.md`` §2): defaults equal the spec's clean
+mode; :class:`PortBenchConfig` carries a version string that is written into every result.
+``fidelity="paper"`` is reserved for the paper-fidelity mode (spec Appendix A); the
+switch and the config object exist, the paper-mode items are a separate issue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCORING_VERSION = "portbench-clean-1.0"
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Proportional trading costs on traded notional (spec §4.4, §6.3).
+
+    ``slippage_bps`` 10 and ``commission_bps`` 5 give 15 bps of ``τ·NAV``.
+    Set both to 0 (or use :meth:`off`) to switch costs off.
+    """
+
+    slippage_bps: float = 10.0
+    commission_bps: float = 5.0
+    min_trade: float = 1e-6  # |Δw| below this is not traded (§4.4)
+
+    @property
+    def rate(self) -> float:
+        """Total cost as a fraction of traded notional."""
+        return (self.slippage_bps + self.commission_bps) / 1e4
+
+    @classmethod
+    def off(cls) -> "CostModel":
+        return cls(slippage_bps=0.0, commission_bps=0.0)
+
+
+@dataclass(frozen=True)
+class Period:
+    """An evaluation window: ``start``/``end`` (inclusive ISO dates) and the rebalance frequency."""
+
+    name: str
+    start: str
+    end: str
+    freq: Literal["monthly", "weekly", "daily"]
+    label: str = ""
+
+
+#: spec §2.2, §2.3 (clean-mode names, §11.9)
+PERIODS: dict[str, Period] = {
+    "normal_2024": Period("normal_2024", "2024-01-01", "2024-12-31", "monthly", "Normal 2024 (bull)"),
+    "china_2015": Period("china_2015", "2015-08-01", "2016-02-29", "weekly", "China Shock, liquidity-driven"),
+    "covid_2020": Period("covid_2020", "2020-02-01", "2020-05-31", "weekly", "COVID Crash, pandemic-driven"),
+    "crypto_2022": Period("crypto_2022", "2022-05-01", "2022-12-31", "weekly",
+                          "Crypto Collapse, monetary-tightening-driven"),
+}
+STRESS_PERIODS: tuple[str, ...] = ("china_2015", "covid_2020", "crypto_2022")
+#: repo ids accepted as aliases (§11.9)
+PERIOD_ALIASES: dict[str, str] = {
+    "bull_2024": "normal_2024",
+    "2015_china_shock": "china_2015",
+    "2020_covid_flash_crash": "covid_2020",
+    "2022_crypto_collapse": "crypto_2022",
+}
+
+
+def resolve_period(period: str | dict | Period) -> Period:
+    """Turn a period name, alias, ``dict(start=…, end=…, freq=…)`` or :class:`Period` into a Period.
+
+    Raises
+    ------
+    ValueError
+        Unknown name or a dict without ``start``/``end`` or with an unknown ``freq``.
+    """
+    if isinstance(period, Period):
+        return period
+    if isinstance(period, str):
+        key = PERIOD_ALIASES.get(period, period)
+        if key not in PERIODS:
+            raise ValueError(
+                f"unknown period {period!r}; choose one of {sorted(PERIODS)} (aliases {sorted(PERIOD_ALIASES)}) "
+                "or pass dict(start='YYYY-MM-DD', end='YYYY-MM-DD', freq='monthly'|'weekly'|'daily')"
+            )
+        return PERIODS[key]
+    if isinstance(period, dict):
+        missing = {"start", "end"} - set(period)
+        if missing:
+            raise ValueError(f"custom period needs keys 'start' and 'end' (missing {sorted(missing)})")
+        freq = period.get("freq", "monthly")
+        if freq not in ("monthly", "weekly", "daily"):
+            raise ValueError(f"period freq must be 'monthly', 'weekly' or 'daily', got {freq!r}")
+        name = period.get("name") or f"{period['start']}_{period['end']}_{freq}"
+        return Period(name, str(period["start"]), str(period["end"]), freq, period.get("label", ""))
+    raise ValueError(f"period must be a name, a dict or a Period, got {type(period).__name__}")
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    """Stage scores, CEPS and thresholds (spec §4, §5). Defaults = spec."""
+
+    alpha: float = 0.5  # S3 mix of weight accuracy and correlation score (§4.3)
+    lam: float = 0.1  # CEPS drop penalty λ (§5)
+    oracle: Literal["lookback", "ex_post", "equal_weight"] = "lookback"
+    view_scale: float = 0.10  # S1 truth: clip(R/0.10, -1, 1) (§4.1)
+    signal_threshold: float = 0.2  # S2 truth: buy if v* > 0.2, sell if < -0.2 (§4.2)
+    drift_limit: float = 0.05  # S5 weight-drift alert (§4.5)
+    s5_min_obs: int = 10  # S5 VaR/DD need more than this many observations (§4.5)
+    ex_post_max_obs: dict = field(default_factory=lambda: {"monthly": 21, "weekly": 5, "daily": 1})
+    version: str = SCORING_VERSION
+
+
+@dataclass(frozen=True)
+class PortBenchConfig:
+    """Everything that defines a PortBench run besides the agent (spec §1–§7, §11).
+
+    Attributes
+    ----------
+    fidelity : "clean" (default) or "paper" (reserved; Appendix A, separate issue).
+    lookback : number of return rows in a snapshot window (L = 60, §1.6).
+    window_days : calendar-day bound of the window, ``[d − 90 days, d]`` (§1.6).
+    min_obs : a ticker is available at ``d`` with ≥ this many valid returns in the window (§11.6).
+    initial_nav : starting NAV (§2.2), reported in currency units; the observation shows NAV/initial.
+    regime_ticker : the ticker whose 126-calendar-day return labels the regime (§1.9).
+    corr_table : "upper" | "full" | "none": the pairwise table in prompts (§11.9).
+    as_of : "close" (snapshot includes close of d, default) or "previous_close" (§1.7).
+    """
+
+    fidelity: Literal["clean", "paper"] = "clean"
+    lookback: int = 60
+    window_days: int = 90
+    min_obs: int = 20
+    initial_nav: float = 1_000_000.0
+    regime_ticker: str = "SPY"
+    regime_days: int = 126
+    corr_table: Literal["upper", "full", "none"] = "upper"
+    as_of: Literal["close", "previous_close"] = "close"
+    costs: CostModel = field(default_factory=CostModel)
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    rf: float = 0.04  # Sharpe risk-free rate (§7.1)
+    version: str = SCORING_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "PortBenchConfig":
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,566 @@
+"""The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+
+from quantgym.data.portbench import MACRO_KEYS, PortBenchData, load_portbench_data
+from quantgym.envs.portbench import prompts
+from quantgym.envs.portbench.ceps import ceps as ceps_fn
+from quantgym.envs.portbench.ceps import ceps_tier
+from quantgym.envs.portbench.config import STRESS_PERIODS, PortBenchConfig, resolve_period
+from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
+from quantgym.envs.portbench.profiles import get_profile, pas_step
+from quantgym.envs.portbench.simulator import PortfolioSimulator
+from quantgym.envs.portbench.stages import (
+    BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
+    s5_score, turnover,
+)
+from quantgym.metrics import performance_summary
+from quantgym.spaces import AnyText
+
+STAGES = ("S1", "S2", "S3")
+STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
+ACTION_KEYS = ("views", "signals", "weights", "status")
+
+
+def _resolve_data(data: Any) -> PortBenchData:
+    if data is None:
+        return load_portbench_data()
+    if isinstance(data, PortBenchData):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        return load_portbench_data(data)
+    raise ValueError(
+        "data= must be None (bundled real data), a PortBenchData object or a directory path in the documented "
+        f"schema (docs/data.md); got {type(data).__name__}"
+    )
+
+
+class PortBenchEnv(gym.Env):
+    """
+    ## Description
+    PortBench (Zhao, Chen, Su; arXiv 2605.27887): a five-stage allocation pipeline run at every
+    rebalance date of a historical period over a real 80-asset multi-asset universe (25 equity ETFs,
+    15 bond ETFs, 16 commodity ETFs, 10 real-estate ETFs, 10 cryptocurrencies, 4 cash ETFs). At each
+    decision date ``d`` the agent answers S1 market interpretation (a view in [-1, 1] per asset),
+    S2 signal generation (buy/hold/sell per asset) and S3 weight optimisation (long-only weights);
+    S4 execution and S5 risk monitoring are computed from the S3 weights. Every stage is scored
+    against rule-based ground truth from the snapshot; CEPS combines the stage scores; the
+    weights are traded in a NAV sandbox with costs. Spec: ``shared/spec/portbench.md`` (clean mode).
+
+    ## Action Space
+    ``Dict(views: Box(-1, 1, (N,)), signals: MultiDiscrete([3]*N) (0 sell, 1 hold, 2 buy),
+    weights: Box(0, 1, (N,)), status: Discrete(3) (0 ok, 1 refused, 2 unparseable))``, float64,
+    ``N`` = universe size in canonical order (80). With ``stagewise=True`` the S1 sub-step reads
+    ``views``, S2 ``signals``, S3 ``weights`` (other keys are ignored); with ``stagewise=False`` one
+    step reads all three. Entries of unavailable assets are ignored (weights on them are dropped).
+
+    ## Observation Space
+    ``Dict`` of float64 arrays (spec §11.2): ``returns`` (L, N) window oldest first (missing → 0),
+    ``returns_mask`` (L, N), ``price``, ``trailing_return``, ``ann_vol`` (N,), ``corr`` (N, N)
+    (NaN/unavailable → 0 off-diagonal), ``class_id`` (N,), ``available`` (N,), ``weights`` (N,) drifted
+    current weights, ``nav`` (1,) = NAV / initial NAV, ``macro`` (17,) and ``macro_mask``, ``regime``
+    (0 bull, 1 bear, 2 sideways, 3 crisis), ``stage`` (0 S1, 1 S2, 2 S3), ``prev_views``,
+    ``prev_signals`` (the agent's previous sub-step answer), and ``prompt`` (the rendered stage
+    prompt for LLM agents) when ``text_obs=True`` (default: ``text_obs = stagewise``).
+
+    ## Rewards
+    ``reward="ceps"``: the decision date's CEPS on the S3 (or only) step, 0 on S1/S2 sub-steps.
+    ``reward="log_return"``: ``ln(NAV_pre(d_{k+1}) / NAV_pre(d_k))`` (NAV after marking to market, before
+    trading), so a step pays its own trading costs; the last step runs to the period's last day.
+
+    ## Starting State
+    NAV 1,000,000 at the close of the last trading day before the period start, held in equal weight
+    over the assets available then (§6.1); ``reset`` simulates to the close of the first decision date.
+
+    ## Episode End
+    ``terminated=True`` on the step whose simulation reaches the period's last trading day;
+    ``truncated`` is always False (a time limit is the caller's choice).
+
+    ## Arguments
+    ``gym.make("PortBench-Balanced-v0", period="covid_2020", stagewise=True)``.
+
+    - ``profile``: "conservative" | "balanced" | "aggressive" (set by the id).
+    - ``period``: "normal_2024" (monthly), "china_2015", "covid_2020", "crypto_2022" (weekly), a repo alias,
+      or ``dict(start=..., end=..., freq="monthly"|"weekly"|"daily")``.
+    - ``stagewise``: True = S1 → S2 → S3 sub-steps (the LLM protocol); False = one step per date.
+    - ``oracle``: "lookback" (default) | "ex_post" (diagnostic; uses future data, flagged in ``info``) |
+      "equal_weight".
+    - ``fidelity``: "clean" (only mode implemented here; "paper" is reserved for the paper-fidelity mode).
+    - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return".
+    - ``data``: None (bundled real data), a :class:`~quantgym.data.PortBenchData` or a directory in the
+      documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
+    - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
+    - ``text_provider``: optional callable ``(decision_date) -> str`` returning news strictly before ``d``.
+
+    ## Costs & Execution
+    Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
+    5 bps commission on traded notional, ``τ = Σ|w^T − w^0|`` over ``|Δw| ≥ 1e-6``), charged to NAV once;
+    executed weights = S3 weights (§4.4, §6.3). No leverage, no shorting, no lots. ``CostModel.off()``
+    switches costs off. Between decisions the weights drift with the daily returns (§6.2).
+
+    ## Data & Point-in-time
+    Real daily data 2014–2025 (Yahoo adjusted closes, FRED), NYSE calendar; crypto weekend returns are
+    compounded into the next trading day, the crypto price of NYSE day t is the UTC close of t−1 (§11.7);
+    macro series carry publication lags (§1.4). The observation at ``d`` is built from rows ≤ ``d`` only
+    (a test replaces every later row with garbage). The ex-post oracle reads forward returns inside
+    the scorer only and sets ``info["uses_future_data"]``.
+
+    ## Scoring
+    S1 = 1 − mean|v̂ − v*|/2 with v* = clip(R/10%, ±1); S2 = share of correct signals (±0.2 on v*);
+    S3 = α·A + (1−α)·C (weight accuracy vs the 60-day max-Sharpe oracle on the truth buys, and the
+    two-layer correlation score); S4 = turnover agreement with the truth's turnover; S5 = trigger
+    agreement and VaR/drawdown errors; CEPS = clip(mean − λ·Σ drops); PAS per step. Invalid values
+    (NaN, out-of-range views/weights, all-zero weights) and refusals get the §4.0 fallback and score 0,
+    flagged in ``info["invalid"]``; the episode continues.
+
+    ## Version History
+    - v0: clean mode of spec portbench.md with §11 implementation decisions.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    task_name = "portbench"
+
+    def __init__(
+        self,
+        profile: str = "balanced",
+        period: str | dict = "normal_2024",
+        stagewise: bool = False,
+        oracle: str = "lookback",
+        fidelity: str = "clean",
+        alpha: float = 0.5,
+        lam: float = 0.1,
+        reward: str = "ceps",
+        data: Any = None,
+        config: PortBenchConfig | None = None,
+        text_obs: bool | None = None,
+        scoring: bool = True,
+        text_provider: Callable[[pd.Timestamp], str] | None = None,
+        render_mode: str | None = None,
+    ):
+        if fidelity != "clean":
+            raise ValueError(
+                f"fidelity={fidelity!r} is not available yet: only 'clean' is implemented (paper-fidelity mode is "
+                "tracked separately)"
+            )
+        if reward not in ("ceps", "log_return"):
+            raise ValueError(f"reward must be 'ceps' or 'log_return', got {reward!r}")
+        if oracle not in ("lookback", "ex_post", "equal_weight"):
+            raise ValueError(f"oracle must be 'lookback', 'ex_post' or 'equal_weight', got {oracle!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        cfg = config or PortBenchConfig()
+        cfg = cfg.replace(fidelity=fidelity,
+                          scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
+        self.config = cfg
+        self.profile = get_profile(profile)
+        self.period = resolve_period(period)
+        self.stagewise = bool(stagewise)
+        self.reward_kind = reward
+        self.scoring = bool(scoring)
+        self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
+        self.text_provider = text_provider
+        self.render_mode = render_mode
+        self.data = _resolve_data(data)
+        self.view = MarketView(self.data, cfg)
+        n, lb, m = self.view.n_assets, cfg.lookback, len(MACRO_KEYS)
+        self.n_assets = n
+        if self.data.macro.shape[1] != m:
+            raise ValueError(f"data.macro must have {m} columns (MACRO_KEYS), got {self.data.macro.shape[1]}")
+        # validate the period against the data once (clear error at construction)
+        self._new_simulator()
+
+        f64 = np.float64
+        obs = {
+            "returns": spaces.Box(-1.0, 10.0, (lb, n), f64),
+            "returns_mask": spaces.MultiBinary((lb, n)),
+            "price": spaces.Box(0.0, 1e7, (n,), f64),
+            "trailing_return": spaces.Box(-1.0, 1e3, (n,), f64),
+            "ann_vol": spaces.Box(0.0, 1e3, (n,), f64),
+            "corr": spaces.Box(-1.0, 1.0, (n, n), f64),
+            "class_id": spaces.MultiDiscrete([len(ASSET_CLASSES)] * n),
+            "available": spaces.MultiBinary(n),
+            "weights": spaces.Box(0.0, 1.0, (n,), f64),
+            "nav": spaces.Box(0.0, 1e3, (1,), f64),
+            "macro": spaces.Box(-1e3, 1e3, (m,), f64),
+            "macro_mask": spaces.MultiBinary(m),
+            "regime": spaces.Discrete(len(REGIMES)),
+            "stage": spaces.Discrete(3),
+            "prev_views": spaces.Box(-1.0, 1.0, (n,), f64),
+            "prev_signals": spaces.MultiDiscrete([3] * n),
+        }
+        if self.text_obs:
+            obs["prompt"] = AnyText(max_length=262144)
+        self.observation_space = spaces.Dict(obs)
+        self.action_space = spaces.Dict({
+            "views": spaces.Box(-1.0, 1.0, (n,), f64),
+            "signals": spaces.MultiDiscrete([3] * n),
+            "weights": spaces.Box(0.0, 1.0, (n,), f64),
+            "status": spaces.Discrete(3),
+        })
+        #: free-text notes a text wrapper may attach to the current stage (e.g. S1 regime, macro summary)
+        self.stage_notes: dict[str, Any] = {}
+        self.sim: PortfolioSimulator | None = None
+        self.snapshot: MarketSnapshot | None = None
+
+    # ------------------------------------------------------------------------------ helpers
+    def _initial_weights(self, row: int) -> np.ndarray:
+        a = self.view.available_at(row)
+        w = np.zeros(self.n_assets)
+        if a.any():
+            w[a] = 1.0 / a.sum()
+        return w
+
+    def _new_simulator(self) -> PortfolioSimulator:
+        sim = PortfolioSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
+                                 self.config.costs, self.config.initial_nav, self.view.tickers)
+        if sim.decision_rows.size == 0:
+            raise ValueError(f"period {self.period.name} has no {self.period.freq} rebalance date in the data")
+        return sim
+
+    def _news(self, d: pd.Timestamp) -> str:
+        text = self.profile.prompt_block()
+        if self.text_provider is not None:
+            extra = self.text_provider(d) or ""
+            if extra:
+                text += "\n\n" + prompts.sanitize_news(extra)
+        return text
+
+    def _begin_decision(self) -> None:
+        """Build the snapshot of the current decision row and its ground truth."""
+        sim = self.sim
+        t = sim.t
+        self.nav_pre = sim.nav
+        self.snapshot = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav, self._news(self.view.dates[t]))
+        self.stage = 0
+        self.prev_views = np.zeros(self.n_assets)
+        self.prev_signals = np.full(self.n_assets, HOLD, dtype=np.int64)
+        self.step_scores: dict[str, float | None] = {}
+        self.step_invalid: dict[str, str] = {}
+        self.step_status: dict[str, int] = {}
+        self.stage_notes = {}
+        self._views = self._signals = None
+        if self.scoring:
+            snap, sc = self.snapshot, self.config.scoring
+            self.v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
+            self.s_star = s2_truth(self.v_star, sc.signal_threshold)
+            fwd = self._forward_returns() if sc.oracle == "ex_post" else None
+            self.w_star = s3_truth(snap, self.s_star, sc.oracle, fwd)
+
+    def _forward_returns(self) -> np.ndarray:
+        """Ex-post oracle data: returns in (d, next decision], at most 21/5/1 rows (§11.7). Scoring only."""
+        sim = self.sim
+        k = self.decision_k
+        nxt = sim.decision_rows[k + 1] if k + 1 < sim.decision_rows.size else sim.last_row
+        cap = self.config.scoring.ex_post_max_obs[self.period.freq]
+        hi = min(nxt, sim.t + cap)
+        return self.view.returns[sim.t + 1 : hi + 1]
+
+    # ------------------------------------------------------------------------------ observation
+    def _obs(self) -> dict[str, Any]:
+        snap, cfg = self.snapshot, self.config
+        lb, n = cfg.lookback, self.n_assets
+        win = snap.returns
+        ret = np.zeros((lb, n))
+        mask = np.zeros((lb, n), dtype=np.int8)
+        k = win.shape[0]
+        fin = np.isfinite(win)
+        ret[lb - k:] = np.clip(np.where(fin, win, 0.0), -1.0, 10.0)
+        mask[lb - k:] = fin
+        corr = np.where(np.isfinite(snap.corr), snap.corr, 0.0)
+        np.fill_diagonal(corr, 1.0)
+        obs = {
+            "returns": ret,
+            "returns_mask": mask,
+            "price": np.clip(np.nan_to_num(snap.price, nan=0.0), 0.0, 1e7),
+            "trailing_return": np.clip(snap.trailing_return, -1.0, 1e3),
+            "ann_vol": np.clip(snap.ann_vol, 0.0, 1e3),
+            "corr": np.clip(corr, -1.0, 1.0),
+            "class_id": snap.class_id.copy(),
+            "available": snap.available.astype(np.int8),
+            "weights": np.clip(snap.current_weights, 0.0, 1.0),
+            "nav": np.array([min(max(snap.nav, 0.0), 1e3)]),
+            "macro": np.clip(snap.macro, -1e3, 1e3),
+            "macro_mask": snap.macro_mask.astype(np.int8),
+            "regime": int(REGIMES.index(snap.regime)),
+            "stage": int(self.stage),
+            "prev_views": self.prev_views.copy(),
+            "prev_signals": self.prev_signals.copy(),
+        }
+        if self.text_obs:
+            obs["prompt"] = self.render_prompt()
+        return obs
+
+    def render_prompt(self, stage: int | None = None) -> str:
+        """The text view of the current state for ``stage`` (default: the current sub-step)."""
+        stage = self.stage if stage is None else stage
+        snap, cfg = self.snapshot, self.config
+        if stage == 0 or not self.stagewise:
+            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table)
+        if stage == 1:
+            return prompts.render_s2(snap, self.prev_views, self.stage_notes)
+        return prompts.render_s3(snap, self.prev_signals, self.profile.prompt_block(), cfg.initial_nav,
+                                 self.stage_notes.get("strengths"), cfg.corr_table)
+
+    def _base_info(self) -> dict[str, Any]:
+        return {
+            "date": str(self.snapshot.decision_date.date()),
+            "decision_index": int(self.decision_k),
+            "n_decisions": int(self.sim.decision_rows.size),
+            "stage": STAGES[self.stage] if self.stagewise else "all",
+            "stage_scores": dict(self.step_scores),
+            "invalid": dict(self.step_invalid),
+            "refused": any(v == STATUS_REFUSED for v in self.step_status.values()),
+            "unparseable": any(v == STATUS_UNPARSEABLE for v in self.step_status.values()),
+            "nav": float(self.sim.nav),
+            "uses_future_data": self.config.scoring.oracle == "ex_post",
+            "n_available": int(self.snapshot.available.sum()),
+        }
+
+    # ------------------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.sim = self._new_simulator()
+        self.decision_k = 0
+        self.records: list[dict] = []
+        self.sim.advance_to(int(self.sim.decision_rows[0]))
+        self._begin_decision()
+        return self._obs(), self._base_info()
+
+    def _check_action(self, action: Any, needed: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Structural validation (§11.4): wrong key, shape or dtype → ValueError naming the field."""
+        if not isinstance(action, dict):
+            raise ValueError(
+                f"action must be a dict with keys {ACTION_KEYS} (views (N,), signals (N,), weights (N,), status int); "
+                f"got {type(action).__name__}. Text answers go through quantgym.wrappers.TextStageAction."
+            )
+        extra = set(action) - set(ACTION_KEYS)
+        if extra:
+            raise ValueError(f"unknown action key(s) {sorted(extra)}; expected keys {ACTION_KEYS}")
+        out: dict[str, np.ndarray] = {}
+        n = self.n_assets
+        for key in needed:
+            if key not in action:
+                raise ValueError(f"action is missing key {key!r} (expected shape ({n},)) for stage "
+                                 f"{STAGES[self.stage] if self.stagewise else 'S1-S3'}")
+            arr = np.asarray(action[key])
+            if arr.dtype.kind not in "fiub":
+                raise ValueError(f"action[{key!r}] must be numeric with shape ({n},), got dtype {arr.dtype}")
+            if arr.shape != (n,):
+                raise ValueError(f"action[{key!r}] must have shape ({n},), got {arr.shape}")
+            out[key] = arr.astype(np.float64)
+        status = action.get("status", 0)
+        st = np.asarray(status)
+        if st.shape not in ((), (1,)) or st.dtype.kind not in "iub" or int(st.reshape(-1)[0]) not in (0, 1, 2):
+            raise ValueError(f"action['status'] must be an int in {{0 ok, 1 refused, 2 unparseable}}, got {status!r}")
+        out["status"] = np.asarray(int(st.reshape(-1)[0]))
+        return out
+
+    def _flag(self, stage: str, status: int, message: str | None) -> None:
+        self.step_status[stage] = status
+        if message:
+            self.step_invalid[stage] = message
+
+    def _process_views(self, views: np.ndarray, status: int) -> np.ndarray:
+        snap = self.snapshot
+        if status != STATUS_OK:
+            self._flag("S1", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
+            return np.zeros(self.n_assets)
+        a = snap.available
+        if not np.all(np.isfinite(views)):
+            self._flag("S1", status, "views contain NaN or inf: fallback all views 0, S1 score 0")
+            return np.zeros(self.n_assets)
+        if np.any(np.abs(views[a]) > 1.0):
+            bad = [snap.tickers[i] for i in np.flatnonzero(a & (np.abs(views) > 1.0))][:5]
+            self._flag("S1", status, f"views outside [-1, 1] for {bad}: fallback all views 0, S1 score 0")
+            return np.zeros(self.n_assets)
+        self.step_status["S1"] = STATUS_OK
+        return np.where(a, views, 0.0)
+
+    def _process_signals(self, signals: np.ndarray, status: int) -> np.ndarray:
+        hold = np.full(self.n_assets, HOLD, dtype=np.int64)
+        if status != STATUS_OK:
+            self._flag("S2", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
+            return hold
+        ok = np.isfinite(signals) & (signals == np.round(signals)) & (signals >= 0) & (signals <= 2)
+        if not np.all(ok[self.snapshot.available]):
+            self._flag("S2", status, "signals must be 0 (sell), 1 (hold) or 2 (buy): fallback all hold, S2 score 0")
+            return hold
+        self.step_status["S2"] = STATUS_OK
+        return np.where(self.snapshot.available, signals, HOLD).astype(np.int64)
+
+    def _fallback_weights(self) -> np.ndarray:
+        """S3 fallback (§11.6): current weights with non-available assets set to 0, renormalised."""
+        a = self.snapshot.available
+        w = np.where(a, self.snapshot.current_weights, 0.0)
+        if w.sum() <= 0:
+            w = a.astype(np.float64)
+        return w / w.sum() if w.sum() > 0 else w
+
+    def _process_weights(self, weights: np.ndarray, status: int) -> tuple[np.ndarray, bool]:
+        a = self.snapshot.available
+        if status != STATUS_OK:
+            self._flag("S3", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
+            return self._fallback_weights(), False
+        if not np.all(np.isfinite(weights)):
+            self._flag("S3", status, "weights contain NaN or inf: fallback current weights, S3 score 0")
+            return self._fallback_weights(), False
+        if np.any(weights < 0) or np.any(weights > 1):
+            self._flag("S3", status, "weights outside [0, 1]: fallback current weights, S3 score 0")
+            return self._fallback_weights(), False
+        w = np.where(a, weights, 0.0)  # weight on an unavailable asset is dropped (§11.4)
+        tot = w.sum()
+        if tot <= 0:
+            self._flag("S3", status, "all weights on the available assets are zero: fallback current weights, "
+                                     "S3 score 0")
+            return self._fallback_weights(), False
+        self.step_status["S3"] = STATUS_OK
+        return np.round(w / tot, 4), True
+
+    def step(self, action: Any):
+        if self.sim is None:
+            raise RuntimeError("call reset() before step()")
+        if self.sim.done and self.stage == 0 and getattr(self, "_terminated", False):
+            raise RuntimeError("episode has terminated; call reset()")
+        if self.stagewise:
+            needed = (("views",), ("signals",), ("weights",))[self.stage]
+        else:
+            needed = ("views", "signals", "weights")
+        act = self._check_action(action, needed)
+        status = int(act["status"])
+        sc = self.config.scoring
+        snap = self.snapshot
+        if "views" in needed:
+            views = self._process_views(act["views"], status)
+            if self.scoring:
+                self.step_scores["S1"] = 0.0 if "S1" in self.step_invalid else s1_score(views, self.v_star, snap.available)
+            self.prev_views = views
+            if self.stagewise:
+                self.stage = 1
+                return self._obs(), 0.0, False, False, self._base_info()
+        if "signals" in needed:
+            signals = self._process_signals(act["signals"], status)
+            if self.scoring:
+                self.step_scores["S2"] = 0.0 if "S2" in self.step_invalid else s2_score(signals, self.s_star, snap.available)
+            self.prev_signals = signals
+            if self.stagewise:
+                self.stage = 2
+                return self._obs(), 0.0, False, False, self._base_info()
+        weights, valid = self._process_weights(act["weights"], status)
+        return self._finish_decision(weights, valid)
+
+    def _finish_decision(self, w_hat: np.ndarray, valid: bool):
+        snap, sim, sc = self.snapshot, self.sim, self.config.scoring
+        w0 = snap.current_weights
+        tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
+        rec: dict[str, Any] = {"date": str(snap.decision_date.date()), "regime": snap.regime,
+                               "n_available": int(snap.available.sum())}
+        ceps_val = None
+        if self.scoring:
+            s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
+            self.step_scores["S3"] = s3["score"] if valid else 0.0
+            tau_star = turnover(self.w_star, w0, self.config.costs.min_trade)
+            self.step_scores["S4"] = s4_score(tau_hat, tau_star)
+            rep_hat = risk_report(w_hat, snap, self.profile, sc)
+            rep_star = risk_report(self.w_star, snap, self.profile, sc)
+            self.step_scores["S5"] = s5_score(rep_hat, rep_star)
+            ceps_val = ceps_fn([self.step_scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
+            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile)
+            rec.update({
+                "stage_scores": dict(self.step_scores), "ceps": ceps_val, "pas": pas,
+                "s3_parts": {k: s3[k] for k in ("accuracy", "mae", "intra", "inter", "corr")},
+                "tau_hat": tau_hat, "tau_star": tau_star,
+                "risk": rep_hat.as_dict(), "risk_truth": rep_star.as_dict(),
+            })
+        trade = sim.trade(w_hat)
+        rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
+                    "invalid": dict(self.step_invalid), "status": dict(self.step_status),
+                    "weights": {snap.tickers[i]: float(w_hat[i]) for i in np.flatnonzero(w_hat > 0)}})
+        self.records.append(rec)
+        info = self._base_info()
+        info.update({k: rec[k] for k in ("turnover", "cost") if k in rec})
+        info["orders"] = trade.orders
+        if self.scoring:
+            info.update({"ceps": ceps_val, "pas": rec["pas"], "tau": tau_hat, "tau_star": rec["tau_star"],
+                         "var": rec["risk"]["var"], "drawdown": rec["risk"]["drawdown"],
+                         "drift": rec["risk"]["drift"], "alerts": rec["risk"]["alerts"],
+                         "trigger": rec["risk"]["trigger"]})
+        nav_pre = self.nav_pre
+        # advance to the next decision date (or the period end)
+        self.decision_k += 1
+        terminated = self.decision_k >= sim.decision_rows.size
+        sim.advance_to(sim.last_row if terminated else int(sim.decision_rows[self.decision_k]))
+        if self.reward_kind == "ceps":
+            reward = float(ceps_val) if ceps_val is not None else 0.0
+        else:
+            reward = float(math.log(sim.nav / nav_pre)) if nav_pre > 0 and sim.nav > 0 else 0.0
+        info["nav"] = float(sim.nav)
+        if terminated:
+            self._terminated = True
+            info["episode_metrics"] = self.episode_metrics()
+            info.update({k: info["episode_metrics"][k] for k in ("dd_within_tolerance",)})
+            self.stage = 0
+            obs = self._obs()  # final observation: the last snapshot (no new decision)
+        else:
+            self._terminated = False
+            self._begin_decision()
+            obs = self._obs()
+        return obs, reward, terminated, False, info
+
+    # ------------------------------------------------------------------------------ results
+    def episode_metrics(self) -> dict[str, Any]:
+        """§6.6/§7 metrics of the episode so far (financial metrics, mean scores, gate diagnostics)."""
+        sim = self.sim
+        r = sim.daily_returns()
+        perf = performance_summary(r, include_start=True, rf=self.config.rf)
+        out: dict[str, Any] = dict(perf)
+        mdd = perf["max_drawdown"]
+        tol = self.profile.max_drawdown
+        out.update({
+            "ret_pct": 100 * perf["total_return"], "maxdd_pct": 100 * mdd, "vol_pct": 100 * perf["volatility"],
+            "total_cost": sim.total_cost, "n_rebalances": len(sim.trades),
+            "final_nav": sim.nav, "dd_within_tolerance": bool(abs(mdd) <= tol + 1e-12),
+            "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
+            "profile": self.profile.name, "period": self.period.name,
+        })
+        recs = self.records
+        if self.scoring and recs:
+            stage_means = {s: float(np.mean([rr["stage_scores"][s] for rr in recs])) for s in ("S1", "S2", "S3", "S4", "S5")}
+            ceps_vals = [rr["ceps"] for rr in recs]
+            ratios = [rr["tau_hat"] / rr["tau_star"] for rr in recs if rr["tau_star"] > 0]
+            refused = sum(1 for rr in recs if 1 in rr["status"].values())
+            out.update({
+                "stage_means": stage_means, "ceps": float(np.mean(ceps_vals)), "ceps_tier": ceps_tier(float(np.mean(ceps_vals))),
+                "pas": float(np.mean([rr["pas"] for rr in recs])),
+                "turnover_ratio": float(np.mean(ratios)) if ratios else None,
+                "refused_steps": refused, "refused_rate": refused / len(recs),
+                "invalid_steps": sum(1 for rr in recs if rr["invalid"]),
+            })
+        else:
+            out.update({"stage_means": None, "ceps": None, "ceps_tier": None, "pas": None})
+        return out
+
+    def nav_series(self) -> pd.Series:
+        """NAV curve (currency units) of the current episode."""
+        return self.sim.nav_series()
+
+    def render(self):
+        if self.render_mode != "ansi" or self.snapshot is None:
+            return None
+        s = self.snapshot
+        top = np.argsort(-s.current_weights)[:5]
+        hold = ", ".join(f"{s.tickers[i]} {s.current_weights[i]:.1%}" for i in top)
+        return (f"{s.decision_date.date()} stage={STAGES[self.stage]} regime={s.regime} "
+                f"NAV={self.sim.nav:,.0f} top weights: {hold}")
+
+
+__all__ = ["PortBenchEnv", "STATUS_OK", "STATUS_REFUSED", "STATUS_UNPARSEABLE", "SIGNAL_NAMES", "BUY"]

@@ -1,0 +1,234 @@
+"""Market snapshots and point-in-time views (spec §1.6–§1.9, §11.6).
+
+A :class:`MarketSnapshot` holds everything an agent may see at decision date ``d``:
+it is built from rows ``≤ t`` of :class:`quantgym.data.PortBenchData` only, so a
+change to any later row cannot change it (tested). Forward data never enter a
+snapshot; the ex-post oracle reads them in :mod:`.stages` (scoring only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from quantgym.data.portbench import ASSET_CLASSES, available_mask, market_regime
+from quantgym.data.portbench import REGIME_LABELS as REGIMES
+from quantgym.envs.portbench.config import PortBenchConfig
+#: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
+REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
+SQRT252 = np.sqrt(252.0)
+
+
+def pairwise_corr(x: np.ndarray) -> np.ndarray:
+    """Pearson correlation, pairwise-complete over rows where both columns are finite (spec §1.6).
+
+    Parameters
+    ----------
+    x : (L, N) float array, NaN = missing.
+
+    Returns
+    -------
+    (N, N) float array; NaN where fewer than 2 common rows or a zero variance; diagonal 1 where the
+    column has a non-zero variance. Vectorised (matrix products), equal to
+    ``pandas.DataFrame.corr()`` up to rounding.
+    """
+    m = np.isfinite(x)
+    mf = m.astype(np.float64)
+    z = np.where(m, x, 0.0)
+    n = mf.T @ mf  # common counts
+    sx = z.T @ mf  # sx[i, j] = Σ x_i over rows where j (and i) valid
+    sxx = (z * z).T @ mf
+    sxy = z.T @ z
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = sxy - sx * sx.T / n
+        var_i = sxx - sx * sx / n
+        var_j = var_i.T
+        denom = np.sqrt(var_i * var_j)
+        c = cov / denom
+    tol = 1e-14
+    bad = (n < 2) | ~(var_i > tol) | ~(var_j > tol)
+    c[bad] = np.nan
+    c = np.clip(c, -1.0, 1.0)
+    d = np.diag(c).copy()
+    np.fill_diagonal(c, np.where(np.isfinite(d), 1.0, np.nan))
+    return c
+
+
+def class_correlations(corr: np.ndarray, class_id: np.ndarray, available: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intra- and inter-class average correlations (spec §1.6, §11.9 NaN rule).
+
+    Parameters
+    ----------
+    corr : (N, N) correlation matrix (NaN allowed).
+    class_id : (N,) index into :data:`ASSET_CLASSES`.
+    available : (N,) bool.
+
+    Returns
+    -------
+    intra : (6,) mean off-diagonal correlation within each class with ≥ 2 available members
+        (NaN otherwise, or if no finite entry).
+    inter : (6, 6) entry ``[c, d]`` = mean of finite ``ρ_ab`` over ``a ∈ c, b ∈ d, a ≠ b``;
+        the diagonal holds ``intra``; NaN for classes without available members.
+    """
+    k = len(ASSET_CLASSES)
+    onehot = np.zeros((corr.shape[0], k))
+    onehot[np.arange(corr.shape[0]), class_id] = 1.0
+    onehot[~available] = 0.0
+    fin = np.isfinite(corr)
+    off = ~np.eye(corr.shape[0], dtype=bool)
+    use = fin & off
+    cz = np.where(use, corr, 0.0)
+    sums = onehot.T @ cz @ onehot
+    counts = onehot.T @ use.astype(np.float64) @ onehot
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inter = sums / counts
+    inter[counts == 0] = np.nan
+    members = onehot.sum(axis=0)
+    intra = np.diag(inter).copy()
+    intra[members < 2] = np.nan
+    np.fill_diagonal(inter, intra)
+    return intra, inter
+
+
+@dataclass(eq=False)
+class MarketSnapshot:
+    """What the agent sees at decision date ``d`` (spec §1.6). Arrays are over the universe (N).
+
+    Attributes
+    ----------
+    decision_date : the decision date ``d`` (trades execute at its close).
+    t : row index of ``d`` in the dataset.
+    tickers, classes : universe in canonical order and each ticker's §1.1 class.
+    class_id : (N,) int index into :data:`ASSET_CLASSES`.
+    available : (N,) bool, the set ``A_d`` (§11.6).
+    window_dates : (L,) dates of the return window, oldest first.
+    returns : (L, N) simple returns in the window, NaN = missing.
+    price : (N,) last adjusted close at ``d`` (NaN if none).
+    trailing_return : (N,) ``Π(1 + r) − 1`` over the window (0 for unavailable assets).
+    ann_vol : (N,) ``std(r)·√252`` (ddof 1; 0 for unavailable assets).
+    corr : (N, N) pairwise-complete Pearson correlation (NaN where undefined).
+    intra, inter : class averages (:func:`class_correlations`).
+    macro : (17,) macro vector at ``d`` (publication lags applied); ``macro_mask`` marks real values.
+    regime : one of :data:`REGIMES`.
+    current_weights : (N,) drifted weights before trading; ``nav`` : NAV before trading.
+    """
+
+    decision_date: pd.Timestamp
+    t: int
+    tickers: tuple[str, ...]
+    classes: tuple[str, ...]
+    class_id: np.ndarray
+    available: np.ndarray
+    window_dates: pd.DatetimeIndex
+    returns: np.ndarray
+    price: np.ndarray
+    trailing_return: np.ndarray
+    ann_vol: np.ndarray
+    corr: np.ndarray
+    intra: np.ndarray
+    inter: np.ndarray
+    macro: np.ndarray
+    macro_mask: np.ndarray
+    regime: str
+    current_weights: np.ndarray
+    nav: float
+    news_text: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def avail_idx(self) -> np.ndarray:
+        """Indices of the available assets, canonical order."""
+        return np.flatnonzero(self.available)
+
+
+class MarketView:
+    """Point-in-time view over a :class:`~quantgym.data.PortBenchData` (one per env).
+
+    Precomputes contiguous arrays once; :meth:`snapshot` reads rows ``≤ t`` only.
+    """
+
+    def __init__(self, data, config: PortBenchConfig):
+        self.data = data
+        self.config = config
+        self.dates: pd.DatetimeIndex = pd.DatetimeIndex(data.dates)
+        self.tickers: tuple[str, ...] = tuple(data.tickers)
+        self.classes: tuple[str, ...] = tuple(data.asset_class)
+        unknown = sorted(set(self.classes) - set(ASSET_CLASSES))
+        if unknown:
+            raise ValueError(f"unknown asset class label(s) {unknown}; expected {ASSET_CLASSES}")
+        self.class_id = np.array([ASSET_CLASSES.index(c) for c in self.classes], dtype=np.int64)
+        self.prices = np.ascontiguousarray(data.prices, dtype=np.float64)
+        self.returns = np.ascontiguousarray(data.returns, dtype=np.float64)
+        self.returns0 = np.nan_to_num(self.returns, nan=0.0)  # day loop: no return = 0
+        self.macro = np.ascontiguousarray(data.macro, dtype=np.float64)
+        # §1.9 uses SPY; a user universe without it falls back to its first equity (documented)
+        eq = [t for t, c in zip(self.tickers, self.classes) if c == "equities"]
+        self.regime_ticker = config.regime_ticker if config.regime_ticker in self.tickers else (eq[0] if eq else None)
+        self.n_assets = len(self.tickers)
+        self._dates64 = self.dates.values
+
+    def window_rows(self, t: int) -> tuple[int, int]:
+        """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
+        cfg = self.config
+        hi = t + 1
+        lo = max(0, hi - cfg.lookback)
+        first_allowed = self._dates64[t] - np.timedelta64(cfg.window_days, "D")
+        lo = max(lo, int(np.searchsorted(self._dates64, first_allowed, side="left")))
+        return lo, hi
+
+    def available_at(self, t: int) -> np.ndarray:
+        """``A_d`` (§11.6): a price at ``t`` and ≥ ``min_obs`` valid returns in the last L rows."""
+        return available_mask(self.data, t, self.config.lookback, self.config.min_obs)
+
+    def regime_at(self, t: int) -> str:
+        """§1.9 regime label at row ``t`` (sideways without an equity to measure it on)."""
+        return market_regime(self.data, t, self.regime_ticker) if self.regime_ticker else "sideways"
+
+    def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
+        """Build the snapshot of decision row ``t`` from rows ``≤ t`` (``≤ t − 1`` with ``as_of='previous_close'``)."""
+        cfg = self.config
+        td = t - 1 if cfg.as_of == "previous_close" else t
+        if td < 0:
+            raise ValueError("no data before the first decision date")
+        lo, hi = self.window_rows(td)
+        win = self.returns[lo:hi]
+        available = self.available_at(td)
+        fin = np.isfinite(win)
+        wz = np.where(fin, win, 0.0)
+        trailing = np.prod(1.0 + wz, axis=0) - 1.0
+        cnt = fin.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = wz.sum(axis=0) / cnt
+            var = (np.where(fin, (win - mean) ** 2, 0.0)).sum(axis=0) / (cnt - 1)
+        vol = np.sqrt(np.where(cnt > 1, var, 0.0)) * SQRT252
+        trailing = np.where(available, trailing, 0.0)
+        vol = np.where(available, vol, 0.0)
+        rets = np.where(available[None, :], win, np.nan)
+        corr = pairwise_corr(rets)
+        intra, inter = class_correlations(corr, self.class_id, available)
+        macro = self.macro[td]
+        mmask = np.isfinite(macro)
+        return MarketSnapshot(
+            decision_date=self.dates[t],
+            t=t,
+            tickers=self.tickers,
+            classes=self.classes,
+            class_id=self.class_id,
+            available=available,
+            window_dates=self.dates[lo:hi],
+            returns=rets,
+            price=np.where(available, self.prices[td], np.nan),
+            trailing_return=trailing,
+            ann_vol=vol,
+            corr=corr,
+            intra=intra,
+            inter=inter,
+            macro=np.where(mmask, macro, 0.0),
+            macro_mask=mmask,
+            regime=self.regime_at(td),
+            current_weights=np.asarray(current_weights, dtype=np.float64).copy(),
+            nav=float(nav),
+            news_text=news_text,
+        )

@@ -1,0 +1,109 @@
+"""Investor profiles, the Profile Alignment Score (PAS) and AdaptScore (spec §3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class InvestorProfile:
+    """Aggregate constraints of one profile (spec §3.1). They are *not* enforced on the weights;
+    they enter the prompt, S5's alert thresholds, PAS and the stress gate."""
+
+    name: str
+    max_equity_crypto: float  # cap on equities + cryptocurrency
+    min_bonds_cash: float  # floor on bonds + cash
+    max_drawdown: float  # drawdown tolerance (positive decimal)
+    var_limit: float  # 1-day 95 % VaR limit (negative decimal)
+    description: str
+
+    def prompt_block(self) -> str:
+        """``[INVESTOR PROFILE] <description>`` block prepended to the news text (§3.1)."""
+        return f"[INVESTOR PROFILE] {self.description}"
+
+
+PROFILES: dict[str, InvestorProfile] = {
+    "conservative": InvestorProfile(
+        "conservative", 0.40, 0.40, 0.10, -0.01,
+        "Conservative investor: at most 40% in equities and cryptocurrency combined, at least 40% in bonds "
+        "and cash, and the portfolio drawdown must stay within 10%.",
+    ),
+    "balanced": InvestorProfile(
+        "balanced", 0.65, 0.20, 0.20, -0.02,
+        "Balanced investor: at most 65% in equities and cryptocurrency combined, at least 20% in bonds and "
+        "cash, and drawdowns of up to 20% are acceptable.",
+    ),
+    "aggressive": InvestorProfile(
+        "aggressive", 0.90, 0.05, 0.35, -0.04,
+        "Aggressive investor: up to 90% in equities and cryptocurrency combined, only 5% minimum in bonds "
+        "and cash, and drawdowns of up to 35% are acceptable.",
+    ),
+}
+
+#: classes on the equity side of PAS in clean mode (§3.2; paper mode adds real_estate)
+PAS_EQUITY_CLASSES_CLEAN = ("equities", "cryptocurrency")
+PAS_EQUITY_CLASSES_PAPER = ("equities", "cryptocurrency", "real_estate")
+PAS_DEFENSIVE_CLASSES = ("bonds", "cash")
+
+
+def get_profile(name: str | InvestorProfile) -> InvestorProfile:
+    """Look up a profile by name (case-insensitive). Raises ``ValueError`` for an unknown name."""
+    if isinstance(name, InvestorProfile):
+        return name
+    key = str(name).lower()
+    if key not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of {sorted(PROFILES)}")
+    return PROFILES[key]
+
+
+def pas_step(
+    weights: Sequence[float] | np.ndarray,
+    classes: Sequence[str],
+    var: float,
+    profile: InvestorProfile,
+    equity_classes: Sequence[str] = PAS_EQUITY_CLASSES_CLEAN,
+) -> float:
+    """Profile Alignment Score of one rebalance step (spec §3.2).
+
+    Parameters
+    ----------
+    weights : (N,) the agent's S3 weights (decimals).
+    classes : (N,) §1.1 class label per weight.
+    var : the agent's S5 portfolio VaR (a negative decimal).
+    profile : the investor profile.
+    equity_classes : classes on the equity side (clean: equities + cryptocurrency).
+
+    Returns
+    -------
+    float in [0, 1], rounded to 6 decimals: ``(s_E + s_B + s_V) / 3``.
+
+    Examples
+    --------
+    >>> p = PROFILES["conservative"]
+    >>> pas_step([0.5, 0.1, 0.3, 0.1], ["equities", "real_estate", "bonds", "commodities"], -0.015, p)
+    0.666667
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    cls = np.asarray(classes)
+    e = float(w[np.isin(cls, list(equity_classes))].sum())
+    b = float(w[np.isin(cls, list(PAS_DEFENSIVE_CLASSES))].sum())
+    cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
+    s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
+    s_b = 1.0 if floor == 0 else min(b / floor, 1.0)
+    s_v = max(1.0 + min(var - lim, 0.0) / abs(lim), 0.0)
+    return round((s_e + s_b + s_v) / 3.0, 6)
+
+
+def adapt_score(pas_by_profile: Mapping[str, float] | Sequence[float]) -> float:
+    """AdaptScore: population std (ddof 0) of the run PAS of the three profiles (spec §3.3).
+
+    Examples
+    --------
+    >>> round(adapt_score([0.72, 0.85, 0.90]), 6)
+    0.075865
+    """
+    vals = list(pas_by_profile.values()) if isinstance(pas_by_profile, Mapping) else list(pas_by_profile)
+    return float(np.std(np.asarray(vals, dtype=np.float64), ddof=0))

@@ -1,0 +1,153 @@
+"""NAV accounting: the clean-mode day loop, costs and rebalancing (spec §6).
+
+The simulator holds the portfolio truth (NAV, drifted weights, trade history); the
+env composes it with snapshots, the agent's action and the scorer. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from quantgym.envs.portbench.config import CostModel, Period
+
+
+def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
+    """Row indices of the decision dates in ``[start, end]`` (spec §2.1, clean mode).
+
+    monthly = first trading day of each month; weekly = last trading day of each (ISO) week;
+    daily = every trading day. Computed on the whole calendar, then restricted to the period,
+    so a period starting mid-month does not make its first day a "first of month".
+    """
+    d = pd.DatetimeIndex(dates)
+    if freq == "daily":
+        sel = np.ones(len(d), dtype=bool)
+    elif freq == "monthly":
+        ym = d.year * 12 + d.month
+        sel = np.r_[True, ym[1:] != ym[:-1]]
+    elif freq == "weekly":
+        iso = d.isocalendar()
+        wk = iso["year"].to_numpy() * 100 + iso["week"].to_numpy()
+        sel = np.r_[wk[1:] != wk[:-1], True]
+    else:
+        raise ValueError(f"unknown rebalance frequency {freq!r}")
+    inside = (d >= pd.Timestamp(start)) & (d <= pd.Timestamp(end))
+    return np.flatnonzero(sel & inside)
+
+
+@dataclass
+class Trade:
+    """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders."""
+
+    date: pd.Timestamp
+    turnover: float
+    cost: float
+    nav_after: float
+    orders: list[dict] = field(default_factory=list)
+
+
+class PortfolioSimulator:
+    """Clean-mode NAV sandbox for one period (spec §6.1–§6.3).
+
+    Parameters
+    ----------
+    dates : trading calendar of the dataset.
+    returns0 : (T, N) daily simple returns with missing = 0.
+    period : the evaluation window.
+    initial_weights_fn : callable(row) -> (N,) initial weights (equal weight over ``A`` at the row
+        before the period start, §6.1).
+    costs : the cost model (15 bps of traded notional by default).
+    initial_nav : starting NAV in currency units.
+
+    Raises
+    ------
+    ValueError
+        If the period has no trading day in the data or no trading day before it.
+    """
+
+    def __init__(self, dates, returns0, period: Period, initial_weights_fn, costs: CostModel,
+                 initial_nav: float, tickers=None):
+        self.dates = pd.DatetimeIndex(dates)
+        self.returns0 = returns0
+        self.period = period
+        self.costs = costs
+        self.initial_nav = float(initial_nav)
+        self.tickers = tickers
+        inside = np.flatnonzero((self.dates >= pd.Timestamp(period.start)) & (self.dates <= pd.Timestamp(period.end)))
+        if inside.size == 0:
+            raise ValueError(
+                f"period {period.name} ({period.start}..{period.end}) has no trading day in the data "
+                f"({self.dates[0].date()}..{self.dates[-1].date()})"
+            )
+        self.first_row, self.last_row = int(inside[0]), int(inside[-1])
+        if self.first_row == 0:
+            raise ValueError(f"period {period.name} starts at the first date of the data: no history before it")
+        self.decision_rows = rebalance_rows(self.dates, period.start, period.end, period.freq)
+        self.t = self.first_row - 1
+        self.nav = self.initial_nav
+        self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
+        self.nav_dates: list[pd.Timestamp] = [self.dates[self.t]]
+        self.nav_history: list[float] = [self.nav]
+        self.weight_history: list[np.ndarray] = [self.weights.copy()]
+        self.trades: list[Trade] = []
+        self.total_cost = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.t >= self.last_row
+
+    def advance_to(self, row: int) -> None:
+        """Mark to market day by day up to and including ``row`` (§6.2 step 1)."""
+        row = min(row, self.last_row)
+        for t in range(self.t + 1, row + 1):
+            r = self.returns0[t]
+            growth = self.weights * (1.0 + r)
+            g = growth.sum()
+            self.nav *= g
+            self.weights = growth / g if g > 0 else self.weights
+            self.t = t
+            self.nav_dates.append(self.dates[t])
+            self.nav_history.append(self.nav)
+            self.weight_history.append(self.weights.copy())
+
+    def trade(self, target: np.ndarray) -> Trade:
+        """Trade to ``target`` at the close of the current day (§6.3): cost ``K = rate·τ·NAV``."""
+        target = np.asarray(target, dtype=np.float64)
+        delta = target - self.weights
+        traded = np.abs(delta) >= self.costs.min_trade
+        tau = float(np.abs(delta[traded]).sum())
+        nav_before = self.nav
+        cost = self.costs.rate * tau * nav_before
+        self.nav = nav_before - cost
+        tot = target.sum()
+        self.weights = target / tot if tot > 0 else self.weights
+        self.total_cost += cost
+        orders = []
+        slip, comm = self.costs.slippage_bps / 1e4, self.costs.commission_bps / 1e4
+        for i in np.flatnonzero(traded):
+            notional = abs(delta[i]) * nav_before
+            orders.append({
+                "asset": self.tickers[i] if self.tickers else int(i),
+                "side": "buy" if delta[i] > 0 else "sell",
+                "delta_w": float(delta[i]),
+                "notional": float(notional),
+                "price_adj_bps": float(self.costs.slippage_bps if delta[i] > 0 else -self.costs.slippage_bps),
+                "commission": float(notional * comm),
+                "cost": float(notional * (slip + comm)),
+            })
+        tr = Trade(self.dates[self.t], tau, cost, self.nav, orders)
+        self.trades.append(tr)
+        # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
+        self.nav_history[-1] = self.nav
+        self.weight_history[-1] = self.weights.copy()
+        return tr
+
+    def nav_series(self) -> pd.Series:
+        """NAV curve in currency units, one point per trading day plus the initial point."""
+        return pd.Series(self.nav_history, index=pd.DatetimeIndex(self.nav_dates), name="nav")
+
+    def daily_returns(self) -> np.ndarray:
+        n = np.asarray(self.nav_history)
+        return n[1:] / n[:-1] - 1.0
