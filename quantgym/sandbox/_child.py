@@ -347,12 +347,15 @@ def main() -> None:  # noqa: C901 - one linear protocol
     _quiet_source_lookups(violations)
     namespace = {"__name__": "__agent__", "__file__": filename, "__builtins__": _policy.agent_builtins(allowed, violations)}
     try:
+        _set_rlimits(limits)
+    except (OSError, ValueError) as exc:
+        send("crashed", f"crashed: sandbox could not set resource limits: {exc}")
+    try:
         from quantgym.sandbox import _seccomp
 
         seccomp_ok = _seccomp.install()
-    except Exception:  # noqa: BLE001 - optional hardening
+    except Exception:  # noqa: BLE001 - optional hardening layer
         seccomp_ok = False
-    _set_rlimits(limits)
     _policy.install(hook)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     extra = {"seccomp": bool(seccomp_ok), "startup_seconds": round(time.monotonic() - t_child0, 4)}
