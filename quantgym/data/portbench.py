@@ -376,12 +376,12 @@ class PortBenchData:
         """Number of trading days ``T``."""
         return len(self.dates)
 
-    @property
+    @functools.cached_property
     def class_ids(self) -> np.ndarray:
-        """Class id per ticker (position in :data:`ASSET_CLASSES`), shape (N,), int64."""
-        return np.array([ASSET_CLASSES.index(c) for c in self.asset_class], dtype=np.int64)
+        """Class id per ticker (position in :data:`ASSET_CLASSES`), shape (N,), int64, read-only."""
+        return _readonly(np.array([ASSET_CLASSES.index(c) for c in self.asset_class], dtype=np.int64))
 
-    @property
+    @functools.cached_property
     def ticker_index(self) -> dict[str, int]:
         """Mapping ticker -> column position."""
         return {t: i for i, t in enumerate(self.tickers)}
@@ -391,10 +391,10 @@ class PortBenchData:
         """Mapping ticker -> §1.1 class label (the snapshot's ``asset_class_map``)."""
         return dict(zip(self.tickers, self.asset_class))
 
-    @property
+    @functools.cached_property
     def macro_mask(self) -> np.ndarray:
-        """``isfinite(macro)``, shape (T, 17), bool (§11.8 ``macro_mask``)."""
-        return np.isfinite(self.macro)
+        """``isfinite(macro)``, shape (T, 17), bool, read-only (§11.8 ``macro_mask``)."""
+        return _readonly(np.isfinite(self.macro))
 
     # -- date helpers ----------------------------------------------------------------------
     def index_at(self, date: Any) -> int:
@@ -542,8 +542,9 @@ class PortBenchData:
         last_real = obs.ffill().shift(1).to_numpy(dtype=float)  # last real price strictly before t
         with np.errstate(divide="ignore", invalid="ignore"):
             r_real = p / last_real - 1.0
+        # real day: P_t / P_last - 1 (NaN if there is no earlier real price); filled day: 0;
+        # no price: NaN
         ret = np.where(real, r_real, np.where(np.isfinite(p), 0.0, np.nan))
-        ret = np.where(real & ~np.isfinite(last_real), np.nan, ret)
 
         # ---- VIX -----------------------------------------------------------------------------
         if vix is None and VIX_TICKER in raw.columns:
