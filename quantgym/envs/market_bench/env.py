@@ -1,0 +1,304 @@
+"""The Market-Bench Gymnasium environment (spec market_bench §5-§7, §9)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium import spaces
+
+from quantgym.envs.market_bench.config import (
+    ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig,
+)
+from quantgym.envs.market_bench.prompts import render_prompt
+from quantgym.envs.market_bench.rounds import INPUT_FILES, Round, load_round, run_reference, write_inputs
+from quantgym.envs.market_bench.scoring import (
+    FAILED, SUCCESS, AttemptRecord, mae, metric_errors, path_correlation, validate_metrics,
+)
+from quantgym.spaces import AnyText
+
+MAX_PROMPT = 200_000
+MAX_SOURCE = 1_000_000
+
+
+class MarketBenchEnv(gym.Env):
+    """
+    ## Description
+    Backtester synthesis over limit-order-book data (Market-Bench paper; spec
+    ``shared/spec/market_bench.md``). One episode = one (strategy, round): the agent reads a
+    natural-language strategy description with every rule and parameter, and submits Python
+    source for a backtester; the env runs it in a sandbox on the round's input files and
+    compares its metrics with the reference backtester's (mean absolute error, §6).
+
+    ## Action Space
+    ``AnyText(1_000_000)``: the Python source of one attempt. It must define
+    ``run_backtest(inputs: dict[str, str]) -> dict[str, float]`` (``inputs``: input file name ->
+    absolute path) returning every metric key of the strategy (spec §9.11).
+
+    ## Observation Space
+    ``Dict`` of text fields and counters: ``prompt`` (the full task text), ``strategy``,
+    ``round`` (1..5; 0 for user data), ``inputs_json`` (JSON: file name -> path),
+    ``params_json`` (JSON of the round's parameters, also stated in the prompt), ``attempt``
+    (attempts used), ``last_status`` (``""``/``SUCCESS``/``FAILED``) and ``feedback``: empty
+    unless ``feedback=True`` (repair mode), then the failure reason and error trace, or the
+    per-metric errors after a success.
+
+    ## Rewards
+    1.0 for a SUCCESS attempt (ran and returned every metric as a finite number), else 0.0.
+    The numerical accuracy (MAE) is in ``info`` and in the aggregate scorer, never in the reward.
+
+    ## Starting State
+    ``reset()`` writes the round's plain ``.csv`` input files into the env's work folder
+    (``workdir`` or a fresh temporary folder; never inside the installed package) and returns
+    the prompt. The round is fixed by (task version, strategy, round); ``seed`` changes nothing.
+
+    ## Episode End
+    Terminated after a SUCCESS (``end_on_success=True``, default) or after ``attempts``
+    attempts (K = 3). Stepping a finished episode raises ``RuntimeError``.
+
+    ## Arguments
+    - ``strategy``: ``"scheduled"`` | ``"pairs"`` | ``"delta_hedge"`` (set by the registered ids).
+    - ``round``: 1..5 (v1 task set).
+    - ``attempts``: K, default 3.
+    - ``feedback``: False (paper, independent one-shot attempts) or True (error trace back).
+    - ``data``: optional user round instead of a shipped one: ``{"book": DataFrame|path,
+      "schedule" | "option_delta": DataFrame|path, "params": dict, "meta": dict (optional)}``.
+      The reference outputs are computed on it with the reference backtester.
+    - ``sandbox``: :class:`SandboxConfig` (CPU 120 s, wall 150 s, 2 GiB).
+    - ``scoring``: :class:`ScoringConfig`.
+    - ``end_on_success``: end the episode at the first success (default True).
+    - ``workdir``: folder for the input files (default: a temporary folder removed by ``close``).
+
+    ## Costs & Execution
+    As stated in the prompt: synthetic book net of own consumed liquidity, level walks, FIFO
+    accounting, no fees (spec §3, §9.4-§9.10).
+
+    ## Data & Point-in-time
+    Real books where they exist (MSFT LOBSTER excerpt 2012-06-21, 600519 SSE Level-2 day
+    2023-02-07, level sizes randomised as in the paper), a seeded synthetic KO/PEP book for the
+    pairs strategy (labelled synthetic in the prompt and metadata), seeded random-walk option
+    delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``).
+
+    ## Scoring
+    Per attempt: status and MAE (spec §6) plus per-metric relative errors and the equity-path
+    correlation (beside the paper's metrics). ``info["record"]`` is the round record
+    (``solved``, ``best_mae``, ``first_attempt``, attempts); aggregate with
+    :func:`quantgym.envs.market_bench.scoring.score_table`.
+
+    ## Version History
+    - v0: task set ``v1`` (spec §9).
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(self, strategy: str = "scheduled", round: int = 1, attempts: int = 3, feedback: bool = False,
+                 data: dict[str, Any] | None = None, sandbox: SandboxConfig = SandboxConfig(),
+                 scoring: ScoringConfig = ScoringConfig(), end_on_success: bool = True,
+                 workdir: str | Path | None = None, render_mode: str | None = None):
+        if strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
+        if data is None and not (isinstance(round, (int, np.integer)) and 1 <= int(round) <= N_ROUNDS):
+            raise ValueError(f"round must be an int in 1..{N_ROUNDS}, got {round!r}")
+        if not isinstance(attempts, (int, np.integer)) or int(attempts) < 1:
+            raise ValueError(f"attempts must be a positive int, got {attempts!r}")
+        if not isinstance(sandbox, SandboxConfig):
+            raise TypeError("sandbox must be a SandboxConfig")
+        if not isinstance(scoring, ScoringConfig):
+            raise TypeError("scoring must be a ScoringConfig")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.strategy = strategy
+        self.round_number = 0 if data is not None else int(round)
+        self.attempts = int(attempts)
+        self.feedback = bool(feedback)
+        self.sandbox_config = sandbox
+        self.scoring_config = scoring
+        self.end_on_success = bool(end_on_success)
+        self.render_mode = render_mode
+        self.round = load_round(strategy, int(round)) if data is None else self._user_round(strategy, data)
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.action_space = AnyText(MAX_SOURCE)
+        self.observation_space = spaces.Dict({
+            "prompt": AnyText(MAX_PROMPT),
+            "strategy": AnyText(32),
+            "round": spaces.Discrete(N_ROUNDS + 1),
+            "inputs_json": AnyText(20_000),
+            "params_json": AnyText(20_000),
+            "attempt": spaces.Discrete(self.attempts + 1),
+            "last_status": AnyText(16),
+            "feedback": AnyText(MAX_PROMPT),
+        })
+        self.records: list[dict[str, Any]] = []  # full attempt records (incl. per-metric errors)
+        self._inputs: dict[str, str] = {}
+        self._prompt = ""
+        self._attempt = 0
+        self._done = True
+        self._last_status = ""
+        self._feedback = ""
+
+    # ------------------------------------------------------------------ data
+    @staticmethod
+    def _user_round(strategy: str, data: dict[str, Any]) -> Round:
+        if not isinstance(data, dict) or "book" not in data or "params" not in data:
+            raise ValueError("data must be a dict with 'book' and 'params' (and 'schedule' / 'option_delta')")
+        need = {"scheduled": "schedule", "delta_hedge": "option_delta"}.get(strategy)
+        if need and need not in data:
+            raise ValueError(f"data for {strategy!r} needs {need!r}")
+
+        def frame(x):
+            return x.copy() if isinstance(x, pd.DataFrame) else pd.read_csv(x)
+
+        inputs = {"book.csv": frame(data["book"])}
+        if need:
+            inputs[f"{need}.csv"] = frame(data[need])
+        book = inputs["book.csv"]
+        missing = [c for c in ("ts_event", "symbol", "bid_px_00", "bid_sz_00", "ask_px_00", "ask_sz_00") if c not in book]
+        if missing:
+            raise ValueError(f"data['book'] lacks the book-schema columns {missing}")
+        meta = {"task_version": TASK_VERSION, "strategy": strategy, "round": 0, "synthetic": False,
+                "instrument": "user-supplied book", "currency": "currency units", **dict(data.get("meta", {}))}
+        rnd = Round(strategy, 0, inputs, dict(data["params"]), meta)
+        try:
+            rnd.reference = run_reference(rnd)
+        except TypeError as exc:
+            raise ValueError(f"data['params'] do not fit the {strategy} reference: {exc}") from None
+        return rnd
+
+    # ------------------------------------------------------------------ gym API
+    def _obs(self) -> dict[str, Any]:
+        return {
+            "prompt": self._prompt,
+            "strategy": self.strategy,
+            "round": self.round_number,
+            "inputs_json": json.dumps(self._inputs),
+            "params_json": json.dumps(self.round.params),
+            "attempt": self._attempt,
+            "last_status": self._last_status,
+            "feedback": self._feedback[:MAX_PROMPT],
+        }
+
+    def _round_record(self) -> dict[str, Any]:
+        ok = [r for r in self.records if r["status"] == SUCCESS]
+        return {
+            "task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
+            "attempts_used": self._attempt, "solved": bool(ok),
+            "best_mae": min(r["mae"] for r in ok) if ok else None,
+            "first_attempt": ok[0]["attempt"] if ok else None,
+            "statuses": [r["status"] for r in self.records],
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="quantgym-market-bench-"))
+        folder = self.workdir / f"{self.strategy}_round{self.round_number}" / "inputs"
+        self._inputs = write_inputs(self.round, folder)
+        self._prompt = render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
+                                     self.sandbox_config.cpu_seconds, self._levels())
+        self._attempt = 0
+        self._done = False
+        self._last_status = ""
+        self._feedback = ""
+        self.records = []
+        info = {"task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
+                "inputs": dict(self._inputs), "meta": copy.deepcopy(self.round.meta), "metric_keys": list(METRIC_KEYS[self.strategy]),
+                "allowed_imports": list(ALLOWED_IMPORTS)}
+        return self._obs(), info
+
+    def _levels(self) -> int:
+        return sum(1 for c in self.round.inputs["book.csv"].columns if str(c).startswith("bid_px_")) or LEVELS
+
+    def _limits(self):
+        from quantgym.sandbox import SandboxLimits
+
+        c = self.sandbox_config
+        return SandboxLimits(cpu_seconds=c.cpu_seconds, wall_seconds=c.wall_seconds, memory_mb=c.memory_mb,
+                             allowed_imports=ALLOWED_IMPORTS, readable_paths=tuple(self._inputs.values()))
+
+    def evaluate(self, source: Any) -> dict[str, Any]:
+        """Run one source in the sandbox and score it against the reference (no episode state)."""
+        from quantgym.envs.market_bench.harness import run_attempt
+
+        rec: dict[str, Any] = {"status": FAILED, "mae": None, "reason": "", "sandbox_status": "", "traceback": None,
+                               "path_corr": None, "max_rel_error": None, "metric_errors": None,
+                               "wall_seconds": None, "cpu_seconds": None}
+        if not isinstance(source, str):
+            rec["reason"] = f"action must be a str of Python source, got {type(source).__name__}"
+            return rec
+        if len(source) > MAX_SOURCE:
+            rec["reason"] = f"source longer than {MAX_SOURCE} characters"
+            return rec
+        res = run_attempt(source, self._inputs, self.strategy, self._limits())
+        rec.update(sandbox_status=res.status, traceback=res.traceback, wall_seconds=res.wall_seconds,
+                   cpu_seconds=res.cpu_seconds)
+        if not res.ok:
+            rec["reason"] = res.message
+            return rec
+        value = res.value if isinstance(res.value, dict) else {}
+        metrics, reason = validate_metrics(value.get("metrics"), self.strategy)
+        if metrics is None:
+            rec["reason"] = f"bad_output: {reason}"
+            return rec
+        ref = self.round.metrics
+        errs = metric_errors(metrics, ref, self.strategy, self.scoring_config.rel_floor)
+        rec.update(status=SUCCESS, mae=mae(metrics, ref, self.strategy), metric_errors=errs,
+                   max_rel_error=max(e["rel_error"] for e in errs.values()),
+                   path_corr=path_correlation(value.get("path"), self.round.reference.get(PATH_KEY)),
+                   metrics=metrics)
+        return rec
+
+    def step(self, action: Any):
+        if self._done:
+            raise RuntimeError("episode is over (success or all attempts used); call reset()")
+        self._attempt += 1
+        rec = self.evaluate(action)
+        rec["attempt"] = self._attempt
+        self.records.append(rec)
+        self._last_status = rec["status"]
+        if self.feedback:
+            if rec["status"] == SUCCESS:
+                self._feedback = "SUCCESS. Per-metric absolute errors: " + json.dumps(
+                    {k: e["abs_error"] for k, e in rec["metric_errors"].items()})
+            else:
+                self._feedback = f"FAILED: {rec['reason']}" + (f"\n{rec['traceback']}" if rec["traceback"] else "")
+        else:
+            self._feedback = ""
+        success = rec["status"] == SUCCESS
+        terminated = (success and self.end_on_success) or self._attempt >= self.attempts
+        self._done = terminated
+        info = {"attempt": self._attempt, "status": rec["status"], "mae": rec["mae"], "reason": rec["reason"],
+                "sandbox_status": rec["sandbox_status"], "path_corr": rec["path_corr"],
+                "max_rel_error": rec["max_rel_error"], "record": self._round_record()}
+        return self._obs(), (1.0 if success else 0.0), terminated, False, info
+
+    def attempt_records(self, agent: str) -> list[AttemptRecord]:
+        """This episode's attempts as rows of the scorer's attempt table."""
+        return [AttemptRecord(agent, self.strategy, self.round_number, r["attempt"], r["status"], r["mae"], r["reason"],
+                              r["sandbox_status"], r["path_corr"], r["max_rel_error"]) for r in self.records]
+
+    def render(self):
+        if self.render_mode != "ansi":
+            return None
+        rr = self._round_record()
+        return (f"Market-Bench {self.strategy} round {self.round_number}: attempt {self._attempt}/{self.attempts}, "
+                f"last {self._last_status or '-'}, solved {rr['solved']}, best MAE {rr['best_mae']}")
+
+    def close(self):
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+        super().close()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_np_random"] = None
+        return state

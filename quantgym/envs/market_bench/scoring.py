@@ -1,0 +1,192 @@
+"""Market-Bench scoring (spec §6, exactly as the paper; §9.11 output contract).
+
+Per attempt: SUCCESS (ran, produced every required metric as a finite number) or FAILED;
+``MAE = (1/d)·Σ|y_i − ŷ_i|`` over the strategy's d metrics. Per round: ``best_mae`` (min over
+successful attempts), ``solved``, ``first_attempt``. Per strategy: ``pass@K`` = mean(solved)
+over the rounds, ``pass@1`` = fraction solved on attempt 1, ``mean_mae_solved`` and
+``avg_attempt`` over solved rounds. Overall = mean over strategies (MAE and attempts over the
+strategies with at least one solved round). Ranking: higher pass@K, higher pass@1, lower
+mean_mae_solved, lower avg_attempt. Beside (never replacing) these: per-metric relative error
+and the correlation of the agent's equity path with the reference path.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from quantgym.envs.market_bench.config import METRIC_KEYS, PATH_KEY, ScoringConfig
+
+SUCCESS, FAILED = "SUCCESS", "FAILED"
+
+
+def validate_metrics(value: Any, strategy: str) -> tuple[dict[str, float] | None, str]:
+    """Host-side validation of an attempt's returned object (spec §9.11).
+
+    Returns ``(metrics, "")`` with every required key as a finite float, or ``(None, reason)``
+    (not a dict; missing key; non-numeric, boolean or non-finite value). Extra keys are ignored.
+    """
+    keys = METRIC_KEYS[strategy]
+    if not isinstance(value, Mapping):
+        return None, f"output is not a JSON object of metrics (got {type(value).__name__})"
+    missing = [k for k in keys if k not in value]
+    if missing:
+        return None, f"missing metric(s): {', '.join(missing)}"
+    out: dict[str, float] = {}
+    for k in keys:
+        v = value[k]
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+            return None, f"metric {k!r} is not a number (got {type(v).__name__}: {str(v)[:40]!r})"
+        f = float(v)
+        if not math.isfinite(f):
+            return None, f"metric {k!r} is not finite ({f})"
+        out[k] = f
+    return out, ""
+
+
+def mae(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str) -> float:
+    """``(1/d)·Σ|y_i − ŷ_i|`` over the d metric keys of the strategy (spec §6)."""
+    keys = METRIC_KEYS[strategy]
+    return float(np.mean([abs(float(ref[k]) - float(pred[k])) for k in keys]))
+
+
+def metric_errors(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str,
+                  rel_floor: float = ScoringConfig().rel_floor) -> dict[str, dict[str, float]]:
+    """Per-metric absolute and relative error ``|y − ŷ| / max(|y|, rel_floor)`` (beyond the paper, §6)."""
+    out = {}
+    for k in METRIC_KEYS[strategy]:
+        y, yh = float(ref[k]), float(pred[k])
+        out[k] = {"reference": y, "agent": yh, "abs_error": abs(y - yh), "rel_error": abs(y - yh) / max(abs(y), rel_floor)}
+    return out
+
+
+def path_correlation(agent_path: Any, ref_path: Any) -> float | None:
+    """Pearson correlation of the agent's equity path with the reference path (beyond the paper).
+
+    ``None`` when the agent wrote no path, the lengths differ, a value is non-finite or a path
+    is constant. Both paths: C0 then one point per book row (spec §9.7.5).
+    """
+    if agent_path is None or ref_path is None:
+        return None
+    try:
+        a = np.asarray(agent_path, dtype=float).ravel()
+        r = np.asarray(ref_path, dtype=float).ravel()
+    except (TypeError, ValueError):
+        return None
+    if a.shape != r.shape or len(a) < 2 or not (np.isfinite(a).all() and np.isfinite(r).all()):
+        return None
+    if np.std(a) == 0 or np.std(r) == 0:
+        return 1.0 if np.array_equal(a, r) else None
+    return float(np.corrcoef(a, r)[0, 1])
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt of an agent on a (strategy, round): the row of the attempt table."""
+
+    agent: str
+    strategy: str
+    round: int
+    attempt: int  # 1-based
+    status: str  # SUCCESS | FAILED
+    mae: float | None = None
+    reason: str = ""
+    sandbox_status: str = ""
+    path_corr: float | None = None
+    max_rel_error: float | None = None
+
+
+def round_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]]) -> pd.DataFrame:
+    """Per (agent, strategy, round): ``best_mae``, ``solved``, ``first_attempt``, ``n_attempts`` (spec §6)."""
+    df = pd.DataFrame([asdict(a) if isinstance(a, AttemptRecord) else dict(a) for a in attempts])
+    if df.empty:
+        return pd.DataFrame(columns=["agent", "strategy", "round", "best_mae", "solved", "first_attempt", "n_attempts"])
+    rows = []
+    for (agent, strategy, rnd), g in df.groupby(["agent", "strategy", "round"], sort=True):
+        ok = g[g["status"] == SUCCESS]
+        rows.append({
+            "agent": agent, "strategy": strategy, "round": int(rnd),
+            "best_mae": float(ok["mae"].min()) if len(ok) else np.nan,
+            "solved": int(len(ok) > 0),
+            "first_attempt": int(ok["attempt"].min()) if len(ok) else np.nan,
+            "n_attempts": int(len(g)),
+        })
+    return pd.DataFrame(rows)
+
+
+def strategy_scores(attempts: Iterable[AttemptRecord | Mapping[str, Any]], k: int = 3) -> pd.DataFrame:
+    """Per (agent, strategy): ``pass@k``, ``pass@1``, ``mean_mae_solved``, ``avg_attempt``, ``n_rounds``.
+
+    Rounds are those present in the attempt table. Only attempts with index <= k count for
+    ``pass@k``. ``mean_mae_solved`` / ``avg_attempt`` are NaN when no round is solved.
+    """
+    att = [a if isinstance(a, AttemptRecord) else AttemptRecord(**{f: a[f] for f in a if f in AttemptRecord.__dataclass_fields__})
+           for a in attempts]
+    all_rounds = round_table(att)[["agent", "strategy", "round"]]
+    rt = round_table([a for a in att if a.attempt <= k])
+    rt = all_rounds.merge(rt, on=["agent", "strategy", "round"], how="left")
+    rt["solved"] = rt["solved"].fillna(0)
+    rows = []
+    for (agent, strategy), g in rt.groupby(["agent", "strategy"], sort=False):
+        solved = g[g["solved"] == 1]
+        rows.append({
+            "agent": agent, "strategy": strategy, "n_rounds": len(g),
+            f"pass@{k}": float(g["solved"].mean()),
+            "pass@1": float((g["first_attempt"] == 1).mean()),
+            "mean_mae_solved": float(solved["best_mae"].mean()) if len(solved) else np.nan,
+            "avg_attempt": float(solved["first_attempt"].mean()) if len(solved) else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def overall_scores(per_strategy: pd.DataFrame, k: int = 3) -> pd.DataFrame:
+    """Overall per agent = mean over strategies (MAE/attempts over strategies with a solved round)."""
+    rows = []
+    for agent, g in per_strategy.groupby("agent", sort=False):
+        rows.append({
+            "agent": agent, "strategy": "overall", "n_rounds": int(g["n_rounds"].sum()),
+            f"pass@{k}": float(g[f"pass@{k}"].mean()), "pass@1": float(g["pass@1"].mean()),
+            "mean_mae_solved": float(g["mean_mae_solved"].mean()) if g["mean_mae_solved"].notna().any() else np.nan,
+            "avg_attempt": float(g["avg_attempt"].mean()) if g["avg_attempt"].notna().any() else np.nan,
+        })
+    return pd.DataFrame(rows)
+
+
+def rank(scores: pd.DataFrame, k: int = 3) -> pd.DataFrame:
+    """Sort by higher pass@k, higher pass@1, lower mean_mae_solved, lower avg_attempt (spec §6); adds ``rank``."""
+    s = scores.copy()
+    key = pd.DataFrame({
+        "a": -s[f"pass@{k}"], "b": -s["pass@1"],
+        "c": s["mean_mae_solved"].fillna(np.inf), "d": s["avg_attempt"].fillna(np.inf),
+    })
+    order = np.lexsort((key["d"].to_numpy(), key["c"].to_numpy(), key["b"].to_numpy(), key["a"].to_numpy()))
+    s = s.iloc[order].reset_index(drop=True)
+    s.insert(0, "rank", np.arange(1, len(s) + 1))
+    return s
+
+
+def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], cfg: ScoringConfig = ScoringConfig()) -> pd.DataFrame:
+    """Per-strategy and overall scores of every agent, ranked within each strategy (spec §6)."""
+    att = list(attempts)
+    per = strategy_scores(att, k=cfg.attempts)
+    if per.empty:
+        return per
+    both = pd.concat([per, overall_scores(per, k=cfg.attempts)], ignore_index=True)
+    return pd.concat([rank(g, k=cfg.attempts) for _, g in both.groupby("strategy", sort=False)], ignore_index=True)
+
+
+def fmt(x: Any, decimals: int = 2) -> str:
+    """Table cell: numbers rounded to ``decimals`` (spec §6: 2 decimals), NaN/None as '-'."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    return f"{float(x):.{decimals}f}"
+
+
+__all__ = ["SUCCESS", "FAILED", "validate_metrics", "mae", "metric_errors", "path_correlation", "AttemptRecord",
+           "round_table", "strategy_scores", "overall_scores", "rank", "score_table", "fmt"]
