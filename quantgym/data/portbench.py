@@ -634,7 +634,9 @@ def availability_matrix(data: PortBenchData, lookback: int = 60, min_obs: int = 
     return np.isfinite(np.asarray(data.prices)) & (counts >= int(min_obs))
 
 
-def available_mask(data: PortBenchData, t_index: int, lookback: int = 60, min_obs: int = 20) -> np.ndarray:
+def available_mask(
+    data: PortBenchData, t_index: int, lookback: int = 60, min_obs: int = 20, window_days: int | None = None
+) -> np.ndarray:
     """§11.6 availability set ``A_d`` at trading-day row ``t_index``.
 
     Parameters
@@ -646,6 +648,9 @@ def available_mask(data: PortBenchData, t_index: int, lookback: int = 60, min_ob
         Return rows in the window (``L = 60``).
     min_obs : int
         Minimum valid returns in the window (20).
+    window_days : int, optional
+        If given, the window also keeps only rows dated >= ``d - window_days`` calendar
+        days (the §1.6 snapshot range ``[d - 90, d]``); default: rows only.
 
     Returns
     -------
@@ -665,6 +670,9 @@ def available_mask(data: PortBenchData, t_index: int, lookback: int = 60, min_ob
     if not 0 <= t < T:
         raise IndexError(f"t_index {t_index} out of range for {T} trading days")
     lo = max(0, t + 1 - int(lookback))
+    if window_days is not None:
+        first = data.dates[t] - pd.Timedelta(days=int(window_days))
+        lo = max(lo, int(data.dates.searchsorted(first, side="left")))
     n_valid = np.isfinite(data.returns[lo : t + 1]).sum(axis=0)
     return np.isfinite(data.prices[t]) & (n_valid >= int(min_obs))
 

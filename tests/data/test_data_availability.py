@@ -42,6 +42,11 @@ def test_available_mask_gap_and_window():
     # SPY's first return is row 1; with lookback 60 and min_obs 20 it is available from row 20
     s = d.ticker_index["SPY"]
     assert not available_mask(d, 19)[s] and available_mask(d, 20)[s]
+    # §1.6 90-calendar-day cap: at row 90 (Mon 2024-05-06) it allows rows dated >= 2024-02-06
+    # (row 26); the 60-row window (rows 31..90, from 2024-02-13) is inside it, so nothing changes
+    assert available_mask(d, 90, window_days=90)[s]
+    # a 10-day cap keeps rows >= 2024-04-26 (rows 84..90: 7 returns < 20) -> nobody is available
+    assert not available_mask(d, 90, window_days=10).any()
     # a window shorter than min_obs can never be enough
     assert not available_mask(d, 99, lookback=10, min_obs=20).any()
 
