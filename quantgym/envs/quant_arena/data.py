@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -333,7 +334,8 @@ class QADataset:
         for i, t in enumerate(rows):
             blk = lr[max(0, t - W + 1): t + 1]
             cnt = np.isfinite(blk).sum(axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
+            with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+                warnings.simplefilter("ignore", RuntimeWarning)
                 s = np.nanstd(blk, axis=0, ddof=1) if blk.shape[0] > 1 else np.full(self.N, np.nan)
             s = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
             sig[i] = s

@@ -39,6 +39,19 @@ class DayTimeout(BaseException):
 
 
 # ---------------------------------------------------------------------- host side: payload
+def _plain(df: pd.DataFrame) -> pd.DataFrame:
+    """Copy of ``df`` whose string columns/index are numpy ``object`` (no pyarrow in the child)."""
+    out = df.copy()
+    for c in out.columns:
+        dt = out[c].dtype
+        if isinstance(dt, (pd.StringDtype, pd.ArrowDtype, pd.CategoricalDtype)) or dt.kind in "OUS":
+            out[c] = pd.Series(out[c].to_numpy(dtype=object), index=out.index, dtype=object)
+    if not isinstance(out.index, pd.DatetimeIndex) and out.index.dtype.kind not in "iuf":
+        out.index = pd.Index(out.index.to_numpy(dtype=object), dtype=object, name=out.index.name)
+    out.columns = pd.Index([str(c) for c in out.columns], dtype=object)
+    return out
+
+
 def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, max_features: int = 300,
                   sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20) -> dict:
     """Everything the child needs for one window, and nothing after D_{n−1} (spec §10.4).
@@ -63,12 +76,12 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
     hi = d0 + n - 1
     blk = build_buffer(ds, lo, hi)
     days = set(blk["dates"])
-    intr = {d: {k: v for k, v in t.items()} for d, t in ds.intraday().items() if d in days}
+    intr = {d: {k: _plain(v) for k, v in t.items()} for d, t in ds.intraday().items() if d in days}
     return {
         "block": blk,
         "first": d0 - lo,
         "n": n,
-        "info": ds.info.copy(),
+        "info": _plain(ds.info),
         "intraday": intr,
         "max_lookback": int(max_lookback),
         "max_features": int(max_features),
@@ -194,11 +207,8 @@ def score_days(agent: dict, payload: dict) -> dict:
         except DayTimeout:
             return {"status": "timeout", "message": f"timeout: decision date {date} took more than "
                                                     f"{day_budget:g} s wall"}
-        except LookAheadError as exc:
-            n_errors += 1
-            if len(errors) < 20:
-                errors.append(_err(date, phase, exc))
-            continue
+        except MemoryError:
+            raise  # an out-of-memory is the evaluation's status ("oom"), not a day error
         except Exception as exc:  # noqa: BLE001 - any agent error is a day error (§10.4)
             n_errors += 1
             if len(errors) < 20:
