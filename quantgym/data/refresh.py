@@ -232,7 +232,15 @@ def _splice_prices(old: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
         if o.empty:
             continue
         common = o.index.intersection(n.index)
-        factor = float(n.loc[common[0]] / o.loc[common[0]]) if len(common) else 1.0
+        if n.empty:
+            factor = 1.0  # not downloaded this time: old history kept as it was
+        elif len(common):
+            factor = float(n.loc[common[0]] / o.loc[common[0]])
+        else:
+            raise RefreshError(
+                f"cannot splice {c}: the new download (from {n.index[0].date()}) does not overlap the existing "
+                f"data (to {o.index[-1].date()}); choose an earlier `since`"
+            )
         head_parts.append((o[o.index < first_new] * factor).rename(c))
     head = pd.concat(head_parts, axis=1) if head_parts else pd.DataFrame()
     res = pd.concat([head.reindex(columns=cols), out]).sort_index()

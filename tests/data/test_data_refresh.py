@@ -127,6 +127,18 @@ def test_refresh_since_splices_on_existing(net, tmp_path):
     assert after.loc["2025-12-12", "SPY"] == pytest.approx(0.99 * before.loc["2025-12-12", "SPY"])
 
 
+def test_refresh_since_without_overlap_is_refused(net, tmp_path):
+    _, state = net
+    full = state["close"]
+    state["close"] = full.loc[:"2025-12-05"]
+    dest = _refresh(tmp_path / "pb", end="2025-12-05")
+    snapshot = _digest(dest)
+    state["close"] = full
+    with pytest.raises(RefreshError, match="does not overlap"):
+        _refresh(dest, since="2025-12-09")
+    assert _digest(dest) == snapshot
+
+
 def test_missing_extra_fails_fast(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "yfinance", None)  # import yfinance -> ImportError
     with pytest.raises(RefreshError) as exc:

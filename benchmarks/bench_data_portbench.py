@@ -1,0 +1,59 @@
+"""Timing of the PortBench data layer (same-machine figures only; see docs/performance.md).
+
+    python benchmarks/bench_data_portbench.py
+
+Measures: cold load of the bundled data (parquet read + every clean-mode rule), a cached
+load, ``PortBenchData.from_frames`` alone, ``availability_matrix`` over all days, and
+``available_mask`` per call. Best of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import pandas as pd
+
+from quantgym.data import portbench as pb
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+
+    def cold():
+        pb._load_cached.cache_clear()
+        pb.load_portbench_data()
+
+    root = pb.bundled_portbench_path()
+    raw = pd.read_parquet(root / "prices.parquet")
+    assets = pd.read_csv(root / "assets.csv")
+    macro = pd.read_parquet(root / "macro.parquet")
+    classes = dict(zip(assets.ticker, assets.asset_class))
+    data = pb.load_portbench_data()
+    t = data.index_at("2024-06-28")
+    n_calls = 1000
+    rows = [
+        ("cold load_portbench_data() [bundled]", _best(cold, args.repeat)),
+        ("cached load_portbench_data()", _best(pb.load_portbench_data, args.repeat)),
+        ("from_frames (80 tickers, 15 FRED + VIX)", _best(lambda: pb.PortBenchData.from_frames(
+            raw, classes, macro=macro, tickers=pb.CANONICAL_TICKERS), args.repeat)),
+        ("availability_matrix (3018 x 80)", _best(lambda: pb.availability_matrix(data), args.repeat)),
+        (f"available_mask x{n_calls}", _best(lambda: [pb.available_mask(data, t) for _ in range(n_calls)], args.repeat)),
+    ]
+    for name, sec in rows:
+        print(f"{name:45s} {sec * 1e3:9.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
