@@ -1,0 +1,69 @@
+"""Baselines on the bundled real data, and the bench command end to end."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from quantgym.agents import BASELINES, evaluate, make_baseline
+from quantgym.cli import app
+from quantgym.envs.portbench.env import PortBenchEnv
+from quantgym.results import SUMMARY_COLUMNS, read_summary_csv
+
+
+def test_min_variance_less_volatile_than_equal_weight_2024():
+    ew = evaluate("PortBench-Balanced-v0", make_baseline("equal_weight"), period="normal_2024")
+    mv = evaluate("PortBench-Balanced-v0", make_baseline("min_variance"), period="normal_2024")
+    assert mv.metrics["volatility"] < ew.metrics["volatility"]
+    assert ew.stage_scores is None and ew.ceps is None  # baselines bypass the pipeline (§4.6)
+    assert len(ew.nav) == 253  # initial point + 252 trading days of 2024
+
+
+@pytest.mark.parametrize("key", list(BASELINES))
+def test_baseline_weights_sum_to_one_on_available_assets(key):
+    env = PortBenchEnv(profile="balanced", period="covid_2020", scoring=False)
+    pol = make_baseline(key)
+    obs, info = env.reset(seed=0)
+    pol.reset(env)
+    term = False
+    while not term:
+        act = pol.act(obs, info)
+        w = act["weights"]
+        assert np.all(w >= 0)
+        assert w.sum() == pytest.approx(1.0, abs=1e-4)  # 6-decimal rounding (§8); the env renormalises
+        assert np.all(w[obs["available"] == 0] == 0)
+        obs, r, term, trunc, info = env.step(act)
+        assert info["invalid"] == {}
+
+
+def test_sixty_forty_weights():
+    env = PortBenchEnv(period="normal_2024", scoring=False)
+    obs, info = env.reset(seed=0)
+    pol = make_baseline("60/40")
+    pol.reset(env)
+    w = dict(zip(env.view.tickers, pol.act(obs, info)["weights"]))
+    assert all(w[t] == pytest.approx(0.1) for t in ("SPY", "QQQ", "IWM", "VTI", "EEM", "ACWI"))
+    assert all(w[t] == pytest.approx(0.08) for t in ("TLT", "IEF", "BIL", "LQD", "HYG"))
+
+
+def test_bench_cli_writes_results(tmp_path):
+    out = tmp_path / "bench"
+    res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--out", str(out), "--profiles",
+                                   "conservative", "--periods", "covid_2020", "--agents", "equal_weight,risk_parity",
+                                   "--quiet"])
+    assert res.exit_code == 0, res.output
+    assert "Conservative profile" in res.output and "Equal-Weight" in res.output
+    rows = read_summary_csv(out / "summary.csv")
+    assert list(rows[0].keys()) == list(SUMMARY_COLUMNS)
+    assert [r["agent"] for r in rows] == ["Equal-Weight", "Risk Parity"]
+    assert all(r["task"] == "portbench" and r["ceps"] == "" and r["gate"] in ("true", "false") for r in rows)
+    doc = json.loads((out / "results.json").read_text())
+    run = doc["tasks"]["portbench"]["runs"][0]
+    assert len(run["nav"]["values"]) == len(run["nav"]["dates"]) > 50
+    assert (out / "portbench_nav_conservative_covid_2020.png").stat().st_size > 10_000
+
+
+def test_bench_cli_rejects_unknown_task(tmp_path):
+    res = CliRunner().invoke(app, ["bench", "--tasks", "nope", "--out", str(tmp_path)])
+    assert res.exit_code != 0 and "unknown task" in res.output
