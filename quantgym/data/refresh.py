@@ -31,7 +31,10 @@ import io
 import json
 import os
 import shutil
+import socket
 import tempfile
+import threading
+import urllib.parse
 import warnings
 from pathlib import Path
 from typing import Any, Sequence
@@ -95,10 +98,34 @@ def _import_deps() -> tuple[Any, Any]:
     return mods["requests"], mods["yfinance"]
 
 
+def _resolve_host(host: str, timeout: float) -> bool:
+    """True if ``host`` resolves within ``timeout`` s (DNS is not covered by requests' timeout).
+
+    The lookup runs in a daemon thread, so a stuck resolver can neither block the caller
+    beyond ``timeout`` nor the interpreter's exit.
+    """
+    done: dict[str, bool] = {}
+
+    def work() -> None:
+        try:
+            socket.getaddrinfo(host, 443)
+            done["ok"] = True
+        except OSError:
+            done["ok"] = False
+
+    th = threading.Thread(target=work, name=f"resolve-{host}", daemon=True)
+    th.start()
+    th.join(timeout)
+    return bool(done.get("ok", False))
+
+
 def _check_online(requests: Any, timeout: float) -> None:
     """Probe FRED and Yahoo with a short timeout; raise RefreshError if unreachable."""
     t = min(float(timeout), 5.0)
     for url in _PROBE_URLS:
+        host = urllib.parse.urlsplit(url).hostname or url
+        if not _resolve_host(host, t):
+            raise RefreshError(f"PortBench refresh is offline: cannot resolve {host} within {t:g}s")
         try:
             requests.head(url, timeout=t, allow_redirects=True)
         except Exception as exc:  # any transport error means offline for our purpose

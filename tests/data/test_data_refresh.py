@@ -14,6 +14,7 @@ import pytest
 
 requests = pytest.importorskip("requests")
 
+import quantgym.data.refresh as refresh_mod  # noqa: E402
 from quantgym.data import load_portbench_data  # noqa: E402
 from quantgym.data.refresh import RefreshError, parse_fred_csv, refresh_portbench_data  # noqa: E402
 
@@ -74,6 +75,7 @@ def net(monkeypatch):
 
     monkeypatch.setattr(requests, "head", head)
     monkeypatch.setattr(requests, "get", get)
+    monkeypatch.setattr(refresh_mod, "_resolve_host", lambda host, timeout: True)  # no real DNS in tests
     return calls, state
 
 
@@ -160,6 +162,20 @@ def test_offline_fails_fast_without_download(net, monkeypatch, tmp_path):
     assert "\n" not in str(exc.value)
     assert calls["download"] == 0 and calls["get"] == []
     assert not (tmp_path / "pb").exists()
+
+
+def test_unresolvable_host_fails_fast(net, monkeypatch, tmp_path):
+    calls, _ = net
+    seen = []
+
+    def resolve(host, timeout):
+        seen.append((host, timeout))
+        return False  # what a stuck or missing resolver looks like after `timeout`
+
+    monkeypatch.setattr(refresh_mod, "_resolve_host", resolve)
+    with pytest.raises(RefreshError, match="cannot resolve fred.stlouisfed.org within 5s"):
+        _refresh(tmp_path / "pb", timeout=30)
+    assert seen == [("fred.stlouisfed.org", 5.0)] and calls["head"] == 0 and calls["download"] == 0
 
 
 def test_truncated_fred_download_leaves_existing_data(net, tmp_path):
