@@ -26,6 +26,7 @@ _PORTBENCH_EXPORTS = (
     "available_mask",
     "load_portbench_data",
     "load_portbench_market",
+    "load_portbench_raw",
     "market_regime",
 )
 _REFRESH_EXPORTS = ("refresh_portbench_data", "RefreshError")

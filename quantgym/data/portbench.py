@@ -51,6 +51,7 @@ __all__ = [
     "PortBenchDataWarning",
     "load_portbench_data",
     "load_portbench_market",
+    "load_portbench_raw",
     "bundled_portbench_path",
     "available_mask",
     "availability_matrix",
@@ -845,3 +846,34 @@ def load_portbench_data(
 
 #: Alias named in issue 2.
 load_portbench_market = load_portbench_data
+
+
+def load_portbench_raw(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The raw tables behind :func:`load_portbench_data`, before any clean-mode rule.
+
+    For paper mode (own calendars per class, §1.3) and for inspection. Not cached;
+    returns fresh, writable copies.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        None -> bundled data; else a directory in the documented schema.
+
+    Returns
+    -------
+    dict
+        ``prices``: wide raw price table on the mixed calendar (crypto weekend rows
+        included), index ``date``; ``assets``: the assets table (str columns) with an
+        extra ``class_label`` column holding the §1.1 label; ``macro``: wide raw FRED
+        table on observation dates, or None; ``provenance``: dict.
+    """
+    if path is None:
+        root = bundled_portbench_path()
+    else:
+        root = Path(path).expanduser().resolve()
+        if not root.is_dir():
+            raise FileNotFoundError(f"PortBench data directory not found: {root}")
+    prices, assets, macro, prov = _read_source(root)
+    assets = assets.copy()
+    assets["class_label"] = [_to_class_label(c) for c in assets["asset_class"]]
+    return {"prices": prices, "assets": assets, "macro": macro, "provenance": prov}

@@ -21,6 +21,7 @@ from quantgym.data import (
     availability_matrix,
     load_portbench_data,
     load_portbench_market,
+    load_portbench_raw,
     market_regime,
 )
 from quantgym.data.portbench import bundled_portbench_path
@@ -132,10 +133,11 @@ def test_macro_on_real_data(data):
 
 
 def test_from_frames_equals_load(data):
-    root = bundled_portbench_path()
-    raw = pd.read_parquet(root / "prices.parquet")
-    assets = pd.read_csv(root / "assets.csv")
-    macro = pd.read_parquet(root / "macro.parquet")
+    src = load_portbench_raw()
+    raw, assets, macro = src["prices"], src["assets"], src["macro"]
+    assert raw.shape == (4302, 81) and pd.Timestamp("2024-03-02") in raw.index  # crypto Saturday
+    assert set(assets["class_label"]) == set(ASSET_CLASSES)
+    assert src["provenance"]["window"] == ["2014-01-01", "2025-12-31"]
     d2 = PortBenchData.from_frames(
         raw, dict(zip(assets.ticker, assets.asset_class)), macro=macro, tickers=CANONICAL_TICKERS
     )
