@@ -44,6 +44,14 @@ BENCH_SECTIONS: dict[str, str] = {
 }
 
 
+#: modules that add commands: each exposes ``register(app: typer.Typer)``; a missing module is skipped
+PLUGINS: tuple[str, ...] = (
+    "quantgym.envs.portbench.qa.cli",  # quantgym qa
+    "quantgym.agents.llm.cli",  # quantgym eval
+    "quantgym.agents.rl.cli",  # quantgym train
+)
+
+
 @dataclass
 class BenchContext:
     """What a bench section receives: where to write, how to report progress, its options."""
@@ -92,6 +100,11 @@ def bench(
     agents: Optional[str] = typer.Option(
         None, "--agents", help="PortBench: comma-separated baseline names (default: all six)."
     ),
+    agent: Optional[list[str]] = typer.Option(
+        None, "--agent", "-a",
+        help="Extra agent(s) evaluated beside the baselines, repeatable: openai:MODEL, replay:FILE, sb3:PATH "
+        "(see docs). PortBench runs them per profile and period with full S1–S5 scoring.",
+    ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
 ) -> None:
@@ -109,7 +122,8 @@ def bench(
     unknown = [t for t in wanted if t not in BENCH_SECTIONS]
     if unknown:
         raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {list(BENCH_SECTIONS)}", param_hint="--tasks")
-    options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots}
+    options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
+               "extra_agents": list(agent or [])}
     results: list[SectionResult] = []
     t0 = time.perf_counter()
     with Progress(
@@ -130,6 +144,20 @@ def bench(
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "elapsed_s": time.perf_counter() - t0})
     console.print(f"\nWrote [bold]{out_dir}[/] (summary.csv, results.json, plots) in {time.perf_counter() - t0:.1f}s")
+
+
+def _register_plugins() -> None:
+    for mod in PLUGINS:
+        try:
+            module = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name and mod.startswith(exc.name):
+                continue
+            raise
+        module.register(app)
+
+
+_register_plugins()
 
 
 def main() -> None:  # pragma: no cover - console entry

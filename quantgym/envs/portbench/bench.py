@@ -15,6 +15,7 @@ from rich.table import Table
 
 from quantgym.agents.base import EvalResult, evaluate
 from quantgym.agents.baselines import BASELINES, make_baseline
+from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS, resolve_period
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
@@ -56,43 +57,63 @@ def run_section(ctx) -> SectionResult:
     periods = [resolve_period(p).name for p in (opts.get("periods") or DEFAULT_PERIODS)]
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [next(k for k, c in BASELINES.items() if c is type(a)) for a in agents]
-    tid = ctx.progress.add_task("PortBench baselines", total=len(keys) * len(periods))
-    res = run_baselines(periods, keys, ctx.progress, tid)
+    extra_specs = list(opts.get("extra_agents") or [])
+    extra = [make_agent(spec, task="portbench") for spec in extra_specs]
+    total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
+    tid = ctx.progress.add_task("PortBench", total=total)
+    base = run_baselines(periods, keys, ctx.progress, tid)
+    # (label, profile, period) -> EvalResult; baselines are shared across profiles
+    res: dict[tuple[str, str, str], EvalResult] = {}
+    labels = [a.name for a in agents]
+    for key, agent in zip(keys, agents):
+        for prof in profiles:
+            for per in periods:
+                res[(agent.name, prof, per)] = base[(key, per)]
+    for spec, agent in zip(extra_specs, extra):
+        label = getattr(agent, "name", spec)
+        labels.append(label)
+        for prof in profiles:
+            for per in periods:
+                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=per)
+                ctx.progress.advance(tid)
     section = SectionResult(task="portbench")
     for prof in profiles:
         tol = PROFILES[prof].max_drawdown
         table = Table(title=f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
                       caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
-                              "(§7.2). Baselines are profile-independent.", title_justify="left")
+                              "(§7.2). Baselines are profile-independent and have no CEPS.", title_justify="left")
         for col, just in (("period", "left"), ("agent", "left"), ("Sharpe", "right"), ("Ret%", "right"),
-                          ("MaxDD%", "right"), ("Vol%", "right"), ("gate", "center")):
+                          ("MaxDD%", "right"), ("Vol%", "right"), ("CEPS", "right"), ("gate", "center")):
             table.add_column(col, justify=just)
-        gates = {key: stress_gate({per: res[(key, per)].metrics["max_drawdown"] for per in periods}, tol)
-                 for key in keys}
+        gates = {lab: stress_gate({per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods}, tol)
+                 for lab in labels}
         for pi, per in enumerate(periods):
-            for ai, (key, agent) in enumerate(zip(keys, agents)):
-                r = res[(key, per)]
+            for ai, lab in enumerate(labels):
+                r = res[(lab, prof, per)]
                 m = r.metrics
                 row_gate = (abs(m["max_drawdown"]) <= tol + 1e-12) if per in STRESS_PERIODS else (
-                    gates[key] if per == "normal_2024" else None)
-                table.add_row(per if ai == 0 else "", agent.name, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
-                              _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]),
+                    gates[lab] if per == "normal_2024" else None)
+                table.add_row(per if ai == 0 else "", lab, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
+                              _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]), _fmt(r.ceps, 3),
                               "" if row_gate is None else ("✓" if row_gate else "✗"),
-                              end_section=ai == len(keys) - 1 and pi < len(periods) - 1)
+                              end_section=ai == len(labels) - 1 and pi < len(periods) - 1)
                 row = r.summary_row(gate=row_gate)
                 row.profile = prof
                 section.rows.append(row)
         ctx.console.print(table)
         if opts.get("plots", True):
             for per in periods:
-                plot_nav([res[(k, per)] for k in keys], f"PortBench {per} — baselines ({prof}, "
-                         f"drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
-    for (key, per), r in res.items():
+                plot_nav([res[(lab, prof, per)] for lab in labels], f"PortBench {per} — {prof} "
+                         f"(drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
+    for (key, per), r in base.items():
         d = r.to_dict()
         d["profile"] = None
         d["note"] = "baseline run once per period; profile-independent (spec §4.6)"
-        d["gate_by_profile"] = {p: stress_gate({q: res[(key, q)].metrics["max_drawdown"] for q in periods},
+        d["gate_by_profile"] = {p: stress_gate({q: base[(key, q)].metrics["max_drawdown"] for q in periods},
                                                PROFILES[p].max_drawdown) for p in profiles}
         section.runs.append(d)
+    for (lab, prof, per), r in res.items():
+        if lab not in [a.name for a in agents]:
+            section.runs.append(r.to_dict())
     section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
     return section

@@ -1,0 +1,54 @@
+"""Agent specs on the command line: ``--agent SPEC``.
+
+``SPEC`` is a baseline key or display name (``equal_weight``, ``"60/40"``…) or
+``scheme:argument``. Schemes are resolved lazily so optional extras are imported
+only when used:
+
+- ``openai:MODEL`` — LLM agent through the official openai client (extra ``llm``);
+- ``replay:FILE`` — replays a recorded LLM transcript offline (extra ``llm``);
+- ``sb3:PATH`` — a trained stable-baselines3 model (extra ``rl``).
+
+A scheme factory is ``factory(argument: str, task: str, **options) -> policy``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+#: scheme -> "module:function" of its factory
+SCHEMES: dict[str, str] = {
+    "openai": "quantgym.agents.llm:make_openai_agent",
+    "replay": "quantgym.agents.llm:make_replay_agent",
+    "sb3": "quantgym.agents.rl:load_sb3_agent",
+}
+
+
+def _load(target: str) -> Callable[..., Any]:
+    mod, _, fn = target.partition(":")
+    try:
+        module = importlib.import_module(mod)
+    except ModuleNotFoundError as exc:
+        raise ValueError(f"agent scheme needs module {mod!r} which is not available ({exc}); "
+                         "install the matching extra (see README)") from exc
+    return getattr(module, fn)
+
+
+def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
+    """Build a policy from an agent spec (see module docstring).
+
+    Raises
+    ------
+    ValueError
+        Unknown baseline or scheme, or a scheme whose optional extra is not installed.
+    """
+    scheme, sep, arg = spec.partition(":")
+    if sep and scheme in SCHEMES:
+        return _load(SCHEMES[scheme])(arg, task=task, **options)
+    if sep:
+        raise ValueError(f"unknown agent scheme {scheme!r} in {spec!r}; known: {sorted(SCHEMES)} or a baseline name")
+    if task != "portbench":
+        raise ValueError(f"agent {spec!r}: classical baselines exist for PortBench only")
+    from quantgym.agents.baselines import make_baseline
+
+    return make_baseline(spec)
