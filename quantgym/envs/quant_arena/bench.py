@@ -1,0 +1,164 @@
+"""Quant-Arena section of ``quantgym bench`` (issue §5).
+
+The four classical submissions of spec §10.15 (20-day momentum, 5-day reversal, low
+volatility, market timing) each play one episode of ``QuantArena-v0`` on the bundled
+universe and default windows: one research candidate (feedback on 2022–2023), then
+freeze (sealed evaluation on 2024), through the same sandbox as agent code. The
+cost-free equal-weight market reference is reported alongside. Prints the table
+(ARR, excess ARR, Sharpe, MaxDD, RankIC, score), returns summary rows
+(``task=quant_arena, period=sealed_2024``) and the per-run details, and writes PNGs.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from rich.table import Table
+
+from quantgym.results import SectionResult, SummaryRow
+
+from .arena import reference_only
+from .config import QA_VERSION, Windows
+from .data import load_dataset
+from .examples import EXAMPLES, example_source
+
+PERIOD = "sealed_2024"
+SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
+                     "for strategies and the reference); the 800-stock universe is frozen with 2021 data.")
+
+
+def run_example(name: str, record_dir: Path | None = None, executor: str = "sandbox", data: Any = None,
+                **env_kwargs: Any) -> dict:
+    """One episode of ``QuantArena-v0`` with one example: submit, then freeze.
+
+    Returns
+    -------
+    dict
+        ``agent``, ``S``, ``S_in``, ``S_out``, ``research`` / ``sealed`` (metrics dicts),
+        ``feedback`` (what the agent saw), ``status_*``, ``record_path``, ``wall_s`` and the
+        daily paths (``research_daily``, ``sealed_daily``) for plots.
+    """
+    t0 = time.perf_counter()
+    env = gym.make("QuantArena-v0", record_dir=record_dir if record_dir is not None else False, executor=executor,
+                   agent=name, model="classical", framework="quantgym.bench", data=data, **env_kwargs)
+    try:
+        env.reset(seed=0)
+        _, _, _, _, info1 = env.step(example_source(name))
+        _, S, term, _, fin = env.step({"freeze": 1})
+        assert term
+        u = env.unwrapped
+        res_in = u._candidates[0]["research"]
+        res_out = u._sealed_result
+        return {"agent": name, "S": fin["S"], "S_in": fin["S_in"], "S_out": fin["S_out"],
+                "status_research": fin["status_research"], "status_sealed": fin["status_sealed"],
+                "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],
+                "research_years": fin["research_years"], "sealed_years": fin["sealed_years"],
+                "feedback": info1["feedback"], "record_path": None if u.record_path is None else str(u.record_path),
+                "wall_s": time.perf_counter() - t0, "research_daily": res_in.daily, "sealed_daily": res_out.daily,
+                "timings": {"research": res_in.timings, "sealed": res_out.timings}}
+    finally:
+        env.close()
+
+
+def _pct(x: Any, nd: int = 1) -> str:
+    return "–" if x is None else f"{100 * x:.{nd}f}%"
+
+
+def _num(x: Any, nd: int = 2) -> str:
+    return "–" if x is None else f"{x:.{nd}f}"
+
+
+def run_section(ctx) -> SectionResult:
+    """Run the section (see module docstring); ``ctx`` is the CLI's BenchContext."""
+    t0 = time.perf_counter()
+    names = list(EXAMPLES)
+    tid = ctx.progress.add_task("Quant-Arena", total=len(names) + 1)
+    ds = load_dataset()
+    w = Windows()
+    rec_dir = Path(ctx.out_dir) / "quant_arena_records"
+    # warm the shared truncation cache once (threads then reuse it)
+    from .env import _truncated
+
+    _truncated(ds, w.research_end)
+    _truncated(ds, w.sealed_end)
+    ref_sealed = reference_only(ds, w.sealed_start, w.sealed_end)
+    ref_research = reference_only(ds.truncate(w.research_end), w.research_start, w.research_end)
+    ctx.progress.advance(tid)
+    runs: dict[str, dict] = {}
+    with cf.ThreadPoolExecutor(max_workers=2) as pool:  # each episode's work is in its sandbox child
+        futs = {pool.submit(run_example, n, rec_dir): n for n in names}
+        for f in cf.as_completed(futs):
+            runs[futs[f]] = f.result()
+            ctx.progress.advance(tid)
+    rows: list[SummaryRow] = []
+    table = Table(title=f"Quant-Arena {QA_VERSION}: sealed 2024 (bundled {ds.N} stocks, net of costs)")
+    for col in ("agent", "ARR", "xARR", "Sharpe", "MaxDD", "RankIC", "S_out", "S"):
+        table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
+    rtable = Table(title="Research 2022-2023 (the feedback the agent saw)")
+    for col in ("agent", "ARR", "xARR", "RankIC", "IR", "LS SR", "TO", "S_in"):
+        rtable.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
+    for name in names:
+        r = runs[name]
+        m, mr = r["sealed"] or {}, r["research"] or {}
+        table.add_row(name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
+                      _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
+                      _num(r["S"], 1))
+        rtable.add_row(name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
+                       _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
+                       _num(r["S_in"], 1))
+        rows.append(SummaryRow(task="quant_arena", agent=name, profile=None, period=PERIOD,
+                               sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else
+                               100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
+                               100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
+                               100 * m["volatility"], ceps=None, gate=None))
+    table.add_row("market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
+                  _pct(ref_sealed["max_drawdown"]), "–", "–", "–")
+    rtable.add_row("market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–")
+    rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
+                           sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
+                           maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
+                           ceps=None, gate=None))
+    ctx.console.print(table)
+    ctx.console.print(rtable)
+    ctx.console.print(f"[dim]S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). Sharpe = mean/std x sqrt(242), "
+                      "no risk-free rate (spec 10.11). Market = cost-free equal weight of every stock of the full "
+                      f"bundled panel (about 5,000 a day). {SURVIVORSHIP_NOTE}[/]")
+    plots: list[str] = []
+    if ctx.options.get("plots", True):
+        from .plots import plot_nav_comparison, plot_quantiles, plot_run
+
+        out = Path(ctx.out_dir)
+        plots.append(str(plot_nav_comparison({n: runs[n]["sealed_daily"] for n in names if runs[n]["sealed_daily"]},
+                                             ref_sealed, out / "quant_arena_nav_2024.png",
+                                             "Quant-Arena sealed 2024: classical submissions vs market")))
+        plots.append(str(plot_quantiles({n: (runs[n]["sealed"] or {}).get("quantile_returns_bp") for n in names},
+                                        out / "quant_arena_quantiles_2024.png",
+                                        "Next-day return by score quintile, 2024")))
+        for n in names:
+            if runs[n]["sealed_daily"]:
+                plots.append(str(plot_run(runs[n]["sealed_daily"], runs[n]["sealed"],
+                                          out / f"quant_arena_{n}_2024.png", f"{n} — sealed 2024")))
+    details = []
+    for n in names:
+        r = dict(runs[n])
+        for k in ("research_daily", "sealed_daily"):
+            daily = r.pop(k)
+            r[k.replace("_daily", "_nav")] = {"dates": daily.get("dates"), "nav": daily.get("nav"),
+                                              "exposure": daily.get("exposure")} if daily else None
+        details.append({"task": "quant_arena", "agent": n, "period": PERIOD, **r})
+    details.append({"task": "quant_arena", "agent": "market_reference", "period": PERIOD,
+                    "sealed": {k: v for k, v in ref_sealed.items() if k not in ("path", "dates")},
+                    "research": {k: v for k, v in ref_research.items() if k not in ("path", "dates")},
+                    "sealed_nav": {"dates": ref_sealed["dates"], "nav": ref_sealed["path"]}})
+    return SectionResult(task="quant_arena", rows=rows, runs=details,
+                         extra={"version": QA_VERSION, "windows": {"research": [w.research_start, w.research_end],
+                                                                   "sealed": [w.sealed_start, w.sealed_end]},
+                                "dataset": ds.name, "survivorship": SURVIVORSHIP_NOTE, "plots": plots,
+                                "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
+
+
+__all__ = ["run_section", "run_example"]
