@@ -90,7 +90,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ("lot = self.lots[0]  # MUTATION-POINT lot-order", "lot = self.lots[-1]  # MUTANT: LIFO"),
         ("self.lots.popleft()  # MUTATION-POINT lot-pop", "self.lots.pop()  # MUTANT: LIFO"),
     )),
-    Mutant("no_consumed_liquidity", "scheduled", "walks the raw book, ignoring the liquidity its own fills consumed", (
+    Mutant("no_consumed", "scheduled", "walks the raw book, ignoring the liquidity its own fills consumed", (
         ("syn = raw - self.consumed.get((s, side, p), 0)  # MUTATION-POINT consumed", "syn = raw  # MUTANT"),
     )),
     Mutant("window_off_by_one", "pairs", "rolling z-score over W-1 spreads instead of W", (

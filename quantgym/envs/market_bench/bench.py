@@ -1,0 +1,161 @@
+"""``quantgym bench`` section of Market-Bench: the reference agent and the mutation suite.
+
+Runs the reference agent on all 15 (strategy, round) pairs and every mutant on the 5 rounds
+of its strategy, each through the env (sandbox, host-side validation, scoring), and reports
+pass@3, pass@1, mean MAE over solved rounds and average first attempt per (agent, strategy)
+(spec §6), with the mean equity-path correlation and the largest per-metric relative error
+beside. The reference must score pass@1 = 1 and MAE = 0 everywhere; each mutant must run
+(SUCCESS) with MAE > 0.
+
+Attempts: K = 3, but an episode ends at its first success and every agent here is
+deterministic, so a successful agent uses one attempt per round. The reference runs on all 15
+rounds; the mutants run on rounds 1-3 of their strategy (:data:`MUTANT_ROUNDS`) to keep the
+section well under a minute: 15 + 18 sandbox runs, two at a time. ``summary.csv`` rows: ``task=market_bench``, ``agent``, ``period=<task version>``,
+the other columns empty; everything else goes into ``results.json``.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent
+from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig
+from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table
+from quantgym.results import SectionResult, SummaryRow
+
+TASK = "market_bench"
+
+
+def agent_name(agent) -> str:
+    if isinstance(agent, MutantAgent):
+        return f"mutant:{agent.mutant.strategy}/{agent.mutant.name}"
+    return agent.name
+
+
+def run_episode(agent, strategy: str, round_: int, attempts: int = 3,
+                sandbox: SandboxConfig = SandboxConfig()) -> list[dict[str, Any]]:
+    """Run one agent on one (strategy, round) episode; returns its attempt records (dicts)."""
+    from quantgym.envs.market_bench.env import MarketBenchEnv
+
+    env = MarketBenchEnv(strategy=strategy, round=round_, attempts=attempts, sandbox=sandbox)
+    try:
+        obs, _ = env.reset()
+        done = False
+        while not done:
+            obs, _, done, _, _ = env.step(agent.act(obs))
+        name = agent_name(agent)
+        out = []
+        for rec in env.records:
+            r = {k: v for k, v in rec.items() if k not in ("metrics",)}
+            r.update(agent=name, strategy=strategy, round=round_)
+            out.append(r)
+        return out
+    finally:
+        env.close()
+
+
+#: rounds the mutants run on in the bench (the reference runs on all 5); keeps the section
+#: well under a minute on 2 cores (each attempt is a sandbox child, ~0.8 CPU-s)
+MUTANT_ROUNDS: tuple[int, ...] = (1, 2, 3)
+
+
+def default_jobs(rounds: tuple[int, ...] = tuple(range(1, N_ROUNDS + 1)),
+                 mutant_rounds: tuple[int, ...] = MUTANT_ROUNDS) -> list[tuple[Any, str, int]]:
+    """(agent, strategy, round) of the bench: reference on ``rounds``, each mutant on ``mutant_rounds`` of its strategy."""
+    jobs: list[tuple[Any, str, int]] = [(ReferenceAgent(), s, r) for s in STRATEGIES for r in rounds]
+    jobs += [(MutantAgent(m), m.strategy, r) for m in MUTANTS for r in mutant_rounds]
+    return jobs
+
+
+def run_jobs(jobs, workers: int = 2, attempts: int = 3, on_done=None) -> list[dict[str, Any]]:
+    """Run episodes concurrently (each attempt is its own sandbox process); records in job order."""
+    def one(job):
+        recs = run_episode(job[0], job[1], job[2], attempts=attempts)
+        if on_done is not None:
+            on_done()
+        return recs
+
+    with ThreadPoolExecutor(max_workers=max(1, int(workers))) as ex:
+        results = list(ex.map(one, jobs))
+    return [r for recs in results for r in recs]
+
+
+def records_to_attempts(records: list[dict[str, Any]]) -> list[AttemptRecord]:
+    return [AttemptRecord(r["agent"], r["strategy"], int(r["round"]), int(r["attempt"]), r["status"], r["mae"],
+                          r["reason"], r["sandbox_status"], r["path_corr"], r["max_rel_error"]) for r in records]
+
+
+def extras_table(records: list[dict[str, Any]]):
+    """Per (agent, strategy): mean path correlation and max relative error over successful attempts."""
+    import pandas as pd
+
+    df = pd.DataFrame(records)
+    ok = df[df["status"] == "SUCCESS"]
+    g = ok.groupby(["agent", "strategy"], sort=False)
+    return pd.DataFrame({"mean_path_corr": g["path_corr"].mean(), "max_rel_error": g["max_rel_error"].max()}).reset_index()
+
+
+def run_section(ctx) -> SectionResult:
+    """Bench entry point (``quantgym bench``): see the module docstring."""
+    from rich.table import Table
+
+    cfg = ScoringConfig()
+    jobs = default_jobs()
+    tid = ctx.progress.add_task("Market-Bench", total=len(jobs))
+    records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid))
+    scores = score_table(records_to_attempts(records), cfg)
+    extras = extras_table(records)
+    table = scores.merge(extras, on=["agent", "strategy"], how="left")
+    k = cfg.attempts
+    for strategy in (*STRATEGIES, "overall"):
+        sub = table[table["strategy"] == strategy]
+        t = Table(title=f"Market-Bench {TASK_VERSION} - {strategy} (spec §6; MAE over solved rounds; "
+                        f"mutants on rounds {', '.join(map(str, MUTANT_ROUNDS))})")
+        cols = ("#", "agent", f"p@{k}", "p@1", "mean MAE", "att.") + (("corr", "rel err") if strategy != "overall" else ())
+        for col in cols:
+            t.add_column(col, justify="left" if col == "agent" else "right", no_wrap=col in ("agent", "mean MAE"))
+        for _, row in sub.iterrows():
+            rel = row.get("max_rel_error", np.nan)
+            name = str(row["agent"]).replace("mutant:", "")
+            name = name.split("/")[-1] if strategy != "overall" else name
+            cells = [str(row["rank"]), name, fmt(row[f"pass@{k}"]), fmt(row["pass@1"]),
+                     fmt(row["mean_mae_solved"]), fmt(row["avg_attempt"])]
+            if strategy != "overall":
+                cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
+            t.add_row(*cells)
+        ctx.console.print(t)
+    agents = list(dict.fromkeys(r["agent"] for r in records))
+    rows = [SummaryRow(task=TASK, agent=a, period=TASK_VERSION) for a in agents]
+    if ctx.options.get("plots", False):
+        _plot(table, ctx.out_dir / "market_bench_mae.png", k)
+    return SectionResult(task=TASK, rows=rows, runs=records, extra={
+        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": SandboxConfig(),
+        "scores": table.to_dict(orient="records"),
+        "mutant_rounds": list(MUTANT_ROUNDS),
+        "note": "each episode ends at its first success; deterministic agents use one attempt per solved round; "
+                "the reference runs on all 5 rounds per strategy, the mutants on rounds "
+                + ", ".join(map(str, MUTANT_ROUNDS)),
+    })
+
+
+def _plot(table, path, k) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = table[table["strategy"] != "overall"]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    labels = [f"{a}\n({s})" if not a.startswith("mutant") else a.replace("mutant:", "") for a, s in zip(t["agent"], t["strategy"])]
+    vals = np.maximum(t["mean_mae_solved"].fillna(np.nan).to_numpy(float), 1e-12)
+    ax.bar(range(len(t)), vals, color=["tab:green" if a == "reference" else "tab:red" for a in t["agent"]])
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(t)), labels, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("mean MAE over solved rounds (log; 0 shown as 1e-12)")
+    ax.set_title("Market-Bench: reference (MAE 0) vs mutants")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
