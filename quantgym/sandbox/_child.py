@@ -213,6 +213,34 @@ def _quiet_source_lookups(violations: list) -> None:
     warnings.formatwarning = formatwarning
 
 
+def _disable_unaudited(violations: list) -> None:
+    """Replace loaded primitives that raise no audit event with blocking stubs.
+
+    ``_posixsubprocess.fork_exec`` (loaded by pandas via ``subprocess``) creates processes without
+    an audit event; the seccomp filter would refuse the fork anyway, this makes it a clear
+    "forbidden" instead of an OSError. Thread creation raises no audit event in Python 3.11.
+    """
+
+    def stub(what: str, category: str):
+        msg = f"forbidden: {category} ({what}) is not allowed in the sandbox"
+
+        def blocked(*args, _viol=violations, _V=_policy.SandboxViolation, _msg=msg, **kwargs):
+            _viol.append(_msg)
+            raise _V(_msg)
+
+        return blocked
+
+    mod = sys.modules.get("_posixsubprocess")
+    if mod is not None:
+        mod.fork_exec = stub("_posixsubprocess.fork_exec", "process creation")
+    # Python 3.11 raises no audit event when a thread starts.
+    import _thread
+    import threading
+
+    _thread.start_new_thread = _thread.start_new = stub("_thread.start_new_thread", "starting threads")
+    threading._start_new_thread = _thread.start_new_thread
+
+
 def _set_rlimits(limits: dict) -> None:
     cpu_now = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     cpu = int(cpu_now + float(limits["cpu_seconds"]) + 0.999)
@@ -356,6 +384,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         seccomp_ok = _seccomp.install()
     except Exception:  # noqa: BLE001 - optional hardening layer
         seccomp_ok = False
+    _disable_unaudited(violations)
     _policy.install(hook)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     extra = {"seccomp": bool(seccomp_ok), "startup_seconds": round(time.monotonic() - t_child0, 4)}

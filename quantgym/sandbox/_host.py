@@ -301,6 +301,7 @@ def run_in_sandbox(
         "signal": signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else None,
         "max_rss_mb": round(maxrss_mb, 1),
         "network_namespace": bool(prefix),
+        "pid": proc.pid,
         "sandbox_version": SANDBOX_VERSION,
     }
     stdout = out_reader.data().decode("utf-8", "replace")

@@ -41,3 +41,47 @@ def call_function(namespace: dict, payload: dict) -> Any:
     args = payload.get("args") or []
     kwargs = payload.get("kwargs") or {}
     return fn(*args, **kwargs)
+
+
+def score_series(namespace: dict, payload: dict) -> Any:
+    """Call the agent's scoring function and check that it returned usable scores.
+
+    A small example of a *validating* runner (the Quant-Arena pattern in miniature): the agent's
+    function must return a pandas Series of finite numbers indexed by exactly the symbols in
+    ``payload["index"]``.
+
+    Parameters
+    ----------
+    namespace : dict
+        The agent module's namespace.
+    payload : dict
+        ``{"function": name, "args": [...], "kwargs": {...}, "index": [symbols...]}``.
+
+    Returns
+    -------
+    pandas.Series
+        float64 scores, index sorted like ``payload["index"]``.
+
+    Raises
+    ------
+    SandboxOutputError
+        Not a Series, non-numeric values, NaN/inf values, or a different index (status "bad_output").
+    """
+    import numpy as np
+    import pandas as pd
+
+    from quantgym.sandbox._types import SandboxOutputError
+
+    out = call_function(namespace, payload)
+    if not isinstance(out, pd.Series):
+        raise SandboxOutputError(f"score must return a pandas Series, got {type(out).__name__}")
+    try:
+        values = out.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise SandboxOutputError(f"scores must be numeric: {exc}") from None
+    if not np.isfinite(values).all():
+        raise SandboxOutputError(f"scores contain {int((~np.isfinite(values)).sum())} NaN/inf values")
+    want = list(payload.get("index", []))
+    if sorted(map(str, out.index)) != sorted(map(str, want)) or out.index.has_duplicates:
+        raise SandboxOutputError(f"score index must be exactly the {len(want)} requested symbols")
+    return pd.Series(values, index=out.index.astype(object), name="score").reindex(want)
