@@ -213,6 +213,26 @@ def _quiet_source_lookups(violations: list) -> None:
     warnings.formatwarning = formatwarning
 
 
+def _warm_up() -> None:
+    """Trigger library caches that would otherwise read files lazily after lockdown."""
+    import numpy as np
+
+    np.random.default_rng(0).standard_normal(4)
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return
+    try:  # pandas >= 3 parses CSV with worker threads; threads are blocked in the sandbox
+        pd.set_option("mode.max_threads", 1)
+    except (KeyError, ValueError, AttributeError, pd.errors.OptionError):
+        pass
+    try:  # cgroup probing in /sys (cached for the process lifetime)
+        from pandas.compat._cpu import available_cpu_count
+
+        available_cpu_count()
+    except Exception:  # noqa: BLE001 - older pandas has no such helper
+        pass
+
+
 def _disable_unaudited(violations: list) -> None:
     """Replace loaded primitives that raise no audit event with blocking stubs.
 
@@ -347,9 +367,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
                     importlib.import_module(m)
                 except ImportError:
                     pass
-        import numpy as np
-
-        np.random.default_rng(0).standard_normal(4)
+        _warm_up()
         payload = request["payload"]
         del request
         code_roots, excluded, package_roots = _code_roots(allowed)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import pickle
 import pickletools
 import shutil
 import signal
@@ -17,7 +16,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from quantgym.sandbox import _codec
+from quantgym.sandbox import _codec, _payload
 from quantgym.sandbox._types import SANDBOX_VERSION, SandboxLimits, SandboxResult
 
 _BOOTSTRAP = (
@@ -93,8 +92,7 @@ def _check_payload_pickle(data: bytes) -> None:
         ):
             raise ValueError(
                 f"payload needs module {arg.split(' ')[0]!r} to unpickle, which is not available in the sandbox; "
-                "convert pyarrow-backed pandas columns (e.g. the pandas 'str' dtype) with .astype(object) "
-                "or pass numpy arrays"
+                "convert pyarrow-backed pandas columns (pd.ArrowDtype) with .astype(object) or pass numpy arrays"
             )
 
 
@@ -225,7 +223,7 @@ def run_in_sandbox(
     lim["readable_paths"] = [os.path.abspath(p) for p in limits.readable_paths]
     request = {"source": source, "filename": filename, "runner": runner, "payload": payload, "limits": lim}
     try:
-        data = pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _payload.dumps(request)
     except Exception as exc:  # noqa: BLE001 - anything unpicklable is a host error
         raise ValueError(f"payload cannot be pickled for the sandbox: {exc}") from None
     _check_payload_pickle(data)
