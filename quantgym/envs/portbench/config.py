@@ -66,7 +66,38 @@ PERIOD_ALIASES: dict[str, str] = {
 }
 
 
-def resolve_period(period: str | dict | Period) -> Period:
+@dataclass(frozen=True)
+class LivePeriod:
+    """Real-time protocol (spec §2.5): the last ``days`` trading days up to ``as_of`` (default: the last
+    date of the data), daily decisions, each on data through the previous close."""
+
+    days: int = 12
+    as_of: str | None = None
+    name: str = "live"
+
+
+def resolve_live(period: LivePeriod, dates) -> Period:
+    """Turn a :class:`LivePeriod` into a concrete daily :class:`Period` on the data's calendar.
+
+    Raises
+    ------
+    ValueError
+        If ``as_of`` precedes the data or fewer than ``days + 1`` trading days exist before it.
+    """
+    import pandas as pd
+
+    d = pd.DatetimeIndex(dates)
+    end = d[-1] if period.as_of is None else pd.Timestamp(period.as_of)
+    idx = int(d.searchsorted(end, side="right")) - 1
+    if idx < 0:
+        raise ValueError(f"live as_of={period.as_of} is before the first date of the data ({d[0].date()})")
+    if period.days < 1 or idx - period.days + 1 < 1:
+        raise ValueError(f"live mode needs days >= 1 and at least days + 1 trading days up to {end.date()}")
+    start = d[idx - period.days + 1]
+    return Period(period.name, str(start.date()), str(d[idx].date()), "daily", f"live, {period.days} trading days")
+
+
+def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePeriod:
     """Turn a period name, alias, ``dict(start=…, end=…, freq=…)`` or :class:`Period` into a Period.
 
     Raises
@@ -74,8 +105,12 @@ def resolve_period(period: str | dict | Period) -> Period:
     ValueError
         Unknown name or a dict without ``start``/``end`` or with an unknown ``freq``.
     """
-    if isinstance(period, Period):
+    if isinstance(period, (Period, LivePeriod)):
         return period
+    if period == "live":
+        return LivePeriod()
+    if isinstance(period, dict) and period.get("name") == "live":
+        return LivePeriod(int(period.get("days", 12)), period.get("as_of"))
     if isinstance(period, str):
         key = PERIOD_ALIASES.get(period, period)
         if key not in PERIODS:

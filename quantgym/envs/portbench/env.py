@@ -16,7 +16,7 @@ from quantgym.data.portbench import MACRO_KEYS, PortBenchData, load_portbench_da
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
-from quantgym.envs.portbench.config import STRESS_PERIODS, PortBenchConfig, resolve_period
+from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
 from quantgym.envs.portbench.profiles import get_profile, pas_step
 from quantgym.envs.portbench.simulator import PortfolioSimulator
@@ -91,7 +91,9 @@ class PortBenchEnv(gym.Env):
 
     - ``profile``: "conservative" | "balanced" | "aggressive" (set by the id).
     - ``period``: "normal_2024" (monthly), "china_2015", "covid_2020", "crypto_2022" (weekly), a repo alias,
-      or ``dict(start=..., end=..., freq="monthly"|"weekly"|"daily")``.
+      ``dict(start=..., end=..., freq="monthly"|"weekly"|"daily")``, or "live" /
+      ``dict(name="live", days=12, as_of="YYYY-MM-DD")`` (§2.5: the last ``days`` trading days up to
+      ``as_of``, daily, each decision on data through the previous close).
     - ``stagewise``: True = S1 → S2 → S3 sub-steps (the LLM protocol); False = one step per date.
     - ``oracle``: "lookback" (default) | "ex_post" (diagnostic; uses future data, flagged in ``info``) |
       "equal_weight".
@@ -159,18 +161,22 @@ class PortBenchEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         cfg = config or PortBenchConfig()
+        period = resolve_period(period)
         cfg = cfg.replace(fidelity=fidelity,
                           scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
-        self.config = cfg
         self.profile = get_profile(profile)
-        self.period = resolve_period(period)
+        self.data = _resolve_data(data)
+        if isinstance(period, LivePeriod):  # §2.5: daily decisions on data through the previous close
+            period = resolve_live(period, self.data.dates)
+            cfg = cfg.replace(as_of="previous_close")
+        self.config = cfg
+        self.period = period
         self.stagewise = bool(stagewise)
         self.reward_kind = reward
         self.scoring = bool(scoring)
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
         self.text_provider = text_provider
         self.render_mode = render_mode
-        self.data = _resolve_data(data)
         self.view = MarketView(self.data, cfg)
         n, lb, m = self.view.n_assets, cfg.lookback, len(MACRO_KEYS)
         self.n_assets = n

@@ -179,8 +179,8 @@ class MarketView:
         return lo, hi
 
     def available_at(self, t: int) -> np.ndarray:
-        """``A_d`` (§11.6): a price at ``t`` and ≥ ``min_obs`` valid returns in the last L rows."""
-        return available_mask(self.data, t, self.config.lookback, self.config.min_obs)
+        """``A_d`` (§11.6): a price at ``t`` and ≥ ``min_obs`` valid returns in the window (L rows, 90 days)."""
+        return available_mask(self.data, t, self.config.lookback, self.config.min_obs, window_days=self.config.window_days)
 
     def regime_at(self, t: int) -> str:
         """§1.9 regime label at row ``t`` (sideways without an equity to measure it on)."""
