@@ -1,0 +1,179 @@
+"""Data, point-in-time view and bundled universe (spec quant_arena.md §10.1, §10.3, §10.6, §10.8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from quantgym.envs.quant_arena.config import ImpactModel
+from quantgym.envs.quant_arena.data import (BUNDLED_DIR, VIEW_FIELDS, LookAheadError, QADataset, load_dataset,
+                                            make_view)
+
+from .conftest import make_panel
+
+SHARED = Path("/work/shared/data/quant_arena/daily.parquet")
+
+
+def _ex_date_panel() -> QADataset:
+    # stock A: close 20.00 with f = 1.00, then an ex-date (f 1.05) opening at 19.10; B plain
+    d = ["2024-03-01", "2024-03-04", "2024-03-05", "2024-03-06", "2024-03-07"]
+    rows = [
+        {"date": d[0], "symbol": "SH600000", "open": 19.80, "close": 20.00, "adj_factor": 1.00},
+        {"date": d[1], "symbol": "SH600000", "open": 20.00, "close": 20.00, "adj_factor": 1.00},
+        {"date": d[2], "symbol": "SH600000", "open": 19.10, "close": 19.20, "adj_factor": 1.05},
+        {"date": d[3], "symbol": "SH600000", "open": 19.30, "close": 19.50, "adj_factor": 1.05},
+        {"date": d[4], "symbol": "SH600000", "open": 19.60, "close": 19.40, "adj_factor": 1.10},
+    ]
+    rows += [{"date": x, "symbol": "SZ000001", "open": 10.0 + i, "close": 10.5 + i} for i, x in enumerate(d)]
+    return make_panel(rows, info={"SH600000": {"list_date": "2001-01-01"}, "SZ000001": {"list_date": "1991-04-03"}})
+
+
+def test_adjusted_prices_point_in_time():
+    ds = _ex_date_panel()
+    v = make_view(ds, "2024-03-06")
+    adj = v.history("adj_close", 10)["SH600000"]
+    raw = v.history("close", 10)["SH600000"]
+    # (ii) last row equals the raw row
+    assert adj.iloc[-1] == raw.iloc[-1] == 19.50
+    # forward-adjusted as of t: 20.00 * 1.00/1.05 before the ex-date; the later factor 1.10 is never used
+    assert adj.iloc[0] == pytest.approx(20.00 / 1.05)
+    # (iii) adjusted returns across the ex-date equal (close*adj_factor).pct_change()
+    full = ds.fields["close"][:4, 0] * ds.fields["adj_factor"][:4, 0]
+    assert np.allclose(adj.pct_change().to_numpy()[1:], pd.Series(full).pct_change().to_numpy()[1:])
+    # limits on the ex-date: base r2(20.00*1.00/1.05) = r2(19.0476) = 19.05 -> up 20.96 (not 22.00)
+    up, down, base = ds.limits()
+    assert base[2, 0] == 19.05 and up[2, 0] == 20.96 and down[2, 0] == 17.15
+    assert v.history("up_limit", 3)["SH600000"].tolist() == [22.0, 20.96, pytest.approx(19.2 * 1.1, abs=0.006)]
+
+
+def test_view_unchanged_by_later_rows_and_factors():
+    # (i) change every row and factor after t: every view output at t is unchanged
+    ds = _ex_date_panel()
+    t = "2024-03-05"
+    v1 = make_view(ds, t)
+    ds2 = _ex_date_panel()
+    for name, a in ds2.fields.items():
+        a[3:] = a[3:] * 1.37 + 0.5
+    ds2.suspended[3:] = True
+    v2 = make_view(ds2, t)
+    for f in VIEW_FIELDS:
+        pd.testing.assert_frame_equal(v1.history(f, 242), v2.history(f, 242))
+    assert list(v1.symbols) == list(v2.symbols) and v1.date == v2.date
+
+
+def test_view_shape_fields_and_errors():
+    ds = _ex_date_panel()
+    v = make_view(ds, "2024-03-05")
+    h = v.history("close", 2)
+    assert list(h.index.strftime("%Y-%m-%d")) == ["2024-03-04", "2024-03-05"]
+    assert list(h.columns) == ["SH600000", "SZ000001"] and h.dtypes.eq(np.float64).all()
+    assert len(v.history("close", 242)) == 3  # min(lookback, available)
+    h.iloc[0, 0] = -1.0  # a returned frame is a copy
+    assert v.history("close", 2).iloc[0, 0] == 20.00
+    for bad in (0, 243, 2.5, "5", True):
+        with pytest.raises(ValueError, match="lookback"):
+            v.history("close", bad)
+    with pytest.raises(KeyError, match="unknown field"):
+        v.history("adj_factor", 5)  # the factor level is never exposed
+    with pytest.raises(KeyError, match="no intraday"):
+        v.intraday("trades")
+    with pytest.raises(LookAheadError, match="2024-03-06.*2024-03-05"):
+        v.intraday("trades", "2024-03-06")
+    assert list(v.info.columns) == ["industry", "board", "list_date"]
+    assert v.info.loc["SZ000001", "board"] == "main"
+
+
+def test_suspended_flag_includes_zero_volume_and_missing_rows():
+    rows = [
+        {"date": "2024-03-01", "symbol": "SH600000", "open": 10.0, "close": 10.0},
+        {"date": "2024-03-04", "symbol": "SH600000", "open": 10.0, "close": 10.0, "volume": 0},  # not flagged
+        {"date": "2024-03-04", "symbol": "SZ300999", "open": 30.0, "close": 31.0},  # listed on 03-04
+    ]
+    ds = make_panel(rows)
+    assert ds.suspended[1, 0] and not ds.tradable[1, 0]
+    v = make_view(ds, "2024-03-04")
+    s = v.history("suspended", 2)
+    assert s.loc["2024-03-04", "SH600000"] == 1.0
+    assert np.isnan(s.loc["2024-03-01", "SZ300999"])  # NaN before the first row
+    v0 = make_view(ds, "2024-03-01")
+    assert list(v0.symbols) == ["SH600000"]  # symbols with a row on view.date
+    # the listing day has no limits
+    up, _, _ = ds.limits()
+    assert np.isnan(up[1, 1])
+
+
+def test_registration_ipo_five_free_rows():
+    dates = [str(d.date()) for d in pd.bdate_range("2024-03-01", periods=8)]
+    rows = [{"date": d, "symbol": "SH688999", "open": 50.0, "close": 50.0} for d in dates]
+    rows += [{"date": d, "symbol": "SH600999", "open": 5.0, "close": 5.0} for d in dates]
+    ds = make_panel(rows, info={"SH688999": {"list_date": dates[0]}, "SH600999": {"list_date": dates[0]}})
+    up, _, _ = ds.limits()
+    assert list(ds.symbols) == ["SH600999", "SH688999"]
+    assert np.isnan(up[:5, 1]).all() and up[5, 1] == 60.0       # STAR: 20 %, first 5 rows free
+    assert np.isnan(up[:5, 0]).all() and up[5, 0] == 5.5        # main board listed after 2023-04-10
+
+
+def test_bundled_universe(bundled):
+    assert bundled.N == 800 and bundled.T == 969
+    assert (BUNDLED_DIR / "daily_default.parquet").stat().st_size <= 15 * 2**20
+    first = bundled.dates < np.datetime64("2022-01-01")
+    assert (bundled.fields["in_csi300"][first] == 1).any(axis=0).sum() == 317
+    assert "SH600519" in bundled.symbols
+    assert set(bundled.info["board"]) <= {"main", "chinext", "star"}
+    assert "name" not in bundled.info.columns
+    # §10.8 calibration inputs for 600519 at t = 2023-02-06: σ = 0.015527, ADV = 2,916,841
+    t = bundled.index_of("2023-02-06")
+    j = int(np.searchsorted(bundled.symbols, "SH600519"))
+    sig, adv = bundled.book_inputs([t], ImpactModel())
+    assert sig[0, j] == pytest.approx(0.015527, abs=1e-6) and adv[0, j] == pytest.approx(2_916_841, abs=1)
+    # spot check: 600519 close 1524.00 on 2024-12-31
+    assert bundled.fields["close"][bundled.index_of("2024-12-31"), j] == 1524.00
+
+
+def test_bundled_intraday_through_the_view(bundled):
+    v = make_view(bundled, "2023-02-07")
+    tr = v.intraday("trades")
+    assert int(tr["qty"].sum()) == 2_432_171  # equals the daily volume of 600519
+    with pytest.raises(LookAheadError):
+        make_view(bundled, "2023-02-06").intraday("trades", "2023-02-07")
+
+
+def test_load_dataset_from_parquet_path(tmp_path):
+    ds = _ex_date_panel()
+    df = pd.DataFrame({"date": np.repeat(ds.dates, 2), "symbol": np.tile(ds.symbols, ds.T),
+                       "open": ds.fields["open"].ravel(), "high": ds.fields["high"].ravel(),
+                       "low": ds.fields["low"].ravel(), "close": ds.fields["close"].ravel(),
+                       "volume": ds.fields["volume"].ravel(), "adj_factor": ds.fields["adj_factor"].ravel(),
+                       "suspended": ds.suspended.ravel(), "in_csi300": False})
+    p = tmp_path / "daily.parquet"
+    df.to_parquet(p)
+    ds2 = load_dataset(p)
+    assert np.array_equal(ds2.fields["close"], ds.fields["close"])
+    with pytest.raises(ValueError, match="missing required column"):
+        QADataset.from_frame(df.drop(columns=["open"]))
+    with pytest.raises(ValueError, match="duplicate"):
+        QADataset.from_frame(pd.concat([df, df.iloc[:1]]))
+    with pytest.raises(FileNotFoundError):
+        load_dataset(tmp_path / "nope.parquet")
+
+
+def test_truncate_removes_later_rows(bundled):
+    r = bundled.truncate("2023-12-31")
+    assert str(r.dates[-1]) == "2023-12-29"
+    assert r.reference_returns().index.max() <= pd.Timestamp("2023-12-31")
+    assert all(d <= "2023-12-31" for d in r.intraday())
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
+def test_build_script_reproduces_the_bundled_universe(tmp_path):
+    from quantgym.data.build_quant_arena import build
+
+    out = build(SHARED.parent, tmp_path)
+    assert out["n_symbols"] == 800 and out["n_csi300_2021"] == 317
+    a = pd.read_parquet(tmp_path / "daily_default.parquet")
+    b = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
+    pd.testing.assert_frame_equal(a, b)
+    assert (tmp_path / "market_reference.csv").read_text() == (BUNDLED_DIR / "market_reference.csv").read_text()
