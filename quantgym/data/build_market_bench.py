@@ -28,7 +28,7 @@ from pathlib import Path
 def build(shared: Path, check_only: bool = False) -> dict:
     from quantgym.data.sse_l2 import write_bundled
     from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION
-    from quantgym.envs.market_bench.rounds import BUNDLED_ROOT, build_round, input_hashes, manifest_path, write_round
+    from quantgym.envs.market_bench.rounds import build_round, manifest_path, round_hashes, write_round
     from quantgym.envs.market_bench.checks import builder_checks
 
     if not check_only:
@@ -52,7 +52,7 @@ def build(shared: Path, check_only: bool = False) -> dict:
             report = builder_checks(rnd)
             if not report["ok"]:
                 raise SystemExit(f"{strategy} round {r} fails the builder checks: {report['failures']}")
-            hashes = input_hashes(rnd) if check_only else write_round(rnd)
+            hashes = round_hashes(rnd) if check_only else write_round(rnd)
             manifest["rounds"][f"{strategy}/round_{r}"] = {"files": hashes, "checks": report}
             print(f"{strategy} round {r}: {rnd.meta['n_rows']} rows, checks ok", file=sys.stderr)
     if check_only:

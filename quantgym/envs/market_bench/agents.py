@@ -92,6 +92,7 @@ MUTANTS: tuple[Mutant, ...] = (
     )),
     Mutant("no_consumed", "scheduled", "walks the raw book, ignoring the liquidity its own fills consumed", (
         ("syn = raw - self.consumed.get((s, side, p), 0)  # MUTATION-POINT consumed", "syn = raw  # MUTANT"),
+        ("if raw - consumed.get((s, side, p), 0) > 0:  # MUTATION-POINT consumed-best", "if raw > 0:  # MUTANT"),
     )),
     Mutant("window_off_by_one", "pairs", "rolling z-score over W-1 spreads instead of W", (
         ("rolling(int(window), min_periods=int(window))  # MUTATION-POINT window",

@@ -50,10 +50,9 @@ class BookData:
         self.n = len(df)
         self.levels = L
         self.ts = df["ts_event"].to_numpy(dtype=np.int64)
-        names = df["symbol"].astype(str).to_numpy()
-        self.symbols = list(dict.fromkeys(names.tolist()))
-        code = {s: i for i, s in enumerate(self.symbols)}
-        self.sym = np.array([code[s] for s in names], dtype=np.int64) if self.n else np.zeros(0, np.int64)
+        codes, uniques = pd.factorize(df["symbol"].astype(str), sort=False)  # order of first appearance
+        self.symbols = [str(u) for u in uniques]
+        self.sym = np.asarray(codes, dtype=np.int64)
         self.bid_tk = np.zeros((self.n, L), dtype=np.int64)
         self.ask_tk = np.zeros((self.n, L), dtype=np.int64)
         self.bid_sz = np.zeros((self.n, L), dtype=np.int64)
@@ -78,12 +77,12 @@ class BookData:
 
     def first_at_or_after(self, s, t):
         """Row of symbol ``s`` with the smallest ``ts_event >= t`` (§9.4.1), or -1 (order expires)."""
-        i = int(np.searchsorted(self.ts_of[s], t, side="left"))
+        i = int(self.ts_of[s].searchsorted(t, side="left"))
         return int(self.rows_of[s][i]) if i < len(self.rows_of[s]) else -1
 
     def as_of(self, s, t):
         """Row of symbol ``s`` with the largest ``ts_event <= t`` (§9.4.2), or -1."""
-        i = int(np.searchsorted(self.ts_of[s], t, side="right")) - 1
+        i = int(self.ts_of[s].searchsorted(t, side="right")) - 1
         return int(self.rows_of[s][i]) if i >= 0 else -1
 
     def asof_rows(self, s):
@@ -107,21 +106,34 @@ class SyntheticBook:
     def level_sizes(self, row, side):
         """[(price_ticks, synthetic size)] of the L levels of ``side`` ("bid"/"ask") on ``row``."""
         b = self.book
-        tk = b.bid_tk[row] if side == "bid" else b.ask_tk[row]
-        sz = b.bid_sz[row] if side == "bid" else b.ask_sz[row]
+        tk = (b.bid_tk if side == "bid" else b.ask_tk)[row].tolist()
+        sz = (b.bid_sz if side == "bid" else b.ask_sz)[row].tolist()
         s = int(b.sym[row])
+        consumed = self.consumed
         out = []
-        for i in range(b.levels):
-            p, raw = int(tk[i]), int(sz[i])
-            syn = raw - self.consumed.get((s, side, p), 0)  # MUTATION-POINT consumed
+        for p, raw in zip(tk, sz):
+            syn = raw - consumed.get((s, side, p), 0)  # MUTATION-POINT consumed
             out.append((p, syn if syn > 0 else 0))
         return out
 
+    def best_price(self, row, side):
+        """Price (ticks) of the first level of ``side`` with synthetic size > 0 on ``row``, or ``None``."""
+        b = self.book
+        s = int(b.sym[row])
+        consumed = self.consumed
+        for p, raw in zip((b.bid_tk if side == "bid" else b.ask_tk)[row].tolist(),
+                          (b.bid_sz if side == "bid" else b.ask_sz)[row].tolist()):
+            if raw - consumed.get((s, side, p), 0) > 0:  # MUTATION-POINT consumed-best
+                return p
+        return None
+
     def best(self, row):
         """(best bid, best ask) in ticks of the synthetic book (§9.5.4), or ``None`` if a side is empty."""
-        bb = next((p for p, q in self.level_sizes(row, "bid") if q > 0), None)
-        ba = next((p for p, q in self.level_sizes(row, "ask") if q > 0), None)
-        if bb is None or ba is None:
+        bb = self.best_price(row, "bid")
+        if bb is None:
+            return None
+        ba = self.best_price(row, "ask")
+        if ba is None:
             return None
         return bb, ba
 

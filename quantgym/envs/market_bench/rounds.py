@@ -161,6 +161,18 @@ def input_hashes(rnd: Round) -> dict[str, str]:
     return {name: hashlib.sha256(csv_text(df).encode()).hexdigest() for name, df in rnd.inputs.items()}
 
 
+def reference_text(rnd: Round) -> str:
+    """The exact JSON text of the shipped reference outputs (metrics + equity curve)."""
+    return json.dumps({k: v for k, v in rnd.reference.items()}, separators=(",", ":"))
+
+
+def round_hashes(rnd: Round) -> dict[str, str]:
+    """sha256 of every shipped text of a round: the input files and ``reference.json``."""
+    h = input_hashes(rnd)
+    h["reference.json"] = hashlib.sha256(reference_text(rnd).encode()).hexdigest()
+    return h
+
+
 def write_round(rnd: Round, root: Path = BUNDLED_ROOT) -> dict[str, str]:
     """Write a built round as package data; returns the sha256 of its files' texts."""
     d = round_dir(rnd.strategy, rnd.round, root)
@@ -169,11 +181,8 @@ def write_round(rnd: Round, root: Path = BUNDLED_ROOT) -> dict[str, str]:
         (d / f"{name}.gz").write_bytes(_gz(csv_text(df)))
     (d / "params.json").write_text(json.dumps(rnd.params, indent=1) + "\n")
     (d / "meta.json").write_text(json.dumps(rnd.meta, indent=1) + "\n")
-    ref = json.dumps({k: v for k, v in rnd.reference.items()}, separators=(",", ":"))
-    (d / "reference.json.gz").write_bytes(_gz(ref))
-    hashes = input_hashes(rnd)
-    hashes["reference.json"] = hashlib.sha256(ref.encode()).hexdigest()
-    return hashes
+    (d / "reference.json.gz").write_bytes(_gz(reference_text(rnd)))
+    return round_hashes(rnd)
 
 
 def load_round(strategy: str, round_: int, root: Path = BUNDLED_ROOT) -> Round:
@@ -209,4 +218,4 @@ def write_inputs(rnd: Round, folder: str | Path) -> dict[str, str]:
 
 
 __all__ = ["Round", "build_round", "run_reference", "load_round", "write_round", "write_inputs", "csv_text",
-           "input_hashes", "round_dir", "manifest_path", "INPUT_FILES", "BUNDLED_ROOT"]
+           "input_hashes", "round_hashes", "reference_text", "round_dir", "manifest_path", "INPUT_FILES", "BUNDLED_ROOT"]

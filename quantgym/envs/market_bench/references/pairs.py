@@ -49,7 +49,7 @@ def pairs_zscore(book, beta, window, symbol_a="KO", symbol_b="PEP"):
 
 def _next(idx, j):
     """Smallest element of sorted ``idx`` that is >= j, or a huge sentinel."""
-    i = int(np.searchsorted(idx, j, side="left"))
+    i = int(idx.searchsorted(j, side="left"))
     return int(idx[i]) if i < len(idx) else 1 << 62
 
 
@@ -100,7 +100,7 @@ def backtest_pairs(book, beta, window, z_in, z_out, cooldown_ns, k, delay_ns, al
         te = t_exit[direction]
         if te is None:
             return j
-        return max(j, int(np.searchsorted(ts, te + cooldown_ns, side="left")))
+        return max(j, int(ts.searchsorted(te + cooldown_ns, side="left")))
 
     j = 0
     while j < n:
