@@ -1,0 +1,436 @@
+"""Execute a sweep grid on a backend, resumably, and write the common results schema.
+
+Layout of the output folder ``OUT`` (``shared/design.md`` §6):
+
+- ``OUT/sweep.json``: the grid and its expanded run list (run id -> spec);
+- ``OUT/runs/<run_id>.json``: one record per finished run, written as soon as the run
+  ends (atomic rename): ``{"run_id", "spec", "task", "status": "ok"|"error", "result",
+  "summary", "error", "timing"}``. ``result`` is JSON only (numbers already converted), so
+  the two backends write identical files apart from ``timing``;
+- ``OUT/summary.csv`` and ``OUT/results.json``: every run of the grid in the common schema
+  (:mod:`quantgym.results`), rebuilt from the run files at the end.
+
+Backends
+--------
+``local``: a :class:`concurrent.futures.ProcessPoolExecutor` (``spawn``), one worker per
+CPU by default; the PortBench data is loaded once in the driver and handed to each worker
+once by the pool initializer. ``ray``: Ray Core remote tasks; ``ray.init(address=...)``
+connects to a running cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) or
+starts a local one (``None``). The data is ``ray.put`` once and its ``ObjectRef`` is passed
+to every task (Ray resolves it to the shared, zero-copy object), never the object by value
+(Ray's "passing the same large argument by value" anti-pattern).
+
+Every run evaluates with one BLAS thread (``threadpoolctl``), so results do not depend on
+the backend or on how many runs share a machine.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import os
+import platform
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from quantgym.results import SectionResult, SummaryRow, to_jsonable, write_results
+from quantgym.sweep.grid import Grid, RunSpec
+
+BACKENDS = ("local", "ray")
+RECORD_SCHEMA = "quantgym-sweep-run-v1"
+
+#: worker-side shared data (set by the pool initializer, or resolved from the Ray object store)
+_WORKER_DATA: Any = None
+
+
+class SweepError(RuntimeError):
+    """A sweep could not start (bad backend, missing extra, unreadable data)."""
+
+
+# --------------------------------------------------------------------------- tasks of env ids
+
+
+def task_of(env_id: str) -> str:
+    """The task name of an env id from its entry point (``portbench``, ``portbench_qa``, ``quant_arena``, ...).
+
+    Unknown ids give ``"other"``; the id's registration is not required to exist here.
+    """
+    import gymnasium as gym
+
+    import quantgym  # noqa: F401  (registers the ids)
+
+    try:
+        ep = gym.spec(env_id).entry_point
+    except Exception:
+        return "other"
+    ep = ep if isinstance(ep, str) else f"{getattr(ep, '__module__', '')}:"
+    mod = ep.partition(":")[0]
+    if mod.startswith("quantgym.envs.portbench.qa"):
+        return "portbench_qa"
+    parts = mod.split(".")
+    if len(parts) >= 3 and parts[:2] == ["quantgym", "envs"]:
+        return parts[2]
+    return "other"
+
+
+def uses_portbench_data(env_id: str) -> bool:
+    """True for env ids whose env takes a :class:`~quantgym.data.portbench.PortBenchData` as ``data=``."""
+    return task_of(env_id) == "portbench"
+
+
+# --------------------------------------------------------------------------- one run (worker side)
+
+
+def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], SummaryRow]:
+    """Generic Gymnasium episode for non-PortBench envs: total reward, steps and the last info."""
+    import gymnasium as gym
+
+    from quantgym.agents.base import policy_name
+
+    kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **dict(spec.env_kwargs)}
+    env = gym.make(spec.env_id, **kwargs)
+    if callable(getattr(policy, "wrap_env", None)):
+        env = policy.wrap_env(env)
+    try:
+        act = policy.act if hasattr(policy, "act") else policy
+        obs, info = env.reset(seed=spec.seed)
+        if hasattr(policy, "reset"):
+            policy.reset(env)
+        total, n, done = 0.0, 0, False
+        while not done:
+            obs, reward, terminated, truncated, info = env.step(act(obs, info))
+            total += float(reward)
+            n += 1
+            done = terminated or truncated
+    finally:
+        env.close()
+    task = task_of(spec.env_id)
+    agent = policy_name(policy)
+    last = {k: v for k, v in info.items() if not callable(v)}
+    result = {"task": task, "agent": agent, "env_id": spec.env_id, "profile": None,
+              "period": spec.env_kwargs.get("period"), "total_reward": total, "n_steps": n, "final_info": last,
+              "config": {"env_kwargs": kwargs}}
+    return result, SummaryRow(task=task, agent=agent, period=result["period"])
+
+
+def execute_run(spec_dict: dict[str, Any], data: Any = None) -> dict[str, Any]:
+    """Run one spec and return its JSON-only record (never raises for a failing run).
+
+    Parameters
+    ----------
+    spec_dict : :meth:`RunSpec.to_dict` of the run.
+    data : the shared PortBench data (a :class:`PortBenchData`), or None to use the worker's
+        pool-initialised data / the spec's data directory / the bundled data.
+
+    Returns
+    -------
+    dict
+        ``run_id, spec, task, status ("ok" | "error"), result, summary, error, timing``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    spec = RunSpec.from_dict(spec_dict)
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"schema": RECORD_SCHEMA, "run_id": spec.run_id, "spec": spec.to_dict(),
+                           "task": None, "status": "error", "result": None, "summary": None, "error": None}
+    try:
+        rec["task"] = task_of(spec.env_id)
+        with threadpool_limits(limits=1):
+            from quantgym.agents.registry import make_agent
+
+            policy = make_agent(spec.agent, task=rec["task"] if rec["task"] != "other" else "portbench",
+                                **dict(spec.agent_options))
+            if rec["task"] == "portbench":
+                from quantgym.agents.base import evaluate
+
+                shared = data if data is not None else _WORKER_DATA
+                kw = dict(spec.env_kwargs)
+                kw["data"] = shared if shared is not None else spec.data
+                res = evaluate(spec.env_id, policy, seed=spec.seed, **kw)
+                m = res.metrics
+                gate = bool(m["dd_within_tolerance"]) if m.get("is_stress_period") else None
+                result, row = res.to_dict(), res.summary_row(gate=gate)
+            else:
+                result, row = _episode(spec, policy, data)
+        rec["result"] = to_jsonable(result)
+        rec["summary"] = to_jsonable(row)
+        rec["status"] = "ok"
+    except Exception as exc:  # a failing run is recorded, never fatal for the grid
+        rec["error"] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
+    rec["timing"] = {"wall_s": time.perf_counter() - t0, "host": socket.gethostname(), "pid": os.getpid()}
+    return json.loads(json.dumps(rec, allow_nan=False, default=str))
+
+
+def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
+    """Record of a run whose worker died (crash, OOM kill, Ray task failure)."""
+    return {"schema": RECORD_SCHEMA, "run_id": spec.run_id, "spec": spec.to_dict(), "task": task_of(spec.env_id),
+            "status": "error", "result": None, "summary": None,
+            "error": {"type": type(exc).__name__, "message": str(exc),
+                      "traceback": "".join(traceback.format_exception(exc))},
+            "timing": {"wall_s": None, "host": platform.node(), "pid": None}}
+
+
+def _init_worker(data: Any) -> None:
+    global _WORKER_DATA
+    _WORKER_DATA = data
+
+
+# --------------------------------------------------------------------------- run files
+
+
+def runs_dir(out_dir: Path) -> Path:
+    return Path(out_dir) / "runs"
+
+
+def write_record(out_dir: Path, rec: dict[str, Any]) -> Path:
+    """Write ``OUT/runs/<run_id>.json`` atomically (write a temp file, then rename)."""
+    d = runs_dir(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{rec['run_id']}.json"
+    tmp = d / f".{rec['run_id']}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(rec, indent=1, allow_nan=False))
+    os.replace(tmp, path)
+    return path
+
+
+def read_record(out_dir: Path, run_id: str) -> dict[str, Any] | None:
+    """The stored record of ``run_id``, or None when absent or unreadable (e.g. a torn write)."""
+    path = runs_dir(out_dir) / f"{run_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- backends
+
+
+def _default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _run_local(todo: Sequence[RunSpec], data: Any, workers: int | None, on_result: Callable[[dict], None]) -> None:
+    n = max(1, min(workers or _default_workers(), len(todo)))
+    ctx = mp.get_context("spawn")
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(data,)) as pool:
+        futs = {pool.submit(execute_run, s.to_dict()): s for s in todo}
+        for fut in cf.as_completed(futs):
+            spec = futs[fut]
+            try:
+                rec = fut.result()
+            except Exception as exc:  # BrokenProcessPool: a worker died
+                rec = error_record(spec, exc)
+            on_result(rec)
+
+
+_REMOTE: dict[str, Any] = {}
+
+
+def _remote_execute(ray: Any) -> Any:
+    """``execute_run`` as a Ray remote function, defined once per process (Ray anti-pattern: redefining)."""
+    if "fn" not in _REMOTE:
+        _REMOTE["fn"] = ray.remote(num_cpus=1, max_retries=0)(execute_run)
+    return _REMOTE["fn"]
+
+
+def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: str | None,
+             on_result: Callable[[dict], None], ray_init: dict[str, Any] | None = None) -> dict[str, Any]:
+    try:
+        import ray
+    except ImportError as exc:
+        raise SweepError("backend 'ray' needs the 'distributed' extra: pip install 'quantgym[distributed]'") from exc
+    started = False
+    if not ray.is_initialized():
+        kw = dict(ray_init or {})
+        if address in (None, "", "local"):
+            kw.setdefault("include_dashboard", False)
+        kw.setdefault("log_to_driver", False)
+        ray.init(address=address or None, **kw)
+        started = True
+    info = {"address": address, "started_local": started and address in (None, "", "local"),
+            "cluster_cpus": ray.cluster_resources().get("CPU")}
+    try:
+        data_ref = ray.put(data) if data is not None else None  # once; tasks get the reference
+        remote = _remote_execute(ray)
+        queue = list(todo)
+        limit = workers or len(queue) or 1
+        pending: dict[Any, RunSpec] = {}
+        while queue or pending:
+            while queue and len(pending) < limit:
+                spec = queue.pop(0)
+                pending[remote.remote(spec.to_dict(), data_ref)] = spec
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                spec = pending.pop(ref)
+                try:
+                    rec = ray.get(ref)
+                except Exception as exc:  # worker crash / RayTaskError
+                    rec = error_record(spec, exc)
+                on_result(rec)
+    finally:
+        if started:
+            ray.shutdown()
+    return info
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+@dataclass
+class SweepOutcome:
+    """What :func:`run_sweep` did: counts, the output folder and every run's record (grid order)."""
+
+    out_dir: Path
+    n_runs: int
+    executed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    backend_info: dict[str, Any] = field(default_factory=dict)
+
+
+def load_shared_data(specs: Iterable[RunSpec]) -> Any:
+    """Load the PortBench data once if any run needs it (None otherwise).
+
+    Raises
+    ------
+    SweepError
+        Runs with different ``data`` directories in one sweep.
+    """
+    needed = {s.data for s in specs if uses_portbench_data(s.env_id)}
+    if not needed:
+        return None
+    if len(needed) > 1:
+        raise SweepError(f"one sweep uses one PortBench data set; got {sorted(map(str, needed))}")
+    from quantgym.data.portbench import load_portbench_data
+
+    path = next(iter(needed))
+    return load_portbench_data(path) if path is not None else load_portbench_data()
+
+
+def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", address: str | None = None,
+              workers: int | None = None, retry_failed: bool = True,
+              on_result: Callable[[dict[str, Any]], None] | None = None,
+              ray_init: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> SweepOutcome:
+    """Run every run of ``grid`` not yet finished in ``out_dir``; write run files and the results.
+
+    Parameters
+    ----------
+    grid : the grid (:func:`~quantgym.sweep.grid.load_grid`).
+    out_dir : output folder; existing ``runs/*.json`` of the same run ids are reused (resume).
+    backend : ``"local"`` (process pool, default) or ``"ray"``.
+    address : Ray only: ``None`` / ``"local"`` starts a local Ray, ``"auto"`` or an address connects to a
+        cluster. If Ray is already initialised in this process it is used as is.
+    workers : local: pool size (default: CPUs available); ray: max tasks in flight (default: all).
+    retry_failed : run again the runs whose stored record has ``status == "error"`` (default True);
+        ``False`` keeps their error records.
+    on_result : called in the driver with each new record (progress bars).
+    ray_init : extra ``ray.init`` kwargs (``runtime_env``, ``num_cpus``...).
+    meta : extra entries for ``results.json``'s ``meta``.
+
+    Returns
+    -------
+    SweepOutcome
+
+    Raises
+    ------
+    SweepError
+        Unknown backend, missing Ray, inconsistent data directories.
+    """
+    if backend not in BACKENDS:
+        raise SweepError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    specs = grid.expand()
+    (out / "sweep.json").write_text(json.dumps(
+        {"grid": grid.to_dict(), "runs": {s.run_id: s.to_dict() for s in specs}}, indent=1))
+    todo, skipped = [], []
+    for s in specs:
+        rec = read_record(out, s.run_id)
+        if rec is not None and (rec.get("status") == "ok" or (rec.get("status") == "error" and not retry_failed)):
+            skipped.append(s.run_id)
+        else:
+            todo.append(s)
+    outcome = SweepOutcome(out_dir=out, n_runs=len(specs), skipped=skipped)
+
+    def _done(rec: dict[str, Any]) -> None:
+        write_record(out, rec)
+        outcome.executed.append(rec["run_id"])
+        if on_result is not None:
+            on_result(rec)
+
+    if todo:
+        data = load_shared_data(todo)
+        if backend == "local":
+            _run_local(todo, data, workers, _done)
+            outcome.backend_info = {"workers": max(1, min(workers or _default_workers(), len(todo)))}
+        else:
+            outcome.backend_info = _run_ray(todo, data, workers, address, _done, ray_init)
+    outcome.records = [read_record(out, s.run_id) or error_record(s, RuntimeError("run record missing"))
+                       for s in specs]
+    outcome.failed = [r["run_id"] for r in outcome.records if r.get("status") != "ok"]
+    outcome.elapsed_s = time.perf_counter() - t0
+    write_sweep_results(out, outcome.records, meta={
+        "command": "sweep", "grid": grid.to_dict(), "backend": backend, "backend_info": outcome.backend_info,
+        "n_runs": outcome.n_runs, "n_executed": len(outcome.executed), "n_skipped": len(skipped),
+        "n_failed": len(outcome.failed), "elapsed_s": outcome.elapsed_s, **(meta or {})})
+    return outcome
+
+
+# --------------------------------------------------------------------------- results in the common schema
+
+
+def _portbench_normal_gates(records: list[dict[str, Any]]) -> dict[str, bool]:
+    """§7.2 gate of ``normal_2024`` rows: the same (agent, env, other kwargs, seed) passes all three stress windows."""
+    from quantgym.envs.portbench.config import STRESS_PERIODS
+
+    groups: dict[str, dict[str, bool]] = {}
+    normal: dict[str, str] = {}
+    for r in records:
+        if r.get("status") != "ok" or r.get("task") != "portbench":
+            continue
+        s = r["spec"]
+        m = r["result"]["metrics"]
+        per = r["result"].get("period")
+        key = json.dumps([s["agent"], s["env_id"], {k: v for k, v in s["env_kwargs"].items() if k != "period"},
+                          s["seed"], s["agent_options"]], sort_keys=True)
+        if per in STRESS_PERIODS:
+            groups.setdefault(key, {})[per] = bool(m.get("dd_within_tolerance"))
+        elif per == "normal_2024":
+            normal[r["run_id"]] = key
+    return {rid: all(groups[k].values()) for rid, k in normal.items()
+            if k in groups and set(groups[k]) >= set(STRESS_PERIODS)}
+
+
+def sections_from_records(records: list[dict[str, Any]]) -> list[SectionResult]:
+    """Group run records by task into :class:`SectionResult` (ok runs -> rows + runs; failures -> extra)."""
+    gates = _portbench_normal_gates(records)
+    sections: dict[str, SectionResult] = {}
+    for r in records:
+        task = r.get("task") or "other"
+        sec = sections.setdefault(task, SectionResult(task=task, extra={"failed": []}))
+        if r.get("status") != "ok":
+            sec.extra["failed"].append({"run_id": r["run_id"], "spec": r["spec"], "error": r.get("error")})
+            continue
+        row = SummaryRow(**r["summary"])
+        if r["run_id"] in gates:
+            row.gate = gates[r["run_id"]]
+        sec.rows.append(row)
+        sec.runs.append({**r["result"], "run_id": r["run_id"], "seed": r["spec"]["seed"],
+                         "agent_spec": r["spec"]["agent"], "gate": row.gate})
+    return list(sections.values())
+
+
+def write_sweep_results(out_dir: Path, records: list[dict[str, Any]], meta: dict[str, Any]) -> Path:
+    """``summary.csv`` + ``results.json`` of a sweep from its run records (grid order)."""
+    return write_results(Path(out_dir), sections_from_records(records), meta=meta)
