@@ -259,8 +259,18 @@ class PortBenchEnv(gym.Env):
             snap, sc = self.snapshot, self.config.scoring
             self.v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
             self.s_star = s2_truth(self.v_star, sc.signal_threshold)
-            fwd = self._forward_returns() if sc.oracle == "ex_post" else None
-            self.w_star = s3_truth(snap, self.s_star, sc.oracle, fwd)
+            if sc.oracle == "ex_post":
+                self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns())
+            else:
+                # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
+                parts = self.view._row_parts(t)
+                key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold)
+                w_star = parts.get(key)
+                if w_star is None:
+                    w_star = s3_truth(snap, self.s_star, sc.oracle, None)
+                    w_star.flags.writeable = False
+                    parts[key] = w_star
+                self.w_star = w_star
 
     def _forward_returns(self) -> np.ndarray:
         """Ex-post oracle data: returns in (d, next decision], at most 21/5/1 rows (§11.7). Scoring only."""

@@ -8,6 +8,7 @@ snapshot; the ex-post oracle reads them in :mod:`.stages` (scoring only).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,10 @@ from quantgym.envs.portbench.config import PortBenchConfig
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
 SQRT252 = np.sqrt(252.0)
+#: at most this many decision rows per (dataset, config) keep their snapshot parts in memory (~90 kB each)
+ROW_CACHE_MAX = 4096
+#: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
+_SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def pairwise_corr(x: np.ndarray) -> np.ndarray:
@@ -168,6 +173,11 @@ class MarketView:
         self.regime_ticker = config.regime_ticker if config.regime_ticker in self.tickers else (eq[0] if eq else None)
         self.n_assets = len(self.tickers)
         self._dates64 = self.dates.values
+        # per-dataset caches (speed only): day-loop returns and snapshot row parts, shared by every view
+        # over the same data object with the same window/availability config
+        shared = _SHARED.setdefault(data, {})
+        key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker)
+        self._row_cache: dict[int, dict] = shared.setdefault(key, {})
 
     def window_rows(self, t: int) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
@@ -186,8 +196,19 @@ class MarketView:
         """§1.9 regime label at row ``t`` (sideways without an equity to measure it on)."""
         return market_regime(self.data, t, self.regime_ticker) if self.regime_ticker else "sideways"
 
-    def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
-        """Build the snapshot of decision row ``t`` from rows ``≤ t`` (``≤ t − 1`` with ``as_of='previous_close'``)."""
+    def _row_parts(self, t: int) -> dict:
+        """Row-dependent parts of the snapshot of decision row ``t`` (cached per dataset, read-only).
+
+        Everything in a snapshot except the portfolio state (weights, NAV, news) depends on the
+        row and the config only, so it is computed once per ``(dataset, config, row)`` and shared
+        by every env over the same :class:`~quantgym.data.PortBenchData` (speed only; the values
+        are those of the uncached computation). The dict also holds scorer entries keyed by
+        strings (e.g. the lookback oracle, see :mod:`.env`).
+        """
+        cache = self._row_cache
+        parts = cache.get(t)
+        if parts is not None:
+            return parts
         cfg = self.config
         td = t - 1 if cfg.as_of == "previous_close" else t
         if td < 0:
@@ -210,24 +231,53 @@ class MarketView:
         intra, inter = class_correlations(corr, self.class_id, available)
         macro = self.macro[td]
         mmask = np.isfinite(macro)
+        parts = {
+            "decision_date": self.dates[t],
+            "available": available,
+            "window_dates": self.dates[lo:hi],
+            "returns": rets,
+            "price": np.where(available, self.prices[td], np.nan),
+            "trailing_return": trailing,
+            "ann_vol": vol,
+            "corr": corr,
+            "intra": intra,
+            "inter": inter,
+            "macro": np.where(mmask, macro, 0.0),
+            "macro_mask": mmask,
+            "regime": self.regime_at(td),
+        }
+        for v in parts.values():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        if len(cache) >= ROW_CACHE_MAX:
+            cache.pop(next(iter(cache)))
+        cache[t] = parts
+        return parts
+
+    def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
+        """Build the snapshot of decision row ``t`` from rows ``≤ t`` (``≤ t − 1`` with ``as_of='previous_close'``).
+
+        Row-dependent arrays come from a per-dataset cache and are read-only (copy before modifying).
+        """
+        p = self._row_parts(int(t))
         return MarketSnapshot(
-            decision_date=self.dates[t],
+            decision_date=p["decision_date"],
             t=t,
             tickers=self.tickers,
             classes=self.classes,
             class_id=self.class_id,
-            available=available,
-            window_dates=self.dates[lo:hi],
-            returns=rets,
-            price=np.where(available, self.prices[td], np.nan),
-            trailing_return=trailing,
-            ann_vol=vol,
-            corr=corr,
-            intra=intra,
-            inter=inter,
-            macro=np.where(mmask, macro, 0.0),
-            macro_mask=mmask,
-            regime=self.regime_at(td),
+            available=p["available"],
+            window_dates=p["window_dates"],
+            returns=p["returns"],
+            price=p["price"],
+            trailing_return=p["trailing_return"],
+            ann_vol=p["ann_vol"],
+            corr=p["corr"],
+            intra=p["intra"],
+            inter=p["inter"],
+            macro=p["macro"],
+            macro_mask=p["macro_mask"],
+            regime=p["regime"],
             current_weights=np.asarray(current_weights, dtype=np.float64).copy(),
             nav=float(nav),
             news_text=news_text,

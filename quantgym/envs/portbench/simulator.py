@@ -37,6 +37,22 @@ def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> 
     return np.flatnonzero(sel & inside)
 
 
+_STAMPS: dict[tuple, tuple[np.ndarray, list]] = {}
+
+
+def _timestamps(dates: pd.DatetimeIndex) -> list:
+    """``list(dates)`` (pandas Timestamps), cached per calendar (speed only: no pandas indexing per day)."""
+    v = dates.asi8
+    key = (len(v), int(v[0]), int(v[-1])) if len(v) else (0,)
+    hit = _STAMPS.get(key)
+    if hit is not None and np.array_equal(hit[0], v):
+        return hit[1]
+    if len(_STAMPS) > 16:
+        _STAMPS.clear()
+    _STAMPS[key] = (v.copy(), list(dates))
+    return _STAMPS[key][1]
+
+
 @dataclass
 class Trade:
     """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders."""
@@ -88,7 +104,9 @@ class PortfolioSimulator:
         self.t = self.first_row - 1
         self.nav = self.initial_nav
         self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
-        self.nav_dates: list[pd.Timestamp] = [self.dates[self.t]]
+        # one Timestamp per row, built once per calendar and shared (speed only: no pandas indexing per day)
+        self._stamps = _timestamps(self.dates)
+        self.nav_dates: list[pd.Timestamp] = [self._stamps[self.t]]
         self.nav_history: list[float] = [self.nav]
         self.weight_history: list[np.ndarray] = [self.weights.copy()]
         self.trades: list[Trade] = []
@@ -108,7 +126,7 @@ class PortfolioSimulator:
             self.nav *= g
             self.weights = growth / g if g > 0 else self.weights
             self.t = t
-            self.nav_dates.append(self.dates[t])
+            self.nav_dates.append(self._stamps[t])
             self.nav_history.append(self.nav)
             self.weight_history.append(self.weights.copy())
 
@@ -124,20 +142,24 @@ class PortfolioSimulator:
         tot = target.sum()
         self.weights = target / tot if tot > 0 else self.weights
         self.total_cost += cost
-        orders = []
         slip, comm = self.costs.slippage_bps / 1e4, self.costs.commission_bps / 1e4
-        for i in np.flatnonzero(traded):
-            notional = abs(delta[i]) * nav_before
-            orders.append({
-                "asset": self.tickers[i] if self.tickers else int(i),
-                "side": "buy" if delta[i] > 0 else "sell",
-                "delta_w": float(delta[i]),
-                "notional": float(notional),
-                "price_adj_bps": float(self.costs.slippage_bps if delta[i] > 0 else -self.costs.slippage_bps),
-                "commission": float(notional * comm),
-                "cost": float(notional * (slip + comm)),
-            })
-        tr = Trade(self.dates[self.t], tau, cost, self.nav, orders)
+        idx = np.flatnonzero(traded)
+        d = delta[idx]
+        notional = np.abs(d) * nav_before
+        bps = float(self.costs.slippage_bps)
+        orders = [
+            {
+                "asset": self.tickers[i] if self.tickers else i,
+                "side": "buy" if dw > 0 else "sell",
+                "delta_w": dw,
+                "notional": nt,
+                "price_adj_bps": bps if dw > 0 else -bps,
+                "commission": nt * comm,
+                "cost": nt * (slip + comm),
+            }
+            for i, dw, nt in zip(idx.tolist(), d.tolist(), notional.tolist())
+        ]
+        tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
         self.trades.append(tr)
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
         self.nav_history[-1] = self.nav
