@@ -1,0 +1,65 @@
+"""LLM agents on the official ``openai`` client for every quantgym task (issue 5; docs/llm-agents.md).
+
+Importing this package does not import ``openai``; the client is created on the first call.
+
+Factories (registry schemes ``openai:`` and ``replay:``, :mod:`quantgym.agents.registry`)::
+
+    from quantgym.agents.llm import make_openai_agent, make_replay_agent
+    agent = make_openai_agent("gpt-4o-mini", task="portbench", base_url=None, transcript="run.jsonl")
+    res = quantgym.agents.base.evaluate("PortBench-Balanced-v0", agent, period="covid_2020")
+    again = make_replay_agent("run.jsonl", task="portbench")   # offline, identical results
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
+    """LLM agent for ``task`` on model ``arg`` through any OpenAI-compatible endpoint.
+
+    Parameters
+    ----------
+    arg : model name (``gpt-4o-mini``, ``qwen2.5:7b``, ``deepseek-chat``...).
+    task : "portbench" | "portbench_qa" | "quant_arena" | "market_bench".
+    **options : ``base_url`` (default ``$OPENAI_BASE_URL`` or OpenAI), ``api_key`` (default
+        ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` (8192), ``timeout`` (300 s), ``retries`` (5),
+        ``structured`` ("auto" | "on" | "off"), ``seed``, ``max_calls``, ``max_total_tokens``, ``price_in`` /
+        ``price_out`` (USD per 1M tokens), ``transcript`` (JSONL path; default
+        ``results/transcripts/...``; False: none), ``cache`` (True), ``cache_from`` (transcript path(s)),
+        ``name`` (label in results), ``rounds`` (Quant-Arena: most candidates).
+
+    Returns
+    -------
+    LLMAgent
+        A policy for :func:`quantgym.agents.base.evaluate` (PortBench: carries ``env_kwargs`` and
+        ``wrap_env``).
+
+    Raises
+    ------
+    ValueError
+        Unknown task or option.
+    """
+    from quantgym.agents.llm.agents import build_agent
+
+    return build_agent(arg, task, **options)
+
+
+def make_replay_agent(arg: str, task: str = "portbench", **options: Any):
+    """Agent replaying the transcript at path ``arg`` offline (no network; identical env results).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        Missing or foreign file, or a transcript of another task.
+    """
+    from quantgym.agents.llm.agents import build_replay_agent
+
+    unknown = set(options) - {"name"}
+    if unknown:
+        # options of a live run (base_url, api_key, ...) are meaningless offline: ignore them quietly
+        options = {k: v for k, v in options.items() if k == "name"}
+    return build_replay_agent(arg, task, **options)
+
+
+__all__ = ["make_openai_agent", "make_replay_agent"]

@@ -1,0 +1,627 @@
+"""Chat engine of the LLM agents: the official ``openai`` client, transcripts, cache, replay, budget.
+
+:class:`ChatEngine` sends ``chat.completions`` requests to any OpenAI-compatible endpoint and
+returns a :class:`CallResult` — never raises for a failed call (429/5xx/timeouts after the retries,
+a 400, an exhausted budget): the failure is returned and recorded. Only configuration errors that
+make every later call fail too (wrong key, unknown model, wrong base URL, exhausted quota) raise
+:class:`LLMConfigError`, whose message is one line.
+
+Every request is appended, as it happens, to a JSONL transcript (``flush`` + ``fsync`` per line):
+a header line (config, versions; never the API key) and one ``"type": "call"`` line per request with
+the canonical request hash, request, response, text, usage, latency, model, endpoint, timestamp,
+each HTTP try, and cost. :class:`ReplayEngine` serves the same requests from a transcript offline
+(matched by hash, in order) so a run reproduces bit for bit.
+
+Per-endpoint adaptation [project choice]: the first request with ``response_format`` (JSON schema)
+decides whether the endpoint supports it — a 400/422 that names ``response_format``/``json_schema``
+marks it unsupported and the request is resent without it (text parsing then applies); the same for
+``max_tokens`` → ``max_completion_tokens`` and an unsupported ``temperature``. The decision is
+remembered per (endpoint, model) for the process and is itself recorded, so a replay takes the
+same path.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import random
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+LLM_AGENT_VERSION = "llm-agent-v1"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class LLMConfigError(RuntimeError):
+    """A configuration problem that every further call would hit (one-line message)."""
+
+
+class ReplayMismatchError(RuntimeError):
+    """A replayed run sent a request that the transcript does not hold."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """Configuration of one LLM agent (defaults = the documented defaults, ``docs/llm-agents.md``).
+
+    Attributes
+    ----------
+    model : model name as the endpoint knows it (``gpt-4o-mini``, ``qwen2.5:7b``, ...).
+    base_url : endpoint (``None`` → ``$OPENAI_BASE_URL`` → ``https://api.openai.com/v1``).
+    temperature : sampling temperature (0: as deterministic as the endpoint allows).
+    max_tokens : completion token cap per call (None: the endpoint's default).
+    timeout : seconds per HTTP request.
+    retries : extra tries on 429 / 5xx / timeouts / connection errors, with exponential backoff and
+        full jitter: ``sleep = U(0, min(backoff_max, backoff_base · 2^k))`` (a ``Retry-After`` header is
+        honoured up to ``backoff_max``).
+    structured : "auto" (detect per endpoint), "on" (always send ``response_format``), "off" (never).
+    seed : optional ``seed`` request field (only sent when set).
+    max_calls, max_total_tokens : per-run budget (HTTP calls; prompt + completion tokens). A call over
+        budget is not sent and becomes a recorded failure.
+    price_in, price_out : optional USD per 1M prompt / completion tokens for cost accounting.
+    """
+
+    model: str
+    base_url: str | None = None
+    temperature: float | None = 0.0
+    max_tokens: int | None = 8192
+    timeout: float = 300.0
+    retries: int = 5
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    structured: str = "auto"
+    seed: int | None = None
+    max_calls: int | None = None
+    max_total_tokens: int | None = None
+    price_in: float | None = None
+    price_out: float | None = None
+    version: str = LLM_AGENT_VERSION
+
+    def __post_init__(self):
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ValueError("model must be a non-empty string (e.g. openai:gpt-4o-mini)")
+        if self.structured not in ("auto", "on", "off"):
+            raise ValueError(f"structured must be 'auto', 'on' or 'off', got {self.structured!r}")
+        if self.retries < 0 or self.timeout <= 0:
+            raise ValueError("retries must be >= 0 and timeout > 0")
+
+    def endpoint(self) -> str:
+        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["base_url"] = self.endpoint()
+        return d
+
+
+@dataclass
+class CallResult:
+    """Outcome of one logical chat call.
+
+    Attributes
+    ----------
+    ok : the endpoint answered (``text`` may still be empty).
+    text : the answer (``message.content``, or ``message.refusal`` when content is empty), None on failure.
+    error, error_kind : failure message and kind ("rate_limit" | "server" | "timeout" | "connection" |
+        "bad_request" | "budget" | "unsupported" | "status").
+    usage : ``{"prompt_tokens", "completion_tokens", "total_tokens"}``.
+    latency_s : wall seconds (all tries).
+    cached : served from the cache (no HTTP request).
+    structured : ``response_format`` was sent with the request that produced this result.
+    request_hash : canonical hash of the request.
+    finish_reason : as reported by the endpoint.
+    """
+
+    ok: bool
+    text: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    latency_s: float = 0.0
+    cached: bool = False
+    structured: bool = False
+    request_hash: str = ""
+    finish_reason: str | None = None
+    cost_usd: float | None = None
+
+
+def canonical_hash(request: dict, nonce: int = 0) -> str:
+    """sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of ``request`` + ``nonce``.
+
+    The endpoint and the API key are not part of it: the same request to another endpoint hashes the
+    same (so a transcript can serve as a cache for a mirror of the same model).
+    """
+    doc = {"request": request, "nonce": int(nonce)}
+    s = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(s.encode("utf-8")).hexdigest()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _one_line(msg: Any, limit: int = 300) -> str:
+    s = " ".join(str(msg).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+class Transcript:
+    """Append-only JSONL transcript of one run (thread-safe; every line flushed and fsynced).
+
+    Raises
+    ------
+    FileExistsError
+        If ``path`` already holds a transcript (one file per run).
+    """
+
+    def __init__(self, path: str | os.PathLike, header: dict | None = None):
+        self.path = Path(path)
+        if self.path.exists() and self.path.stat().st_size > 0:
+            raise FileExistsError(f"transcript {self.path} already exists: choose a new path (one transcript per "
+                                  "run; pass the old one as cache_from= to reuse its answers)")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fh = self.path.open("a", encoding="utf-8")
+        if header is not None:
+            self.write({"type": "header", **header})
+
+    def write(self, record: dict) -> None:
+        from quantgym.results import to_jsonable
+
+        line = json.dumps(to_jsonable(record), ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+            try:
+                os.fsync(self._fh.fileno())
+            except OSError:  # pragma: no cover - e.g. a pipe
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._fh.closed:
+                self._fh.close()
+
+    def __del__(self):  # pragma: no cover
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
+    """(header, call records) of a JSONL transcript; a truncated last line (crash) is skipped.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        Missing file, or no header line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"transcript {path} does not exist")
+    header: dict | None = None
+    calls: list[dict] = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a crash
+            if rec.get("type") == "header":
+                header = header or rec
+            elif rec.get("type") == "call":
+                calls.append(rec)
+    if header is None:
+        raise ValueError(f"{path} is not a quantgym LLM transcript (no header line)")
+    return header, calls
+
+
+# unsupported-parameter detection on a 400/422 body [project choice: the patterns]
+_UNSUPPORTED = (
+    ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
+    ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
+    ("temperature", re.compile(r"temperature", re.I)),
+)
+
+
+class _EndpointState:
+    def __init__(self) -> None:
+        self.structured: bool | None = None  # None = not yet known
+        self.token_param = "max_tokens"
+        self.send_temperature = True
+
+
+class ChatEngine:
+    """Sends chat requests with retries, cache, budget and transcript (see module docstring).
+
+    Parameters
+    ----------
+    config : :class:`LLMConfig`.
+    api_key : the key (default ``$OPENAI_API_KEY``; a placeholder is used for keyless local servers).
+    transcript : JSONL path (None: no transcript).
+    cache : serve repeated identical requests (same canonical hash and nonce) from memory.
+    cache_from : transcripts whose successful answers pre-fill the cache (resume a crashed run).
+    header_extra : extra fields for the transcript header (task, adapter options).
+    """
+
+    def __init__(self, config: LLMConfig, api_key: str | None = None, transcript: str | os.PathLike | None = None,
+                 cache: bool = True, cache_from: list[str | os.PathLike] | None = None,
+                 header_extra: dict | None = None):
+        self.config = config
+        self.endpoint = config.endpoint()
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or ""
+        self._client = None
+        self._lock = threading.Lock()
+        self._states_lock = threading.Lock()
+        self._probe_lock = threading.Lock()
+        self._states: dict[tuple[str, str], _EndpointState] = {}
+        self._basic_known = False
+        self._local = threading.local()
+        self.cache_enabled = bool(cache)
+        self._cache: dict[str, dict] = {}
+        self.calls = 0
+        self.tokens = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+        self.cost_usd = 0.0
+        self.episode_stats: dict[str, dict[str, Any]] = {}
+        for p in cache_from or []:
+            _, recs = read_transcript(p)
+            for r in recs:
+                if r.get("ok") and r.get("text") is not None:
+                    self._cache.setdefault(r["hash"], r)
+        self.transcript = None
+        if transcript is not None:
+            from quantgym.results import environment_info
+
+            self.transcript = Transcript(transcript, {
+                "schema": "quantgym-llm-transcript-v1", "created": _now(), "config": config.to_dict(),
+                "environment": environment_info(), **(header_extra or {})})
+
+    # ------------------------------------------------------------------ context
+    @property
+    def transcript_path(self) -> Path | None:
+        return None if self.transcript is None else self.transcript.path
+
+    def set_episode(self, label: str | None) -> None:
+        """Label the calls of the current thread (recorded; usage is tallied per label)."""
+        self._local.episode = label
+        if label is not None:
+            with self._lock:
+                self.episode_stats.setdefault(label, {"calls": 0, "cache_hits": 0, "failures": 0,
+                                                      "prompt_tokens": 0, "completion_tokens": 0,
+                                                      "total_tokens": 0, "cost_usd": 0.0, "latency_s": 0.0})
+
+    @property
+    def episode(self) -> str | None:
+        return getattr(self._local, "episode", None)
+
+    def state(self) -> _EndpointState:
+        key = (self.endpoint, self.config.model)
+        with self._states_lock:
+            return self._states.setdefault(key, _EndpointState())
+
+    def structured_allowed(self) -> bool:
+        mode = self.config.structured
+        return mode == "on" or (mode == "auto" and self.state().structured is not False)
+
+    # ------------------------------------------------------------------ requests
+    def build_request(self, messages: list[dict], schema: dict | None) -> dict:
+        cfg, st = self.config, self.state()
+        req: dict[str, Any] = {"model": cfg.model, "messages": messages}
+        if cfg.temperature is not None and st.send_temperature:
+            req["temperature"] = cfg.temperature
+        if cfg.max_tokens is not None:
+            req[st.token_param] = cfg.max_tokens
+        if cfg.seed is not None:
+            req["seed"] = cfg.seed
+        if schema is not None and self.structured_allowed():
+            req["response_format"] = {"type": "json_schema", "json_schema": schema}
+        return req
+
+    def chat(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
+             nonce: int = 0) -> CallResult:
+        """One logical call (see class docstring). Never raises except :class:`LLMConfigError`.
+
+        Until the endpoint's behaviour is known (a first successful call; for a schema call, whether
+        ``response_format`` works) calls are serialised, so concurrent episodes probe the endpoint once
+        and a replay takes exactly the recorded path.
+        """
+        st = self.state()
+        probing = not self._basic_known or (schema is not None and self.config.structured == "auto"
+                                            and st.structured is None)
+        if probing:
+            with self._probe_lock:
+                return self._chat(messages, schema, meta, nonce)
+        return self._chat(messages, schema, meta, nonce)
+
+    def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int) -> CallResult:
+        for _ in range(4):  # at most three adaptations of the request
+            req = self.build_request(messages, schema)
+            h = canonical_hash(req, nonce)
+            res, rec = self._resolve(req, h, nonce)
+            rec.update({"type": "call", "ts": rec.get("ts") or _now(), "hash": h, "nonce": nonce,
+                        "episode": self.episode, "meta": meta or {}, "endpoint": self.endpoint,
+                        "model": self.config.model, "request": req})
+            self._tally(res)
+            if self.transcript is not None:
+                self.transcript.write(rec)
+            if res.error_kind == "unsupported" and self._adapt(rec.get("unsupported"), req):
+                continue
+            if res.ok and not res.cached:
+                self._basic_known = True
+                if "response_format" in req and self.config.structured == "auto":
+                    self.state().structured = True
+            return res
+        return res  # pragma: no cover - adaptations exhausted
+
+    def _adapt(self, param: str | None, req: dict) -> bool:
+        st = self.state()
+        if param == "response_format" and "response_format" in req and self.config.structured != "on":
+            st.structured = False
+            return True
+        if param == "max_tokens" and st.token_param == "max_tokens" and "max_tokens" in req:
+            st.token_param = "max_completion_tokens"
+            return True
+        if param == "temperature" and st.send_temperature and "temperature" in req:
+            st.send_temperature = False
+            return True
+        return False
+
+    def _tally(self, res: CallResult) -> None:
+        u = res.usage or {}
+        cfg = self.config
+        cost = None
+        if cfg.price_in is not None or cfg.price_out is not None:
+            cost = (u.get("prompt_tokens", 0) * (cfg.price_in or 0.0)
+                    + u.get("completion_tokens", 0) * (cfg.price_out or 0.0)) / 1e6
+            if res.cached:
+                cost = 0.0
+        res.cost_usd = cost
+        with self._lock:
+            if not res.cached and res.error_kind != "budget":
+                self.calls += 1
+                for k in self.tokens:
+                    self.tokens[k] += int(u.get(k, 0) or 0)
+                self.cost_usd += cost or 0.0
+            ep = self.episode_stats.get(self.episode) if self.episode is not None else None
+            if ep is not None:
+                if res.cached:
+                    ep["cache_hits"] += 1
+                elif res.error_kind != "budget":
+                    ep["calls"] += 1
+                    for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                        ep[k] += int(u.get(k, 0) or 0)
+                    ep["cost_usd"] += cost or 0.0
+                    ep["latency_s"] += res.latency_s
+                if not res.ok and res.error_kind != "unsupported":
+                    ep["failures"] += 1
+
+    def usage(self) -> dict[str, Any]:
+        """Run totals: calls, tokens, cost (None without a price), transcript path."""
+        with self._lock:
+            priced = self.config.price_in is not None or self.config.price_out is not None
+            return {"calls": self.calls, **self.tokens, "cost_usd": self.cost_usd if priced else None,
+                    "transcript": None if self.transcript_path is None else str(self.transcript_path)}
+
+    # ------------------------------------------------------------------ resolution
+    def _resolve(self, req: dict, h: str, nonce: int) -> tuple[CallResult, dict]:
+        structured = "response_format" in req
+        if self.cache_enabled and h in self._cache:
+            c = self._cache[h]
+            res = CallResult(ok=True, text=c.get("text"), usage=dict(c.get("usage") or {}), cached=True,
+                             structured=structured, request_hash=h, finish_reason=c.get("finish_reason"))
+            return res, {"ok": True, "text": res.text, "usage": res.usage, "cache_hit": True, "response": None,
+                         "latency_s": 0.0, "tries": [], "finish_reason": res.finish_reason}
+        cfg = self.config
+        with self._lock:
+            over = (cfg.max_calls is not None and self.calls >= cfg.max_calls) or (
+                cfg.max_total_tokens is not None and self.tokens["total_tokens"] >= cfg.max_total_tokens)
+        if over:
+            msg = (f"budget exhausted ({self.calls} calls, {self.tokens['total_tokens']} tokens; "
+                   f"max_calls={cfg.max_calls}, max_total_tokens={cfg.max_total_tokens})")
+            res = CallResult(ok=False, error=msg, error_kind="budget", structured=structured, request_hash=h)
+            return res, {"ok": False, "text": None, "error": msg, "error_kind": "budget", "usage": {}, "tries": [],
+                         "latency_s": 0.0, "response": None}
+        res, rec = self._send(req, h)
+        res.structured = structured
+        res.request_hash = h
+        if res.ok and self.cache_enabled:
+            self._cache[h] = {"text": res.text, "usage": res.usage, "finish_reason": res.finish_reason}
+        return res, rec
+
+    def _get_client(self):
+        if self._client is None:
+            try:
+                import openai
+            except ImportError as exc:  # pragma: no cover - depends on the install
+                raise LLMConfigError("the LLM agents need the 'openai' package: pip install 'quantgym[llm]'") from exc
+            self._client = openai.OpenAI(api_key=self._api_key or "sk-no-key-set", base_url=self.endpoint,
+                                         timeout=self.config.timeout, max_retries=0)
+        return self._client
+
+    def _send(self, req: dict, h: str) -> tuple[CallResult, dict]:
+        import openai
+
+        client = self._get_client()
+        cfg = self.config
+        tries: list[dict] = []
+        t_start = time.perf_counter()
+        last_err, last_kind = "no try", "status"
+        for k in range(cfg.retries + 1):
+            t0 = time.perf_counter()
+            retry_after = None
+            try:
+                resp = client.chat.completions.create(**req)
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                raise LLMConfigError(f"authentication failed at {self.endpoint} (HTTP {exc.status_code}): "
+                                     f"{_one_line(_err_message(exc))} — check --api-key / OPENAI_API_KEY") from None
+            except openai.NotFoundError as exc:
+                msg = _one_line(_err_message(exc))
+                if "model" in msg.lower():
+                    raise LLMConfigError(f"model {cfg.model!r} not found at {self.endpoint}: {msg}") from None
+                raise LLMConfigError(f"endpoint not found (HTTP 404) at {self.endpoint}: {msg} — check --base-url "
+                                     "(OpenAI-compatible servers usually end in /v1)") from None
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                msg = _one_line(_err_message(exc), 1000)
+                tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
+                for param, pat in _UNSUPPORTED:
+                    if param in req and pat.search(msg):
+                        return (CallResult(ok=False, error=msg, error_kind="unsupported",
+                                           latency_s=time.perf_counter() - t_start),
+                                {"ok": False, "text": None, "error": msg, "error_kind": "unsupported",
+                                 "unsupported": param, "usage": {}, "tries": tries, "response": None,
+                                 "latency_s": time.perf_counter() - t_start})
+                last_err, last_kind = msg, "bad_request"
+                break
+            except openai.RateLimitError as exc:
+                msg = _one_line(_err_message(exc))
+                if "insufficient_quota" in msg or "quota" in msg.lower() and "exceeded your current quota" in msg:
+                    raise LLMConfigError(f"quota exhausted at {self.endpoint}: {msg}") from None
+                last_err, last_kind = msg, "rate_limit"
+                retry_after = _retry_after(exc)
+                tries.append({"status": 429, "error": msg, "latency_s": time.perf_counter() - t0})
+            except openai.APITimeoutError:
+                last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
+                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
+            except openai.APIConnectionError as exc:
+                last_err, last_kind = _one_line(f"connection error: {exc}"), "connection"
+                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
+            except openai.APIStatusError as exc:
+                msg = _one_line(_err_message(exc))
+                tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
+                last_err = f"HTTP {exc.status_code}: {msg}"
+                if exc.status_code >= 500 or exc.status_code in (408, 409):
+                    last_kind = "server"
+                    retry_after = _retry_after(exc)
+                else:
+                    last_kind = "status"
+                    break
+            except openai.OpenAIError as exc:  # e.g. a malformed response body
+                last_err, last_kind = _one_line(f"{type(exc).__name__}: {exc}"), "status"
+                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
+                break
+            else:
+                lat = time.perf_counter() - t0
+                tries.append({"status": 200, "error": None, "latency_s": lat})
+                dump = resp.model_dump(mode="json") if hasattr(resp, "model_dump") else None
+                text, finish = _content(resp)
+                usage = _usage(resp)
+                res = CallResult(ok=True, text=text, usage=usage, latency_s=time.perf_counter() - t_start,
+                                 finish_reason=finish)
+                return res, {"ok": True, "text": text, "usage": usage, "response": dump, "tries": tries,
+                             "latency_s": res.latency_s, "finish_reason": finish,
+                             "response_model": getattr(resp, "model", None)}
+            if k < cfg.retries:
+                cap = min(cfg.backoff_max, cfg.backoff_base * (2 ** k))
+                delay = random.uniform(0, cap)
+                if retry_after is not None:
+                    delay = min(cfg.backoff_max, max(delay, retry_after))
+                time.sleep(delay)
+        lat = time.perf_counter() - t_start
+        return (CallResult(ok=False, error=last_err, error_kind=last_kind, latency_s=lat),
+                {"ok": False, "text": None, "error": last_err, "error_kind": last_kind, "usage": {}, "tries": tries,
+                 "response": None, "latency_s": lat})
+
+
+def _err_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            code = err.get("code")
+            return f"{err['message']}" + (f" (code {code})" if code else "")
+        if isinstance(err, str):
+            return err
+    return str(getattr(exc, "message", None) or exc)
+
+
+def _retry_after(exc: Any) -> float | None:
+    resp = getattr(exc, "response", None)
+    try:
+        v = resp.headers.get("retry-after") if resp is not None else None
+        return float(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _content(resp: Any) -> tuple[str, str | None]:
+    try:
+        ch = resp.choices[0]
+    except (AttributeError, IndexError, TypeError):
+        return "", None
+    msg = getattr(ch, "message", None)
+    text = getattr(msg, "content", None) or ""
+    if not text:
+        text = getattr(msg, "refusal", None) or ""
+    return str(text), getattr(ch, "finish_reason", None)
+
+
+def _usage(resp: Any) -> dict[str, int]:
+    u = getattr(resp, "usage", None)
+    if u is None:
+        return {}
+    out = {}
+    for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        v = getattr(u, k, None)
+        if v is not None:
+            out[k] = int(v)
+    return out
+
+
+class ReplayEngine(ChatEngine):
+    """A :class:`ChatEngine` that answers from a recorded transcript (no network).
+
+    Requests are matched by canonical hash (the n-th request with a given hash gets the n-th record
+    with that hash; cache hits of the original run are records too). The endpoint adaptations
+    replay from the recorded outcomes.
+
+    Raises
+    ------
+    ReplayMismatchError
+        On a request the transcript does not hold (the run diverged: different prompts, env version,
+        or options).
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        header, calls = read_transcript(path)
+        cfg = dict(header.get("config") or {})
+        fields = set(LLMConfig.__dataclass_fields__)
+        config = LLMConfig(**{k: v for k, v in cfg.items() if k in fields})
+        super().__init__(config, api_key="replay", transcript=None, cache=False)
+        self.header = header
+        self.source = Path(path)
+        self._queues: dict[str, list[dict]] = {}
+        for r in calls:
+            self._queues.setdefault(r["hash"], []).append(r)
+        self._pos: dict[str, int] = {}
+
+    def _resolve(self, req: dict, h: str, nonce: int) -> tuple[CallResult, dict]:
+        with self._lock:
+            q = self._queues.get(h)
+            if not q:
+                raise ReplayMismatchError(
+                    f"request {h[:12]} ({self.episode or 'no episode'}) is not in transcript {self.source}: the run "
+                    "diverged from the recorded one (other prompts, options or env version)")
+            i = self._pos.get(h, 0)
+            rec = q[min(i, len(q) - 1)]
+            self._pos[h] = i + 1
+        res = CallResult(ok=bool(rec.get("ok")), text=rec.get("text"), error=rec.get("error"),
+                         error_kind=rec.get("error_kind"), usage=dict(rec.get("usage") or {}),
+                         latency_s=float(rec.get("latency_s") or 0.0), cached=bool(rec.get("cache_hit")),
+                         structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
+        out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
+                                       "finish_reason")}
+        return res, out
+
+
+__all__ = ["LLMConfig", "CallResult", "ChatEngine", "ReplayEngine", "Transcript", "read_transcript",
+           "canonical_hash", "LLMConfigError", "ReplayMismatchError", "LLM_AGENT_VERSION"]

@@ -1,0 +1,132 @@
+"""A real OpenAI-compatible HTTP server for the LLM-agent tests (stdlib ``http.server`` in a thread).
+
+It answers ``POST /v1/chat/completions`` from a script: a FIFO of reply specs, then an optional
+``responder(request) -> spec`` for everything else. A spec is a string (the answer) or a dict:
+
+- ``{"content": str}`` — a normal completion (usage = characters / 4, deterministic);
+- ``{"status": 429 | 500 | ..., "message": str}`` — an error response (429 carries ``Retry-After: 0``);
+- ``{"delay": seconds, ...}`` — sleep first (a client with a shorter timeout gives up);
+- a callable ``f(request_json) -> spec``.
+
+Server options: ``api_key`` (401 otherwise), ``models`` (404 ``model_not_found`` otherwise),
+``supports_response_format`` (False: a request with ``response_format`` gets a 400 naming it).
+Every received request body is kept in ``requests``.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+class ScriptedServer:
+    def __init__(self, api_key: str = "test-key", models=("test-model",), supports_response_format: bool = True):
+        self.api_key = api_key
+        self.models = set(models)
+        self.supports_response_format = supports_response_format
+        self.queue: collections.deque = collections.deque()
+        self.responder: Callable[[dict], Any] | None = None
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ control
+    def script(self, *specs: Any) -> "ScriptedServer":
+        self.queue.extend(specs)
+        return self
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> "ScriptedServer":
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _send(self, status: int, doc: dict, headers: dict | None = None) -> None:
+                body = json.dumps(doc).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            def do_POST(self):  # noqa: N802
+                n = int(self.headers.get("Content-Length") or 0)
+                req = json.loads(self.rfile.read(n) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+                if self.headers.get("Authorization") != f"Bearer {server.api_key}":
+                    return self._send(401, {"error": {"message": "Incorrect API key provided",
+                                                      "type": "invalid_request_error", "code": "invalid_api_key"}})
+                if req.get("model") not in server.models:
+                    return self._send(404, {"error": {"message": f"The model `{req.get('model')}` does not exist",
+                                                      "type": "invalid_request_error", "code": "model_not_found"}})
+                with server._lock:
+                    server.requests.append(req)
+                if "response_format" in req and not server.supports_response_format:
+                    return self._send(400, {"error": {"message": "response_format is not supported by this server",
+                                                      "type": "invalid_request_error"}})
+                with server._lock:
+                    spec = server.queue.popleft() if server.queue else None
+                if spec is None and server.responder is not None:
+                    spec = server.responder
+                if spec is None:
+                    return self._send(500, {"error": {"message": "script exhausted", "type": "server_error"}})
+                if callable(spec):
+                    spec = spec(req)
+                if isinstance(spec, str):
+                    spec = {"content": spec}
+                if spec.get("delay"):
+                    time.sleep(float(spec["delay"]))
+                if spec.get("status"):
+                    hdr = {"Retry-After": "0"} if spec["status"] == 429 else {}
+                    return self._send(int(spec["status"]), {"error": {"message": spec.get("message", "error"),
+                                                                      "type": "server_error"}}, hdr)
+                content = spec.get("content", "")
+                ptoks = sum(len(str(m.get("content", ""))) for m in req.get("messages", [])) // 4
+                ctoks = len(content) // 4
+                self._send(200, {
+                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 1700000000,
+                    "model": req["model"],
+                    "choices": [{"index": 0, "finish_reason": spec.get("finish_reason", "stop"),
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": ptoks, "completion_tokens": ctoks, "total_tokens": ptoks + ctoks},
+                })
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(timeout=5)
+            self._httpd = None
+
+
+def fast_options(srv, tmp_path, name="run", **kw):
+    """Agent options for tests: the local server, tiny backoff, short timeout, a transcript in tmp_path."""
+    opts = dict(base_url=srv.base_url, api_key="test-key", timeout=5.0, retries=3, backoff_base=0.01,
+                backoff_max=0.05, transcript=tmp_path / f"{name}.jsonl")
+    opts.update(kw)
+    return opts
