@@ -1,0 +1,141 @@
+"""CLI plugin: ``quantgym sweep`` and ``quantgym report`` (``register(app)``; see quantgym/cli.py PLUGINS).
+
+Ray is never imported here at import time; ``--backend ray`` imports it inside the command and fails
+with a one-line message naming the ``distributed`` extra when it is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _split(value: Optional[str]) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``sweep`` and ``report`` commands to ``app``."""
+
+    @app.command("sweep")
+    def sweep(
+        config: Optional[Path] = typer.Argument(
+            None, help="Grid file (YAML: agents, envs, env_kwargs, seeds; see docs/sweeps.md). Or use the flags."),
+        backend: str = typer.Option("local", "--backend", "-b", help="local (process pool) or ray (Ray Core)."),
+        address: Optional[str] = typer.Option(
+            None, "--address", help="Ray: cluster address ('auto', 'ray://HOST:10001', 'HOST:6379'); "
+            "default: start a local Ray."),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default results/sweep-<UTC>/). "
+                                           "Rerunning into the same folder skips finished runs."),
+        workers: Optional[int] = typer.Option(
+            None, "--workers", "-w", min=1, help="local: pool size (default: CPUs); ray: max runs in flight."),
+        agents: Optional[str] = typer.Option(None, "--agents", help="Without CONFIG: comma-separated agent specs."),
+        envs: Optional[str] = typer.Option(None, "--envs", help="Without CONFIG: comma-separated env ids."),
+        sets: Optional[list[str]] = typer.Option(
+            None, "--set", help="Without CONFIG: env kwarg NAME=V1[,V2...] (alternatives), repeatable."),
+        seeds: Optional[str] = typer.Option(None, "--seeds", help="Without CONFIG: comma-separated seeds (default 0)."),
+        data: Optional[str] = typer.Option(None, "--data", help="Without CONFIG: PortBench data directory."),
+        retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
+                                          help="On resume, run again the runs that failed before (default)."),
+        strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when a run failed."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    ) -> None:
+        """Run a grid of agents × env ids × env kwargs × seeds on a local process pool or on Ray.
+
+        Each finished run is written at once to OUT/runs/<run_id>.json (run id = hash of the run spec), so an
+        interrupted sweep resumes where it stopped; a failing run is recorded with its error and the grid goes on.
+        At the end OUT/summary.csv and OUT/results.json hold every run in the common results schema.
+        """
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.table import Table
+
+        from quantgym.sweep.grid import GridError, grid_from_flags, load_grid
+        from quantgym.sweep.runner import SweepError, run_sweep
+
+        console = Console()
+        try:
+            if config is not None:
+                if agents or envs or sets or seeds or data:
+                    raise GridError("give either CONFIG or the grid flags (--agents/--envs/--set/--seeds/--data)")
+                grid = load_grid(config)
+            else:
+                if not agents or not envs:
+                    raise GridError("give a grid file CONFIG, or at least --agents and --envs")
+                grid = grid_from_flags(_split(agents), _split(envs), sets or [],
+                                       [int(s) for s in _split(seeds)] or [0], data=data)
+        except (GridError, OSError, ValueError) as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2)
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out_dir = Path(out) if out else Path("results") / f"sweep-{stamp}"
+        n = len(grid.expand())
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, disable=quiet) as progress:
+            tid = progress.add_task(f"sweep {grid.name} ({backend})", total=n)
+            failed_now: list[dict] = []
+
+            def on_result(rec: dict) -> None:
+                progress.advance(tid)
+                if rec.get("status") != "ok":
+                    failed_now.append(rec)
+
+            try:
+                outcome = run_sweep(grid, out_dir, backend=backend, address=address, workers=workers,
+                                    retry_failed=retry_failed, on_result=on_result,
+                                    meta={"argv": " ".join(sys.argv)})
+            except SweepError as exc:
+                console.print(f"[red]error:[/] {exc}")
+                raise typer.Exit(2)
+        table = Table(title=f"Sweep {grid.name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
+                            f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left")
+        for col in ("run", "agent", "env", "kwargs", "seed", "Sharpe", "Ret%", "MaxDD%", "status"):
+            table.add_column(col, justify="right" if col in ("Sharpe", "Ret%", "MaxDD%", "seed") else "left",
+                             no_wrap=col in ("run", "seed", "status"))
+
+        def f(x, nd=2):
+            return "" if x is None else f"{x:.{nd}f}"
+
+        for rec in outcome.records:
+            s = rec["spec"]
+            row = rec.get("summary") or {}
+            kw = ",".join(f"{k}={v}" for k, v in sorted(s["env_kwargs"].items()))
+            table.add_row(rec["run_id"][:8], row.get("agent") or s["agent"], s["env_id"], kw, str(s["seed"]),
+                          f(row.get("sharpe"), 3), f(row.get("ret_pct")), f(row.get("maxdd_pct")),
+                          "ok" if rec["status"] == "ok" else "[red]error[/]")
+        console.print(table)
+        for rec in outcome.records:
+            if rec["status"] != "ok":
+                err = rec.get("error") or {}
+                console.print(f"[red]failed[/] {rec['run_id'][:8]} {rec['spec']['agent']} @ {rec['spec']['env_id']}: "
+                              f"{err.get('type')}: {str(err.get('message'))[:200]}", soft_wrap=True)
+        console.print(f"Wrote [bold]{out_dir}[/] (runs/, summary.csv, results.json) in {outcome.elapsed_s:.1f}s")
+        if strict and outcome.failed:
+            raise typer.Exit(1)
+
+    @app.command("report")
+    def report(
+        results_dirs: list[Path] = typer.Argument(..., help="Results folders of bench / eval / sweep (any number)."),
+        out: Path = typer.Option(..., "--out", "-o", help="Output folder for leaderboard.md/.html, summary.csv, img/."),
+        title: str = typer.Option("quantgym leaderboard", "--title", help="Page title."),
+    ) -> None:
+        """Merge results folders into one leaderboard: markdown + a self-contained HTML page with the plots."""
+        from rich.console import Console
+
+        from quantgym.sweep.report import ReportError, build_report
+
+        console = Console()
+        try:
+            rep = build_report(results_dirs, out, title=title)
+        except ReportError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2)
+        console.print(f"Leaderboard from {len(rep.sources)} folder(s), {len(rep.rows)} rows: "
+                      f"[bold]{rep.markdown_path}[/], [bold]{rep.html_path}[/]")
+
+
+__all__ = ["register"]
