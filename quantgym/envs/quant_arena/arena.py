@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,7 +151,8 @@ def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> t
     limits = SandboxLimits(cpu_seconds=float(sb.cpu_seconds), wall_seconds=float(sb.eval_seconds + sb.import_seconds),
                            memory_mb=int(sb.memory_mb), max_output_bytes=int(sb.max_output_bytes))
     res = run_in_sandbox(source, RUNNER, payload=payload, limits=limits)
-    rec = {"executor": "sandbox", "status": res.status, "message": res.message, "wall_seconds": res.wall_seconds,
+    rec = {"executor": "sandbox", "status": res.status, "isolation": (res.value or {}).get("isolation")
+           if isinstance(res.value, dict) else None, "message": res.message, "wall_seconds": res.wall_seconds,
            "cpu_seconds": res.cpu_seconds, "output_truncated": res.output_truncated,
            "stdout_bytes": len(res.stdout or ""), "details": dict(res.details or {}), "traceback": res.traceback}
     return res.status, res.message, res.value, rec
@@ -186,9 +188,11 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
         raise TypeError(f"source must be str, got {type(source).__name__}")
     d0, n = window_rows(ds, start, end)
     t0 = time.perf_counter()
+    key = secrets.token_bytes(32) if executor == "sandbox" else None
     payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
                             max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
-                            day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes)
+                            day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes,
+                            key=key)
     t_payload = time.perf_counter() - t0
     base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
     try:
@@ -212,13 +216,13 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
             names = value.get("feature_names")
             if not isinstance(names, list) or len(names) > cfg.scoring.max_features:
                 raise ChildOutputError("malformed feature_names")
-        clean, bad_days = validate_child_value(value, n, ds.N, in_view, F, n_samples)
+        clean, bad_days = validate_child_value(value, n, ds.N, in_view, F, n_samples, key=key)
     except ChildOutputError as exc:
         msg = f"violation: invalid result from the child: {exc}"
         return WindowResult(status="violation", message=msg, errors=[{"date": None, "phase": "evaluation",
                             "type": "bad_output", "message": msg}], n_errors=1, timings=timings, sandbox=rec, **base)
     if clean["status"] != "ok":
-        st = "timeout" if clean["status"] == "timeout" else "invalid"
+        st = {"timeout": "timeout", "isolation_error": "failed"}.get(clean["status"], "invalid")
         msg = str(clean.get("message", st))[:500]
         return WindowResult(status=st, message=msg, errors=[{"date": None, "phase": "module", "type": st,
                             "message": msg}], n_errors=1, timings=timings, sandbox=rec, **base)

@@ -515,7 +515,7 @@ def build_buffer(ds: QADataset, lo: int, hi: int) -> dict[str, Any]:
     return blk
 
 
-_BLOCK_ARRAYS = ("open", "high", "low", "close", "volume", "factor", "suspended", "in_csi300", "up_limit",
+BLOCK_ARRAYS = ("open", "high", "low", "close", "volume", "factor", "suspended", "in_csi300", "up_limit",
                  "down_limit", "has_row")
 
 
@@ -534,7 +534,7 @@ class ViewBuffer:
         self._symbols = np.asarray(symbols)
         self._cap = capacity
         self._arr = {k: (np.zeros((capacity, N), dtype=bool) if k == "has_row" else np.full((capacity, N), np.nan))
-                     for k in _BLOCK_ARRAYS}
+                     for k in BLOCK_ARRAYS}
         self._dates: list[str] = []
         self._n = 0
         self._info = info
@@ -543,13 +543,17 @@ class ViewBuffer:
 
     def append(self, block: dict[str, Any], i: int, intraday: dict[str, pd.DataFrame] | None = None) -> None:
         """Copy row ``i`` of ``block`` (a :func:`build_buffer` dict) into the buffer."""
+        self.append_row({k: block[k][i] for k in BLOCK_ARRAYS}, block["dates"][i], intraday)
+
+    def append_row(self, row: dict[str, np.ndarray], date: str, intraday: dict | None = None) -> None:
+        """Append one day: ``row`` maps every name of :data:`BLOCK_ARRAYS` to an (N,) array."""
         if self._n >= self._cap:
             raise RuntimeError("view buffer full")
-        for k in _BLOCK_ARRAYS:
-            self._arr[k][self._n] = block[k][i]
-        self._dates.append(block["dates"][i])
+        for k in BLOCK_ARRAYS:
+            self._arr[k][self._n] = row[k]
+        self._dates.append(str(date))
         if intraday:
-            self._intraday[block["dates"][i]] = intraday
+            self._intraday[str(date)] = intraday
         self._n += 1
 
     def view(self) -> "PITView":

@@ -15,9 +15,12 @@ child returns is trusted by the host: :func:`validate_child_value` re-checks it.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import random
 import signal
+import struct
 import time
 import traceback as _tb
 from typing import Any
@@ -25,10 +28,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .data import LookAheadError, QADataset, ViewBuffer, build_buffer
+from .data import BLOCK_ARRAYS, QADataset, ViewBuffer, build_buffer
+
+#: Per-day arrays of a payload block (one row per panel day).
+ROW_FIELDS = BLOCK_ARRAYS
 
 #: Module path of the runner, as ``run_in_sandbox`` expects it.
-RUNNER = "quantgym.envs.quant_arena.harness:score_days"
+RUNNER = "quantgym.envs.quant_arena._child_runner:score_days"
 
 _MAX_MSG = 500
 _MAX_TB = 2000
@@ -53,7 +59,8 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, max_features: int = 300,
-                  sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20) -> dict:
+                  sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20,
+                  key: bytes | None = None) -> dict:
     """Everything the child needs for one window, and nothing after D_{n−1} (spec §10.4).
 
     Parameters
@@ -88,6 +95,10 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
         "sample_every": int(sample_every),
         "day_seconds": float(day_seconds),
         "max_output_bytes": int(max_output_bytes),
+        "isolate": key is not None,
+        "key": key or b"",
+        # padding last: the child's stdin buffer may keep the tail of the pickle stream
+        "_pad": b"\0" * 65536,
     }
 
 
@@ -136,7 +147,47 @@ def _check_module(ns: dict, max_features: int) -> tuple[list[str] | None, str | 
     return feats, None
 
 
-def score_days(agent: dict, payload: dict) -> dict:
+class LocalFeeder:
+    """Feeds rows from the payload itself (in-process executor, or a payload without isolation).
+
+    Trusted code only: the agent's process holds every row of the window.
+    """
+
+    isolation = "none"
+
+    def __init__(self, payload: dict):
+        self._blk = payload["block"]
+        self._first = int(payload["first"])
+        self._n = int(payload["n"])
+        self._every = int(payload["sample_every"])
+        self._intr = payload.get("intraday") or {}
+        self._next = self._first + 1
+        N = len(self._blk["symbols"])
+        self._scores = np.full((self._n, N), np.nan)
+        self._feats: np.ndarray | None = None
+        self._flagged = 0
+
+    def start(self, F: int) -> None:
+        self._feats = np.full((len(range(0, self._n, self._every)), F, self._scores.shape[1]), np.nan,
+                              dtype=np.float32)
+
+    def commit(self, j: int, flag: int, vec: np.ndarray, fmat: np.ndarray | None) -> None:
+        self._scores[j] = vec
+        self._flagged += int(flag)
+        if fmat is not None:
+            self._feats[j // self._every] = fmat
+
+    def reveal(self) -> dict:
+        i = self._next
+        self._next += 1
+        d = self._blk["dates"][i]
+        return {"row": {k: self._blk[k][i] for k in ROW_FIELDS}, "date": d, "intraday": self._intr.get(d)}
+
+    def final(self) -> dict:
+        return {"scores": self._scores, "features": self._feats, "n_flagged": self._flagged, "tag": None}
+
+
+def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
     """Run one window of decision dates on the agent's module (child side, §10.4).
 
     Parameters
@@ -144,16 +195,20 @@ def score_days(agent: dict, payload: dict) -> dict:
     agent : dict
         The submission module's namespace (``FEATURES``, ``compute_features``, ``score``).
     payload : dict
-        From :func:`build_payload`.
+        From :func:`build_payload` (in the sandbox: its public part, rows up to D_0).
+    feeder : LocalFeeder or KeeperFeeder
+        Source of the later rows; each date's scores are committed to it before the
+        next row is revealed (:mod:`quantgym.envs.quant_arena._child_runner`).
 
     Returns
     -------
     dict
-        ``status`` ("ok" or "invalid"), ``message``; when ok: ``scores`` (n, N) float64
-        (columns = payload symbols), ``features`` (n_samples, F, N) float32,
-        ``sample_days`` (indices j of the sampled decision dates), ``errors`` (first 20
-        day errors, tracebacks of the first 3), ``n_errors``, ``extra_keys`` (undeclared
-        feature names that were dropped), ``day_seconds_max``.
+        ``status`` ("ok", "invalid", "timeout"), ``message``; when ok: ``scores`` (n, N)
+        float64 (columns = payload symbols) and ``features`` (n_samples, F, N) float32 as
+        committed, ``tag`` (HMAC from the keeper, or None), ``n_flagged`` (committed
+        day-error count), ``sample_days``, ``errors`` (first 20 day errors, tracebacks of
+        the first 3), ``n_errors``, ``extra_keys`` (undeclared feature names dropped),
+        ``day_seconds_max``, ``isolation``.
     """
     feats, problem = _check_module(agent, int(payload["max_features"]))
     if problem:
@@ -166,13 +221,11 @@ def score_days(agent: dict, payload: dict) -> dict:
     every = int(payload["sample_every"])
     buf = ViewBuffer(syms, first + n, payload["info"], int(payload["max_lookback"]))
     intr = payload.get("intraday") or {}
-    for i in range(first):
+    for i in range(first + 1):  # rows up to D_0
         buf.append(blk, i, intr.get(blk["dates"][i]))
-    scores = np.full((n, N), np.nan)
     samples = list(range(0, n, every))
     F = len(feats)
     fpos = {f: i for i, f in enumerate(feats)}
-    fmat = np.full((len(samples), F, N), np.nan, dtype=np.float32)
     errors: list[dict] = []
     n_errors = 0
     extra: set[str] = set()
@@ -181,21 +234,24 @@ def score_days(agent: dict, payload: dict) -> dict:
     alarm = _Alarm(day_budget)
     random.seed(0)
     np.random.seed(0)
+    feeder.start(F)
     for j in range(n):
-        row = first + j
-        buf.append(blk, row, intr.get(blk["dates"][row]))
+        if j > 0:
+            nxt = feeder.reveal()
+            buf.append_row(nxt["row"], nxt["date"], nxt.get("intraday"))
         view = buf.view()
-        date = blk["dates"][row]
+        date = str(view.date.date())
         cols = view._cols
         pos = {s: k for k, s in enumerate(view.symbols)}
         phase = "compute_features"
         t0 = time.perf_counter()
+        vecs: dict[str, np.ndarray] = {}
+        ok = False
         try:
             with alarm:
                 fv = compute_features(view)
                 if not isinstance(fv, dict):
                     raise TypeError(f"compute_features must return a dict of pandas.Series, got {type(fv).__name__}")
-                vecs = {}
                 for k, v in fv.items():
                     if k not in fpos:
                         extra.add(str(k)[:100])
@@ -204,6 +260,7 @@ def score_days(agent: dict, payload: dict) -> dict:
                 phase = "score"
                 sc = score_fn(fv, view)
                 vec = _series_to_vec(sc, "score", pos, len(cols))
+                ok = True
         except DayTimeout:
             return {"status": "timeout", "message": f"timeout: decision date {date} took more than "
                                                     f"{day_budget:g} s wall"}
@@ -213,19 +270,30 @@ def score_days(agent: dict, payload: dict) -> dict:
             n_errors += 1
             if len(errors) < 20:
                 errors.append(_err(date, phase, exc))
-            continue
         finally:
             slowest = max(slowest, time.perf_counter() - t0)
-        scores[j, cols] = vec
+        full = np.full(N, np.nan)
+        fmat = None
         if j % every == 0:
-            s = j // every
-            for k, v in vecs.items():
-                fmat[s, fpos[k], cols] = v.astype(np.float32)
+            fmat = np.full((F, N), np.nan, dtype=np.float32)
+        if ok:
+            full[cols] = vec
+            if fmat is not None:
+                for k, v in vecs.items():
+                    fmat[fpos[k], cols] = v.astype(np.float32)
+        feeder.commit(j, 0 if ok else 1, full, fmat)
+    res = feeder.final()
     for e in errors[3:]:
         e.pop("traceback", None)
-    return {"status": "ok", "message": "ok", "scores": scores, "features": fmat, "feature_names": feats,
+    return {"status": "ok", "message": "ok", "scores": res["scores"], "features": res["features"],
+            "tag": res["tag"], "n_flagged": int(res["n_flagged"]), "feature_names": feats,
             "sample_days": np.asarray(samples, dtype=np.int64), "errors": errors, "n_errors": n_errors,
-            "extra_keys": sorted(extra)[:50], "day_seconds_max": slowest}
+            "extra_keys": sorted(extra)[:50], "day_seconds_max": slowest, "isolation": feeder.isolation}
+
+
+def score_days(agent: dict, payload: dict) -> dict:
+    """In-process runner (trusted code): :func:`run_days` with a :class:`LocalFeeder`."""
+    return run_days(agent, payload, LocalFeeder(payload))
 
 
 class _Alarm:
@@ -254,13 +322,22 @@ class _Alarm:
             self._signal.signal(self._signal.SIGALRM, self._old)
 
 
+def result_tag(key: bytes, scores: np.ndarray, features: np.ndarray, n_flagged: int) -> str:
+    """HMAC-SHA256 over committed scores, features and day-error count (keeper and host)."""
+    h = hmac.new(key, digestmod=hashlib.sha256)
+    h.update(np.ascontiguousarray(scores, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(features, dtype=np.float32).tobytes())
+    h.update(struct.pack("<qqq", int(n_flagged), *scores.shape))
+    return h.hexdigest()
+
+
 # ---------------------------------------------------------------------- host side: re-validation
 class ChildOutputError(ValueError):
     """The child's return value is malformed (treated as a ``violation``)."""
 
 
-def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int, n_samples: int
-                         ) -> tuple[dict, list[int]]:
+def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int, n_samples: int,
+                         key: bytes | None = None) -> tuple[dict, list[int]]:
     """Re-validate the child's return value in the host (never trust the child).
 
     Parameters
@@ -273,6 +350,8 @@ def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int
         ``view.symbols`` membership per decision date (host truth).
     F, n_samples : int
         Expected feature-matrix shape ``(n_samples, F, N)``.
+    key : bytes, optional
+        The evaluation's HMAC key: the committed scores must carry the keeper's tag.
 
     Returns
     -------
@@ -291,6 +370,9 @@ def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int
         raise ChildOutputError("the child returned no result dict")
     if value["status"] != "ok":
         return value, []
+    nf = value.get("n_flagged")
+    if not isinstance(nf, (int, np.integer)) or isinstance(nf, bool):
+        raise ChildOutputError("malformed committed day-error count")
     sc = value.get("scores")
     if not isinstance(sc, np.ndarray) or sc.shape != (n, N) or sc.dtype.kind not in "fiub":
         raise ChildOutputError(f"scores must be a float array of shape {(n, N)}, got "
@@ -304,6 +386,11 @@ def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int
         fm = np.zeros((n_samples, 0, N), dtype=np.float32)
     elif not isinstance(fm, np.ndarray) or fm.shape != (n_samples, F, N) or fm.dtype.kind not in "fiub":
         raise ChildOutputError(f"features must be a float array of shape {(n_samples, F, N)}")
+    if key is not None:
+        tag = value.get("tag")
+        want = result_tag(key, value["scores"], fm if F else np.zeros((n_samples, 0, N), np.float32), int(nf))
+        if not isinstance(tag, str) or not hmac.compare_digest(tag, want):
+            raise ChildOutputError("the scores do not match the ones committed day by day (tag mismatch)")
     fm = np.where(np.isfinite(fm), fm, np.nan).astype(np.float32)
     ne = value.get("n_errors")
     errs = value.get("errors")
@@ -311,7 +398,7 @@ def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int
         raise ChildOutputError("malformed error list")
     clean = dict(value)
     clean["scores"], clean["features"] = sc, fm
-    clean["n_errors"] = int(ne) + len(bad_days)
+    clean["n_errors"] = max(int(nf), 0) + len(bad_days)
     return clean, bad_days
 
 
