@@ -151,8 +151,12 @@ def read_databento_mbp(path: str | Path, *, symbol: str | None = None, levels: i
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
         raise ImportError("reading Databento DBN files needs the optional client: "
                           "pip install 'quantgym[databento]'") from exc
+    import warnings
+
     store = db.DBNStore.from_file(str(path))
-    df = store.to_df(price_type="float", pretty_ts=False, map_symbols=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the client's own pandas deprecation warnings
+        df = store.to_df(price_type="float", pretty_ts=False, map_symbols=True)
     df = df.reset_index()
     L = 10 if levels is None else min(int(levels), 10)
     ts = df["ts_event"]

@@ -91,7 +91,7 @@ MUTANTS: tuple[Mutant, ...] = (
         ("self.lots.popleft()  # MUTATION-POINT lot-pop", "self.lots.pop()  # MUTANT: LIFO"),
     )),
     Mutant("no_consumed", "scheduled", "walks the raw book, ignoring the liquidity its own fills consumed", (
-        ("syn = raw - self.consumed.get((s, side, p), 0)  # MUTATION-POINT consumed", "syn = raw  # MUTANT"),
+        ("syn = raw - consumed.get((s, side, p), 0)  # MUTATION-POINT consumed", "syn = raw  # MUTANT"),
         ("if raw - consumed.get((s, side, p), 0) > 0:  # MUTATION-POINT consumed-best", "if raw > 0:  # MUTANT"),
     )),
     Mutant("window_off_by_one", "pairs", "rolling z-score over W-1 spreads instead of W", (

@@ -53,7 +53,7 @@ def _plain(v: Any) -> Any:
         pass
     if isinstance(v, (int, float)):
         f = float(v)
-        return f if math.isfinite(f) else str(f)  # non-finite -> "nan"/"inf" string, host rejects
+        return f if math.isfinite(f) else f"<non-finite {f}>"  # JSON cannot carry it; the host rejects it
     if isinstance(v, str):
         return v[:80]
     return f"<{type(v).__name__}>"

@@ -39,6 +39,8 @@ def validate_metrics(value: Any, strategy: str) -> tuple[dict[str, float] | None
     out: dict[str, float] = {}
     for k in keys:
         v = value[k]
+        if isinstance(v, str) and v.startswith("<non-finite"):
+            return None, f"metric {k!r} is not finite ({v[12:-1]})"
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
             return None, f"metric {k!r} is not a number (got {type(v).__name__}: {str(v)[:40]!r})"
         f = float(v)

@@ -1,0 +1,128 @@
+"""Market-Bench env end to end through the sandbox: reference agent, mutants, failure kinds, data door."""
+
+import json
+import pickle
+
+import gymnasium as gym
+import pytest
+
+from quantgym.envs import register_envs
+from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, mutants_for, reference_source
+from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, SandboxConfig
+from quantgym.envs.market_bench.env import MarketBenchEnv
+
+from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
+
+register_envs()
+IDS = {"scheduled": "MarketBench-Scheduled-v0", "pairs": "MarketBench-Pairs-v0", "delta_hedge": "MarketBench-DeltaHedge-v0"}
+
+
+def test_make_pairs_prompt_is_self_contained():
+    env = gym.make("MarketBench-Pairs-v0", round=1)
+    obs, info = env.reset(seed=0)
+    p = obs["prompt"]
+    assert "SYNTHETIC DATA" in p and "run_backtest(inputs: dict[str, str])" in p
+    assert all(k in p for k in METRIC_KEYS["pairs"])
+    paths = json.loads(obs["inputs_json"])
+    assert set(paths) == {"book.csv"} and paths["book.csv"] in p
+    with open(paths["book.csv"]) as fh:
+        assert fh.readline().startswith("ts_event,symbol,bid_px_00,bid_sz_00,ask_px_00,ask_sz_00")
+    assert info["meta"]["synthetic"] is True
+    env.close()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_reference_perfect_and_mutants_wrong_round1(strategy):
+    env = gym.make(IDS[strategy], round=1)
+    obs, _ = env.reset()
+    obs, reward, term, trunc, info = env.step(ReferenceAgent().act(obs))
+    assert (info["status"], info["mae"], reward, term) == ("SUCCESS", 0.0, 1.0, True)
+    assert info["path_corr"] == pytest.approx(1.0) and info["record"]["first_attempt"] == 1
+    for m in mutants_for(strategy):
+        obs, _ = env.reset()
+        obs, reward, term, _, info = env.step(MutantAgent(m).act(obs))
+        assert info["status"] == "SUCCESS", (m.name, info["reason"])
+        # LIFO equals FIFO on some rounds; round 1 separates every mutant from the reference
+        assert info["mae"] > 1e-6, m.name
+    env.close()
+
+
+def test_every_mutant_pattern_applies_once():
+    for m in MUTANTS:
+        src = m.source({"c0": 1.0})
+        assert "MUTANT" in src and src != reference_source(m.strategy, {"c0": 1.0})
+
+
+def test_failure_kinds_are_failed_attempts_never_crashes():
+    keys = METRIC_KEYS["scheduled"]
+    good = "{" + ", ".join(f"'{k}': 1.0" for k in keys) + "}"
+    cases = {
+        "syntax": ("def run_backtest(inputs):\n  return {", "error", "SyntaxError"),
+        "raises": ("def run_backtest(inputs):\n    raise ValueError('boom')\n", "error", "boom"),
+        "not a dict": ("def run_backtest(inputs):\n    return 'garbage'\n", "bad_output", "expected a dict"),
+        "missing metric": (f"def run_backtest(inputs):\n    d = {good}\n    del d['n_fills']\n    return d\n", "ok",
+                           "missing metric(s): n_fills"),
+        "nan": (f"def run_backtest(inputs):\n    d = {good}\n    d['final_cash'] = float('nan')\n    return d\n", "ok",
+                "not finite"),
+        "forbidden import": ("import socket\ndef run_backtest(inputs):\n    return {}\n", "forbidden", "socket"),
+        "writes a file": ("def run_backtest(inputs):\n    open('mb_out.txt', 'w').write('x')\n    return {}\n",
+                          "forbidden", "writing"),
+        "hangs": ("def run_backtest(inputs):\n    while True:\n        pass\n", "timeout", "CPU-time limit"),
+        "memory": ("import numpy as np\ndef run_backtest(inputs):\n    return np.ones(10**10)\n", "memory", "memory"),
+    }
+    env = MarketBenchEnv("scheduled", 1, attempts=len(cases), feedback=True,
+                         sandbox=SandboxConfig(cpu_seconds=1, wall_seconds=30, memory_mb=2048))
+    env.reset()
+    for i, (name, (src, sandbox_status, text)) in enumerate(cases.items(), 1):
+        obs, reward, term, trunc, info = env.step(src)
+        assert info["status"] == "FAILED" and reward == 0.0 and info["mae"] is None, name
+        assert info["sandbox_status"] == sandbox_status, (name, info["reason"])
+        assert text in info["reason"], (name, info["reason"])
+        assert obs["feedback"].startswith("FAILED") and obs["last_status"] == "FAILED"
+        assert term == (i == len(cases))
+    assert info["record"]["solved"] is False and info["record"]["attempts_used"] == len(cases)
+    with pytest.raises(RuntimeError, match="episode is over"):
+        env.step("x = 1")
+    # a non-str action is a recorded failure, not a crash
+    env.reset()
+    _, _, _, _, info = env.step(12345)
+    assert info["status"] == "FAILED" and "must be a str" in info["reason"]
+    env.close()
+
+
+def test_user_data_door_with_hand_books():
+    # spec §9.16 V1 book through data=: the reference reproduces the hand-worked cash 11,989.04
+    env = MarketBenchEnv("scheduled", data={"book": V1_BOOK, "schedule": V1_SCHEDULE, "params": {"c0": V1_C0}})
+    assert env.round.metrics["final_cash"] == pytest.approx(11_989.04)
+    obs, _ = env.reset()
+    assert obs["round"] == 0 and "user-supplied" in obs["prompt"]
+    _, _, term, _, info = env.step(ReferenceAgent().act(obs))
+    assert info["status"] == "SUCCESS" and info["mae"] == 0.0 and term
+    env.close()
+    env3 = MarketBenchEnv("delta_hedge", data={"book": V3_BOOK, "option_delta": V3_DELTA, "params": V3_PARAMS})
+    assert env3.round.metrics["final_equity"] == pytest.approx(100_010.50)
+    with pytest.raises(ValueError, match="needs 'option_delta'"):
+        MarketBenchEnv("delta_hedge", data={"book": V3_BOOK, "params": V3_PARAMS})
+    with pytest.raises(ValueError, match="do not fit"):
+        MarketBenchEnv("scheduled", data={"book": V1_BOOK, "schedule": V1_SCHEDULE, "params": {"cash": 1}})
+
+
+def test_bad_kwargs_are_clear_errors():
+    with pytest.raises(ValueError, match="round must be"):
+        MarketBenchEnv("pairs", round=6)
+    with pytest.raises(ValueError, match="unknown strategy"):
+        MarketBenchEnv("momentum", round=1)
+    with pytest.raises(ValueError, match="attempts"):
+        MarketBenchEnv("pairs", round=1, attempts=0)
+
+
+def test_env_checker_pickle_and_determinism():
+    from gymnasium.utils.env_checker import check_env
+
+    env = MarketBenchEnv("delta_hedge", 2, attempts=2)
+    check_env(env, skip_render_check=True)
+    o1, _ = env.reset(seed=1)
+    clone = pickle.loads(pickle.dumps(env))
+    o2, _ = clone.reset(seed=2)
+    assert o1["prompt"] == o2["prompt"]  # the round is fixed by (version, strategy, round)
+    env.close()
