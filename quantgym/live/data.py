@@ -150,7 +150,7 @@ def check_data_dir(
     if noncrypto:
         sub = raw.loc[raw.index >= lo, noncrypto]
         share = sub.notna().mean(axis=1)
-        wk = sub.index.dayofweek < 5
+        wk = sub.index.day_of_week < 5
         miss = sub.index[wk & (share >= checks.calendar_quorum) & raw.loc[sub.index, "SPY"].isna().to_numpy()]
         if len(miss):
             errors.append(f"SPY has no price on {len(miss)} weekday(s) on which other tickers trade, first "
