@@ -24,9 +24,18 @@ ENV_SPECS: dict[str, tuple[str, dict]] = {
 }
 
 
+#: env id -> batched vector entry point (``gym.make_vec(id, num_envs, vectorization_mode="vector_entry_point")``)
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    "PortBench-Conservative-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
+    "PortBench-Balanced-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
+    "PortBench-Aggressive-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
+}
+
+
 def register_envs() -> None:
     """Register every id of :data:`ENV_SPECS` (idempotent)."""
     for env_id, (entry_point, kwargs) in ENV_SPECS.items():
         if env_id in gym.registry:
             continue
-        gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False)
+        gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False,
+                     vector_entry_point=VECTOR_ENTRY_POINTS.get(env_id))
