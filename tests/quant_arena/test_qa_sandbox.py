@@ -1,0 +1,164 @@
+"""Quant-Arena-specific sandbox attacks: each ends as a recorded, clearly-worded failure (issue §2).
+
+The generic attack list (open('/etc/passwd'), sockets, subprocess, ctypes, fork bomb, 10 GB,
+printing a gigabyte, ...) is tested by the sandbox's own tests (tests/sandbox/). These run
+submissions through the real sandbox on a small real panel with short limits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantgym.envs.quant_arena.arena import evaluate_submission
+from quantgym.envs.quant_arena.config import ArenaConfig, SandboxConfig
+from quantgym.envs.quant_arena.data import BUNDLED_DIR
+
+SHORT = ArenaConfig(sandbox=SandboxConfig(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0, memory_mb=4096))
+HEAD = "import numpy as np\nimport pandas as pd\nFEATURES = ['x']\n"
+
+
+@pytest.fixture(scope="module")
+def sealed(small_real):
+    return small_real.truncate("2024-02-29")
+
+
+def run(src, ds, cfg=SHORT):
+    return evaluate_submission(HEAD + src, ds, "2024-01-01", "2024-02-29", cfg)
+
+
+def test_reading_future_rows_through_the_view_is_a_recorded_error(sealed):
+    r = run("""
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    view.intraday('trades', view.date + pd.Timedelta(days=1))   # a read past the decision date
+    return features['x']
+""", sealed)
+    assert r.status == "failed" and r.S == 0.0 and r.metrics is None
+    assert r.errors[0]["type"] == "LookAheadError" and "after the decision date" in r.errors[0]["message"]
+    assert r.n_errors == r.n_days
+
+
+def test_frame_walking_finds_no_later_rows(sealed):
+    # the agent walks the interpreter's frames (module level and inside score) looking for the payload;
+    # with the commit-reveal keeper only rows up to D_0 exist in its process (spec §10.4)
+    r = run(PROBE, sealed)
+    assert r.status == "ok", r.errors[:2]
+    assert r.n_errors == 0
+    # control: the same probe does find later rows when the payload is held in-process (trusted executor)
+    c = evaluate_submission(HEAD + PROBE, sealed, "2024-01-01", "2024-02-29", SHORT, executor="inprocess")
+    assert c.status == "failed" and c.errors[0]["message"].startswith("LEAK")
+
+
+PROBE = """
+import collections
+def _latest():
+    best = ''
+    f = collections._sys._getframe(0)
+    while f is not None:
+        for v in list(f.f_locals.values()):
+            if isinstance(v, dict):
+                for cand in (v, v.get('payload'), v.get('block')):
+                    if isinstance(cand, dict):
+                        for key in ('dates',):
+                            d = cand.get(key)
+                            if isinstance(d, list) and d:
+                                best = max(best, str(d[-1]))
+                        b = cand.get('block')
+                        if isinstance(b, dict) and b.get('dates'):
+                            best = max(best, str(b['dates'][-1]))
+        f = f.f_back
+    return best
+AT_IMPORT = _latest()
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    try:
+        raise ValueError
+    except ValueError as e:
+        f = e.__traceback__.tb_frame
+    seen = max(_latest(), AT_IMPORT)
+    if seen > str(view.date.date()):
+        raise RuntimeError('LEAK ' + seen)
+    return features['x']
+"""
+
+
+def test_opening_the_bundled_data_is_a_violation(sealed):
+    path = str(BUNDLED_DIR / "daily_default.parquet")
+    r = run(f"""
+def compute_features(view):
+    return {{'x': view.history('close', 1).iloc[-1]}}
+def score(features, view):
+    open({path!r}, 'rb').read(16)
+    return features['x']
+""", sealed)
+    assert r.status == "violation" and r.S == 0.0
+    assert "forbidden" in r.message and "open(" in r.message
+
+
+@pytest.mark.parametrize("body,status,needle", [
+    ("return pd.Series(np.nan, index=view.symbols)", "ok", None),                   # legal: all cash
+    ("return pd.Series(1.0, index=['SH999999'] + list(view.symbols))", "failed", "outside view.symbols"),
+    ("return list(range(len(view.symbols)))", "failed", "pandas.Series"),
+    ("return pd.Series('a', index=view.symbols)", "failed", "numeric"),
+    ("raise ZeroDivisionError('inside score')", "failed", "inside score"),
+])
+def test_bad_scores_are_day_errors(sealed, body, status, needle):
+    r = run(f"""
+def compute_features(view):
+    return {{'x': view.history('close', 1).iloc[-1]}}
+def score(features, view):
+    {body}
+""", sealed)
+    assert r.status == status
+    if status == "ok":
+        assert r.metrics["exposure"] == 0.0 and r.metrics["coverage"] == 0.0
+    else:
+        assert needle in r.errors[0]["message"] and r.S == 0.0
+        assert "Traceback" in r.errors[0]["traceback"]
+
+
+def test_infinite_loop_hits_the_day_limit(sealed):
+    r = run("""
+def compute_features(view):
+    while True:
+        pass
+def score(features, view):
+    return features['x']
+""", sealed)
+    assert r.status == "timeout" and r.S == 0.0 and "timeout" in r.message
+
+
+def test_host_rejects_scores_not_committed_day_by_day(sealed):
+    # the agent monkeypatches the runner's feeder to change the returned scores afterwards
+    r = run("""
+import collections
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    h = collections._sys.modules['quantgym.envs.quant_arena._child_runner']
+    cls = h.KeeperFeeder
+    if not getattr(cls, '_patched', False):
+        orig = cls.final
+        def final(self):
+            res = orig(self)
+            res['scores'][:] = 1.0
+            return res
+        cls.final = final
+        cls._patched = True
+    return features['x']
+""", sealed)
+    assert r.status == "violation" and "committed" in r.message
+
+
+def test_research_payload_has_no_sealed_rows(small_real):
+    from quantgym.envs.quant_arena.evaluator import window_rows
+    from quantgym.envs.quant_arena.harness import build_payload
+
+    ds = small_real.truncate("2023-12-31")
+    d0, n = window_rows(ds, "2023-11-01", "2023-12-31")
+    p = build_payload(ds, d0, n)
+    assert max(p["block"]["dates"]) < "2023-12-29"  # the last decision date is D_{n-1}
+    assert np.isfinite(p["block"]["close"]).any()
