@@ -1,0 +1,92 @@
+"""Speed of the Quant-Arena evaluator (issue §3: one sealed-year evaluation in about a second).
+
+Measures, on the bundled 800-stock universe and the default sealed window (2024, 242
+execution days), the host-side evaluation **excluding agent code**: the cash account
+(book walks, fees, limits), the reference, the labels, every metric and the score, from a
+precomputed low-volatility score matrix. Also reports, for context, the pieces separately
+and one full sandboxed evaluation (child start-up + agent code + commit-reveal keeper).
+
+Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox]``. Prints a
+markdown table (best of ``--repeat`` runs; ratios on the same machine are what matter).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+
+def _best(fn, repeat):
+    times = []
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return min(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--no-sandbox", action="store_true")
+    args = ap.parse_args()
+    from quantgym.envs.quant_arena.arena import evaluate_scores, evaluate_submission
+    from quantgym.envs.quant_arena.data import _bundled, load_dataset
+    from quantgym.envs.quant_arena.evaluator import labels, run_account, window_rows
+    from quantgym.envs.quant_arena.examples import example_source
+    from quantgym.envs.quant_arena.metrics import signal_metrics
+
+    t_load, ds = _best(lambda: (_bundled.cache_clear(), load_dataset())[1], 1)
+    d0, n = window_rows(ds, "2024-01-01", "2024-12-31")
+    adjc = ds.fields["close"] * ds.fields["adj_factor"]
+    lr = np.log(adjc[1:] / adjc[:-1])
+    S = np.full((n, ds.N), np.nan)
+    for j in range(n):
+        t = d0 + j
+        s = -np.std(lr[t - 20:t], axis=0, ddof=1)
+        s[ds.suspended[t] | ~ds.has_row[t]] = np.nan
+        S[j] = s
+    ds.limits()  # cached per dataset (built once, like the env does)
+    rows = []
+    t_full, ev = _best(lambda: evaluate_scores(ds, d0, n, S), args.repeat)
+    rows.append(("full sealed-year evaluation, excluding agent code (account + metrics + score)", t_full))
+    t_acc, acc = _best(lambda: run_account(ds, d0, n, S), args.repeat)
+    rows.append((f"  of which the cash account ({int(acc.n_buys.sum() + acc.n_sells.sum())} orders)", t_acc))
+    y = labels(ds, d0, n)
+    t_sig, _ = _best(lambda: signal_metrics(S, y, ds.has_row[d0:d0 + n]), args.repeat)
+    rows.append(("  of which the signal metrics (RankIC, IR, long-short, coverage)", t_sig))
+    from quantgym.envs.quant_arena.data import QADataset
+
+    def fresh_limits():
+        ds._cache.pop("limits", None)
+        return ds.limits()
+
+    t_lim, _ = _best(fresh_limits, args.repeat)
+    rows.append(("price limits of the whole panel (969 x 800, once per dataset)", t_lim))
+    rows.append(("cold load of the bundled dataset (parquet -> wide arrays)", t_load))
+    if not args.no_sandbox:
+        sealed = ds.truncate("2024-12-31")
+        t_sb, r = _best(lambda: evaluate_submission(example_source("low_volatility"), sealed, "2024-01-01",
+                                                    "2024-12-31"), 1)
+        rows.append(("one sandboxed sealed evaluation of low_volatility (child start-up, agent code, keeper, "
+                     "account, metrics)", t_sb))
+        t_ip, _ = _best(lambda: evaluate_submission(example_source("low_volatility"), sealed, "2024-01-01",
+                                                    "2024-12-31", executor="inprocess"), 1)
+        rows.append(("the same in-process (trusted executor, no sandbox)", t_ip))
+    m = ev["metrics"]
+    print(f"Quant-Arena evaluator, bundled universe ({ds.N} stocks), sealed 2024 ({n} days); best of {args.repeat}")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    print(f"check: ARR {m['arr']:.4f}, fees {m['fees_pct']:.2f} % of capital, S {ev['score'].S:.2f}\n")
+    print("| step | time |\n|---|---|")
+    for name, t in rows:
+        print(f"| {name} | {t * 1000:.0f} ms |" if t < 10 else f"| {name} | {t:.1f} s |")
+
+
+if __name__ == "__main__":
+    main()
