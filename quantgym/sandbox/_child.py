@@ -26,22 +26,30 @@ import sys
 import time
 import traceback as _tb
 
-from quantgym.sandbox import _codec, _policy
+from quantgym.sandbox import _codec, _landlock, _policy, _seccomp
 from quantgym.sandbox._types import SandboxOutputError
 
-#: Submodules imported before lockdown so that lazy imports after it need no file access.
+#: Modules imported before lockdown (the common ones, so that most runs need no lazy import).
 PRELOAD = (
     "numpy",
     "numpy.linalg",
     "numpy.fft",
     "numpy.random",
-    "numpy.polynomial",
-    "numpy.ma",
-    "numpy.lib.stride_tricks",
     "pandas",
-    "pandas.api.types",
-    "pandas.tseries.offsets",
     "scipy",
+    "statistics",
+    "collections",
+    "collections.abc",
+    "itertools",
+    "functools",
+    "dataclasses",
+    "typing",
+    "datetime",
+    "math",
+    "zoneinfo",
+)
+#: scipy submodules pre-imported only when the agent's source mentions scipy (they cost ~1 s).
+SCIPY_COMMON = (
     "scipy.stats",
     "scipy.optimize",
     "scipy.linalg",
@@ -53,25 +61,38 @@ PRELOAD = (
     "scipy.spatial",
     "scipy.ndimage",
     "scipy.cluster",
-    "statistics",
-    "collections",
-    "collections.abc",
-    "itertools",
-    "functools",
-    "dataclasses",
-    "typing",
-    "datetime",
-    "math",
-    "decimal",
-    "fractions",
-    "random",
-    "bisect",
-    "heapq",
-    "operator",
-    "re",
-    "json",
-    "zoneinfo",
+    "scipy.fft",
 )
+_MAX_SOURCE_PRELOADS = 64
+
+
+def _source_imports(source: str, allowed: tuple[str, ...]) -> list[str]:
+    """Allowed module names the agent's source imports (parsed with ``ast``, never executed).
+
+    They are imported before lockdown so that agent imports rarely need lazy loading afterwards.
+    Lazy loading still works (the package directories stay readable); this is for speed and
+    robustness against libraries that probe the file system while importing.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+            names += [f"{node.module}.{a.name}" for a in node.names if a.name != "*"]
+    if "scipy" in source:
+        names += list(SCIPY_COMMON)
+    out: list[str] = []
+    for n in names:
+        if n.partition(".")[0] in allowed and n not in out:
+            out.append(n)
+    return out[:_MAX_SOURCE_PRELOADS]
 
 #: Third-party modules that must never be loaded in the child (they do file/network I/O in
 #: native code that no audit hook sees); pandas falls back to its pure-numpy code paths.
@@ -179,9 +200,16 @@ def _code_roots(allowed: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, .
         for d in list(getattr(mod, "__path__", []) or []) + [os.path.dirname(getattr(mod, "__file__", "") or "")]:
             if d and os.path.basename(os.path.normpath(d)) == name:
                 packages.append(d)
-                libs = os.path.join(os.path.dirname(d), name + ".libs")
+                parent = os.path.dirname(os.path.normpath(d))
+                libs = os.path.join(parent, name + ".libs")
                 if os.path.isdir(libs):
                     packages.append(libs)
+                try:  # package metadata (importlib.metadata look-ups made by the libraries)
+                    for entry in os.listdir(parent):
+                        if entry.lower().startswith(name.lower() + "-") and entry.endswith(".dist-info"):
+                            packages.append(os.path.join(parent, entry))
+                except OSError:
+                    pass
     return (_realpath_roots(r for r in roots if r), _realpath_roots(e for e in excluded if e),
             _realpath_roots(p for p in packages if p))
 
@@ -259,6 +287,74 @@ def _disable_unaudited(violations: list) -> None:
 
     _thread.start_new_thread = _thread.start_new = stub("_thread.start_new_thread", "starting threads")
     threading._start_new_thread = _thread.start_new_thread
+
+
+def _prune_sys_path(code_roots, excluded) -> None:
+    """Keep only the stdlib and site-packages entries of ``sys.path`` for lazy imports after lockdown.
+
+    Everything the runner needs is imported already; other entries (the host's cwd, the project
+    checkout) would only make importlib scan directories the sandbox does not expose.
+    """
+
+    def keep(p: str) -> bool:
+        if not p or not os.path.isdir(p):
+            return False
+        q = os.path.realpath(p)
+        return q in excluded or p in excluded or any(q == r or q.startswith(r + "/") for r in code_roots)
+
+    sys.path[:] = [p for p in sys.path if keep(p)]
+    sys.path_importer_cache.clear()
+
+
+def _landlock_paths(code_roots, excluded, package_roots, readable) -> tuple[list, list, list]:
+    """(readable dirs, readable files, list-only dirs) for the Landlock layer.
+
+    Mirrors the audit hook's read policy with allow-only kernel rules: a code root that contains
+    an excluded directory (site-packages inside the stdlib dir) is granted entry by entry.
+    """
+    import sysconfig
+
+    def contains_excluded(d: str) -> bool:
+        return any(e == d or e.startswith(d.rstrip("/") + "/") for e in excluded)
+
+    dirs: list[str] = list(package_roots)
+    files: list[str] = ["/dev/null", "/dev/urandom"]
+    listing: list[str] = [e for e in excluded if os.path.isdir(e)]
+    for root in code_roots:
+        if not contains_excluded(root):
+            dirs.append(root)
+            continue
+        listing.append(root)
+        try:
+            entries = os.listdir(root)
+        except OSError:
+            continue
+        for name in entries:
+            p = os.path.join(root, name)
+            if contains_excluded(p):
+                continue
+            (dirs if os.path.isdir(p) else files).append(p)
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    for d in ("/lib", "/lib64", "/usr/lib", "/usr/lib64"):
+        if not os.path.isdir(d):
+            continue
+        if not contains_excluded(d):
+            dirs.append(d)
+        elif multiarch and os.path.isdir(os.path.join(d, multiarch)):
+            dirs.append(os.path.join(d, multiarch))
+    try:  # shared libraries already mapped (libpython, OpenBLAS, ...) stay readable
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/") and ".so" in parts[5]:
+                    f = parts[5].strip()
+                    if f not in files:
+                        files.append(f)
+    except OSError:
+        pass
+    for p in readable:
+        (dirs if os.path.isdir(p) else files).append(p)
+    return dirs, files, listing
 
 
 def _set_rlimits(limits: dict) -> None:
@@ -361,6 +457,12 @@ def main() -> None:  # noqa: C901 - one linear protocol
                 importlib.import_module(m)
             except ImportError:
                 pass
+        for m in _source_imports(source, allowed):
+            if m not in sys.modules:
+                try:
+                    importlib.import_module(m)
+                except Exception:  # noqa: BLE001 - e.g. "from numpy import pi" names no module
+                    pass
         for m in allowed:
             if m not in sys.modules:
                 try:
@@ -378,6 +480,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         return
 
     # ---- lockdown
+    _prune_sys_path(code_roots, excluded)
     violations: list[str] = []
     cwd = os.getcwd()
     hook = _policy.build_audit_hook(
@@ -397,15 +500,18 @@ def main() -> None:  # noqa: C901 - one linear protocol
     except (OSError, ValueError) as exc:
         send("crashed", f"crashed: sandbox could not set resource limits: {exc}")
     try:
-        from quantgym.sandbox import _seccomp
-
+        ll_dirs, ll_files, ll_list = _landlock_paths(code_roots, excluded, package_roots, readable)
+        landlock_abi = _landlock.install(ll_dirs, ll_files, ll_list)
+    except Exception:  # noqa: BLE001 - optional hardening layer
+        landlock_abi = 0
+    try:
         seccomp_ok = _seccomp.install()
     except Exception:  # noqa: BLE001 - optional hardening layer
         seccomp_ok = False
     _disable_unaudited(violations)
-    _policy.install(hook)
+    _policy.install(hook, allowed)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-    extra = {"seccomp": bool(seccomp_ok), "startup_seconds": round(time.monotonic() - t_child0, 4)}
+    extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "startup_seconds": round(time.monotonic() - t_child0, 4)}
 
     # ---- untrusted phase
     value = None

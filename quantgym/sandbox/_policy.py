@@ -74,15 +74,17 @@ BLOCKED_EVENTS: tuple[tuple[str, str], ...] = (
     ("winreg.", "registry access"),
 )
 
-#: Modules that may not be *loaded* after lockdown, by anyone (defence in depth; the agent's own
-#: imports are limited to ``allowed_imports`` by the guarded ``__import__``).
+#: Modules that may not be *loaded* after lockdown, by anyone: they offer native capabilities
+#: that raise no audit event (cffi, the C-API test modules, unaudited fork_exec, native file and
+#: network I/O). Other standard-library modules (socket, subprocess, ...) may load because every
+#: dangerous call in them is audited (and refused by the kernel layers). The agent's own imports
+#: are limited to ``allowed_imports`` by the guarded ``__import__`` anyway.
 DENIED_MODULES = frozenset(
     {
-        "ctypes", "_ctypes", "cffi", "_cffi_backend", "socket", "_socket", "ssl", "_ssl", "select",
-        "selectors", "subprocess", "_posixsubprocess", "multiprocessing", "_multiprocessing",
-        "concurrent", "asyncio", "pty", "tty", "termios", "fcntl", "resource", "mmap", "urllib",
-        "http", "ftplib", "smtplib", "poplib", "imaplib", "xmlrpc", "socketserver", "webbrowser",
-        "pyarrow", "fsspec", "requests", "httpx", "aiohttp", "numba", "llvmlite", "_imp", "faulthandler",
+        "ctypes", "_ctypes", "_ctypes_test", "cffi", "_cffi_backend", "_posixsubprocess",
+        "_testcapi", "_testinternalcapi", "_testbuffer", "_testmultiphase", "_testsinglephase",
+        "_testimportmultiple", "_testclinic", "_xxsubinterpreters", "_xxinterpchannels", "_xxtestfuzz",
+        "pyarrow", "fsspec", "numba", "llvmlite", "requests", "httpx", "aiohttp", "urllib3",
     }
 )
 
@@ -142,6 +144,7 @@ def build_audit_hook(
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
+    protected: list = []  # functions whose defaults/closure may not be replaced (the hook)
 
     def hook(
         event,
@@ -163,6 +166,8 @@ def build_audit_hook(
         _viol=violations,
         _V=SandboxViolation,
         _denied=DENIED_MODULES,
+        _MNF=ModuleNotFoundError,
+        _protected=protected,
         _allowed=allowed_list,
         _O_WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
     ):
@@ -194,7 +199,7 @@ def build_audit_hook(
             elif raw is None:
                 raw = "."
             elif t is not _str:
-                deny(f"forbidden: {what} with a path of type {t.__name__} is not allowed")
+                deny(f"forbidden: {what} with a path that is not a plain str/bytes is not allowed")
             p = _norm(raw, _cwd)
             if p is None:
                 deny(f"forbidden: {what} of {raw!r} is not allowed (paths with '..' are refused)")
@@ -220,7 +225,7 @@ def build_audit_hook(
             return
         if event in ("os.listdir", "os.scandir", "glob.glob", "glob.glob/2"):
             p, raw = as_path(args[0] if _len(args) else None, event)
-            if not readable(p):
+            if not readable(p) and p not in _excl:  # names in site-packages: metadata look-ups
                 deny(f"forbidden: listing directory {raw!r} is not allowed")
             return
         if event == "import":
@@ -228,17 +233,42 @@ def build_audit_hook(
             if _type(name) is _str:
                 top = name.partition(".")[0]
                 if top in _denied:
-                    deny(f"forbidden: import of {top!r} is not allowed (allowed: {_allowed})")
+                    # ImportError (not a recorded violation): library code that probes an optional
+                    # module falls back; agent code cannot get here without the guarded import.
+                    raise _MNF(f"No module named {name!r} (not available in the quantgym sandbox)", name=name)
             return
         if event == "object.__setattr__":
-            if _len(args) >= 2 and args[1] in ("__code__", "__defaults__", "__kwdefaults__") and _type(args[0]) is _type(hook):
-                deny(f"forbidden: replacing {args[1]} of a function is not allowed")
+            if _len(args) >= 2 and _type(args[1]) is _str:
+                if args[1] == "__code__" and _type(args[0]) is _type(deny):
+                    deny("forbidden: replacing __code__ of a function is not allowed")
+                if args[1] in ("__defaults__", "__kwdefaults__", "__closure__"):
+                    for f in _protected:
+                        if f is args[0]:
+                            deny(f"forbidden: replacing {args[1]} of the sandbox policy is not allowed")
             return
         for prefix, category in _blocked:
             if event.startswith(prefix):
                 deny(f"forbidden: {category} ({event}) is not allowed in the sandbox")
 
     return hook
+
+
+class LockdownFinder:
+    """Meta-path finder installed first at lockdown.
+
+    Modules whose top-level package is neither allowed, nor in the standard library, nor already
+    loaded are reported as missing (``ModuleNotFoundError``) without touching the file system, so
+    optional imports inside libraries (``try: import x except ImportError``) fall back cleanly.
+    """
+
+    def __init__(self, allowed: tuple[str, ...], loaded: frozenset) -> None:
+        self._ok = frozenset(allowed) | frozenset(sys.stdlib_module_names) | loaded
+
+    def find_spec(self, name, path=None, target=None):  # noqa: D401 - importlib protocol
+        top = name.partition(".")[0]
+        if top in self._ok and top not in DENIED_MODULES:
+            return None
+        raise ModuleNotFoundError(f"No module named {name!r} (not available in the quantgym sandbox)", name=name)
 
 
 def make_guarded_import(allowed_imports: tuple[str, ...], violations: list):
@@ -277,6 +307,8 @@ def agent_builtins(allowed_imports: tuple[str, ...], violations: list) -> dict:
     return b
 
 
-def install(hook) -> None:
-    """Install ``hook`` (cannot be removed for the rest of the process)."""
+def install(hook, allowed_imports: tuple[str, ...] = ()) -> None:
+    """Install the lockdown finder and ``hook`` (the hook cannot be removed for the rest of the process)."""
+    loaded = frozenset(m.partition(".")[0] for m in list(sys.modules))
+    sys.meta_path.insert(0, LockdownFinder(tuple(allowed_imports), loaded))
     sys.addaudithook(hook)
