@@ -173,9 +173,12 @@ class LLMAgent:
         """Run totals (see :meth:`ChatEngine.usage`)."""
         return self.engine.usage()
 
+    def _hash_subs(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
     def _call(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
               nonce: int = 0):
-        return self.engine.chat(messages, schema=schema, meta=meta, nonce=nonce)
+        return self.engine.chat(messages, schema=schema, meta=meta, nonce=nonce, hash_subs=self._hash_subs())
 
     def close(self) -> None:
         if self.engine.transcript is not None:
@@ -313,6 +316,13 @@ class MarketBenchLLMAgent(LLMAgent):
 
     task = "market_bench"
 
+    def _hash_subs(self) -> tuple[tuple[str, str], ...]:
+        # the prompt names the env's temporary input folder: hash it as <WORKDIR> so that a replay or a
+        # cache hit does not depend on the folder name
+        env = getattr(self._local, "env", None)
+        wd = getattr(getattr(env, "unwrapped", None), "workdir", None)
+        return ((str(wd), "<WORKDIR>"),) if wd else ()
+
     def act(self, observation: Any, info: dict) -> str:
         st = self._st()
         used = int(observation.get("attempt", 0))
@@ -347,14 +357,15 @@ _ADAPTER_OPTS = ("rounds",)
 
 
 def build_agent(model: str, task: str = "portbench", *, api_key: str | None = None, transcript: Any = None,
-                cache: bool = True, cache_from: Any = None, name: str | None = None, **options: Any) -> LLMAgent:
+                cache: bool = True, cache_from: Any = None, name: str | None = None, header: dict | None = None,
+                **options: Any) -> LLMAgent:
     """An LLM agent for ``task`` on ``model`` (see :func:`quantgym.agents.llm.make_openai_agent`)."""
     if task not in _ADAPTERS:
         raise ValueError(f"unknown task {task!r}; choose from {TASKS}")
     unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS)
     if unknown:
         raise ValueError(f"unknown LLM agent option(s) {sorted(unknown)}; known: "
-                         f"{sorted(_ENGINE_OPTS + _ADAPTER_OPTS + ('api_key', 'transcript', 'cache', 'cache_from', 'name'))}")
+                         f"{sorted(_ENGINE_OPTS + _ADAPTER_OPTS + ('api_key', 'transcript', 'cache', 'cache_from', 'name', 'header'))}")
     cfg = LLMConfig(model=model, **{k: v for k, v in options.items() if k in _ENGINE_OPTS and v is not None})
     adapter = {k: options[k] for k in _ADAPTER_OPTS if options.get(k) is not None}
     if transcript is None:
@@ -365,7 +376,8 @@ def build_agent(model: str, task: str = "portbench", *, api_key: str | None = No
         cache_from = [cache_from]
     label = name or f"openai:{model}"
     engine = ChatEngine(cfg, api_key=api_key, transcript=transcript, cache=cache, cache_from=cache_from,
-                        header_extra={"task": task, "agent_name": label, "adapter_options": adapter})
+                        header_extra={**(header or {}), "task": task, "agent_name": label,
+                                      "adapter_options": adapter})
     return _ADAPTERS[task](engine, name=label, **adapter)
 
 

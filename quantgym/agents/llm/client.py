@@ -131,14 +131,20 @@ class CallResult:
     cost_usd: float | None = None
 
 
-def canonical_hash(request: dict, nonce: int = 0) -> str:
+def canonical_hash(request: dict, nonce: int = 0, subs: tuple[tuple[str, str], ...] = ()) -> str:
     """sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of ``request`` + ``nonce``.
 
     The endpoint and the API key are not part of it: the same request to another endpoint hashes the
-    same (so a transcript can serve as a cache for a mirror of the same model).
+    same (so a transcript can serve as a cache for a mirror of the same model). ``subs`` are string
+    replacements applied to the canonical JSON before hashing, for run-specific text in a prompt
+    (e.g. Market-Bench's temporary input folder → ``<WORKDIR>``); the request itself is sent and
+    recorded unchanged.
     """
     doc = {"request": request, "nonce": int(nonce)}
     s = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    for old, new in subs:
+        if old:
+            s = s.replace(json.dumps(old, ensure_ascii=False)[1:-1], new)
     return hashlib.sha256(s.encode("utf-8")).hexdigest()
 
 
@@ -328,7 +334,7 @@ class ChatEngine:
         return req
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
-             nonce: int = 0) -> CallResult:
+             nonce: int = 0, hash_subs: tuple[tuple[str, str], ...] = ()) -> CallResult:
         """One logical call (see class docstring). Never raises except :class:`LLMConfigError`.
 
         Until the endpoint's behaviour is known (a first successful call; for a schema call, whether
@@ -340,13 +346,14 @@ class ChatEngine:
                                             and st.structured is None)
         if probing:
             with self._probe_lock:
-                return self._chat(messages, schema, meta, nonce)
-        return self._chat(messages, schema, meta, nonce)
+                return self._chat(messages, schema, meta, nonce, hash_subs)
+        return self._chat(messages, schema, meta, nonce, hash_subs)
 
-    def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int) -> CallResult:
+    def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int,
+              hash_subs: tuple[tuple[str, str], ...]) -> CallResult:
         for _ in range(4):  # at most three adaptations of the request
             req = self.build_request(messages, schema)
-            h = canonical_hash(req, nonce)
+            h = canonical_hash(req, nonce, tuple(hash_subs))
             res, rec = self._resolve(req, h, nonce)
             rec.update({"type": "call", "ts": rec.get("ts") or _now(), "hash": h, "nonce": nonce,
                         "episode": self.episode, "meta": meta or {}, "endpoint": self.endpoint,

@@ -208,6 +208,8 @@ def extract_json(text: str | None) -> JsonResult:
     for k, i in enumerate(starts[:200]):
         end = _balanced_end(s, i)
         if end is None:
+            if s[_skip(s, i + 1):_skip(s, i + 1) + 1] == '"':
+                break  # a JSON object cut short: what follows is nested in it (greedy / salvage below)
             continue
         try:
             obj = json.loads(s[i:end], strict=False)

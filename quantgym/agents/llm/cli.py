@@ -1,0 +1,149 @@
+"""``quantgym eval``: evaluate an LLM agent (or a replayed transcript) on PortBench, Quant-Arena, Market-Bench.
+
+Plugin of :mod:`quantgym.cli` (``register(app)``). Importing this module imports neither ``openai`` nor
+any env: everything heavy is imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _split(v: Optional[str]) -> list[str]:
+    return [x.strip() for x in (v or "").split(",") if x.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``eval`` command to ``app``."""
+
+    @app.command("eval")
+    def eval_cmd(  # noqa: PLR0913 - a CLI
+        agent: str = typer.Option(..., "--agent", "-a", help="openai:MODEL | replay:TRANSCRIPT.jsonl (or a baseline "
+                                  "name / sb3:PATH for PortBench)."),
+        env: Optional[str] = typer.Option(None, "--env", "-e", help="Env id(s), comma-separated: PortBench-Balanced-v0, "
+                                          "QuantArena-v0, QuantArena-OneShot-v0, MarketBench-Scheduled-v0, ... "
+                                          "(replay: default = the recorded ones)."),
+        period: Optional[str] = typer.Option(None, "--period", "-p", help="PortBench period(s), comma-separated: "
+                                             "normal_2024, china_2015, covid_2020, crypto_2022 or START:END[:FREQ] "
+                                             "(default normal_2024)."),
+        base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default "
+                                               "$OPENAI_BASE_URL or https://api.openai.com/v1)."),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default results/eval-<UTC stamp>)."),
+        concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Episodes in flight."),
+        temperature: float = typer.Option(0.0, "--temperature"),
+        max_tokens: Optional[int] = typer.Option(8192, "--max-tokens", help="Completion tokens per call."),
+        timeout: float = typer.Option(300.0, "--timeout", help="Seconds per HTTP request."),
+        retries: int = typer.Option(5, "--retries", help="Retries on 429/5xx/timeouts (backoff with jitter)."),
+        structured: str = typer.Option("auto", "--structured", help="JSON-schema response_format: auto|on|off."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Request seed (only sent when given)."),
+        max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Budget: HTTP calls per run."),
+        max_total_tokens: Optional[int] = typer.Option(None, "--max-total-tokens", help="Budget: tokens per run."),
+        price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens (cost column)."),
+        price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens."),
+        cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", help="Transcript(s) whose answers "
+                                                        "are reused for identical requests (resume a run)."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
+        rounds: Optional[int] = typer.Option(None, "--rounds", help="Quant-Arena: most candidates to submit."),
+        mb_rounds: Optional[str] = typer.Option(None, "--round", help="Market-Bench rounds, comma-separated (1-5)."),
+        attempts: int = typer.Option(3, "--attempts", help="Market-Bench attempts K."),
+        feedback: bool = typer.Option(False, "--feedback", help="Market-Bench repair mode (error trace back)."),
+        env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
+        baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="PortBench: Equal-Weight beside."),
+        plots: bool = typer.Option(True, "--plots/--no-plots"),
+        quiet: bool = typer.Option(False, "--quiet", "-q"),
+    ) -> None:
+        """Evaluate AGENT on ENV(s); write OUT/summary.csv, OUT/results.json, transcripts and plots.
+
+        Example: quantgym eval --agent openai:gpt-4o-mini --env PortBench-Balanced-v0 --period covid_2020
+        """
+        import datetime as _dt
+        import os
+
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console()
+        err = Console(stderr=True)
+        scheme = agent.partition(":")[0]
+        if scheme in ("openai", "replay"):
+            try:
+                import openai  # noqa: F401
+            except ImportError:
+                err.print("error: LLM agents need the 'openai' package: pip install 'quantgym[llm]'")
+                raise typer.Exit(2)
+        from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
+        from quantgym.agents.llm.runner import EvalPlan, run_eval
+
+        try:
+            extra_kw = json.loads(env_kwargs) if env_kwargs else {}
+            if not isinstance(extra_kw, dict):
+                raise ValueError("--env-kwargs must be a JSON object")
+        except ValueError as exc:
+            err.print(f"error: --env-kwargs: {exc}")
+            raise typer.Exit(2)
+        plan_kw: dict = {}
+        if scheme == "replay":
+            from quantgym.agents.llm.client import read_transcript
+
+            try:
+                header, _ = read_transcript(agent.partition(":")[2])
+            except (FileNotFoundError, ValueError) as exc:
+                err.print(f"error: {exc}")
+                raise typer.Exit(2)
+            plan_kw = dict(header.get("eval") or {})
+        envs = _split(env) or list(plan_kw.get("env_ids") or [])
+        if not envs:
+            err.print("error: give --env (e.g. --env PortBench-Balanced-v0)")
+            raise typer.Exit(2)
+        plan_kw.update(env_ids=envs)
+        if period:
+            plan_kw["periods"] = _split(period)
+        if mb_rounds:
+            plan_kw["rounds"] = [int(r) for r in _split(mb_rounds)]
+        if scheme != "replay" or "attempts" not in plan_kw:
+            plan_kw["attempts"] = attempts
+        if scheme != "replay" or feedback:
+            plan_kw["feedback"] = feedback
+        if extra_kw:
+            plan_kw["env_kwargs"] = extra_kw
+        plan_kw.update(baseline=baseline, plots=plots)
+        plan = EvalPlan.from_dict(plan_kw)
+        options: dict = {}
+        if scheme == "openai":
+            options = dict(base_url=base_url, api_key=os.environ.get(api_key_env), temperature=temperature,
+                           max_tokens=max_tokens, timeout=timeout, retries=retries, structured=structured, seed=seed,
+                           max_calls=max_calls, max_total_tokens=max_total_tokens, price_in=price_in,
+                           price_out=price_out, cache=not no_cache, rounds=rounds,
+                           cache_from=[str(p) for p in cache_from] if cache_from else None)
+            options = {k: v for k, v in options.items() if v is not None}
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        out_dir = Path(out) if out else Path("results") / f"eval-{stamp}"
+        try:
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+                sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
+                                    console=console, progress=progress,
+                                    meta={"command": " ".join(sys.argv), "agent": agent})
+        except (LLMConfigError, ReplayMismatchError) as exc:
+            err.print(f"error: {exc}")
+            raise typer.Exit(2)
+        except (ValueError, FileNotFoundError, FileExistsError) as exc:
+            err.print(f"error: {' '.join(str(exc).split())}")
+            raise typer.Exit(2)
+        for s in sections:
+            u = s.extra.get("usage") or {}
+            cost = u.get("cost_usd")
+            console.print(f"{s.task}: {u.get('calls', 0)} calls, {u.get('total_tokens', 0)} tokens"
+                          + (f", ${cost:.4f}" if cost is not None else "")
+                          + (f"; transcript {u['transcript']}" if u.get("transcript") else ""))
+        console.print(f"Wrote [bold]{out_dir}[/] (summary.csv, results.json"
+                      + (", plots" if plots else "") + ")")
+
+
+__all__ = ["register"]
