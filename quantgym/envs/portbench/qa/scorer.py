@@ -170,11 +170,12 @@ def extract_weights(text: str, assets: Sequence[str]) -> dict[str, float] | None
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     """Cosine similarity floored at 0 (0 if either norm < 1e-9)."""
     dot = sum(x * y for x, y in zip(a, b))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    if na < 1e-9 or nb < 1e-9 or not math.isfinite(dot):
+    na2 = sum(x * x for x in a)
+    nb2 = sum(y * y for y in b)
+    if na2 < 1e-18 or nb2 < 1e-18 or not math.isfinite(dot) or not math.isfinite(na2 * nb2):
         return 0.0
-    return max(0.0, dot / (na * nb))
+    # dot / sqrt(|a|²|b|²): identical vectors give exactly 1.0 (sqrt(fl(s²)) == s)
+    return min(1.0, max(0.0, dot / math.sqrt(na2 * nb2)))
 
 
 def rebalance_decision(text: str, fidelity: str = "clean") -> str | None:
