@@ -102,6 +102,7 @@ class SyntheticBook:
         self.book = book
         self.consumed = {}
         self.trace = None  # optional list: the builder checks (spec §9.14) record cash/px here
+        self._best = {}  # row -> best(row); valid while ``consumed`` is unchanged (cleared by walk)
 
     def level_sizes(self, row, side):
         """[(price_ticks, synthetic size)] of the L levels of ``side`` ("bid"/"ask") on ``row``."""
@@ -129,13 +130,13 @@ class SyntheticBook:
 
     def best(self, row):
         """(best bid, best ask) in ticks of the synthetic book (§9.5.4), or ``None`` if a side is empty."""
+        if row in self._best:
+            return self._best[row]
         bb = self.best_price(row, "bid")
-        if bb is None:
-            return None
-        ba = self.best_price(row, "ask")
-        if ba is None:
-            return None
-        return bb, ba
+        ba = self.best_price(row, "ask") if bb is not None else None
+        out = (bb, ba) if ba is not None else None
+        self._best[row] = out
+        return out
 
     def limit_price(self, row, buy, k):
         """Limit in ticks from the synthetic book (§9.6.4): buy floor(m + k·s + 1e-6), sell ceil(m - k·s - 1e-6)."""
@@ -189,6 +190,7 @@ class SyntheticBook:
                 cash = cash - px * f
             key = (s, side, p)
             self.consumed[key] = self.consumed.get(key, 0) + f
+            self._best.clear()
             fills.append((p, f))
             remaining -= f
         return fills

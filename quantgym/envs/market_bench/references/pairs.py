@@ -102,22 +102,36 @@ def backtest_pairs(book, beta, window, z_in, z_out, cooldown_ns, k, delay_ns, al
             return j
         return max(j, int(ts.searchsorted(te + cooldown_ns, side="left")))
 
+    def next_decision(j):
+        """First row >= j where a decision is taken (§9.9.3-§9.9.4): z beyond the threshold of the
+        current state, no cooldown, and both legs' synthetic books with two non-empty sides.
+        Candidate rows come from the vectorised z arrays in chunks; only they are checked."""
+        chunk = 16
+        while j < n:
+            if state == FLAT:
+                cu = up[up.searchsorted(cool_start(SHORT, j)):][:chunk]
+                cd = dn[dn.searchsorted(cool_start(LONG, j)):][:chunk]
+                limit = min(int(cu[-1]) if len(cu) == chunk else n, int(cd[-1]) if len(cd) == chunk else n)
+                cands = np.sort(np.concatenate([cu, cd]))
+            else:
+                cands = ex[ex.searchsorted(j):][:chunk]
+                limit = int(cands[-1]) if len(cands) == chunk else n
+            for c, r_a, r_b in zip(cands.tolist(), asof_a[cands].tolist(), asof_b[cands].tolist()):
+                if c > limit:
+                    break
+                if sb.best(r_a) is not None and sb.best(r_b) is not None:
+                    return c
+            j = limit + 1
+            chunk = min(chunk * 4, 4096)
+        return n
+
     j = 0
     while j < n:
-        if state == FLAT:
-            cs = _next(up, cool_start(SHORT, j))
-            cl = _next(dn, cool_start(LONG, j))
-            jd = min(cs, cl)
-            new_state = SHORT if jd == cs else LONG
-        else:
-            jd = _next(ex, j)
-            new_state = FLAT
+        jd = next_decision(j)
         if jd >= n:
             break
+        new_state = FLAT if state != FLAT else (SHORT if z[jd] > z_in else LONG)
         ra, rb = int(asof_a[jd]), int(asof_b[jd])
-        if sb.best(ra) is None or sb.best(rb) is None:
-            j = jd + 1  # decision skipped: a synthetic side is empty
-            continue
         if new_state == FLAT:
             target = {a: 0, b: 0}
         else:
