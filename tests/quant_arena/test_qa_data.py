@@ -177,3 +177,37 @@ def test_build_script_reproduces_the_bundled_universe(tmp_path):
     b = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     pd.testing.assert_frame_equal(a, b)
     assert (tmp_path / "market_reference.csv").read_text() == (BUNDLED_DIR / "market_reference.csv").read_text()
+
+
+def test_st_flag_uses_five_percent_on_the_main_board():
+    # §10.16 C: base 10.05 -> ST main board 10.55 / 9.55; ST on ChiNext keeps 20 %
+    rows = []
+    for s in ("SH600000", "SZ300001"):
+        rows.append({"date": "2024-03-01", "symbol": s, "open": 10.0, "close": 10.05, "st": True})
+        rows.append({"date": "2024-03-04", "symbol": s, "open": 10.0, "close": 10.0, "st": True})
+    ds = make_panel(rows, info={"SH600000": {"list_date": "2000-01-04"}, "SZ300001": {"list_date": "2010-01-04"}})
+    up, down, _ = ds.limits()
+    assert (up[1, 0], down[1, 0]) == (10.55, 9.55)
+    assert (up[1, 1], down[1, 1]) == (12.06, 8.04)
+
+
+def test_qlib_directory_loader(tmp_path):
+    # a two-stock qlib folder: float32 bins whose first value is the calendar start index; prices adjusted
+    cal = ["2024-03-01", "2024-03-04", "2024-03-05"]
+    (tmp_path / "calendars").mkdir()
+    (tmp_path / "calendars" / "day.txt").write_text("\n".join(cal) + "\n")
+    (tmp_path / "instruments").mkdir()
+    (tmp_path / "instruments" / "csi300.txt").write_text("SH600000\t2024-03-04\t2024-12-31\n")
+    raw = {"SH600000": ([10.0, 10.1, 10.2], [1.0, 1.0, 2.0], 0), "SZ000001": ([5.0, 5.5], [3.0, 3.0], 1)}
+    for sym, (px, fac, start) in raw.items():
+        d = tmp_path / "features" / sym.lower()
+        d.mkdir(parents=True)
+        for f in ("open", "high", "low", "close"):
+            np.array([start] + [p * k for p, k in zip(px, fac)], dtype="<f4").tofile(d / f"{f}.day.bin")
+        np.array([start] + [1000.0] * len(px), dtype="<f4").tofile(d / "volume.day.bin")
+        np.array([start] + fac, dtype="<f4").tofile(d / "factor.day.bin")
+    ds = load_dataset(tmp_path)
+    assert list(ds.symbols) == ["SH600000", "SZ000001"]
+    assert ds.fields["close"][:, 0].tolist() == [10.0, 10.1, 10.2]          # raw = adjusted / factor
+    assert np.isnan(ds.fields["close"][0, 1]) and ds.fields["close"][2, 1] == 5.5
+    assert ds.fields["in_csi300"][:, 0].tolist() == [0.0, 1.0, 1.0]

@@ -162,3 +162,43 @@ def test_research_payload_has_no_sealed_rows(small_real):
     p = build_payload(ds, d0, n)
     assert max(p["block"]["dates"]) < "2023-12-29"  # the last decision date is D_{n-1}
     assert np.isfinite(p["block"]["close"]).any()
+
+
+def test_printing_past_the_output_cap_is_a_violation(sealed):
+    cfg = ArenaConfig(sandbox=SandboxConfig(day_seconds=2.0, eval_seconds=30.0, cpu_seconds=30.0,
+                                            max_output_bytes=10_000))
+    r = run("""
+def compute_features(view):
+    print('x' * 5000)
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return features['x']
+""", sealed, cfg)
+    assert r.status == "violation" and "printed more than" in r.message
+
+
+def test_intraday_tables_reach_the_child_with_their_day(bundled):
+    # a small real slice around 2023-02-07 with the bundled Level-2 day of 600519
+    from quantgym.envs.quant_arena.data import _default_intraday
+    from quantgym.envs.quant_arena.data import QADataset
+    import pandas as pd
+
+    df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
+    df = df[df["symbol"].isin(["SH600519", "SH600000", "SZ000001", "SH601318", "SZ000858", "SH600036"])
+            & (df["date"] >= pd.Timestamp("2022-12-01").date()) & (df["date"] <= pd.Timestamp("2023-02-28").date())]
+    ds = QADataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), intraday=_default_intraday)
+    r = evaluate_submission(HEAD + """
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    try:
+        t = view.intraday('trades')
+    except KeyError:
+        return features['x']
+    assert str(view.date.date()) == '2023-02-07'
+    assert int(t['qty'].sum()) == 2432171, t['qty'].sum()
+    snap = view.intraday('snapshots', '2023-02-07')
+    assert len(snap) > 4000
+    return features['x']
+""", ds, "2023-02-01", "2023-02-28", SHORT)
+    assert r.status == "ok" and r.n_errors == 0, r.errors[:1]

@@ -202,6 +202,10 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
     del payload
     t_child = time.perf_counter() - t0 - t_payload
     timings = {"payload_s": t_payload, "child_s": t_child}
+    if status == "ok" and rec.get("output_truncated"):
+        status = "forbidden"
+        message = (f"violation: the submission printed more than {cfg.sandbox.max_output_bytes} bytes "
+                   "(output is capped; see the spec's output limit)")
     if status != "ok":
         qa = _SANDBOX_TO_QA.get(status, "failed")
         err = {"date": None, "phase": "module" if qa == "invalid" else "evaluation", "type": status,

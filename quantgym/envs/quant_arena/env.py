@@ -281,6 +281,7 @@ class QuantArenaEnv(gym.Env):
         self._done = True
         self._final: dict | None = None
         self._brief: tuple[str, dict] | None = None
+        self._sealed_result: WindowResult | None = None
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:

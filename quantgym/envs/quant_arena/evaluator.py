@@ -147,8 +147,10 @@ def select_top(scores: np.ndarray, eligible: np.ndarray, top_n: int) -> np.ndarr
 
     Examples
     --------
-    >>> select_top(np.array([1.0, 1.0, 0.5, np.nan]), np.ones(4, bool), 2)   # SZ000002? see tests
-    array([0, 1])
+    Columns SH600000, SH600519, SZ000002, SZ300750 with scores 1.0, 0.5, 1.0, NaN (§10.5):
+
+    >>> select_top(np.array([1.0, 0.5, 1.0, np.nan]), np.ones(4, bool), 2)
+    array([0, 2])
     """
     idx = np.flatnonzero(eligible & np.isfinite(scores))
     if idx.size == 0:
