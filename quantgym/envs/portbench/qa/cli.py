@@ -98,6 +98,18 @@ def _match_ceps(agent: str, ceps: dict[str, float]) -> float | None:
     return None
 
 
+def _qa_score(run) -> float:
+    """The agent's QA score for the rank correlation: §9.5 Mean, or (subset of templates) the mean of the
+    full-information template accuracies that were run."""
+    m = run.table.get("Mean", math.nan)
+    if math.isfinite(m):
+        return m
+    from quantgym.envs.portbench.qa.config import TEMPLATES
+
+    vals = [run.table[t] for t in TEMPLATES if math.isfinite(run.table.get(t, math.nan))]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
 def _fmt(x: float) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
@@ -198,7 +210,7 @@ def register(app: typer.Typer) -> None:
             except FileNotFoundError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--pipeline-results") from exc
             matched = {r.agent: _match_ceps(r.agent, ceps) for r in runs}
-            qa_mean = {a: r.table["Mean"] for a, r in zip(matched, runs) if matched[a] is not None}
+            qa_mean = {a: _qa_score(r) for a, r in zip(matched, runs) if matched[a] is not None}
             sp = qa_ceps_spearman(qa_mean, {a: c for a, c in matched.items() if c is not None})
             spearman_info = {**sp, "ceps_balanced": {a: c for a, c in matched.items() if c is not None},
                              "qa_mean": qa_mean, "sources": pr}
