@@ -12,9 +12,11 @@ Layout of the output folder ``OUT`` (``shared/design.md`` §6):
 
 Backends
 --------
-``local``: a :class:`concurrent.futures.ProcessPoolExecutor` (``spawn``), one worker per
+``local``: a :class:`concurrent.futures.ProcessPoolExecutor` (``forkserver`` start method,
+which preloads the env modules once; ``spawn`` where fork is unavailable), one worker per
 CPU by default; the PortBench data is loaded once in the driver and handed to each worker
-once by the pool initializer. ``ray``: Ray Core remote tasks; ``ray.init(address=...)``
+once by the pool initializer. As with any ``multiprocessing`` code, a script that calls
+:func:`run_sweep` must guard its entry point with ``if __name__ == "__main__":``. ``ray``: Ray Core remote tasks; ``ray.init(address=...)``
 connects to a running cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) or
 starts a local one (``None``). The data is ``ray.put`` once and its ``ObjectRef`` is passed
 to every task (Ray resolves it to the shared, zero-copy object), never the object by value
@@ -217,9 +219,26 @@ def _default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+#: modules the fork server imports once, so each pool worker starts without re-importing them
+PRELOAD = ("quantgym.sweep.runner", "quantgym.agents.base", "quantgym.agents.baselines", "quantgym.envs.portbench.env")
+
+
+def _pool_context() -> Any:
+    """``forkserver`` (fork-safe: the server is single-threaded; preloads :data:`PRELOAD`), else ``spawn``."""
+    try:
+        ctx = mp.get_context("forkserver")
+    except ValueError:  # pragma: no cover - platforms without fork
+        return mp.get_context("spawn")
+    from multiprocessing import forkserver
+
+    if getattr(forkserver._forkserver, "_forkserver_pid", None) is None:  # not started yet: set what it preloads
+        ctx.set_forkserver_preload(list(PRELOAD))
+    return ctx
+
+
 def _run_local(todo: Sequence[RunSpec], data: Any, workers: int | None, on_result: Callable[[dict], None]) -> None:
     n = max(1, min(workers or _default_workers(), len(todo)))
-    ctx = mp.get_context("spawn")
+    ctx = _pool_context()
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(data,)) as pool:
         futs = {pool.submit(execute_run, s.to_dict()): s for s in todo}
         for fut in cf.as_completed(futs):
@@ -320,7 +339,8 @@ def load_shared_data(specs: Iterable[RunSpec]) -> Any:
 def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", address: str | None = None,
               workers: int | None = None, retry_failed: bool = True,
               on_result: Callable[[dict[str, Any]], None] | None = None,
-              ray_init: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> SweepOutcome:
+              ray_init: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+              data: Any = None) -> SweepOutcome:
     """Run every run of ``grid`` not yet finished in ``out_dir``; write run files and the results.
 
     Parameters
@@ -336,6 +356,8 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     on_result : called in the driver with each new record (progress bars).
     ray_init : extra ``ray.init`` kwargs (``runtime_env``, ``num_cpus``...).
     meta : extra entries for ``results.json``'s ``meta``.
+    data : an already loaded :class:`~quantgym.data.portbench.PortBenchData` shared by the PortBench runs
+        (default: loaded once from the grid's ``data`` directory or the bundled data).
 
     Returns
     -------
@@ -370,7 +392,8 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
             on_result(rec)
 
     if todo:
-        data = load_shared_data(todo)
+        if data is None:
+            data = load_shared_data(todo)
         if backend == "local":
             _run_local(todo, data, workers, _done)
             outcome.backend_info = {"workers": max(1, min(workers or _default_workers(), len(todo)))}
