@@ -4,6 +4,7 @@ import json
 import pickle
 
 import gymnasium as gym
+import pandas as pd
 import pytest
 
 from quantgym.envs import register_envs
@@ -103,6 +104,11 @@ def test_user_data_door_with_hand_books():
     assert env3.round.metrics["final_equity"] == pytest.approx(100_010.50)
     with pytest.raises(ValueError, match="needs 'option_delta'"):
         MarketBenchEnv("delta_hedge", data={"book": V3_BOOK, "params": V3_PARAMS})
+    two = pd.concat([V1_BOOK, V1_BOOK.assign(symbol="OTHER", ts_event=V1_BOOK["ts_event"] + 1)]).sort_values("ts_event")
+    with pytest.raises(ValueError, match="exactly one symbol"):
+        MarketBenchEnv("scheduled", data={"book": two, "schedule": V1_SCHEDULE, "params": {"c0": V1_C0}})
+    with pytest.raises(ValueError, match="sorted"):
+        MarketBenchEnv("scheduled", data={"book": V1_BOOK.iloc[::-1], "schedule": V1_SCHEDULE, "params": {"c0": V1_C0}})
     with pytest.raises(ValueError, match="do not fit"):
         MarketBenchEnv("scheduled", data={"book": V1_BOOK, "schedule": V1_SCHEDULE, "params": {"cash": 1}})
 

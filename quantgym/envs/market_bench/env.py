@@ -164,6 +164,16 @@ class MarketBenchEnv(gym.Env):
         missing = [c for c in ("ts_event", "symbol", "bid_px_00", "bid_sz_00", "ask_px_00", "ask_sz_00") if c not in book]
         if missing:
             raise ValueError(f"data['book'] lacks the book-schema columns {missing}")
+        ts = pd.to_numeric(book["ts_event"], errors="coerce")
+        if ts.isna().any() or (ts.diff().dropna() < 0).any():
+            raise ValueError("data['book'].ts_event must be integer ns, sorted ascending (spec §9.1.2)")
+        symbols = set(book["symbol"].astype(str))
+        if strategy != "pairs" and len(symbols) != 1:
+            raise ValueError(f"data['book'] for {strategy!r} must hold exactly one symbol, got {sorted(symbols)}")
+        if strategy == "pairs":
+            legs = {str(data["params"].get("symbol_a", "KO")), str(data["params"].get("symbol_b", "PEP"))}
+            if not legs <= symbols:
+                raise ValueError(f"data['book'] for 'pairs' must hold the legs {sorted(legs)}, got {sorted(symbols)}")
         meta = {"task_version": TASK_VERSION, "strategy": strategy, "round": 0, "synthetic": False,
                 "instrument": "user-supplied book", "currency": "currency units", **dict(data.get("meta", {}))}
         rnd = Round(strategy, 0, inputs, dict(data["params"]), meta)
