@@ -77,6 +77,13 @@ class LiveConfig:
         means different data or code).
     replay_score_atol : float
         **[project choice]** Absolute tolerance for replayed CEPS / stage scores.
+    no_answer : {"retry", "score"}
+        **[project choice]** A stage whose every attempt got *no answer* (the agent's API call failed:
+        ``None`` through :class:`~quantgym.wrappers.text.TextStageAction`) is an outage, not a model
+        decision. ``"retry"`` (default): the decision is not recorded, the call stops with
+        :class:`~quantgym.live.runner.LiveAgentError` and the next call retries the same date (the data
+        seen are the same, so no leak). ``"score"``: record it as the §4.0 unparseable failure
+        (score 0), as ``evaluate`` does for historical periods.
     journal : str
         File name of the append-only decision journal (JSON Lines).
     header : str
@@ -89,6 +96,7 @@ class LiveConfig:
     seed: int = 0
     replay_nav_rtol: float = 1e-9
     replay_score_atol: float = 1e-9
+    no_answer: str = "retry"
     journal: str = "decisions.jsonl"
     header: str = "run.json"
     checks: DataChecks = field(default_factory=DataChecks)

@@ -34,14 +34,18 @@ def plot_live_ceps(records: Sequence[dict[str, Any]], title: str, path: str | Pa
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 6.2), gridspec_kw={"height_ratios": [3, 2]})
     scored = [r for r in records if r.get("ceps") is not None]
     if scored:
-        dates = pd.DatetimeIndex([pd.Timestamp(r["date"]) for r in scored])
+        # one x position per decision (trading day), labelled with its date
+        x = np.arange(len(scored))
+        labels = [pd.Timestamp(r["date"]).strftime("%m-%d") for r in scored]
         ceps = np.array([r["ceps"] for r in scored], dtype=float)
-        ax.plot(dates, ceps, marker="o", lw=1.6, label="CEPS (lookback oracle)")
         for s in STAGE_KEYS:
-            ax.plot(dates, [r["stage_scores"].get(s, np.nan) for r in scored], lw=0.8, alpha=0.55, label=s)
+            ax.plot(x, [r["stage_scores"].get(s, np.nan) for r in scored], lw=0.9, alpha=0.6, marker=".", label=s)
+        ax.plot(x, ceps, marker="o", lw=2.0, color="black", label="CEPS (lookback oracle)")
         ax.axhline(float(ceps.mean()), color="black", ls="--", lw=1.0, label=f"run CEPS {ceps.mean():.3f}")
-        ax.set_ylim(-0.02, 1.02)
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+        ax.set_ylim(-0.02, 1.05)
+        step = max(1, len(x) // 14)
+        ax.set_xticks(x[::step], labels[::step], fontsize=8)
+        ax.set_xlabel("decision date (data through the previous close)")
         ax.legend(fontsize=7, ncol=4, loc="lower left")
         means = [float(np.mean([r["stage_scores"].get(s, 0.0) for r in scored])) for s in STAGE_KEYS]
         bars = ax2.bar(STAGE_KEYS, means, color="#4c72b0")
@@ -54,7 +58,7 @@ def plot_live_ceps(records: Sequence[dict[str, Any]], title: str, path: str | Pa
                 transform=ax.transAxes)
         ax2.axis("off")
     ax.set_ylabel("score")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax2.grid(alpha=0.3, axis="y")
     fig.tight_layout()

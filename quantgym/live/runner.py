@@ -249,7 +249,7 @@ def _write_outputs(run_dir: Path, base: PortBenchEnv, result: EvalResult, live_i
         write_results(tmp, [section], meta={"command": "quantgym live", "live_version": LIVE_VERSION,
                                             "run_dir": str(run_dir)})
         if plots:
-            plot_live_ceps(base.records, f"{title}: lookback CEPS per decision and mean stage scores",
+            plot_live_ceps(base.records, f"{title}\nlookback CEPS per decision (top) and mean stage scores (bottom)",
                            tmp / "live_ceps.png")
             plot_live_nav(result.nav, f"{title}: NAV", tmp / "live_nav.png")
         for f in sorted(tmp.iterdir()):
@@ -310,6 +310,8 @@ def run_live(
         recorded decision, a data calendar that no longer contains the recorded dates, a locked folder.
     """
     cfg = config or LiveConfig()
+    if cfg.no_answer not in ("retry", "score"):
+        raise LiveError(f"LiveConfig.no_answer must be 'retry' or 'score', got {cfg.no_answer!r}")
     profile = (profile or cfg.profile).lower()
     if profile not in ENV_IDS:
         raise LiveError(f"unknown profile {profile!r}; choose one of {sorted(ENV_IDS)}")
@@ -449,6 +451,15 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
             extra = {k: v for k, v in info.items() if k not in _ENV_INFO_KEYS}
             if extra:
                 agent_io.append({"stage": stage, **extra})
+            txt = info.get("text")
+            if (cfg.no_answer == "retry" and isinstance(txt, dict) and txt.get("status") == "unparseable"
+                    and txt.get("answers") and all(a is None for a in txt["answers"])):
+                msg = (f"no answer from agent {name!r} on {date} at {stage} after {len(txt['answers'])} attempt(s) "
+                       f"(API failure); the decision is not recorded")
+                journal.append({"type": "error", "schema": RECORD_SCHEMA, "date": date, "stage": stage,
+                                "agent": name, "agent_spec": spec, "message": msg, "recorded_utc": _utc_now()})
+                raise LiveAgentError(f"{msg}; {len(new_dates)} new decision(s) recorded in {journal.path}; rerun "
+                                     f"to retry {date}")
             if truncated:
                 terminated = True
                 break

@@ -290,3 +290,62 @@ def test_folder_guards(tmp_path):
         run_live(Momentum(), tmp_path / "x", profile="reckless")
     with pytest.raises(LiveError, match="days"):
         run_live(Momentum(), tmp_path / "y", days=0)
+
+
+# ---------------------------------------------------------------------------------------------- text protocol
+
+
+class RealTextAgent(Momentum):
+    """Answers in the PortBench JSON text protocol through the project's TextStageAction wrapper;
+    returns ``None`` (no answer: API failure) on the dates in ``outage``."""
+
+    name = "TestRealText"
+
+    def __init__(self, outage=()):
+        super().__init__()
+        self.outage = set(outage)
+        self.date = None
+
+    @staticmethod
+    def wrap_env(env):
+        from quantgym.wrappers.text import TextStageAction
+
+        return TextStageAction(env)
+
+    def act(self, obs, info):
+        tick = RealTextAgent.tickers
+        stage = int(obs["stage"])
+        a = Momentum.answer(self, obs, info)
+        if self.decisions in self.outage:  # decisions completed so far (counted at S3 below)
+            return None
+        avail = np.flatnonzero(np.asarray(obs["available"], bool))
+        if stage == 0:
+            body = {"asset_views": {tick[i]: round(float(a["views"][i]), 4) for i in avail},
+                    "confidence": 0.6, "detected_regime": "bull", "macro_summary": "test"}
+        elif stage == 1:
+            names = {0: "sell", 1: "hold", 2: "buy"}
+            body = {"signals": {tick[i]: names[int(a["signals"][i])] for i in avail}}
+        else:
+            body = {"weights": {tick[i]: round(float(a["weights"][i]), 6) for i in avail if a["weights"][i] > 0}}
+            self.decisions += 1
+        return "```json\n" + json.dumps(body) + "\n```"
+
+
+def test_llm_style_text_agent_outage_is_retried(tmp_path):
+    pytest.importorskip("quantgym.wrappers.text")
+    from quantgym.data.portbench import CANONICAL_TICKERS
+
+    RealTextAgent.tickers = tuple(load_portbench_data().tickers)
+    assert set(RealTextAgent.tickers) <= set(CANONICAL_TICKERS)
+    ref = run_live(RealTextAgent(), tmp_path / "ref", days=4, as_of=LAST, plots=False)
+    recs = _journal(tmp_path / "ref")
+    assert all(r["agent_error"] is None and r["stage_scores"]["S1"] > 0.9 for r in recs)
+    assert all(io["text"]["status"] == "ok" for r in recs for io in r["agent_io"])
+    # the provider is down on the 3rd decision: nothing is scored, the date is retried on the next call
+    run = tmp_path / "outage"
+    with pytest.raises(LiveAgentError, match=r"no answer .* on 2025-12-30 at S1 after 3 attempt"):
+        run_live(RealTextAgent(outage={2}), run, days=4, as_of=LAST, plots=False)
+    assert [r["type"] for r in _journal(run)] == ["decision", "decision", "error"]
+    res = run_live(RealTextAgent(), run, as_of=LAST, plots=False)
+    assert res.new_dates == ["2025-12-30", LAST] and res.ceps == ref.ceps
+    assert _stable(_journal(run)) == _stable(recs)
