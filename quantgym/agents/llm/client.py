@@ -355,10 +355,14 @@ class ChatEngine:
             req = self.build_request(messages, schema)
             h = canonical_hash(req, nonce, tuple(hash_subs))
             res, rec = self._resolve(req, h, nonce)
+            rec.setdefault("error", None)
+            rec.setdefault("error_kind", None)
+            rec["cost_usd"] = None
             rec.update({"type": "call", "ts": rec.get("ts") or _now(), "hash": h, "nonce": nonce,
                         "episode": self.episode, "meta": meta or {}, "endpoint": self.endpoint,
                         "model": self.config.model, "request": req})
             self._tally(res)
+            rec["cost_usd"] = res.cost_usd
             if self.transcript is not None:
                 self.transcript.write(rec)
             if res.error_kind == "unsupported" and self._adapt(rec.get("unsupported"), req):
