@@ -398,11 +398,19 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
         raise LiveError(f"recorded decision dates no longer match the data calendar at position {bad} "
                         f"(journal {rec_dates[bad] if bad < len(rec_dates) else '-'} vs data "
                         f"{env_dates[bad] if bad < len(env_dates) else '-'}); start a new run folder")
+    tickers = list(base.view.tickers)
+    if header is not None and header.get("tickers") not in (None, tickers):
+        old = header["tickers"]
+        diff = sorted(set(old) ^ set(tickers))
+        raise LiveError(f"the data's universe differs from the run's ({len(old)} -> {len(tickers)} tickers; "
+                        f"differences: {', '.join(diff[:8]) or 'order'}): recorded actions cannot be replayed. Refresh "
+                        "incrementally (keeps the history of every ticker) or start a new run folder")
     if header is None:
         header = {
             "schema": HEADER_SCHEMA, "live_version": LIVE_VERSION, "created_utc": _utc_now(),
             "agent": name, "agent_spec": spec, "profile": profile, "env_id": ENV_IDS[profile],
             "start": str(start.date()), "initial_days": n_days, "initial_as_of": str(as_of_ts.date()),
+            "tickers": tickers,
             "protocol": "spec portbench §2.5 clean mode: daily decisions, data through the previous close, "
                         "lookback-oracle CEPS, full §6 sandbox (drift, costs, NAV)",
             "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "period"},

@@ -349,3 +349,46 @@ def test_llm_style_text_agent_outage_is_retried(tmp_path):
     res = run_live(RealTextAgent(), run, as_of=LAST, plots=False)
     assert res.new_dates == ["2025-12-30", LAST] and res.ceps == ref.ceps
     assert _stable(_journal(run)) == _stable(recs)
+
+
+def test_universe_change_is_refused(tmp_path):
+    from quantgym.data.portbench import CANONICAL_TICKERS
+
+    run = tmp_path / "m"
+    run_live(Momentum(), run, days=2, as_of="2025-12-30", plots=False)
+    smaller = load_portbench_data(universe=[t for t in CANONICAL_TICKERS if t != "GLD"])
+    with pytest.raises(LiveError, match=r"universe differs .*GLD"):
+        run_live(Momentum(), run, data=smaller, plots=False)
+
+
+def test_resume_after_sigkill(tmp_path):
+    """A real crash: the process is killed (SIGKILL) in the middle of its 3rd decision."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    run, clean = tmp_path / "killed", tmp_path / "clean"
+    code = f"""
+import os, signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_live_runner import Momentum
+from quantgym.live.runner import run_live
+
+class Killer(Momentum):
+    def act(self, obs, info):
+        if int(obs["stage"]) == 1 and self.decisions == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return super().act(obs, info)
+
+run_live(Killer(), {str(run)!r}, days=4, as_of={LAST!r}, plots=False)
+"""
+    env = dict(os.environ, MPLBACKEND="Agg")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert [r["date"] for r in _journal(run)] == ["2025-12-26", "2025-12-29"]
+    res = run_live(Momentum(), run, as_of=LAST, plots=False)  # the dead process's lock is gone
+    assert res.new_dates == ["2025-12-30", LAST] and res.replay_check["ok"]
+    run_live(Momentum(), clean, days=4, as_of=LAST, plots=False)
+    assert _stable(_journal(run)) == _stable(_journal(clean))
