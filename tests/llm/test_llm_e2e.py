@@ -158,3 +158,23 @@ def test_market_bench_repair_mode_sends_the_trace(server, tmp_path):
     assert [r["status"] for r in recs] == ["FAILED", "SUCCESS"] and recs[1]["mae"] == 0.0
     second = server.requests[1]["messages"]
     assert len(second) == 4 and "KeyError" in second[-1]["content"]
+
+
+def test_quant_arena_oneshot_through_the_eval_runner(server, tmp_path, qa_small, monkeypatch):
+    from quantgym.agents.llm.runner import EvalPlan, run_eval
+    from quantgym.envs.quant_arena.examples import example_source
+
+    server.script("```python\n" + example_source("low_volatility") + "```")
+    plan = EvalPlan(env_ids=["QuantArena-OneShot-v0"], env_kwargs={"data": qa_small, **QA_WINDOWS}, plots=False)
+    out = tmp_path / "out"
+    sections = run_eval("openai:test-model", plan, out, agent_options={"base_url": server.base_url,
+                                                                        "api_key": "test-key"})
+    (sec,) = sections
+    run = sec.runs[0]
+    assert run["final"]["status_research"] == "ok" and run["final"]["frozen_candidate"] == 1
+    assert run["feedback"] == [] and len(server.requests) == 1  # one-shot: no feedback, one call
+    assert "One-shot track" in server.requests[0]["messages"][1]["content"]
+    assert sec.rows[0].task == "quant_arena" and sec.rows[0].sharpe is not None
+    assert run["usage"]["calls"] == 1 and (out / "summary.csv").exists()
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["tasks"]["quant_arena"]["usage"]["transcript"].endswith(".jsonl")

@@ -1,0 +1,79 @@
+"""``quantgym eval`` (plugin quantgym.agents.llm.cli): a concurrent PortBench grid against the local server,
+results in the bench schema, then ``--agent replay:FILE`` offline to the same summary."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from quantgym.cli import app
+from quantgym.results import SUMMARY_COLUMNS, read_summary_csv
+
+from . import pb_script as S
+
+PERIODS = "2020-03-01:2020-03-31:weekly,2020-04-01:2020-04-30:weekly"
+
+
+def test_cli_module_imports_no_openai():
+    code = ("import sys, quantgym.cli, quantgym.agents.llm.cli, quantgym.agents.llm; "
+            "print('openai' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_eval_portbench_concurrent_then_replay(server, tmp_path, monkeypatch):
+    server.responder = S.valid
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "run"
+    runner = CliRunner()
+    r = runner.invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url,
+                            "--env", "PortBench-Balanced-v0", "--period", PERIODS, "--out", str(out),
+                            "--concurrency", "2", "--retries", "1", "--price-in", "0.5", "--price-out", "1.5",
+                            "--quiet"])
+    assert r.exit_code == 0, r.output
+    rows = read_summary_csv(out / "summary.csv")
+    assert list(rows[0]) == list(SUMMARY_COLUMNS)
+    mine = [row for row in rows if row["agent"] == "openai:test-model"]
+    assert len(mine) == 2 and all(row["ceps"] and row["profile"] == "balanced" for row in mine)
+    assert {row["agent"] for row in rows} == {"openai:test-model", "Equal-Weight"}
+    doc = json.loads((out / "results.json").read_text())
+    pb = doc["tasks"]["portbench"]
+    runs = [x for x in pb["runs"] if x["agent"] == "openai:test-model"]
+    assert all(set(x["stage_scores"]) == {"S1", "S2", "S3", "S4", "S5"} for x in runs)
+    assert all(x["usage"]["calls"] > 0 and x["usage"]["cost_usd"] > 0 for x in runs)
+    transcript = pb["usage"]["transcript"]
+    assert transcript and runs[0]["transcript"] == transcript
+    assert len(list(out.glob("portbench_nav_*.png"))) == 2
+    # every S1 prompt went out with the stage's JSON schema (structured output supported here)
+    assert all(req.get("response_format", {}).get("type") == "json_schema" for req in server.requests)
+    server.stop()
+    out2 = tmp_path / "replay"
+    r2 = runner.invoke(app, ["eval", "--agent", f"replay:{transcript}", "--out", str(out2), "--quiet",
+                             "--concurrency", "2"])
+    assert r2.exit_code == 0, r2.output
+    assert (out2 / "summary.csv").read_text() == (out / "summary.csv").read_text()
+    doc2 = json.loads((out2 / "results.json").read_text())
+    key = lambda x: (x["agent"], x["period"])  # noqa: E731
+    a = sorted(doc["tasks"]["portbench"]["runs"], key=key)
+    b = sorted(doc2["tasks"]["portbench"]["runs"], key=key)
+    for x, y in zip(a, b):
+        assert (x["metrics"], x["stage_scores"], x["nav"], x["ceps"]) == (y["metrics"], y["stage_scores"], y["nav"],
+                                                                         y["ceps"])
+
+
+def test_eval_wrong_key_is_one_line_exit_2(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "bad-key")
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url,
+                                 "--env", "PortBench-Balanced-v0", "--period", "2020-03-01:2020-03-31:weekly",
+                                 "--out", str(tmp_path / "x"), "--quiet", "--no-baseline"])
+    assert r.exit_code == 2
+    assert "authentication failed" in r.output and "Traceback" not in r.output
+
+
+def test_eval_bad_env_id(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "--agent", "replay:/nonexistent.jsonl", "--env", "Nope-v0",
+                                 "--out", str(tmp_path / "y")])
+    assert r.exit_code == 2 and "does not exist" in r.output
