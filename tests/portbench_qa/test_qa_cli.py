@@ -14,7 +14,7 @@ FAKE_FACTORY = "tests.portbench_qa.test_qa_cli:make_fake_agent"
 
 
 class _Half:
-    """Answers T1 with the oracle's truth and everything else badly (a third, distinct agent)."""
+    """Answers T1 with the oracle's truth and everything else with nothing usable (QA score 0.25 here)."""
 
     name = "fake"
 
@@ -24,7 +24,7 @@ class _Half:
         self.oracle = OraclePolicy()
 
     def __call__(self, obs, info):
-        return self.oracle(obs, info) if info["template"] in ("T1", "T2") else "no idea"
+        return self.oracle(obs, info) if info["template"] == "T1" else "no idea"
 
 
 def make_fake_agent(arg: str, task: str, **options):
@@ -46,7 +46,7 @@ def test_cli_table_results_and_spearman(tmp_path, monkeypatch):
     monkeypatch.setitem(registry.SCHEMES, "fake", FAKE_FACTORY)
     pipe = tmp_path / "pipe"
     pipe.mkdir()
-    # QA: oracle 1.0 > naive ≈ 0.57 > fake 0.5 (T1, T2 right; T4, T5 wrong); Balanced CEPS in the reverse
+    # QA: oracle 1.0 > naive > fake 0.25 (only T1 right); Balanced CEPS in the reverse
     # order (normal_2024 preferred over other periods, other profiles ignored) -> rho = -1
     _pipeline_summary(pipe, [("oracle", "balanced", "normal_2024", "0.30"), ("naive", "balanced", "normal_2024", "0.40"),
                              ("naive", "balanced", "covid_2020", "0.90"), ("oracle", "conservative", "normal_2024", "0.99"),
@@ -68,6 +68,7 @@ def test_cli_table_results_and_spearman(tmp_path, monkeypatch):
     assert oracle["metrics"]["Mean"] is None  # T3, T6, T7 not run -> NaN written as null
     assert len(oracle["records"]) == 3 * 4 + 3 * 2
     sp = sec["spearman_qa_ceps"]
+    assert 1.0 > sp["qa_mean"]["naive"] > 0.25 == sp["qa_mean"]["fake:x"]  # precondition of the rank order
     assert sp["n"] == 3 and sp["rho"] == pytest.approx(-1.0)
 
 

@@ -5,9 +5,13 @@ the regime (and news where a text corpus exists — the bundle has none, §11.8)
 the next 21 trading days. Truth: ``g = P_k / P_0 - 1`` with ``P_0`` the first price on/after ``d`` and
 ``P_k`` the price ``min(21, n - 1)`` rows after it among the ``n`` prices dated in ``[d, d + 31 days]``;
 ``positive`` if ``g > 0.01``, ``negative`` if ``g < -0.01``, else ``flat``. Answer: one word.
+Clean mode [project choice] skips a date whose horizon is cut short by the end of the data (fewer than
+21 rows after ``P_0`` and the data end before ``d + 31 days``); paper mode labels it from the rows left.
 """
 
 from __future__ import annotations
+
+import datetime as _dt
 
 from quantgym.envs.portbench.qa.base import TemplateOutput, ann_vol, fmt_macro, pick_single, rnd
 
@@ -33,6 +37,12 @@ def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
     fut = ctx.qd.future_prices(a, ctx.decision_date)
     if fut.size < 2:
         return None
+    if fidelity == "clean" and fut.size <= cfg.horizon_rows:
+        # [project choice] clean mode: a horizon cut short by the END OF THE DATA (not by the 31-day
+        # window) is no ground truth; the repo labels such dates from the few rows left
+        last = ctx.qd.data.dates[-1].date()
+        if last < ctx.decision_date + _dt.timedelta(days=cfg.horizon_days):
+            return None
     k = min(cfg.horizon_rows, fut.size - 1)
     g = float(fut[k] / fut[0] - 1.0)
     answer = direction_label(g, cfg.flat_band)

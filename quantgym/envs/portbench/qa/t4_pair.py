@@ -10,6 +10,8 @@ below 1e-12), ``w_2 = 1 - w_1``, each clamped at 0, renormalised, round 4.
   (ddof 0), ``c`` sample covariance (ddof 1).
 
 T4_r removes the line starting ``Covariance(`` (§9.2). Answer ``"w_A=0.1234, w_B=0.8766"``.
+Shown precision: paper mode the repo's (std/mean 4 decimals, covariance 6 decimals, which prints a cash
+ETF's covariance as 0.000000); clean mode [project choice] std/mean 6 decimals, covariance ``%.4e``.
 """
 
 from __future__ import annotations
@@ -98,11 +100,17 @@ def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
     corr = c / (s1 * s2) if s1 * s2 > 0 else 0.0
     w1, w2 = min_variance_pair(s1, s2, c, cfg.t4_degenerate)
     answer = fmt_weights(assets, (w1, w2))
+    if fidelity == "paper":  # the repo's precision (a cash ETF's covariance prints as 0.000000)
+        sf, mf, cf = f"{s1:.4f}", f"{x1.mean():.4f}", f"{c:.6f}"
+        sf2, mf2 = f"{s2:.4f}", f"{x2.mean():.4f}"
+    else:  # [project choice] enough digits to compute the answer from the shown numbers
+        sf, mf, cf = f"{s1:.6f}", f"{x1.mean():.6f}", f"{c:.4e}"
+        sf2, mf2 = f"{s2:.6f}", f"{x2.mean():.6f}"
     question = (
         f"Assets: {a1}, {a2}\n"
-        f"{a1} – std={s1:.4f}, mean={x1.mean():.4f}\n"
-        f"{a2} – std={s2:.4f}, mean={x2.mean():.4f}\n"
-        f"Covariance({a1},{a2}) = {c:.6f}, Correlation = {corr:.3f}\n"
+        f"{a1} – std={sf}, mean={mf}\n"
+        f"{a2} – std={sf2}, mean={mf2}\n"
+        f"Covariance({a1},{a2}) = {cf}, Correlation = {corr:.3f}\n"
         f"Market regime: {ctx.regime}\n\n"
         f"Compute the minimum-variance portfolio weights for {a1} and {a2} "
         f"(long-only: weights ≥ 0, sum to 1). Report as w_{a1}, w_{a2}."
