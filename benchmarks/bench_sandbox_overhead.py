@@ -7,12 +7,14 @@ and the child's start-up time (imports of the runner, numpy, pandas, scipy and t
 submodules, up to lockdown) for:
   * an empty submission calling a trivial function (the fixed cost of one evaluation),
   * the same without the network namespace (``isolate_network=False``),
+  * a source that imports scipy.stats (the common scipy submodules are then pre-imported),
   * a 50 MB float64 payload echoed back (payload in, result frame out).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -23,12 +25,13 @@ from quantgym.sandbox import SandboxLimits, run_in_sandbox
 
 RUNNER = "quantgym.sandbox.runners:call_function"
 EMPTY = "def f(*args):\n    return None if not args else args[0]\n"
+SCIPY = "import scipy.stats\n" + EMPTY
 
 
-def measure(label: str, n: int, limits: SandboxLimits, args: list) -> None:
+def measure(label: str, n: int, limits: SandboxLimits, args: list, source: str = EMPTY) -> None:
     walls, cpus, starts = [], [], []
     for _ in range(n):
-        r = run_in_sandbox(EMPTY, RUNNER, {"function": "f", "args": args}, limits)
+        r = run_in_sandbox(source, RUNNER, {"function": "f", "args": args}, limits)
         assert r.ok, r.message
         walls.append(r.wall_seconds)
         cpus.append(r.cpu_seconds)
@@ -41,9 +44,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
     a = ap.parse_args()
-    print(f"python {platform.python_version()} on {platform.machine()}, {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    print(f"python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M:%S')}")
     measure("empty run", a.runs, SandboxLimits(), [])
     measure("empty run, isolate_network=False", a.runs, SandboxLimits(isolate_network=False), [])
+    measure("source importing scipy.stats", a.runs, SandboxLimits(), [], SCIPY)
     big = np.random.default_rng(0).standard_normal(50 * 1024 * 1024 // 8)
     measure("50 MB payload echoed back", max(3, a.runs // 2), SandboxLimits(), [big])
 

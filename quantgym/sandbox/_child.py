@@ -411,7 +411,13 @@ def main() -> None:  # noqa: C901 - one linear protocol
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.meta_path.insert(0, _NeverLoad())
 
-    request = pickle.load(sys.stdin.buffer)
+    try:
+        request = pickle.load(sys.stdin.buffer)
+    except BaseException as exc:  # noqa: BLE001 - e.g. the payload needs a module the child lacks
+        env = {"status": "crashed", "traceback": None, "output_truncated": False, "extra": {},
+               "message": _one_line(f"crashed: the sandbox could not read its payload: {type(exc).__name__}: {exc}")}
+        _write_all(result_fd, _codec.encode_frame(env, None))
+        os._exit(0)
     try:
         os.close(0)
     except OSError:

@@ -209,3 +209,16 @@ def test_limits_are_validated():
         SandboxLimits(allowed_imports="numpy")  # type: ignore[arg-type]
     assert SandboxLimits().allowed_imports == DEFAULT_ALLOWED_IMPORTS
     assert issubclass(SandboxOutputError, Exception)
+
+
+class _FailsToUnpickle:
+    """Pickles fine in the host, raises when the child unpickles it (int('not a number'))."""
+
+    def __reduce__(self):
+        return (int, ("not a number",))
+
+
+def test_payload_that_fails_to_unpickle_in_the_child_is_a_clear_crash():
+    r = run_in_sandbox("def f(x):\n    return 1\n", CALL, {"function": "f", "args": [_FailsToUnpickle()]})
+    assert r.status == "crashed"
+    assert r.message.startswith("crashed: the sandbox could not read its payload: ValueError")
