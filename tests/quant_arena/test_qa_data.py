@@ -167,6 +167,7 @@ def test_truncate_removes_later_rows(bundled):
     assert all(d <= "2023-12-31" for d in r.intraday())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
 def test_build_script_reproduces_the_bundled_universe(tmp_path):
     from quantgym.data.build_quant_arena import build

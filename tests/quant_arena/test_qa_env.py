@@ -100,8 +100,10 @@ def test_budget_freeze_rules_and_caller_errors(small_real, tmp_path):
 def test_freeze_without_candidate_and_cancelled_record(small_real, tmp_path):
     env = make(small_real, tmp_path, executor="inprocess")
     env.reset()
+    env.log_event("model_call", prompt="write a strategy", response="...", tokens=12)
     _, S, term, _, fin = env.step({"freeze": None})
     assert term and S == 0.0 and fin["frozen_candidate"] is None
+    assert [e["event"] for e in read_record(env.record_path)] == ["brief", "model_call", "freeze", "final"]
     env.reset()
     path = env.record_path
     env.step(example_source("momentum_20d"))

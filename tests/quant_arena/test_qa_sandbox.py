@@ -202,3 +202,12 @@ def score(features, view):
     return features['x']
 """, ds, "2023-02-01", "2023-02-28", SHORT)
     assert r.status == "ok" and r.n_errors == 0, r.errors[:1]
+
+
+def test_payload_starts_at_the_declared_warmup(small_real):
+    from quantgym.envs.quant_arena.evaluator import window_rows
+    from quantgym.envs.quant_arena.harness import build_payload
+
+    d0, n = window_rows(small_real, "2024-01-01", "2024-02-29")
+    p = build_payload(small_real, d0, n, warmup_start="2023-10-09")
+    assert p["block"]["dates"][0] == "2023-10-09" and p["block"]["dates"][p["first"]] == "2023-12-29"

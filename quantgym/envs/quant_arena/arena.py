@@ -192,7 +192,7 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
     payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
                             max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
                             day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes,
-                            key=key)
+                            key=key, warmup_start=cfg.windows.warmup_start)
     t_payload = time.perf_counter() - t0
     base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
     try:

@@ -420,6 +420,20 @@ class QuantArenaEnv(gym.Env):
         info = json.loads(json.dumps(final))  # a fresh copy (no shared objects between calls)
         return json.dumps(final, ensure_ascii=False), float(final["S"]), True, False, info
 
+    def log_event(self, event: str = "model_call", **fields: Any) -> None:
+        """Append an event to the run's record (spec §7: e.g. every model call of the agent).
+
+        Parameters
+        ----------
+        event : str
+            Event name, default ``"model_call"``.
+        **fields
+            JSON-able fields (e.g. ``prompt=..., response=..., model=..., tokens=...``).
+        """
+        if self._recorder is None:
+            return
+        self._record(str(event), **fields)
+
     def render(self) -> str | None:
         """``ansi``: a short text status of the run."""
         if self.render_mode != "ansi":

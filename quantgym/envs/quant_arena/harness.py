@@ -60,7 +60,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, max_features: int = 300,
                   sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20,
-                  key: bytes | None = None) -> dict:
+                  key: bytes | None = None, warmup_start: Any = None) -> dict:
     """Everything the child needs for one window, and nothing after D_{n−1} (spec §10.4).
 
     Parameters
@@ -70,6 +70,11 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
     d0, n : int
         Row of D_0 and number of execution days; decision dates are rows
         ``d0 .. d0+n−1``.
+    key : bytes, optional
+        Per-evaluation HMAC key; when given the sandbox runner isolates later rows
+        in its commit-reveal keeper (:mod:`~quantgym.envs.quant_arena._child_runner`).
+    warmup_start : date-like, optional
+        First day the agent may see (the declared warm-up history, spec §2).
 
     Returns
     -------
@@ -80,6 +85,8 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
         the block), and the checks' parameters.
     """
     lo = max(0, d0 - max_lookback + 1)
+    if warmup_start is not None:  # no row before the declared warm-up start
+        lo = max(lo, min(d0, int(np.searchsorted(ds.dates, np.datetime64(pd.Timestamp(warmup_start).date(), "D")))))
     hi = d0 + n - 1
     blk = build_buffer(ds, lo, hi)
     days = set(blk["dates"])
