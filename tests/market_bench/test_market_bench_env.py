@@ -48,10 +48,19 @@ def test_reference_perfect_and_mutants_wrong_round1(strategy):
     env.close()
 
 
-def test_every_mutant_pattern_applies_once():
+def test_every_mutant_pattern_applies_once(tmp_path):
     for m in MUTANTS:
         src = m.source({"c0": 1.0})
         assert "MUTANT" in src and src != reference_source(m.strategy, {"c0": 1.0})
+    from quantgym.envs.market_bench.agents import write_mutant_sources
+
+    files = write_mutant_sources(tmp_path)
+    assert len(files) == 3 + len(MUTANTS)
+    for f in files:  # every written source compiles and defines the entry point
+        code = f.read_text()
+        compile(code, str(f), "exec")
+        assert "def run_backtest(inputs):" in code
+        assert "from quantgym" not in code and "import quantgym" not in code  # self-contained
 
 
 def test_failure_kinds_are_failed_attempts_never_crashes():
