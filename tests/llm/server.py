@@ -9,7 +9,8 @@ It answers ``POST /v1/chat/completions`` from a script: a FIFO of reply specs, t
 - a callable ``f(request_json) -> spec``.
 
 Server options: ``api_key`` (401 otherwise), ``models`` (404 ``model_not_found`` otherwise),
-``supports_response_format`` (False: a request with ``response_format`` gets a 400 naming it).
+``supports_response_format`` (False: a request with ``response_format`` gets a 400 naming it),
+``reject_params`` (param -> 400 message for requests carrying it).
 Every received request body is kept in ``requests``.
 """
 
@@ -24,8 +25,10 @@ from typing import Any, Callable
 
 
 class ScriptedServer:
-    def __init__(self, api_key: str = "test-key", models=("test-model",), supports_response_format: bool = True):
+    def __init__(self, api_key: str = "test-key", models=("test-model",), supports_response_format: bool = True,
+                 reject_params: dict | None = None):
         self.api_key = api_key
+        self.reject_params = dict(reject_params or {})
         self.models = set(models)
         self.supports_response_format = supports_response_format
         self.queue: collections.deque = collections.deque()
@@ -83,6 +86,10 @@ class ScriptedServer:
                 if "response_format" in req and not server.supports_response_format:
                     return self._send(400, {"error": {"message": "response_format is not supported by this server",
                                                       "type": "invalid_request_error"}})
+                for param, message in server.reject_params.items():
+                    if param in req:
+                        return self._send(400, {"error": {"message": message, "type": "invalid_request_error",
+                                                          "param": param}})
                 with server._lock:
                     spec = server.queue.popleft() if server.queue else None
                 if spec is None and server.responder is not None:

@@ -132,3 +132,24 @@ def test_hash_substitutions():
     req2 = {"model": "m", "messages": [{"role": "user", "content": "file at /tmp/zzz/x.csv"}]}
     assert canonical_hash(req) != canonical_hash(req2)
     assert canonical_hash(req, 0, (("/tmp/abc", "<W>"),)) == canonical_hash(req2, 0, (("/tmp/zzz", "<W>"),))
+
+
+def test_max_tokens_adaptations(tmp_path):
+    from .server import ScriptedServer
+
+    srv = ScriptedServer(reject_params={
+        "max_tokens": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                      "Use 'max_completion_tokens' instead.",
+        "max_completion_tokens": "This model's maximum context length is 8192 tokens. However, you requested "
+                                 "9000 tokens. Please reduce the length of the messages or completion."}).start()
+    try:
+        srv.script("fine")
+        eng = engine(srv, tmp_path)
+        res = eng.chat(MSG)
+        assert res.ok and res.text == "fine"
+        sent = [("max_tokens" in r, "max_completion_tokens" in r) for r in srv.requests]
+        assert sent == [(True, False), (False, True), (False, False)]
+        _, calls = read_transcript(tmp_path / "t.jsonl")
+        assert [c["unsupported"] for c in calls[:2]] == ["max_tokens", "max_tokens_drop"]
+    finally:
+        srv.stop()

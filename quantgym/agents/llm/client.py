@@ -15,7 +15,8 @@ each HTTP try, and cost. :class:`ReplayEngine` serves the same requests from a t
 Per-endpoint adaptation [project choice]: the first request with ``response_format`` (JSON schema)
 decides whether the endpoint supports it — a 400/422 that names ``response_format``/``json_schema``
 marks it unsupported and the request is resent without it (text parsing then applies); the same for
-``max_tokens`` → ``max_completion_tokens`` and an unsupported ``temperature``. The decision is
+``max_tokens`` → ``max_completion_tokens``, an unsupported ``temperature``, and a completion cap the
+model cannot take (too large, or over the context window: the cap is then not sent). The decision is
 remembered per (endpoint, model) for the process and is itself recorded, so a replay takes the
 same path.
 """
@@ -237,13 +238,16 @@ _UNSUPPORTED = (
     ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
     ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
     ("temperature", re.compile(r"temperature", re.I)),
+    # a completion cap the model cannot take (too large, or prompt + cap over the context): drop the cap
+    ("max_tokens_drop", re.compile(r"max_(completion_)?tokens|maximum context length|context[_ ]length|"
+                                   r"context window", re.I)),
 )
 
 
 class _EndpointState:
     def __init__(self) -> None:
         self.structured: bool | None = None  # None = not yet known
-        self.token_param = "max_tokens"
+        self.token_param: str | None = "max_tokens"  # None: the cap is not sent
         self.send_temperature = True
 
 
@@ -325,7 +329,7 @@ class ChatEngine:
         req: dict[str, Any] = {"model": cfg.model, "messages": messages}
         if cfg.temperature is not None and st.send_temperature:
             req["temperature"] = cfg.temperature
-        if cfg.max_tokens is not None:
+        if cfg.max_tokens is not None and st.token_param is not None:
             req[st.token_param] = cfg.max_tokens
         if cfg.seed is not None:
             req["seed"] = cfg.seed
@@ -384,6 +388,9 @@ class ChatEngine:
             return True
         if param == "temperature" and st.send_temperature and "temperature" in req:
             st.send_temperature = False
+            return True
+        if param == "max_tokens_drop" and st.token_param is not None and st.token_param in req:
+            st.token_param = None
             return True
         return False
 
@@ -485,7 +492,8 @@ class ChatEngine:
                 msg = _one_line(_err_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 for param, pat in _UNSUPPORTED:
-                    if param in req and pat.search(msg):
+                    present = (self.state().token_param in req) if param == "max_tokens_drop" else param in req
+                    if present and pat.search(msg):
                         return (CallResult(ok=False, error=msg, error_kind="unsupported",
                                            latency_s=time.perf_counter() - t_start),
                                 {"ok": False, "text": None, "error": msg, "error_kind": "unsupported",
