@@ -581,12 +581,16 @@ def market_bench_section(sources: Sequence[Source], rows: list[dict[str, Any]]) 
 # --------------------------------------------------------------------------- rendering
 
 
+#: text columns (left-aligned); every other column is numeric (right-aligned)
+TEXT_COLUMNS = {"agent", "source", "task", "profile", "period", "command", "created", "tasks", "gate", "strategy"}
+
+
 def _md_table(t: Table) -> str:
     def esc(c: str) -> str:
         return c.replace("|", "\\|")
 
     lines = [f"### {t.title}", "", "| " + " | ".join(esc(c) for c in t.columns) + " |",
-             "|" + "|".join("---" if i < 2 else "---:" for i in range(len(t.columns))) + "|"]
+             "|" + "|".join(":---" if c in TEXT_COLUMNS else "---:" for c in t.columns) + "|"]
     lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in t.rows]
     if t.note:
         lines += ["", f"_{t.note}_"]
@@ -594,8 +598,10 @@ def _md_table(t: Table) -> str:
 
 
 def _html_table(t: Table) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in t.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    cls = ['' if c not in TEXT_COLUMNS else ' class="t"' for c in t.columns]
+    head = "".join(f"<th{k}>{html.escape(c)}</th>" for c, k in zip(t.columns, cls))
+    body = "".join("<tr>" + "".join(f"<td{k}>{html.escape(c)}</td>" for c, k in zip(row, cls)) + "</tr>"
+                   for row in t.rows)
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
     anchor = f' id="{html.escape(t.anchor)}"' if t.anchor else ""
     return (f'<h3>{html.escape(t.title)}</h3><div class="scroll"><table class="lb"{anchor}><thead><tr>{head}</tr>'
@@ -610,7 +616,7 @@ nav a{margin-right:14px;font-size:14px}h2{border-bottom:2px solid #d0d5dd;paddin
 h3{margin:22px 0 6px;font-size:16px}.scroll{overflow-x:auto}
 table.lb{border-collapse:collapse;font-size:13px;background:#fff;box-shadow:0 1px 2px rgba(0,0,0,.08)}
 table.lb th,table.lb td{padding:4px 9px;border-bottom:1px solid #e4e7ec;text-align:right;white-space:nowrap}
-table.lb th{background:#eef1f5;position:sticky;top:0}table.lb td:nth-child(2),table.lb th:nth-child(2){text-align:left}
+table.lb th{background:#eef1f5;position:sticky;top:0}table.lb .t{text-align:left}
 table.lb tbody tr:hover{background:#f2f6ff}.note{font-size:12px;color:#555;max-width:1000px}
 figure{margin:18px 0;background:#fff;padding:10px;box-shadow:0 1px 2px rgba(0,0,0,.08);display:inline-block}
 figure img{max-width:100%;height:auto}figcaption{font-size:12px;color:#444;max-width:900px}
@@ -656,7 +662,7 @@ def render_markdown(rep: Report, img_dir: str = "img") -> str:
         out += [f"## {sec.title}", ""]
         out += [f"> {n}\n" for n in sec.notes]
         out += [_md_table(t) for t in sec.tables]
-        out += [f"![{f.caption}]({img_dir}/{f.name}.png)\n\n_{f.caption}_\n" for f in sec.figures]
+        out += [f"![{f.name}]({img_dir}/{f.name}.png)\n\n_{f.caption}_\n" for f in sec.figures]
     out += ["## All rows", "", "<details><summary>Every summary row</summary>", "", _md_table(_all_rows_table(rep.rows)),
             "</details>", ""]
     return "\n".join(out)
