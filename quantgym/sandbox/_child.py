@@ -7,9 +7,11 @@ Protocol
 * fd 1/2: captured output (both go to the same pipe; capped here and in the host reader).
 * fd ``RESULT_FD`` (argv[1]): the result frame of :mod:`quantgym.sandbox._codec` (never pickle).
 
-Sequence: read the request -> import the runner's module, numpy, pandas, scipy and the allowed
-modules -> lockdown (rlimits, seccomp filter where available, audit hook) -> exec the agent's
-source as a module -> ``runner(namespace, payload)`` -> encode and send the value -> ``os._exit``.
+Sequence: read the request -> import the runner's module, numpy, pandas, scipy, the allowed
+modules and the allowed modules the agent's source imports -> lockdown (rlimits, Landlock
+read-only allow-list, seccomp filter, stubs for unaudited primitives, lockdown import finder,
+audit hook) -> exec the agent's source as a module -> ``runner(namespace, payload)`` -> encode and
+send the value -> ``os._exit``. See docs/security.md.
 """
 
 from __future__ import annotations

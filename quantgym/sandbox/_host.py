@@ -181,8 +181,9 @@ def run_in_sandbox(
     The child (``python -s -P -c <bootstrap>``, started with ``start_new_session=True``, a clean
     environment, cwd = an empty temporary directory, and inside ``unshare --net`` when the host is
     root and that works) imports the runner's module and numpy/pandas/scipy, receives ``payload``
-    once through its stdin (pickle, host -> child only), locks down (rlimits, seccomp filter where
-    supported, audit hook, guarded ``__import__`` for agent code), executes ``source`` as a module
+    once through its stdin (pickle, host -> child only), locks down (rlimits, Landlock and seccomp
+    where the kernel supports them, audit hook, guarded ``__import__`` for agent code), executes
+    ``source`` as a module
     namespace and calls ``runner(namespace, payload)``. The return value comes back as JSON plus
     ``.npy`` arrays (never pickle) and is rebuilt in the host.
 

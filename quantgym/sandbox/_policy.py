@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import os
 import sys
+import types
 
 #: Events blocked after lockdown: (prefix, category). A prefix ending in "." matches a family.
 BLOCKED_EVENTS: tuple[tuple[str, str], ...] = (
@@ -144,7 +145,6 @@ def build_audit_hook(
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
-    protected: list = []  # functions whose defaults/closure may not be replaced (the hook)
 
     def hook(
         event,
@@ -167,9 +167,9 @@ def build_audit_hook(
         _V=SandboxViolation,
         _denied=DENIED_MODULES,
         _MNF=ModuleNotFoundError,
-        _protected=protected,
         _allowed=allowed_list,
         _O_WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
+        _hook_code=None,
     ):
         # Fast path: the very frequent harmless events.
         if event in ("compile", "exec", "marshal.loads", "builtins.id", "object.__getattr__", "sys._getframe"):
@@ -241,16 +241,21 @@ def build_audit_hook(
             if _len(args) >= 2 and _type(args[1]) is _str:
                 if args[1] == "__code__" and _type(args[0]) is _type(deny):
                     deny("forbidden: replacing __code__ of a function is not allowed")
-                if args[1] in ("__defaults__", "__kwdefaults__", "__closure__"):
-                    for f in _protected:
-                        if f is args[0]:
-                            deny(f"forbidden: replacing {args[1]} of the sandbox policy is not allowed")
+                if args[1] in ("__defaults__", "__kwdefaults__") and _type(args[0]) is _type(deny):
+                    if args[0].__code__ is _hook_code:
+                        deny(f"forbidden: replacing {args[1]} of the sandbox policy is not allowed")
             return
         for prefix, category in _blocked:
             if event.startswith(prefix):
                 deny(f"forbidden: {category} ({event}) is not allowed in the sandbox")
 
-    return hook
+    # Rebuild the hook so that its immutable defaults hold its own code object (to refuse any
+    # replacement of its defaults) and its globals are empty (no lookup an agent could patch).
+    code = hook.__code__
+    if code.co_freevars:  # pragma: no cover - guarded by the tests
+        raise RuntimeError("the audit hook must not close over variables")
+    return types.FunctionType(code, {"__builtins__": {}}, "quantgym_sandbox_audit_hook",
+                              hook.__defaults__[:-1] + (code,), None)
 
 
 class LockdownFinder:

@@ -253,6 +253,29 @@ def test_gc_introspection_is_forbidden():
     assert r.status == "forbidden" and "interpreter introspection (gc.get_objects)" in r.message
 
 
+def test_tampering_with_the_audit_hook_is_forbidden():
+    # Walk up to the child's main() frame, take the installed hook and try to widen its read policy.
+    r = run(
+        ESCAPE
+        + """
+def f():
+    fr = _mod('sys')._getframe()
+    while fr is not None and 'hook' not in fr.f_locals:
+        fr = fr.f_back
+    hook = fr.f_locals['hook']
+    d = list(hook.__defaults__)
+    d = [('/',) if isinstance(x, tuple) and x and all(isinstance(p, str) and p.startswith('/') for p in x) else x
+         for x in d]
+    hook.__defaults__ = tuple(d)
+    return open('/etc/passwd').read()
+"""
+    )
+    assert r.status == "forbidden"
+    assert r.message == "forbidden: replacing __defaults__ of the sandbox policy is not allowed"
+    r = run(ESCAPE + "\ndef f():\n    g = lambda: None\n    _mod('os').path.realpath.__code__ = g.__code__\n")
+    assert r.status == "forbidden" and "replacing __code__" in r.message
+
+
 def test_threads_are_forbidden():
     r = run(ESCAPE + "\ndef f():\n    t = _mod('threading').Thread(target=print)\n    t.start()\n")
     assert r.status == "forbidden" and "_thread.start_new_thread" in r.message
