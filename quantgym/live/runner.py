@@ -24,6 +24,7 @@ this (``period=dict(name="live", days=..., as_of=...)``); this module adds persi
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 import shutil
 import tempfile
@@ -334,6 +335,8 @@ def run_live(
         return _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, plots, on_decision)
     finally:
         lock.__exit__(None, None, None)
+        if isinstance(agent, str) and callable(getattr(policy, "close", None)):
+            policy.close()  # e.g. flush an LLM agent's transcript
 
 
 def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, plots, on_decision) -> LiveResult:
@@ -350,8 +353,6 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
     header_path = run_dir / cfg.header
     header: dict[str, Any] | None = None
     if header_path.exists():
-        import json
-
         header = json.loads(header_path.read_text(encoding="utf-8"))
         if header.get("agent_spec") != spec or header.get("profile") != profile:
             raise LiveError(f"{run_dir} belongs to agent {header.get('agent_spec')!r} / profile "
@@ -504,6 +505,11 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
                               for r in base.records],
         "journal_repaired": journal.repaired, "elapsed_s": time.perf_counter() - t_start,
     }
+    if callable(getattr(policy, "usage", None)):  # LLM agents: calls, tokens, cost of this call
+        try:
+            live_info["agent_usage"] = to_jsonable(policy.usage())
+        except Exception as exc:  # usage is informative only
+            live_info["agent_usage"] = {"error": _one_line(exc)}
     title = f"PortBench live — {name}, {profile} ({start.date()} → {as_of_ts.date()})"
     files = _write_outputs(run_dir, base, result, live_info, plots, title)
     return LiveResult(
