@@ -34,7 +34,7 @@ agent-independent constant. ``s12="neutral"`` answers all views 0 and all signal
 fallback *values*, scored as answers — the spec's score 0 applies only to a refused or invalid
 answer, which a Box policy cannot produce).
 
-Observation (float32 ``Box``, length ``5N + 70`` for ``N`` assets; :func:`observation_layout`)
+Observation (float32 ``Box``, length ``5N + 63`` for ``N`` assets; :func:`observation_layout`)
 ---------------------------------------------------------------------------------------------
 Row features of the decision date (spec §1.6, from the snapshot, cached per dataset and row):
 trailing 60-row return ``R_i`` clipped to [−1, 10]; annualised vol clipped to [0, 10]; each
@@ -99,7 +99,7 @@ def observation_layout(n_assets: int) -> dict[str, slice]:
 
     Returns
     -------
-    dict name -> slice into the observation of length ``5N + 70``.
+    dict name -> slice into the observation of length ``5N + 63``.
     """
     n, m = n_assets, len(MACRO_KEYS)
     sizes = [("trailing_return", n), ("ann_vol", n), ("mean_corr", n), ("available", n),
@@ -135,7 +135,7 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
 
     Returns
     -------
-    (4N + 66,) array: the observation up to and excluding ``weights`` (:func:`observation_layout`).
+    (4N + 59,) array: the observation up to and excluding ``weights`` (:func:`observation_layout`).
     """
     parts = view._row_parts(int(t))
     feat = parts.get("alloc_features")
@@ -451,7 +451,8 @@ class _BatchCore:
     Reproduces :class:`PortBenchEnv` (``scoring=False``) + :class:`AllocationWrapper` step by step:
     the same target mapping, the env's 4-decimal rounding and fallback, the §6.3 cost on
     ``τ = Σ|Δw|`` (``|Δw| ≥ 1e−6``), and the §6.2 day loop (per-day drift and renormalisation,
-    in the same floating-point order), so observations and rewards are identical (tested).
+    in the same floating-point order), so observations are bit-identical and rewards equal to the last
+    ulp (``np.log`` vs ``math.log``; tested).
     """
 
     def __init__(self, num_envs: int, profile: str, period: Any, reward: str, action_mode: str,
@@ -624,7 +625,7 @@ class PortBenchVectorEnv(VectorEnv):
     (float32 Box); no S1–S5 scoring (the classical-baseline mode, §4.6), so rewards are
     ``log_return`` (default) or ``risk_adjusted``. Each sub-env equals
     ``AllocationWrapper(gym.make(id, scoring=False, reward="log_return"), reward=...)`` (tested
-    bit for bit), and ``train_windows`` makes every sub-env a :class:`RandomPeriod` episode stream
+    observations bit for bit, rewards to 1e-12), and ``train_windows`` makes every sub-env a :class:`RandomPeriod` episode stream
     seeded with ``seed + i``. Autoreset: next-step (Gymnasium's default).
 
     Parameters
