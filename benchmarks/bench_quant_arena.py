@@ -78,6 +78,15 @@ def main() -> None:
         t_ip, _ = _best(lambda: evaluate_submission(example_source("low_volatility"), sealed, "2024-01-01",
                                                     "2024-12-31", executor="inprocess"), 1)
         rows.append(("the same in-process (trusted executor, no sandbox)", t_ip))
+        from quantgym.envs.quant_arena.harness import RUNNER, build_payload
+        from quantgym.sandbox import SandboxLimits, run_in_sandbox
+
+        lim = SandboxLimits(cpu_seconds=600, wall_seconds=600, memory_mb=4096)
+        for key, label in ((None, "without"), (b"k" * 32, "with")):
+            p = build_payload(sealed, d0, n, key=key)
+            t_c, res = _best(lambda: run_in_sandbox(example_source("low_volatility"), RUNNER, payload=p, limits=lim), 1)
+            rows.append((f"sandbox child only, {label} the commit-reveal keeper (start-up "
+                         f"{res.details.get('startup_seconds', float('nan')):.2f} s)", t_c))
     m = ev["metrics"]
     print(f"Quant-Arena evaluator, bundled universe ({ds.N} stocks), sealed 2024 ({n} days); best of {args.repeat}")
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "

@@ -211,3 +211,19 @@ def test_payload_starts_at_the_declared_warmup(small_real):
     d0, n = window_rows(small_real, "2024-01-01", "2024-02-29")
     p = build_payload(small_real, d0, n, warmup_start="2023-10-09")
     assert p["block"]["dates"][0] == "2023-10-09" and p["block"]["dates"][p["first"]] == "2023-12-29"
+
+
+def test_undeclared_features_are_dropped_and_reported_once(sealed):
+    r = run("""
+SEEDED = float(np.random.rand())   # module-level RNGs are seeded 0
+def compute_features(view):
+    x = view.history('close', 1).iloc[-1]
+    return {'x': x, 'y_undeclared': x}
+def score(features, view):
+    if SEEDED != 0.5488135039273248:
+        raise RuntimeError('not seeded: %r' % (SEEDED,))
+    return features['x']
+""", sealed)
+    assert r.status == "ok" and r.n_errors == 0
+    assert r.extra_keys == ["y_undeclared"]
+    assert r.errors[0]["type"] == "UndeclaredFeatures" and len(r.errors) == 1

@@ -226,4 +226,13 @@ def score_days(agent: dict, payload: dict) -> dict:
     return harness.run_days(agent, payload, harness.LocalFeeder(payload))
 
 
+def _seed() -> None:
+    """Fix the agent's RNGs before its module is executed (spec §10.4: seeds 0)."""
+    import random
+
+    random.seed(0)
+    np.random.seed(0)
+
+
 _setup()
+_seed()

@@ -242,7 +242,11 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
     daily = {"dates": [str(d) for d in acct.dates], "nav": acct.nav.tolist(), "reference": ev["reference"].tolist(),
              "exposure": (acct.position_value / acct.nav).tolist(), "cash": acct.cash.tolist(),
              "rank_ic": ev["signal"]["_daily_ic"].tolist(), "n_held": acct.n_held.tolist()}
-    extra = list(clean.get("extra_keys") or [])
+    extra = [str(k) for k in (clean.get("extra_keys") or [])][:50]
+    if extra:  # reported once, not a day error (§10.4)
+        errors.insert(0, {"date": None, "phase": "compute_features", "type": "UndeclaredFeatures",
+                          "message": f"features not in FEATURES were dropped: {', '.join(extra)[:400]}"})
+        errors = errors[:20]
     if n_err > cfg.scoring.failed_day_fraction * n:
         msg = f"failed: day errors on {n_err} of {n} decision dates (> {cfg.scoring.failed_day_fraction:.0%})"
         return WindowResult(status="failed", message=msg, S=0.0, metrics=None, years=ev["years"], errors=errors,
