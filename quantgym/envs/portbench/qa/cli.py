@@ -25,7 +25,7 @@ def _split_list(values: Optional[list[str]]) -> list[str]:
     return out
 
 
-def resolve_agent(spec: str, data=None, fidelity: str = "clean"):
+def resolve_agent(spec: str, data=None, fidelity: str = "clean", out_dir: Path | None = None):
     """``oracle`` / ``naive`` -> reference policies; anything else -> ``make_agent(spec, task="portbench_qa")``.
 
     Raises
@@ -39,7 +39,15 @@ def resolve_agent(spec: str, data=None, fidelity: str = "clean"):
         return make_reference_policy(spec, data=data, fidelity=fidelity)
     from quantgym.agents.registry import make_agent
 
-    return make_agent(spec, task=TASK)
+    options: dict[str, Any] = {}
+    if spec.startswith("openai:") and out_dir is not None:  # keep a replayable transcript beside the results
+        import datetime as _dt
+        import re
+
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        model = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.partition(":")[2])
+        options["transcript"] = Path(out_dir) / "transcripts" / f"{TASK}-{model}-{stamp}.jsonl"
+    return make_agent(spec, task=TASK, **options)
 
 
 def read_pipeline_ceps(paths: list[Path], profile: str = "balanced", period: str = "normal_2024") -> dict[str, float]:
@@ -188,7 +196,7 @@ def register(app: typer.Typer) -> None:
                 from quantgym.data.portbench import load_portbench_data
 
                 pol = resolve_agent(spec, data=None if env_data is None else load_portbench_data(env_data),
-                                    fidelity=fidelity)
+                                    fidelity=fidelity, out_dir=out)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc), param_hint="--agent") from exc
             policies.append((spec, pol))
@@ -198,7 +206,12 @@ def register(app: typer.Typer) -> None:
                       TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
             for spec, pol in policies:
                 tid = progress.add_task(f"QA {spec}", total=env.n_items)
-                runs.append(run_qa(pol, agent=spec, env=env, on_item=lambda _r, tid=tid: progress.advance(tid)))
+                try:
+                    runs.append(run_qa(pol, agent=spec, env=env,
+                                       on_item=lambda _r, tid=tid: progress.advance(tid)))
+                except Exception as exc:  # the LLM agent's configuration errors stop the command
+                    console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")
+                    raise typer.Exit(1) from exc
         console.print(qa_table(runs, f"PortBench static QA — split {split}, first {n} per template, "
                                      f"fidelity {fidelity}"))
 

@@ -34,6 +34,10 @@ class QARun:
         return self.summary.get("table", {})
 
 
+#: exception class names that stop a run (configuration problems of the LLM agent), not one item
+FATAL_ERRORS: tuple[str, ...] = ("LLMConfigError", "ReplayMismatchError")
+
+
 def _call(policy: Any, obs: dict, info: dict) -> Any:
     act = getattr(policy, "act", None)
     return act(obs, info) if callable(act) else policy(obs, info)
@@ -47,7 +51,8 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
     ----------
     policy : callable ``f(observation, info) -> str`` or object with ``act(observation, info)``
         An exception raised by the policy is recorded as a failed answer (score 0, ``error``), never
-        propagated; so is a non-``str`` answer.
+        propagated (except the LLM agent's configuration errors, :data:`FATAL_ERRORS`, which stop the
+        run); a non-``str`` answer is a failed answer too.
     agent : str, optional
         Label (default: ``policy.name`` or the class name).
     env : PortBenchQAEnv, optional
@@ -70,6 +75,8 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
         try:
             answer = _call(policy, obs, info)
         except Exception as exc:  # untrusted agent: a recorded, scored failure
+            if type(exc).__name__ in FATAL_ERRORS:
+                raise
             answer, err = None, f"policy error: {type(exc).__name__}: {exc}"
         _, reward, _, _, out = env.step(answer if err is None else "")
         rec = {
