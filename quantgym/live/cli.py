@@ -48,10 +48,11 @@ def register(app: typer.Typer) -> None:
         end: Optional[str] = typer.Option(None, "--end", help="Last day to download (default: yesterday UTC)."),
         timeout: float = typer.Option(10.0, "--timeout", help="Seconds per HTTP request (probe: at most 5)."),
     ) -> None:
-        """Download the latest PortBench prices (Yahoo Finance) and macro series (FRED), validate, record the vintage.
+        r"""Download the latest PortBench prices (Yahoo Finance) and macro series (FRED), validate, record the vintage.
 
-        Needs `pip install "quantgym[refresh]"` and network access; offline it fails at once. The existing
-        data are replaced only by a complete, validated download (atomic swap).
+        Needs pip install "quantgym\[refresh]" and network access; offline it fails at once.
+
+        The existing data are replaced only by a complete, validated download (atomic swap).
         """
         from quantgym.live.data import RefreshError, refresh_live_data
 
@@ -89,8 +90,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run today's PortBench decision (or every missing day since the last run) and append it to a run folder.
 
-        Each decision sees data through the previous close only (spec §2.5). Safe to call daily from cron:
-        re-running the same day changes nothing, and a crash loses nothing already recorded.
+        Each decision sees data through the previous close only (spec §2.5).
+
+        Safe to call daily from cron: re-running the same day changes nothing, a crash loses nothing already recorded.
         """
         from quantgym.live.data import resolve_data_source
         from quantgym.live.runner import LiveError, run_live

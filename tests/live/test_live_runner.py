@@ -392,3 +392,27 @@ run_live(Killer(), {str(run)!r}, days=4, as_of={LAST!r}, plots=False)
     assert res.new_dates == ["2025-12-30", LAST] and res.replay_check["ok"]
     run_live(Momentum(), clean, days=4, as_of=LAST, plots=False)
     assert _stable(_journal(run)) == _stable(_journal(clean))
+
+
+def test_box_action_policy_through_allocation_wrapper(tmp_path):
+    """An RL-style policy (Box action through the project's AllocationWrapper) resumes as well."""
+    pytest.importorskip("quantgym.wrappers.allocation")
+    from quantgym.wrappers.allocation import AllocationWrapper
+
+    class BoxPolicy:
+        name = "TestBox"
+        env_kwargs = {"stagewise": False}
+
+        @staticmethod
+        def wrap_env(env):
+            return AllocationWrapper(env)
+
+        def act(self, obs, info):
+            return np.linspace(-0.5, 0.5, 80).astype(np.float32)  # a fixed tilt, softmax over A_d
+
+    run_live(BoxPolicy(), tmp_path / "a", days=2, as_of="2025-12-30", plots=False)
+    res = run_live(BoxPolicy(), tmp_path / "a", plots=False)
+    ref = run_live(BoxPolicy(), tmp_path / "b", days=3, as_of=LAST, plots=False)
+    assert res.new_dates == [LAST] and res.replay_check["ok"]
+    assert _stable(_journal(tmp_path / "a")) == _stable(_journal(tmp_path / "b"))
+    assert res.ceps == ref.ceps and all(len(r["actions"]) == 1 for r in _journal(tmp_path / "a"))
