@@ -178,3 +178,16 @@ def test_quant_arena_oneshot_through_the_eval_runner(server, tmp_path, qa_small,
     assert run["usage"]["calls"] == 1 and (out / "summary.csv").exists()
     doc = json.loads((out / "results.json").read_text())
     assert doc["tasks"]["quant_arena"]["usage"]["transcript"].endswith(".jsonl")
+
+
+def test_portbench_qa_agent_answers_one_question(server, tmp_path):
+    server.script("positive")
+    agent = make_openai_agent("test-model", task="portbench_qa", **fast_options(server, tmp_path, "pbqa"))
+    env = gym.make("PortBench-QA-v0")
+    obs, info = env.reset(seed=0)
+    agent.reset(env)
+    answer = agent.act(obs, info)
+    _, reward, terminated, _, info = env.step(answer)
+    assert answer == "positive" and terminated and 0.0 <= reward <= 1.0
+    assert server.requests[0]["messages"][1]["content"] == obs["prompt"]
+    env.close()

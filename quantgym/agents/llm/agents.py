@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
-import json
 import os
 import re
 import threading
