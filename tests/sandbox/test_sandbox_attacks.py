@@ -193,6 +193,29 @@ def test_os_system_via_subclasses_escape_is_forbidden(tmp_path):
     assert not marker.exists()
 
 
+def test_real_import_from_library_globals_and_fileio_from_subclasses_are_forbidden(tmp_path):
+    marker = _marker(tmp_path)
+    # numpy's function globals hold the real builtins (not the agent's guarded copy)
+    r = run(f"import numpy as np\ndef f():\n    os = np.load.__globals__['__builtins__']['__import__']('os')\n"
+            f"    return os.system('touch {marker}')\n")
+    assert r.status == "forbidden" and "os.system" in r.message
+    assert not marker.exists()
+    r = run(
+        """
+        def f():
+            todo, seen = [().__class__.__mro__[1]], []
+            while todo:
+                c = todo.pop()
+                if c not in seen:
+                    seen.append(c)
+                    todo.extend(type.__subclasses__(c))
+            fio = [c for c in seen if c.__name__ == 'FileIO' and c.__module__ == '_io'][0]
+            return fio('/etc/passwd').read()
+        """
+    )
+    assert r.status == "forbidden" and "/etc/passwd" in r.message
+
+
 def test_subprocess_popen_is_forbidden(tmp_path):
     marker = _marker(tmp_path)
     r = run(ESCAPE + f"\ndef f():\n    return _mod('subprocess').run(['touch', '{marker}'])\n")
