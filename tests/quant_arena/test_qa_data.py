@@ -212,3 +212,25 @@ def test_qlib_directory_loader(tmp_path):
     assert ds.fields["close"][:, 0].tolist() == [10.0, 10.1, 10.2]          # raw = adjusted / factor
     assert np.isnan(ds.fields["close"][0, 1]) and ds.fields["close"][2, 1] == 5.5
     assert ds.fields["in_csi300"][:, 0].tolist() == [0.0, 1.0, 1.0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
+def test_limit_anchors_on_the_full_panel():
+    # §10.6: 18.3 buy-blocked and 4.8 sell-blocked stocks per day in 2024, 116 sell-blocked on 2024-02-06;
+    # 110 ex-date closes sit exactly on the computed up-limit
+    ds = load_dataset(SHARED)
+    assert ds.N == 5086 and ds.info["list_date"].notna().sum() == 5085
+    up, down, _ = ds.limits()
+    o, tr = ds.fields["open"], ds.tradable
+    y = ds.dates >= np.datetime64("2024-01-01")
+    with np.errstate(invalid="ignore"):
+        bb = ((o >= up) & tr)[y].sum(axis=1)
+        sb = ((o <= down) & tr)[y].sum(axis=1)
+        f = ds.fields["adj_factor"]
+        ex = np.zeros_like(tr)
+        ex[1:] = (f[1:] != f[:-1]) & ds.has_row[1:] & ds.has_row[:-1]
+        on_up = ((np.abs(ds.fields["close"] - up) < 1e-9) & ex).sum()
+    assert round(bb.mean(), 1) == 18.3 and round(sb.mean(), 1) == 4.8
+    assert sb[int(np.flatnonzero(ds.dates[y] == np.datetime64("2024-02-06"))[0])] == 116
+    assert on_up == 110

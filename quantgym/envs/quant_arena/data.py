@@ -416,6 +416,15 @@ def _read_qlib_dir(path: Path) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
+def _parse_dates(x: pd.Series) -> pd.Series:
+    """Dates given as ``YYYY-MM-DD`` or ``YYYYMMDD`` (e.g. Tushare's ``list_date``); unparsable → NaT."""
+    v = x.astype(str).str.replace(r"\.0$", "", regex=True)
+    compact = v.str.fullmatch(r"\d{8}")
+    out = pd.to_datetime(v.where(~compact), errors="coerce", format="%Y-%m-%d")
+    out[compact] = pd.to_datetime(v[compact], errors="coerce", format="%Y%m%d")
+    return out
+
+
 def _default_intraday() -> dict[str, dict[str, pd.DataFrame]]:
     try:
         from quantgym.data.sse_l2 import SSE_DAY, load_sse_l2_day
@@ -478,8 +487,7 @@ def load_dataset(data: Any = None) -> QADataset:
     if info is not None and "board" not in info.columns and "market" in info.columns:
         info = info.drop(columns=["market"])
     if info is not None and "list_date" in info.columns:
-        info["list_date"] = pd.to_datetime(info["list_date"].astype(str), errors="coerce",
-                                           format="mixed")
+        info["list_date"] = _parse_dates(info["list_date"])
     ref = pd.read_csv(folder / "market_reference.csv") if (folder / "market_reference.csv").exists() else None
     return QADataset.from_frame(df, info=info, reference=ref, name=f"file:{file.name}")
 
