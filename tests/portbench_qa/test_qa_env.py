@@ -122,3 +122,13 @@ def test_any_callable_policy_and_policy_errors():
     errs = [r for r in run.records if r["template"] == "T2"]
     assert all(r["score"] == 0.0 and "model crashed" in r["error"] for r in errs)
     assert all(r["score"] == 0.0 and r["error"] for r in run.records if r["template"] == "T3")
+
+
+def test_parallel_workers_give_identical_records():
+    def policy(obs, info):
+        return {"T1": "negative", "T6": "yes; sell 0.1 of SPY"}.get(info["template"], "w_SPY=0.5")
+
+    a = run_qa(policy, templates=["T1", "T4", "T6"], n_per_template=10)
+    b = run_qa(policy, templates=["T1", "T4", "T6"], n_per_template=10, workers=4)
+    assert a.records == b.records
+    assert {k: round(v, 12) for k, v in a.table.items() if v == v} == {k: round(v, 12) for k, v in b.table.items() if v == v}

@@ -160,6 +160,8 @@ def register(app: typer.Typer) -> None:
             help="Pipeline results folder(s) with summary.csv (repeatable or comma-separated): reports the "
                  "QA-vs-Balanced-CEPS Spearman rank correlation across agents."),
         data: Optional[Path] = typer.Option(None, "--data", help="User data directory (default: bundled data)."),
+        workers: int = typer.Option(1, "--workers", "-j", help="Parallel policy calls (LLM agents); results do "
+                                                              "not depend on it."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     ) -> None:
         """Evaluate agents on the PortBench static QA layer and print the paper-style per-template table."""
@@ -207,7 +209,7 @@ def register(app: typer.Typer) -> None:
             for spec, pol in policies:
                 tid = progress.add_task(f"QA {spec}", total=env.n_items)
                 try:
-                    runs.append(run_qa(pol, agent=spec, env=env,
+                    runs.append(run_qa(pol, agent=spec, env=env, workers=workers,
                                        on_item=lambda _r, tid=tid: progress.advance(tid)))
                 except Exception as exc:  # the LLM agent's configuration errors stop the command
                     console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")

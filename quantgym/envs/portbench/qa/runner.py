@@ -44,7 +44,7 @@ def _call(policy: Any, obs: dict, info: dict) -> Any:
 
 
 def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = None,
-           on_item: Callable[[dict], None] | None = None, **env_kwargs: Any) -> QARun:
+           on_item: Callable[[dict], None] | None = None, workers: int = 1, **env_kwargs: Any) -> QARun:
     """Run ``policy`` on every item of the QA env and aggregate (spec §9.3–§9.5).
 
     Parameters
@@ -60,6 +60,10 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
         9 template columns).
     on_item : callable, optional
         Called with each record (e.g. to advance a progress bar).
+    workers : int
+        Policy calls in parallel threads (LLM agents: network-bound). Items are independent one-step
+        episodes, so the records are identical for any ``workers`` (order preserved); scoring stays
+        sequential. Default 1.
 
     Returns
     -------
@@ -68,16 +72,21 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
     env_kwargs.setdefault("restricted", "both")
     env = env or PortBenchQAEnv(**env_kwargs)
     name = agent or getattr(policy, "name", None) or type(policy).__name__
-    records = []
-    for i in range(env.n_items):
-        obs, info = env.reset(options={"index": i})
-        err = None
+    episodes = [env.reset(options={"index": i}) for i in range(env.n_items)]
+
+    def answer_of(i: int) -> tuple[Any, str | None]:
+        obs, info = episodes[i]
         try:
-            answer = _call(policy, obs, info)
+            return _call(policy, obs, info), None
         except Exception as exc:  # untrusted agent: a recorded, scored failure
             if type(exc).__name__ in FATAL_ERRORS:
                 raise
-            answer, err = None, f"policy error: {type(exc).__name__}: {exc}"
+            return None, f"policy error: {type(exc).__name__}: {exc}"
+
+    records = []
+
+    def score(i: int, answer: Any, err: str | None) -> None:
+        env.reset(options={"index": i})
         _, reward, _, _, out = env.step(answer if err is None else "")
         rec = {
             "id": out["id"], "template": out["template"].split("_")[0], "label": out["template"],
@@ -90,5 +99,15 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
         records.append(rec)
         if on_item is not None:
             on_item(rec)
+
+    if int(workers) <= 1:
+        for i in range(env.n_items):
+            score(i, *answer_of(i))
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=int(workers)) as pool:
+            for i, (answer, err) in enumerate(pool.map(answer_of, range(env.n_items))):
+                score(i, answer, err)
     return QARun(agent=name, records=records, summary=aggregate(records),
                  env_kwargs={k: v for k, v in env_kwargs.items() if k != "data"})
