@@ -49,6 +49,7 @@ PLUGINS: tuple[str, ...] = (
     "quantgym.envs.portbench.qa.cli",  # quantgym qa
     "quantgym.agents.llm.cli",  # quantgym eval
     "quantgym.agents.rl.cli",  # quantgym train
+    "quantgym.live.cli",  # quantgym data refresh, quantgym live
 )
 
 
