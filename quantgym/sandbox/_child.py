@@ -16,7 +16,6 @@ send the value -> ``os._exit``. See docs/security.md.
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import io
 import linecache

@@ -166,7 +166,29 @@ class SandboxResult:
             "output_truncated": self.output_truncated,
             "wall_seconds": round(float(self.wall_seconds), 4),
             "cpu_seconds": round(float(self.cpu_seconds), 4),
-            "value": to_jsonable(self.value),
+            "value": to_jsonable(_record_value(self.value)),
             "details": to_jsonable(self.details),
             "sandbox_version": SANDBOX_VERSION,
         }
+
+
+def _record_value(v: Any, depth: int = 0) -> Any:
+    """pandas objects as explicit dicts (index kept) before :func:`quantgym.results.to_jsonable`."""
+    if depth > 64:
+        return repr(v)[:200]
+    mod = getattr(type(v), "__module__", "") or ""
+    if mod.startswith("pandas"):
+        import pandas as pd
+
+        if isinstance(v, pd.Series):
+            return {"index": [str(i) for i in v.index], "values": v.tolist(), "name": v.name}
+        if isinstance(v, pd.DataFrame):
+            return {"index": [str(i) for i in v.index], "columns": [str(c) for c in v.columns],
+                    "data": [v.iloc[:, j].tolist() for j in range(v.shape[1])]}
+        if isinstance(v, pd.Index):
+            return [str(i) for i in v]
+    if isinstance(v, dict):
+        return {k: _record_value(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_record_value(x, depth + 1) for x in v]
+    return v
