@@ -16,8 +16,9 @@ class RecordEpisode(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Works on the raw env, on :class:`~quantgym.wrappers.allocation.AllocationWrapper` and on the
     text wrapper (stagewise S1/S2 sub-steps are skipped: a row is written when a decision is
-    traded). Columns: ``episode``, ``step``, ``date`` (decision date), ``nav`` (NAV after the
-    hold period, currency units, = ``info["nav"]``), ``reward``, ``turnover``, ``cost``, ``ceps``,
+    traded). Columns: ``episode``, ``step``, ``date`` (decision date), ``nav_after_trade`` (NAV at the
+    decision close after costs), ``nav`` (NAV at the end of the hold period, i.e. at the next decision
+    close before trading or the period end, currency units, = ``info["nav"]``), ``reward``, ``turnover``, ``cost``, ``ceps``,
     ``pas``, ``S1``..``S5`` (NaN without scoring), ``invalid`` (stages flagged invalid), then one
     ``w_<TICKER>`` column per asset with the executed weights (after the env's normalisation).
 
@@ -56,7 +57,7 @@ class RecordEpisode(gym.Wrapper, gym.utils.RecordConstructorArgs):
             scores = info.get("stage_scores") or {}
             row: dict[str, Any] = {
                 "episode": self._episode, "step": len(self._rows), "date": pd.Timestamp(info["date"]),
-                "nav": float(info["nav"]), "reward": float(reward), "turnover": float(info["turnover"]),
+                "nav_after_trade": float(rec["nav_after_trade"]), "nav": float(info["nav"]), "reward": float(reward), "turnover": float(info["turnover"]),
                 "cost": float(info["cost"]), "ceps": info.get("ceps", np.nan), "pas": info.get("pas", np.nan),
             }
             for s in STAGE_KEYS:
@@ -88,7 +89,7 @@ class RecordEpisode(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if self._rows:
             frames.append(self._frame(self._rows))
         if not frames:
-            return pd.DataFrame(columns=["episode", "step", "date", "nav", "reward", "turnover", "cost", "ceps", "pas",
+            return pd.DataFrame(columns=["episode", "step", "date", "nav_after_trade", "nav", "reward", "turnover", "cost", "ceps", "pas",
                                          *STAGE_KEYS, "invalid", *(f"w_{t}" for t in self.tickers)])
         return pd.concat(frames, ignore_index=True)
 
