@@ -153,3 +153,23 @@ def test_max_tokens_adaptations(tmp_path):
         assert [c["unsupported"] for c in calls[:2]] == ["max_tokens", "max_tokens_drop"]
     finally:
         srv.stop()
+
+
+def test_price_table(tmp_path, server):
+    from quantgym.agents.llm import make_openai_agent
+    from quantgym.agents.llm.agents import price_for
+
+    table = tmp_path / "prices.json"
+    table.write_text(json.dumps({"test-model": {"input": 2.0, "output": 4.0}, "*": {"input": 1, "output": 1}}))
+    assert price_for("test-model", str(table)) == (2.0, 4.0)
+    assert price_for("other", str(table)) == (1.0, 1.0)
+    assert price_for("x", {}) == (None, None)
+    with pytest.raises(ValueError, match="price table"):
+        price_for("x", {"x": {"input": "cheap"}})
+    agent = make_openai_agent("test-model", task="market_bench", base_url=server.base_url, api_key="test-key",
+                              prices=str(table), transcript=False)
+    assert (agent.engine.config.price_in, agent.engine.config.price_out) == (2.0, 4.0)
+    with pytest.raises(ValueError, match="unknown LLM agent option"):
+        make_openai_agent("test-model", task="market_bench", colour="blue", transcript=False)
+    with pytest.raises(ValueError, match="unknown task"):
+        make_openai_agent("test-model", task="chess", transcript=False)

@@ -25,7 +25,8 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     **options : ``base_url`` (default ``$OPENAI_BASE_URL`` or OpenAI), ``api_key`` (default
         ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` (8192), ``timeout`` (300 s), ``retries`` (5),
         ``structured`` ("auto" | "on" | "off"), ``seed``, ``max_calls``, ``max_total_tokens``, ``price_in`` /
-        ``price_out`` (USD per 1M tokens), ``transcript`` (JSONL path; default
+        ``price_out`` (USD per 1M tokens) or ``prices`` (a price table: dict or JSON path
+        ``{model: {"input", "output"}}``), ``transcript`` (JSONL path; default
         ``results/transcripts/...``; False: none), ``cache`` (True), ``cache_from`` (transcript path(s)),
         ``name`` (label in results), ``rounds`` (Quant-Arena: most candidates).
 

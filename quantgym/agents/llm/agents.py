@@ -355,16 +355,48 @@ _ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "timeout", "retries", "
 _ADAPTER_OPTS = ("rounds",)
 
 
+def price_for(model: str, prices: Any) -> tuple[float | None, float | None]:
+    """(USD per 1M prompt tokens, per 1M completion tokens) of ``model`` in a price table.
+
+    ``prices``: a dict or the path of a JSON file ``{"<model>": {"input": 0.15, "output": 0.6}, ...}``
+    (a ``"*"`` entry is the default). A model missing from the table has no price (cost ``None``).
+
+    Raises
+    ------
+    ValueError
+        A table that is not a JSON object of objects with numeric ``input`` / ``output``.
+    """
+    if isinstance(prices, (str, os.PathLike)):
+        import json
+
+        try:
+            prices = json.loads(Path(prices).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"price table {prices}: {exc}") from None
+    if not isinstance(prices, dict):
+        raise ValueError("price table must be a JSON object {model: {input, output}}")
+    entry = prices.get(model, prices.get("*"))
+    if entry is None:
+        return None, None
+    try:
+        return float(entry["input"]), float(entry["output"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"price table entry for {model!r} must be {{\"input\": USD/1M, \"output\": USD/1M}}") from None
+
+
 def build_agent(model: str, task: str = "portbench", *, api_key: str | None = None, transcript: Any = None,
                 cache: bool = True, cache_from: Any = None, name: str | None = None, header: dict | None = None,
                 **options: Any) -> LLMAgent:
     """An LLM agent for ``task`` on ``model`` (see :func:`quantgym.agents.llm.make_openai_agent`)."""
     if task not in _ADAPTERS:
         raise ValueError(f"unknown task {task!r}; choose from {TASKS}")
-    unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS)
+    unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS) - {"prices"}
     if unknown:
         raise ValueError(f"unknown LLM agent option(s) {sorted(unknown)}; known: "
-                         f"{sorted(_ENGINE_OPTS + _ADAPTER_OPTS + ('api_key', 'transcript', 'cache', 'cache_from', 'name', 'header'))}")
+                         f"{sorted(_ENGINE_OPTS + _ADAPTER_OPTS + ('api_key', 'transcript', 'cache', 'cache_from', 'name', 'header', 'prices'))}")
+    prices = options.pop("prices", None)
+    if prices is not None and options.get("price_in") is None and options.get("price_out") is None:
+        options["price_in"], options["price_out"] = price_for(model, prices)
     cfg = LLMConfig(model=model, **{k: v for k, v in options.items() if k in _ENGINE_OPTS and v is not None})
     adapter = {k: options[k] for k in _ADAPTER_OPTS if options.get(k) is not None}
     if transcript is None:
@@ -392,4 +424,4 @@ def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: s
 
 
 __all__ = ["LLMAgent", "PortBenchLLMAgent", "PortBenchQALLMAgent", "QuantArenaLLMAgent", "MarketBenchLLMAgent",
-           "build_agent", "build_replay_agent", "default_transcript_path", "TASKS"]
+           "build_agent", "build_replay_agent", "default_transcript_path", "price_for", "TASKS"]

@@ -46,6 +46,8 @@ def register(app: typer.Typer) -> None:
         max_total_tokens: Optional[int] = typer.Option(None, "--max-total-tokens", help="Budget: tokens per run."),
         price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens (cost column)."),
         price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens."),
+        prices: Optional[Path] = typer.Option(None, "--prices", help='Price table JSON {"model": {"input": USD/1M, '
+                                              '"output": USD/1M}} (used when --price-in/--price-out are not given).'),
         cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", help="Transcript(s) whose answers "
                                                         "are reused for identical requests (resume a run)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
@@ -120,6 +122,7 @@ def register(app: typer.Typer) -> None:
                            max_tokens=max_tokens, timeout=timeout, retries=retries, structured=structured, seed=seed,
                            max_calls=max_calls, max_total_tokens=max_total_tokens, price_in=price_in,
                            price_out=price_out, cache=not no_cache, rounds=rounds,
+                           prices=str(prices) if prices else None,
                            cache_from=[str(p) for p in cache_from] if cache_from else None)
             options = {k: v for k, v in options.items() if v is not None}
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -39,12 +39,26 @@ LLM_AGENT_VERSION = "llm-agent-v1"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class LLMConfigError(RuntimeError):
-    """A configuration problem that every further call would hit (one-line message)."""
+try:  # click ships with typer (a core dependency): a ClickException prints one line in any quantgym command
+    from click import ClickException as _OneLineError
+except ImportError:  # pragma: no cover
+    _OneLineError = RuntimeError  # type: ignore[misc,assignment]
 
 
-class ReplayMismatchError(RuntimeError):
-    """A replayed run sent a request that the transcript does not hold."""
+class LLMConfigError(_OneLineError):
+    """A configuration problem that every further call would hit (one-line message).
+
+    A :class:`click.ClickException`: inside any ``quantgym`` command (``eval``, ``bench --agent``) it ends
+    the command with ``Error: <message>`` and exit code 2, without a traceback.
+    """
+
+    exit_code = 2
+
+
+class ReplayMismatchError(_OneLineError):
+    """A replayed run sent a request that the transcript does not hold (one-line message, exit code 2)."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)
