@@ -6,7 +6,6 @@ import copy
 import json
 import shutil
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from quantgym.envs.market_bench.config import (
     ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig,
 )
 from quantgym.envs.market_bench.prompts import render_prompt
-from quantgym.envs.market_bench.rounds import INPUT_FILES, Round, load_round, run_reference, write_inputs
+from quantgym.envs.market_bench.rounds import Round, load_round, run_reference, write_inputs
 from quantgym.envs.market_bench.scoring import (
     FAILED, SUCCESS, AttemptRecord, mae, metric_errors, path_correlation, validate_metrics,
 )

@@ -76,7 +76,6 @@ def build_round(strategy: str, round_: int, shared: str | Path | None = None) ->
         the SSE day comes from the bundled parquet tables when ``None``).
     """
     from quantgym.envs.market_bench.data import generate_option_delta, generate_pairs_book, randomise_sizes, real_book
-    from quantgym.envs.market_bench.references import BACKTESTERS
 
     cfg = round_config(strategy, round_)
     r = int(round_)

@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from quantgym.envs.market_bench.config import METRIC_KEYS, PATH_KEY, ScoringConfig
+from quantgym.envs.market_bench.config import METRIC_KEYS, ScoringConfig
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
 
