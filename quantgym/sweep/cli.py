@@ -87,7 +87,8 @@ def register(app: typer.Typer) -> None:
             try:
                 outcome = run_sweep(grid, out_dir, backend=backend, address=address, workers=workers,
                                     retry_failed=retry_failed, on_result=on_result,
-                                    meta={"argv": " ".join(sys.argv)})
+                                    meta={"command": f"quantgym sweep {config or '(flags)'} --backend {backend}",
+                                          "argv": " ".join(sys.argv)})
             except SweepError as exc:
                 console.print(f"[red]error:[/] {exc}")
                 raise typer.Exit(2)

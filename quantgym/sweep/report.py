@@ -93,8 +93,12 @@ class Source:
     @property
     def command(self) -> str:
         meta = self.doc.get("meta") or {}
-        cmd = meta.get("command") or ""
-        return str(cmd).split("/")[-1] if cmd else "?"
+        tokens = str(meta.get("command") or "").split()
+        if not tokens:
+            return "?"
+        tokens[0] = Path(tokens[0]).name  # "/usr/local/bin/quantgym bench ..." -> "quantgym bench ..."
+        cmd = " ".join(tokens)
+        return cmd if len(cmd) <= 90 else cmd[:89] + "…"
 
     @property
     def created(self) -> str:
@@ -338,9 +342,9 @@ def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
                 ax.plot(s.index, s.values, label=a, **style)
         if len({a for a, _ in others}) >= 2:
             df = pd.concat([s for _, s in others], axis=1).sort_index().ffill()
-            ax.fill_between(df.index, df.min(axis=1), df.max(axis=1), color="tab:blue", alpha=0.22,
+            ax.fill_between(df.index, df.min(axis=1), df.max(axis=1), color="tab:cyan", alpha=0.28,
                             label=f"agents band ({len({a for a, _ in others})} agents, min–max)")
-            ax.plot(df.index, df.median(axis=1), color="tab:blue", lw=1.2, ls="--", label="agents median")
+            ax.plot(df.index, df.median(axis=1), color="teal", lw=1.2, ls="--", label="agents median")
         else:
             for a, s in others:
                 ax.plot(s.index, s.values, lw=1.6, ls="--", label=a)
@@ -604,7 +608,8 @@ def _html_table(t: Table) -> str:
                    for row in t.rows)
     note = f'<p class="note">{html.escape(t.note)}</p>' if t.note else ""
     anchor = f' id="{html.escape(t.anchor)}"' if t.anchor else ""
-    return (f'<h3>{html.escape(t.title)}</h3><div class="scroll"><table class="lb"{anchor}><thead><tr>{head}</tr>'
+    title = f"<h3>{html.escape(t.title)}</h3>" if t.title else ""
+    return (f'{title}<div class="scroll"><table class="lb"{anchor}><thead><tr>{head}</tr>'
             f"</thead><tbody>{body}</tbody></table></div>{note}")
 
 
@@ -669,7 +674,9 @@ def render_markdown(rep: Report, img_dir: str = "img") -> str:
 
 
 def render_html(rep: Report) -> str:
-    parts = [f"<h2 id=\"inputs-h\">Inputs</h2>{_html_table(_sources_table(rep.sources))}"]
+    sources = _sources_table(rep.sources)
+    sources.title = ""
+    parts = [f"<h2 id=\"inputs-h\">Inputs</h2>{_html_table(sources)}"]
     for sec in rep.sections:
         parts.append(f'<h2 id="{sec.anchor}">{html.escape(sec.title)}</h2>')
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in sec.notes]
