@@ -80,20 +80,50 @@ def _check_runner(runner: str) -> None:
         raise ValueError(f"runner module {mod!r} cannot be found")
 
 
+def _pickled_modules(data: bytes) -> set[str]:
+    """Top-level module names the pickle ``data`` imports (GLOBAL / STACK_GLOBAL opcodes)."""
+    mods: set[str] = set()
+    memo: dict[int, Any] = {}
+    recent: list[Any] = []  # values pushed by string / memo-get opcodes (None for anything else)
+    str_ops = {"SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "STRING", "BINSTRING",
+               "SHORT_BINSTRING"}
+    for op, arg, _pos in pickletools.genops(data):
+        name = op.name
+        if name in str_ops:
+            recent.append(arg if isinstance(arg, str) else None)
+        elif name in ("BINGET", "LONG_BINGET", "GET"):
+            recent.append(memo.get(int(arg)))
+        elif name == "MEMOIZE":
+            memo[len(memo)] = recent[-1] if recent else None
+            continue
+        elif name in ("BINPUT", "LONG_BINPUT", "PUT"):
+            memo[int(arg)] = recent[-1] if recent else None
+            continue
+        elif name in ("GLOBAL", "INST"):
+            mods.add(str(arg).split(" ")[0].partition(".")[0])
+            recent.append(None)
+        elif name == "STACK_GLOBAL":
+            if len(recent) >= 2 and isinstance(recent[-2], str):
+                mods.add(recent[-2].partition(".")[0])
+            recent.append(None)
+        else:
+            recent.append(None)
+        del recent[:-2]
+    return mods
+
+
 def _check_payload_pickle(data: bytes) -> None:
-    """Refuse payloads that need pyarrow (or other never-loaded modules) to unpickle."""
+    """Refuse payloads that need pyarrow (or another never-loaded module) to unpickle."""
     from quantgym.sandbox._child import NEVER_LOAD
 
     if not any(name.encode() in data for name in NEVER_LOAD):
         return
-    for op, arg, _pos in pickletools.genops(data):
-        if isinstance(arg, str) and arg.partition(".")[0] in NEVER_LOAD and op.name in (
-            "GLOBAL", "SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "INST"
-        ):
-            raise ValueError(
-                f"payload needs module {arg.split(' ')[0]!r} to unpickle, which is not available in the sandbox; "
-                "convert pyarrow-backed pandas columns (pd.ArrowDtype) with .astype(object) or pass numpy arrays"
-            )
+    bad = sorted(_pickled_modules(data) & set(NEVER_LOAD))
+    if bad:
+        raise ValueError(
+            f"payload needs module {bad[0]!r} to unpickle, which is not available in the sandbox; "
+            "convert pyarrow-backed pandas columns (pd.ArrowDtype) with .astype(object) or pass numpy arrays"
+        )
 
 
 class _Reader(threading.Thread):

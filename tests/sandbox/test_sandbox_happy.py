@@ -198,6 +198,12 @@ def test_pyarrow_payload_is_refused_with_a_clear_error():
     s = pd.Series(["a", "b"], dtype=pd.ArrowDtype(pa.string()))
     with pytest.raises(ValueError, match="pyarrow"):
         run_in_sandbox("x = 1", CALL, {"function": "f", "args": [s]})
+    # strings that merely look like module names are data, not imports
+    r = run("def f(d):\n    return d\n", {"tables": "pyarrow.lib", "requests": 1})
+    assert r.ok and r.value == {"tables": "pyarrow.lib", "requests": 1}
+    # pandas >= 3 default string dtype (pyarrow-backed when pyarrow is installed) is converted
+    r = run("def f(s):\n    return s.str.upper()\n", pd.Series(["a", "b"], index=["x", "y"]))
+    assert r.ok and r.value.tolist() == ["A", "B"] and list(r.value.index) == ["x", "y"]
 
 
 def test_limits_are_validated():
