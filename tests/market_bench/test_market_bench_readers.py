@@ -92,3 +92,28 @@ def test_databento_mbp10_fixture():
     assert len(c) == 2 and (c["bid_px_00"] < c["ask_px_00"]).all()
     q = read_databento_mbp(source_path("dbn_qqq"))
     assert len(clean_book(q, 3)) == 0  # clear records and one-sided books are dropped by step (a)
+
+
+def test_paper_preprocess_keeps_prices_randomises_sizes():
+    from quantgym.envs.market_bench.data import paper_preprocess
+
+    raw = _msft_raw()
+    a = paper_preprocess(raw, np.random.default_rng(1))
+    b = clean_book(raw, 3)
+    assert list(a.columns) == book_columns(3) and len(a) == 692
+    px = [c for c in a.columns if "_px_" in c]
+    pd.testing.assert_frame_equal(a[px], b[px])  # prices (so raw mids and spreads) untouched
+    sz = a[[c for c in a.columns if "_sz_" in c]].to_numpy()
+    assert sz.min() >= 100 and sz.max() <= 2000 and not (sz % 100).any()
+
+
+def test_bundled_sse_tables_match_the_raw_source():
+    from pathlib import Path
+
+    src = Path("/work/shared/data/quant_arena/intraday/sse_600519_20230207")
+    if not src.exists():
+        pytest.skip("shared raw data not available")
+    raw, shipped = load_sse_l2_day(src), load_sse_l2_day()
+    for key in ("snapshots", "trades", "orders"):
+        pd.testing.assert_frame_equal(raw[key].reset_index(drop=True), shipped[key].reset_index(drop=True),
+                                      check_dtype=False)

@@ -100,6 +100,15 @@ def randomise_sizes(book: pd.DataFrame, rng: np.random.Generator) -> pd.DataFram
     return out
 
 
+def paper_preprocess(book: pd.DataFrame, rng: np.random.Generator, levels: int = LEVELS) -> pd.DataFrame:
+    """The paper's preprocessing on any book-schema frame: keep the top ``levels`` levels, randomise sizes.
+
+    Applies :func:`quantgym.data.lob.clean_book` (spec §9.2.4 a-d) then :func:`randomise_sizes`
+    (§9.3.2). Use it to turn your own L10 data into a Market-Bench-style book.
+    """
+    return randomise_sizes(clean_book(book, levels), rng)
+
+
 def generate_pairs_book(cfg: PairsBookConfig, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic two-symbol book (spec §9.12.1), labelled KO (leg A) and PEP (leg B).
 
@@ -212,5 +221,5 @@ def synthetic_book(n_rows: int, *, levels: int = LEVELS, n_symbols: int = 1, see
     return pd.DataFrame(out)[book_columns(keep)]
 
 
-__all__ = ["real_book", "randomise_sizes", "generate_pairs_book", "generate_option_delta", "synthetic_book",
+__all__ = ["real_book", "randomise_sizes", "paper_preprocess", "generate_pairs_book", "generate_option_delta", "synthetic_book",
            "SHARED_DATA", "SOURCES_DIR", "SOURCE_FILES", "source_path"]
