@@ -74,7 +74,7 @@ def test_budget_freeze_rules_and_caller_errors(small_real, tmp_path):
     env.reset(seed=0)
     with pytest.raises(TypeError):
         env.step(42)
-    with pytest.raises(ValueError, match="freeze"):
+    with pytest.raises(TypeError, match="freeze"):
         env.step({"frieze": 1})
     o1, r1, *_ = env.step("syntax error here (")  # a crash is a recorded, budget-consuming candidate
     fb1 = json.loads(o1)

@@ -350,7 +350,7 @@ class QuantArenaEnv(gym.Env):
             raise RuntimeError("the episode has ended; call reset() first")
         if isinstance(action, dict):
             if set(action) != {"freeze"}:
-                raise ValueError(f"a dict action must be {{'freeze': k}}, got keys {sorted(action)}")
+                raise TypeError(f"a dict action must be {{'freeze': k}}, got keys {sorted(map(str, action))}")
             return self._freeze(action["freeze"])
         if not isinstance(action, str):
             raise TypeError(f"action must be source text (str) or {{'freeze': k}}, got {type(action).__name__}")
