@@ -126,8 +126,10 @@ class _CappedWriter(io.TextIOBase):
         if self._written >= self._cap:
             self.truncated = True
             return n
-        data = s.encode("utf-8", "replace")
         room = self._cap - self._written
+        if len(s) > room:  # every character takes at least one byte: never encode more than fits
+            s, self.truncated = s[:room], True
+        data = s.encode("utf-8", "replace")
         if len(data) > room:
             data, self.truncated = data[:room], True
         self._written += len(data)
