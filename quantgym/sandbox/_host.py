@@ -311,8 +311,12 @@ def run_in_sandbox(
                 except ChildProcessError:
                     break
             _killpg(proc.pid)
-            _pid, status, rusage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            try:
+                _pid, status, rusage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped by someone else (a SIGCHLD handler in the host)
+                rusage = None
+                proc.returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
         finally:
             timer.cancel()
         wall = time.monotonic() - t0
@@ -322,8 +326,8 @@ def run_in_sandbox(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    cpu = float(rusage.ru_utime + rusage.ru_stime)
-    maxrss_mb = rusage.ru_maxrss / 1024.0
+    cpu = float(rusage.ru_utime + rusage.ru_stime) if rusage is not None else float("nan")
+    maxrss_mb = rusage.ru_maxrss / 1024.0 if rusage is not None else float("nan")
     rc = proc.returncode
     details: dict[str, Any] = {
         "exit_code": rc if rc >= 0 else None,
