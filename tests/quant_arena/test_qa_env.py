@@ -166,3 +166,18 @@ def test_low_volatility_sealed_anchor(bundled):
     assert m["excess_arr"] == pytest.approx(0.206, abs=0.002)
     assert m["sharpe"] == pytest.approx(1.34, abs=0.01) and m["rankic_mean"] == pytest.approx(0.058, abs=0.001)
     assert r.S == pytest.approx(68, abs=0.5)
+
+
+def test_bench_episode_helper_and_default_env_pickle(small_real, tmp_path, bundled):
+    from quantgym.envs.quant_arena.bench import run_example
+
+    r = run_example("market_timing", record_dir=tmp_path, executor="inprocess", data=small_real, **SMALL_WINDOWS)
+    assert r["status_research"] == r["status_sealed"] == "ok"
+    assert r["S"] == pytest.approx(0.5 * r["S_in"] + 0.5 * r["S_out"], abs=2e-6)
+    assert set(r["feedback"]) == {"candidate", "budget_left", "status", "years", "window", "errors", "n_errors"}
+    daily = r["sealed_daily"]
+    assert len(daily["nav"]) == len(daily["dates"]) and daily["dates"][0] == "2023-12-29"  # D_0 .. D_n
+    env = QuantArenaEnv(record_dir=False)          # bundled data: pickled by reference, reloaded
+    blob = pickle.dumps(env)
+    assert len(blob) < 1_000_000
+    assert pickle.loads(blob).dataset is bundled
