@@ -187,6 +187,8 @@ def _setup() -> None:
     payload["key"] = b""
     payload.pop("intraday", None)
     req["payload"] = public
+    for a in secret["rows"].values():  # the parent's copies (the keeper has its own after the fork)
+        a.fill(False if a.dtype == bool else np.nan)
     secret.clear()
     _KEEPER = (pid, c_w, r_r, n, len(pub_blk["symbols"]))
     _ISOLATION_NOTE = "commit-reveal keeper"
