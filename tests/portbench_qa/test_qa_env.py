@@ -132,3 +132,17 @@ def test_parallel_workers_give_identical_records():
     b = run_qa(policy, templates=["T1", "T4", "T6"], n_per_template=10, workers=4)
     assert a.records == b.records
     assert {k: round(v, 12) for k, v in a.table.items() if v == v} == {k: round(v, 12) for k, v in b.table.items() if v == v}
+
+
+def test_user_data_and_explicit_splits():
+    from quantgym.envs.portbench.qa.config import QAConfig
+    from tests.portbench_qa._panel import CLASSES, alternating, make_panel
+
+    data = make_panel({t: alternating(0.002 * (k + 1), phase=k % 2) for k, t in enumerate(CLASSES)})
+    cfg = QAConfig(splits=(("train", "2021-03-01", "2021-04-30"), ("val", "2021-05-01", "2021-05-31"),
+                           ("test", "2021-06-01", "2021-07-15")))
+    e = PortBenchQAEnv(data=data, config=cfg, n_per_template=5, restricted="both")
+    assert e.n_items == 7 * 5 + 2 * 5
+    run = run_qa(OraclePolicy(data=data, config=cfg), env=e)
+    assert all(r["score"] == 1.0 for r in run.records)
+    assert all("2021-06-01" <= r["decision_date"] <= "2021-07-15" for r in run.records)

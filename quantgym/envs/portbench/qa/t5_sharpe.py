@@ -103,7 +103,7 @@ def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
     w_opt, solved = max_sharpe_rf(mu, cov, rf, fidelity, cfg.t5_nonpositive_ew)
     w4 = [round(float(x), 4) for x in w_opt]
     port_ret = float(w_opt @ mu)
-    port_vol = float(np.sqrt(w_opt @ cov @ w_opt))
+    port_vol = float(np.sqrt(max(float(w_opt @ cov @ w_opt), 0.0)))  # round-off on a singular Σ
     sharpe = (port_ret - rf) / port_vol if port_vol > 0 else 0.0
     answer = fmt_weights(assets, w4)
     means = ", ".join(f"{a}:{m:.4f}" for a, m in zip(assets, mu))
