@@ -60,7 +60,6 @@ def main() -> None:
     y = labels(ds, d0, n)
     t_sig, _ = _best(lambda: signal_metrics(S, y, ds.has_row[d0:d0 + n]), args.repeat)
     rows.append(("  of which the signal metrics (RankIC, IR, long-short, coverage)", t_sig))
-    from quantgym.envs.quant_arena.data import QADataset
 
     def fresh_limits():
         ds._cache.pop("limits", None)
