@@ -53,6 +53,7 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # one small response = one segment (no 40 ms delayed-ACK stall)
 
             def log_message(self, *args):  # quiet
                 pass
