@@ -51,6 +51,7 @@ def register(app: typer.Typer) -> None:
         At the end OUT/summary.csv and OUT/results.json hold every run in the common results schema.
         """
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
         from rich.table import Table
 
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
                 grid = grid_from_flags(_split(agents), _split(envs), sets or [],
                                        [int(s) for s in _split(seeds)] or [0], data=data)
         except (GridError, OSError, ValueError) as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_dir = Path(out) if out else Path("results") / f"sweep-{stamp}"
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
                                     meta={"command": f"quantgym sweep {config or '(flags)'} --backend {backend}",
                                           "argv": " ".join(sys.argv)})
             except SweepError as exc:
-                console.print(f"[red]error:[/] {exc}")
+                console.print(f"[red]error:[/] {escape(str(exc))}")
                 raise typer.Exit(2)
         table = Table(title=f"Sweep {grid.name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
                             f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left")
@@ -113,7 +114,7 @@ def register(app: typer.Typer) -> None:
             if rec["status"] != "ok":
                 err = rec.get("error") or {}
                 console.print(f"[red]failed[/] {rec['run_id'][:8]} {rec['spec']['agent']} @ {rec['spec']['env_id']}: "
-                              f"{err.get('type')}: {str(err.get('message'))[:200]}", soft_wrap=True)
+                              f"{err.get('type')}: {escape(str(err.get('message'))[:200])}", soft_wrap=True)
         console.print(f"Wrote [bold]{out_dir}[/] (runs/, summary.csv, results.json) in {outcome.elapsed_s:.1f}s")
         if strict and outcome.failed:
             raise typer.Exit(1)
@@ -126,6 +127,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Merge results folders into one leaderboard: markdown + a self-contained HTML page with the plots."""
         from rich.console import Console
+        from rich.markup import escape
 
         from quantgym.sweep.report import ReportError, build_report
 
@@ -133,7 +135,7 @@ def register(app: typer.Typer) -> None:
         try:
             rep = build_report(results_dirs, out, title=title)
         except ReportError as exc:
-            console.print(f"[red]error:[/] {exc}")
+            console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2)
         console.print(f"Leaderboard from {len(rep.sources)} folder(s), {len(rep.rows)} rows: "
                       f"[bold]{rep.markdown_path}[/], [bold]{rep.html_path}[/]")

@@ -267,14 +267,15 @@ def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: s
     except ImportError as exc:
         raise SweepError("backend 'ray' needs the 'distributed' extra: pip install 'quantgym[distributed]'") from exc
     started = False
+    starts_local = address == "local" or (not address and not os.environ.get("RAY_ADDRESS"))
     if not ray.is_initialized():
         kw = dict(ray_init or {})
-        if address in (None, "", "local"):
+        if starts_local:
             kw.setdefault("include_dashboard", False)
         kw.setdefault("log_to_driver", False)
         ray.init(address=address or None, **kw)
         started = True
-    info = {"address": address, "started_local": started and address in (None, "", "local"),
+    info = {"address": address, "started_local": started and starts_local,
             "cluster_cpus": ray.cluster_resources().get("CPU")}
     try:
         data_ref = ray.put(data) if data is not None else None  # once; tasks get the reference

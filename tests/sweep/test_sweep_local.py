@@ -102,3 +102,51 @@ def test_execute_run_never_raises_and_normal_period_gate_uses_the_three_stress_w
 def test_unknown_backend_is_refused(tmp_path, small_grid):
     with pytest.raises(SweepError, match="unknown backend"):
         run_sweep(small_grid, tmp_path, backend="dask")
+
+
+def _app():
+    from quantgym.cli import app
+    from quantgym.sweep.cli import register
+
+    if "sweep" not in {c.name for c in app.registered_commands}:
+        register(app)  # until the lead adds "quantgym.sweep.cli" to quantgym.cli.PLUGINS
+    return app
+
+
+def test_sweep_cli_with_a_grid_file_flags_strict_and_a_missing_ray(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    app = _app()
+    grid = tmp_path / "g.yaml"
+    grid.write_text("agents: [sixty_forty]\nenvs: [PortBench-Balanced-v0]\nenv_kwargs: {period: covid_2020}\n")
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "a"), "--workers", "1", "-q"])
+    assert res.exit_code == 0, res.output
+    assert "1 runs (1 run now, 0 already done, 0 failed)" in res.output
+    assert len(read_summary_csv(tmp_path / "a" / "summary.csv")) == 1
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "a"), "-q"])
+    assert res.exit_code == 0 and "0 run now, 1 already done" in res.output
+    # flags; a failing run is reported, and --strict turns it into exit code 1
+    res = CliRunner().invoke(app, ["sweep", "--agents", "sixty_forty", "--envs", "PortBench-Balanced-v0", "--set",
+                                   "period=not_a_period", "--out", str(tmp_path / "b"), "--strict", "-q"])
+    assert res.exit_code == 1 and "unknown period 'not_a_period'" in res.output
+    # usage errors
+    res = CliRunner().invoke(app, ["sweep", "--agents", "sixty_forty", "--out", str(tmp_path / "c")])
+    assert res.exit_code == 2 and "--envs" in res.output
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--backend", "dask", "--out", str(tmp_path / "d")])
+    assert res.exit_code == 2 and "unknown backend" in res.output
+    # without Ray installed, --backend ray fails with one line naming the extra
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    res = CliRunner().invoke(app, ["sweep", str(grid), "--backend", "ray", "--out", str(tmp_path / "e"), "-q"])
+    assert res.exit_code == 2 and "quantgym[distributed]" in res.output
+
+
+def test_importing_the_plugin_does_not_import_ray_or_matplotlib():
+    import subprocess
+    import sys
+
+    code = ("import sys, quantgym.sweep.cli, quantgym.sweep, quantgym.integrations.ray; "
+            "print(any(m == 'ray' or m.startswith('ray.') for m in sys.modules), 'matplotlib.pyplot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
