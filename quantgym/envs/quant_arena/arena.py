@@ -11,7 +11,6 @@ the speed benchmark and the market reference.
 from __future__ import annotations
 
 import hashlib
-import math
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -273,13 +272,6 @@ def reference_only(ds: QADataset, start: Any, end: Any, cfg: ArenaConfig | None 
             "max_drawdown": qm.max_drawdown(r, include_start=True), "total_return": float(ref[-1] - 1.0),
             "volatility": qm.volatility(r, cfg.scoring.n_ann), "n_days": n, "path": ref.tolist(),
             "dates": [str(d) for d in ds.dates[d0:d0 + n + 1]]}
-
-
-def finite_or_none(x: Any) -> Any:
-    """``None`` for non-finite floats (for feedback dicts)."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
 
 
 __all__ = ["WindowResult", "evaluate_submission", "evaluate_scores", "reference_only", "source_hash", "STATUSES"]

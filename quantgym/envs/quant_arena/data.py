@@ -22,7 +22,6 @@ can reach contains a later row (§10.3, §10.4).
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import warnings
 from dataclasses import dataclass, field
@@ -704,11 +703,6 @@ def make_view(ds: QADataset, date: Any, max_lookback: int = 242) -> PITView:
     for i in range(t - lo + 1):
         buf.append(blk, i, intr.get(blk["dates"][i]))
     return buf.view()
-
-
-def date_str(d: Any) -> str:
-    """ISO date string of a date-like."""
-    return str(pd.Timestamp(d).date()) if not isinstance(d, _dt.date) else d.isoformat()[:10]
 
 
 __all__ = ["QADataset", "PITView", "ViewBuffer", "LookAheadError", "load_dataset", "make_view", "build_buffer",

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import math
 import random
 import signal
 import struct
@@ -407,12 +406,6 @@ def validate_child_value(value: Any, n: int, N: int, in_view: np.ndarray, F: int
     clean["scores"], clean["features"] = sc, fm
     clean["n_errors"] = max(int(nf), 0) + len(bad_days)
     return clean, bad_days
-
-
-def format_score_matrix_check(sc: np.ndarray) -> str:  # pragma: no cover - debug helper
-    """One line describing a score matrix (for logs)."""
-    fin = np.isfinite(sc)
-    return f"{sc.shape} finite={fin.mean():.3f} max={np.nanmax(sc) if fin.any() else math.nan}"
 
 
 __all__ = ["RUNNER", "score_days", "build_payload", "validate_child_value", "ChildOutputError", "DayTimeout"]
