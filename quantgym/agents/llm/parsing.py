@@ -30,12 +30,12 @@ import numpy as np
 #: §4.0 refusal phrases (lower-cased substring match; English and Chinese). [project choice: the list]
 REFUSAL_PHRASES: tuple[str, ...] = (
     "i cannot provide", "i can't provide", "i can not provide", "i cannot help", "i can't help",
-    "unable to assist", "i am unable to", "i'm unable to", "i cannot assist", "i can't assist",
-    "i cannot comply", "i can't comply", "i must decline", "i won't be able to", "i will not provide",
-    "not able to provide", "cannot give financial advice", "can't give financial advice",
-    "i cannot give", "i can't give", "as an ai language model", "i'm sorry, but i can", "i am sorry, but i can",
-    "sorry, i can't", "sorry, i cannot",
-    "无法回答", "无法提供", "不能提供", "我不能", "无法协助", "抱歉，我无法", "抱歉,我无法", "不便回答", "无法完成",
+    "unable to assist", "i am unable to provide", "i'm unable to provide", "i am unable to help",
+    "i'm unable to help", "i cannot assist", "i can't assist", "i cannot comply", "i can't comply",
+    "i must decline", "i will not provide", "not able to provide", "cannot give financial advice",
+    "can't give financial advice", "i'm sorry, but i can't", "i am sorry, but i cannot", "sorry, i can't",
+    "sorry, i cannot",
+    "无法回答", "无法提供", "不能提供", "无法协助", "抱歉，我无法", "抱歉,我无法", "不便回答",
 )
 #: §4.0: an answer shorter than this without ``{`` is a refusal
 REFUSAL_MIN_CHARS = 120
