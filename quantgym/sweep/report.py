@@ -480,6 +480,9 @@ def quant_arena_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -
     def pct(x):
         return None if x is None else 100 * x
 
+    # bench runs carry the final scores at top level; eval runs under "final"
+    runs = [{**(r.get("final") or {}), **{k: v for k, v in r.items() if k != "final"}} if isinstance(
+        r.get("final"), dict) else r for r in runs]
     body = []
     for r in runs:
         m = r.get("sealed") or {}
@@ -546,8 +549,12 @@ def _mb_scores(sources: Sequence[Source]) -> list[dict[str, Any]]:
                 from quantgym.envs.market_bench.bench import records_to_attempts
                 from quantgym.envs.market_bench.scoring import score_table
 
-                df = score_table(records_to_attempts(t["runs"]))
-                scores += [dict(x, _source=s.name) for x in json.loads(df.to_json(orient="records"))]
+                recs = [x for r in t["runs"] for x in (r.get("records") if isinstance(r.get("records"), list)
+                                                          else [r])]
+                df = score_table(records_to_attempts(recs))
+                from quantgym.results import to_jsonable
+
+                scores += [dict(x, _source=s.name) for x in to_jsonable(df.to_dict(orient="records"))]
             except Exception:
                 continue
     return scores

@@ -50,6 +50,7 @@ def test_blocks_inherit_top_level_keys_and_duplicates_are_dropped():
 
 
 def test_yaml_file_and_flags_give_the_same_runs(tmp_path):
+    pytest.importorskip("yaml")
     p = tmp_path / "g.yaml"
     p.write_text("agents: [equal_weight]\nenvs: [PortBench-Conservative-v0]\n"
                  "env_kwargs:\n  period: [covid_2020, china_2015]\n  lookback: 60\nseeds: [0, 7]\n")
@@ -61,6 +62,7 @@ def test_yaml_file_and_flags_give_the_same_runs(tmp_path):
 
 
 def test_the_example_grid_parses():
+    pytest.importorskip("yaml")
     from pathlib import Path
 
     g = load_grid(Path(__file__).resolve().parents[2] / "examples" / "sweep_baselines.yaml")
@@ -83,6 +85,11 @@ def test_bad_grids_give_clear_errors(doc, msg):
         parse_grid(doc)
 
 
-def test_bad_yaml_and_bad_flag():
+def test_bad_yaml_and_bad_flag(tmp_path):
     with pytest.raises(GridError, match="NAME=VALUE"):
         grid_from_flags(["a"], ["e"], ["period"])
+    pytest.importorskip("yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [a\nenvs: b: c\n")
+    with pytest.raises(GridError, match="not valid YAML"):
+        load_grid(bad)

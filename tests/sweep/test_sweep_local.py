@@ -116,6 +116,7 @@ def _app():
 def test_sweep_cli_with_a_grid_file_flags_strict_and_a_missing_ray(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
+    pytest.importorskip("yaml")
     app = _app()
     grid = tmp_path / "g.yaml"
     grid.write_text("agents: [sixty_forty]\nenvs: [PortBench-Balanced-v0]\nenv_kwargs: {period: covid_2020}\n")
