@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from quantgym.cli import app
 
-FAKE_FACTORY = "tests.portbench_qa.test_qa_cli:make_fake_agent"
+FAKE_FACTORY = f"{__name__}:make_fake_agent"  # importable under pytest's prepend import mode
 
 
 class _Half:

@@ -136,7 +136,7 @@ def test_parallel_workers_give_identical_records():
 
 def test_user_data_and_explicit_splits():
     from quantgym.envs.portbench.qa.config import QAConfig
-    from tests.portbench_qa._panel import CLASSES, alternating, make_panel
+    from ._panel import CLASSES, alternating, make_panel
 
     data = make_panel({t: alternating(0.002 * (k + 1), phase=k % 2) for k, t in enumerate(CLASSES)})
     cfg = QAConfig(splits=(("train", "2021-03-01", "2021-04-30"), ("val", "2021-05-01", "2021-05-31"),

@@ -14,7 +14,7 @@ from typer.testing import CliRunner  # noqa: E402
 from quantgym.cli import app  # noqa: E402
 from quantgym.envs.portbench.qa import OraclePolicy, run_qa  # noqa: E402
 from quantgym.envs.portbench.qa.env import PortBenchQAEnv  # noqa: E402
-from tests.llm.server import ScriptedServer, fast_options  # noqa: E402
+from llm.server import ScriptedServer, fast_options  # noqa: E402  (tests/ is on sys.path: prepend import mode)
 
 
 def test_llm_agent_scores_and_replays_through_the_cli(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from quantgym.envs.portbench.qa import t1_return, t2_var, t3_sizing, t4_pair, t5_sharpe, t6_rebalance, t7_regime
 from quantgym.envs.portbench.qa.config import QAConfig, T7_DIRECTIONS
-from tests.portbench_qa._panel import D, DATES, alternating, context, make_panel, window_rows
+from ._panel import D, DATES, alternating, context, make_panel, window_rows
 
 CFG = QAConfig()
 
