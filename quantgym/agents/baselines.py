@@ -78,9 +78,12 @@ class _Baseline:
     name = "baseline"
     direct_allocation = True
     tickers: tuple[str, ...] = ()
+    #: paper-mode switches (``PortBenchConfig.paper``; None = clean mode), set by :meth:`reset`
+    paper = None
 
     def reset(self, env) -> None:
         self.tickers = tuple(env.unwrapped.view.tickers)
+        self.paper = getattr(env.unwrapped.config, "paper", None)
 
     def act(self, obs: dict, info: dict) -> dict[str, Any]:
         r, mask, avail = _window(obs)
@@ -96,6 +99,8 @@ class EqualWeight(_Baseline):
     name = "Equal-Weight"
 
     def allocate(self, r, avail):
+        if self.paper is not None and self.paper.eqw_all_assets:  # paper mode (§8.1): every universe asset
+            return _finish(_equal(avail.size, np.arange(avail.size)), renormalise=False)
         return _finish(_equal(avail.size, np.flatnonzero(avail)), renormalise=False)
 
 
@@ -160,6 +165,13 @@ class CovarianceRiskParity(_Baseline):
         idx, x = _risk_data(r, avail)
         if x is None:
             return _finish(_equal(avail.size, idx))
+        if self.paper is not None and self.paper.erc_sweep_renorm:  # paper mode (§8.4): repo's solver
+            from quantgym.envs.portbench.paper.erc import erc_sweep_renorm
+
+            cov = 252.0 * np.cov(x, rowvar=False, ddof=1)
+            w = np.zeros(avail.size)
+            w[idx] = erc_sweep_renorm(cov + RIDGE * np.mean(np.diag(cov)) * np.eye(idx.size))
+            return _finish(w)
         model = RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior())
         w = np.zeros(avail.size)
         try:

@@ -2,8 +2,9 @@
 
 Frozen, serialisable dataclasses (``shared/design.md`` §2): defaults equal the spec's clean
 mode; :class:`PortBenchConfig` carries a version string that is written into every result.
-``fidelity="paper"`` is reserved for the paper-fidelity mode (spec Appendix A); the
-switch and the config object exist, the paper-mode items are a separate issue.
+``fidelity="paper"`` switches on every paper-mode item of spec Appendix A; each item is a flag of
+:class:`~quantgym.envs.portbench.paper.config.PaperFidelity` (``PortBenchConfig.paper``), so single
+items can be switched on top of clean mode.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from quantgym.envs.portbench.paper.config import PaperFidelity
 
 SCORING_VERSION = "portbench-clean-1.0"
 
@@ -152,7 +155,8 @@ class PortBenchConfig:
 
     Attributes
     ----------
-    fidelity : "clean" (default) or "paper" (reserved; Appendix A, separate issue).
+    fidelity : "clean" (default) or "paper" (Appendix A; the env sets ``paper = PaperFidelity.paper()``).
+    paper : PaperFidelity, the paper-mode switches (default: all off = clean mode).
     lookback : number of return rows in a snapshot window (L = 60, §1.6).
     window_days : calendar-day bound of the window, ``[d − 90 days, d]`` (§1.6).
     min_obs : a ticker is available at ``d`` with ≥ this many valid returns in the window (§11.6).
@@ -174,6 +178,7 @@ class PortBenchConfig:
     costs: CostModel = field(default_factory=CostModel)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     rf: float = 0.04  # Sharpe risk-free rate (§7.1)
+    paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
 
     def to_dict(self) -> dict[str, Any]:
