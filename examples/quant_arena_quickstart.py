@@ -41,8 +41,14 @@ for name, source in [("my strategy", MY_STRATEGY), ("low_volatility example", ex
     print(f"{name}: status={fb['status']} S_in={reward:.1f} window={fb['window']} errors={fb['n_errors']}")
 
 # freeze the better research candidate; the sealed 2024 evaluation runs once
-best = 1 + max(range(2), key=lambda i: env.unwrapped._candidates[i]["research"].S)
+best = 1 + max(range(2), key=lambda i: env.unwrapped.candidates[i]["research"].S)
 obs, S, terminated, truncated, final = env.step({"freeze": best})
 print(f"\nfrozen candidate {best}: S = {final['S']:.1f} (S_in {final['S_in']:.1f}, S_out {final['S_out']:.1f})")
 print("sealed 2024:", {k: final["sealed"][k] for k in ("arr", "excess_arr", "sharpe", "max_drawdown", "rankic_mean")})
 print("record:", env.unwrapped.record_path)
+
+# diagnostics PNG: NAV vs market, exposure over time, next-day return by score quintile
+from quantgym.envs.quant_arena.plots import plot_run  # noqa: E402
+
+sealed = env.unwrapped.sealed_result
+print("plot:", plot_run(sealed.daily, sealed.metrics, "quant_arena_sealed_2024.png", "frozen candidate, 2024"))

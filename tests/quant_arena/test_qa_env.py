@@ -43,8 +43,10 @@ def test_end_to_end_research_run_through_the_sandbox(small_real, tmp_path):
     assert 0 < r < 100 and fb["n_errors"] == 0
     # no sealed-period number anywhere in the research observation
     assert "2024" not in obs
+    assert env.unwrapped.sealed_result is None and len(env.unwrapped.candidates) == 1
     obs, S, term, trunc, fin = env.step({"freeze": 1})
     assert term and not trunc
+    assert env.unwrapped.sealed_result.S == pytest.approx(fin["S_out"], abs=1e-6)
     assert fin["S"] == pytest.approx(0.5 * fin["S_in"] + 0.5 * fin["S_out"], abs=2e-6)
     assert fin["S_in"] == pytest.approx(r, abs=1e-6) and fin["status_sealed"] == "ok"
     assert fin["sealed"]["n_ic_days"] > 0 and list(fin["sealed_years"]) == ["2024"]

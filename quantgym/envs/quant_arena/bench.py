@@ -51,8 +51,8 @@ def run_example(name: str, record_dir: Path | None = None, executor: str = "sand
         _, S, term, _, fin = env.step({"freeze": 1})
         assert term
         u = env.unwrapped
-        res_in = u._candidates[0]["research"]
-        res_out = u._sealed_result
+        res_in = u.candidates[0]["research"]
+        res_out = u.sealed_result
         return {"agent": name, "S": fin["S"], "S_in": fin["S_in"], "S_out": fin["S_out"],
                 "status_research": fin["status_research"], "status_sealed": fin["status_sealed"],
                 "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],

@@ -320,6 +320,16 @@ class QuantArenaEnv(gym.Env):
         return None if self._recorder is None else self._recorder.path
 
     @property
+    def candidates(self) -> list[dict]:
+        """Evaluated candidates of the current run: ``index, source, sha256, research`` (WindowResult)."""
+        return list(self._candidates)
+
+    @property
+    def sealed_result(self) -> WindowResult | None:
+        """The sealed evaluation of the frozen candidate (None until the episode has ended)."""
+        return self._sealed_result if self._done else None
+
+    @property
     def budget_left(self) -> int:
         """Candidates the agent may still submit."""
         cap = self.max_candidates if self.mode == "iterative" else 1
@@ -335,6 +345,7 @@ class QuantArenaEnv(gym.Env):
         self._candidates = []
         self._done = False
         self._final = None
+        self._sealed_result = None
         self._recorder = None if self.record_dir is False else RunRecorder(self.record_dir)
         text, facts = task_brief(self.cfg, self.mode, self.max_candidates, self.dataset)
         self._brief = (text, facts)
