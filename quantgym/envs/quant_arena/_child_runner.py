@@ -135,16 +135,20 @@ def _find_request() -> dict | None:
     return None
 
 
-def _setup() -> None:
-    """Import-time split of the payload and fork of the keeper (see the module docstring)."""
+def _setup() -> bool:
+    """Import-time split of the payload and fork of the keeper (see the module docstring).
+
+    Returns True when imported by a sandbox child for this runner (then the agent's RNGs are
+    seeded too); False elsewhere (e.g. imported in the host), where it does nothing.
+    """
     global _KEEPER, _ISOLATION_NOTE
     req = _find_request()
     if req is None:
         _ISOLATION_NOTE = "no sandbox request found at import"
-        return
+        return False
     payload = req["payload"]
     if not payload.get("isolate"):
-        return
+        return True
     blk = payload["block"]
     first, n = int(payload["first"]), int(payload["n"])
     later = slice(first + 1, first + n)
@@ -192,6 +196,7 @@ def _setup() -> None:
     secret.clear()
     _KEEPER = (pid, c_w, r_r, n, len(pub_blk["symbols"]))
     _ISOLATION_NOTE = "commit-reveal keeper"
+    return True
 
 
 class KeeperFeeder:
@@ -236,5 +241,5 @@ def _seed() -> None:
     np.random.seed(0)
 
 
-_setup()
-_seed()
+if _setup():
+    _seed()
