@@ -173,3 +173,21 @@ def test_price_table(tmp_path, server):
         make_openai_agent("test-model", task="market_bench", colour="blue", transcript=False)
     with pytest.raises(ValueError, match="unknown task"):
         make_openai_agent("test-model", task="chess", transcript=False)
+
+
+def test_resume_from_a_crashed_transcript(server, tmp_path):
+    server.script("first answer")
+    eng = engine(server, tmp_path, name="crashed")
+    eng.chat(MSG)
+    path = tmp_path / "crashed.jsonl"
+    with path.open("a") as fh:  # a crash in the middle of writing the next line
+        fh.write('{"type": "call", "hash": "abc", "ok": tr')
+    header, calls = read_transcript(path)
+    assert len(calls) == 1 and calls[0]["text"] == "first answer"
+    cfg = LLMConfig(model="test-model", base_url=server.base_url, retries=0)
+    eng2 = ChatEngine(cfg, api_key="test-key", transcript=tmp_path / "resumed.jsonl", cache_from=[path])
+    n = len(server.requests)
+    res = eng2.chat(MSG)
+    assert res.cached and res.text == "first answer" and len(server.requests) == n  # no new HTTP call
+    _, calls2 = read_transcript(tmp_path / "resumed.jsonl")
+    assert calls2[0]["cache_hit"] is True
