@@ -280,9 +280,10 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
                                    if hasattr(agents[s.task], "engine") else None)
     write_results(out_dir, sections, meta={**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,
                                            "usage": usage, "elapsed_s": time.perf_counter() - t0})
-    for a in agents.values():
-        if hasattr(a, "close"):
-            a.close()
+    if isinstance(agent_spec, str):  # close only the agents made here (their transcripts)
+        for a in agents.values():
+            if hasattr(a, "close"):
+                a.close()
     return sections
 
 
