@@ -481,6 +481,9 @@ def main() -> None:  # noqa: C901 - one linear protocol
         _warm_up()
         payload = request["payload"]
         del request
+        prepare = getattr(runner, "sandbox_prepare", None)
+        if callable(prepare):  # trusted pre-lockdown hook of the runner (see docs/security.md)
+            payload = prepare(payload)
         code_roots, excluded, package_roots = _code_roots(allowed)
         readable = _realpath_roots(limits["readable_paths"])
     except BaseException as exc:  # noqa: BLE001 - setup failure is a host-side problem

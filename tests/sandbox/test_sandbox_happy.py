@@ -228,3 +228,14 @@ def test_payload_that_fails_to_unpickle_in_the_child_is_a_clear_crash():
     r = run_in_sandbox("def f(x):\n    return 1\n", CALL, {"function": "f", "args": [_FailsToUnpickle()]})
     assert r.status == "crashed"
     assert r.message.startswith("crashed: the sandbox could not read its payload: ValueError")
+
+
+def test_runner_sandbox_prepare_hook_runs_before_lockdown():
+    from .sandbox_test_runners import prepared_echo
+
+    runner = f"{prepared_echo.__module__}:prepared_echo"
+    r = run_in_sandbox("def f():\n    return 'agent ran'\n", runner, {"secret": "hidden", "x": 1})
+    assert r.ok, r.message
+    assert r.value["agent"] == "agent ran"
+    assert r.value["payload"]["secret"] is None and r.value["payload"]["x"] == 1
+    assert r.value["payload"]["prepared_pid"] == r.details["pid"]

@@ -1,0 +1,21 @@
+"""Trusted runners used only by the sandbox tests (imported by the sandbox child)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _prepare(payload: dict) -> dict:
+    """Pre-lockdown hook: runs in the child before lockdown, may use what lockdown forbids."""
+    out = dict(payload)
+    out["prepared_pid"] = os.getpid()
+    out["secret"] = None  # e.g. move data out of the agent's reach before lockdown
+    return out
+
+
+def prepared_echo(namespace: dict, payload: dict) -> dict:
+    """Return the prepared payload and the agent's ``f()``."""
+    return {"payload": payload, "agent": namespace["f"]()}
+
+
+prepared_echo.sandbox_prepare = _prepare  # type: ignore[attr-defined]
