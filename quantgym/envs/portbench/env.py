@@ -17,10 +17,12 @@ from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
 from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
+from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
-from quantgym.envs.portbench.profiles import get_profile, pas_step
+from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
 from quantgym.envs.portbench.simulator import PortfolioSimulator
 from quantgym.envs.portbench.stages import (
+    _single_thread_blas,
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score, turnover,
 )
@@ -84,7 +86,8 @@ class PortBenchEnv(gym.Env):
 
     ## Episode End
     ``terminated=True`` on the step whose simulation reaches the period's last trading day;
-    ``truncated`` is always False (a time limit is the caller's choice).
+    ``truncated`` is False (a time limit is the caller's choice), except for the paper-mode abort on an
+    unparseable answer (``abort_on_parse_failure``: ``truncated=True``, ``info["aborted"]``).
 
     ## Arguments
     ``gym.make("PortBench-Balanced-v0", period="covid_2020", stagewise=True)``.
@@ -97,7 +100,10 @@ class PortBenchEnv(gym.Env):
     - ``stagewise``: True = S1 → S2 → S3 sub-steps (the LLM protocol); False = one step per date.
     - ``oracle``: "lookback" (default) | "ex_post" (diagnostic; uses future data, flagged in ``info``) |
       "equal_weight".
-    - ``fidelity``: "clean" (only mode implemented here; "paper" is reserved for the paper-fidelity mode).
+    - ``fidelity``: "clean" (default) | "paper" (spec Appendix A: every item of
+      :class:`~quantgym.envs.portbench.paper.config.PaperFidelity` on, universe ``89_no_crypto``).
+    - ``paper``: a :class:`PaperFidelity` (or dict of its flags) to switch single paper items on top of
+      clean mode (overrides ``config.paper``); ``fidelity="paper"`` with ``paper`` given uses those flags.
     - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return".
     - ``data``: None (bundled real data), a :class:`~quantgym.data.PortBenchData` or a directory in the
       documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
@@ -148,12 +154,10 @@ class PortBenchEnv(gym.Env):
         scoring: bool = True,
         text_provider: Callable[[pd.Timestamp], str] | None = None,
         render_mode: str | None = None,
+        paper: PaperFidelity | dict | None = None,
     ):
-        if fidelity != "clean":
-            raise ValueError(
-                f"fidelity={fidelity!r} is not available yet: only 'clean' is implemented (paper-fidelity mode is "
-                "tracked separately)"
-            )
+        if fidelity not in ("clean", "paper"):
+            raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
         if reward not in ("ceps", "log_return"):
             raise ValueError(f"reward must be 'ceps' or 'log_return', got {reward!r}")
         if oracle not in ("lookback", "ex_post", "equal_weight"):
@@ -162,10 +166,19 @@ class PortBenchEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         cfg = config or PortBenchConfig()
         period = resolve_period(period)
-        cfg = cfg.replace(fidelity=fidelity,
+        if paper is not None:  # single paper items on top of clean mode (Appendix A)
+            cfg = cfg.replace(paper=PaperFidelity(**paper) if isinstance(paper, dict) else paper)
+        if fidelity == "paper" and not cfg.paper.any:
+            cfg = cfg.replace(paper=PaperFidelity.paper())
+        cfg = cfg.replace(fidelity="paper" if cfg.paper.any else "clean",
                           scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
         self.profile = get_profile(profile)
-        self.data = _resolve_data(data)
+        if cfg.paper.any:
+            from quantgym.envs.portbench.paper.simulator import paper_data_for
+
+            self.data = paper_data_for(cfg.paper, None if data is None else _resolve_data(data))
+        else:
+            self.data = _resolve_data(data)
         if isinstance(period, LivePeriod):  # §2.5: daily decisions on data through the previous close
             period = resolve_live(period, self.data.dates)
             cfg = cfg.replace(as_of="previous_close")
@@ -177,7 +190,12 @@ class PortBenchEnv(gym.Env):
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
         self.text_provider = text_provider
         self.render_mode = render_mode
-        self.view = MarketView(self.data, cfg)
+        if cfg.paper.any:  # paper snapshot flags (own-calendar windows, NaN correlations)
+            from quantgym.envs.portbench.paper.simulator import make_view
+
+            self.view = make_view(self.data, cfg)
+        else:
+            self.view = MarketView(self.data, cfg)
         n, lb, m = self.view.n_assets, cfg.lookback, len(MACRO_KEYS)
         self.n_assets = n
         if self.data.macro.shape[1] != m:
@@ -227,8 +245,14 @@ class PortBenchEnv(gym.Env):
         return w
 
     def _new_simulator(self) -> PortfolioSimulator:
-        sim = PortfolioSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
-                                 self.config.costs, self.config.initial_nav, self.view.tickers)
+        if self.config.paper.any:  # paper day loop (§6.1, §6.2, §2.1 paper mode)
+            from quantgym.envs.portbench.paper.simulator import PaperSimulator
+
+            sim = PaperSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
+                                 self.config.costs, self.config.initial_nav, self.view.tickers, self.config.paper)
+        else:
+            sim = PortfolioSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
+                                     self.config.costs, self.config.initial_nav, self.view.tickers)
         if sim.decision_rows.size == 0:
             raise ValueError(f"period {self.period.name} has no {self.period.freq} rebalance date in the data")
         return sim
@@ -259,6 +283,9 @@ class PortBenchEnv(gym.Env):
             snap, sc = self.snapshot, self.config.scoring
             self.v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
             self.s_star = s2_truth(self.v_star, sc.signal_threshold)
+            self.w_star_s45 = None
+            if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
+                self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns())
             if sc.oracle == "ex_post":
                 self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns())
             else:
@@ -278,6 +305,8 @@ class PortBenchEnv(gym.Env):
         k = self.decision_k
         nxt = sim.decision_rows[k + 1] if k + 1 < sim.decision_rows.size else sim.last_row
         cap = self.config.scoring.ex_post_max_obs[self.period.freq]
+        if self.config.paper.ex_post_from_d:  # paper (§4.3): starts at d, overlapping the lookback
+            return self.view.returns[sim.t : sim.t + cap]
         hi = min(nxt, sim.t + cap)
         return self.view.returns[sim.t + 1 : hi + 1]
 
@@ -285,7 +314,7 @@ class PortBenchEnv(gym.Env):
     def _obs(self) -> dict[str, Any]:
         snap, cfg = self.snapshot, self.config
         lb, n = cfg.lookback, self.n_assets
-        win = snap.returns
+        win = snap.returns[-lb:]  # paper own-calendar windows can span more than L union dates
         ret = np.zeros((lb, n))
         mask = np.zeros((lb, n), dtype=np.int8)
         k = win.shape[0]
@@ -321,10 +350,15 @@ class PortBenchEnv(gym.Env):
         stage = self.stage if stage is None else stage
         snap, cfg = self.snapshot, self.config
         if stage == 0 or not self.stagewise:
+            if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
+                return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6)
             return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table)
         if stage == 1:
+            if cfg.paper.s2_prompt_threshold:  # paper (§4.2): the prompt says ±0.15, truth uses ±0.2
+                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15)
             return prompts.render_s2(snap, self.prev_views, self.stage_notes)
-        return prompts.render_s3(snap, self.prev_signals, self.profile.prompt_block(), cfg.initial_nav,
+        block = "" if cfg.paper.no_profile_in_s3 else self.profile.prompt_block()  # paper (§3.1): no profile
+        return prompts.render_s3(snap, self.prev_signals, block, cfg.initial_nav,
                                  self.stage_notes.get("strengths"), cfg.corr_table)
 
     def _base_info(self) -> dict[str, Any]:
@@ -338,14 +372,19 @@ class PortBenchEnv(gym.Env):
             "refused": any(v == STATUS_REFUSED for v in self.step_status.values()),
             "unparseable": any(v == STATUS_UNPARSEABLE for v in self.step_status.values()),
             "nav": float(self.sim.nav),
-            "uses_future_data": self.config.scoring.oracle == "ex_post",
+            "uses_future_data": self.config.scoring.oracle == "ex_post" or self.config.paper.ex_post_s4s5,
             "n_available": int(self.snapshot.available.sum()),
         }
 
     # ------------------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
+        with _single_thread_blas():
+            return self._reset(seed=seed, options=options)
+
+    def _reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.sim = self._new_simulator()
+        self._aborted = False
         self.decision_k = 0
         self.records: list[dict] = []
         self.sim.advance_to(int(self.sim.decision_rows[0]))
@@ -435,6 +474,9 @@ class PortBenchEnv(gym.Env):
             return self._fallback_weights(), False
         w = np.where(a, weights, 0.0)  # weight on an unavailable asset is dropped (§11.4)
         tot = w.sum()
+        if tot <= 0 and self.config.paper.s3_all_zero_equal_signals:  # paper (§11.4): EW over signal assets
+            self.step_status["S3"] = STATUS_OK
+            return np.round(a / a.sum(), 4) if a.any() else w, True
         if tot <= 0:
             self._flag("S3", status, "all weights on the available assets are zero: fallback current weights, "
                                      "S3 score 0")
@@ -443,8 +485,16 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
+        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (see stages._single_thread_blas)
+            with _single_thread_blas():
+                return self._step(action)
+        return self._step(action)
+
+    def _step(self, action: Any):
         if self.sim is None:
             raise RuntimeError("call reset() before step()")
+        if getattr(self, "_aborted", False):
+            raise RuntimeError("episode was aborted (paper mode, unparseable answer); call reset()")
         if self.sim.done and self.stage == 0 and getattr(self, "_terminated", False):
             raise RuntimeError("episode has terminated; call reset()")
         if self.stagewise:
@@ -453,6 +503,8 @@ class PortBenchEnv(gym.Env):
             needed = ("views", "signals", "weights")
         act = self._check_action(action, needed)
         status = int(act["status"])
+        if status == STATUS_UNPARSEABLE and self.config.paper.abort_on_parse_failure:
+            return self._abort()
         sc = self.config.scoring
         snap = self.snapshot
         if "views" in needed:
@@ -474,6 +526,30 @@ class PortBenchEnv(gym.Env):
         weights, valid = self._process_weights(act["weights"], status)
         return self._finish_decision(weights, valid)
 
+    def _abort(self):
+        """Paper mode (§4.0, §11.3): an unparseable answer aborts the run (truncated, no trade)."""
+        stage = STAGES[self.stage] if self.stagewise else "all"
+        self._flag(stage if stage != "all" else "S1", STATUS_UNPARSEABLE, "unparseable answer: run aborted (paper mode)")
+        self._terminated = self._aborted = True
+        info = self._base_info()
+        info.update({"aborted": True, "episode_metrics": self.episode_metrics()})
+        self.stage = 0
+        return self._obs(), 0.0, False, True, info
+
+    def _executed(self, w: np.ndarray, tau: float, rate: float) -> np.ndarray:
+        """Executed weights (§4.4): clean = ``w``; paper ``cash_cost_drag``: the cash key (first ticker
+        containing ``BIL``, else the first cash asset) reduced by ``K/NAV = rate·τ`` (floored at 0), round 4."""
+        if not (self.config.paper.cash_cost_drag and self.scoring):  # direct allocation bypasses S4 (§4.6)
+            return w
+        tick = self.view.tickers
+        cash = next((i for i, t in enumerate(tick) if "BIL" in t), None)
+        if cash is None:
+            cash = next((i for i, c in enumerate(self.view.classes) if c == "cash"), None)
+        out = np.array(w, dtype=np.float64)
+        if cash is not None:
+            out[cash] = max(out[cash] - rate * tau, 0.0)
+        return np.round(out, 4)
+
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
         snap, sim, sc = self.snapshot, self.sim, self.config.scoring
         w0 = snap.current_weights
@@ -481,23 +557,28 @@ class PortBenchEnv(gym.Env):
         rec: dict[str, Any] = {"date": str(snap.decision_date.date()), "regime": snap.regime,
                                "n_available": int(snap.available.sum())}
         ceps_val = None
+        pf = self.config.paper
+        w_exec = self._executed(w_hat, tau_hat, self.config.costs.rate)
         if self.scoring:
             s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
             self.step_scores["S3"] = s3["score"] if valid else 0.0
-            tau_star = turnover(self.w_star, w0, self.config.costs.min_trade)
+            w_truth = self.w_star if self.w_star_s45 is None else self.w_star_s45
+            tau_star = turnover(w_truth, w0, self.config.costs.min_trade)
             self.step_scores["S4"] = s4_score(tau_hat, tau_star)
-            rep_hat = risk_report(w_hat, snap, self.profile, sc)
-            rep_star = risk_report(self.w_star, snap, self.profile, sc)
+            star_exec = self._executed(w_truth, tau_star, self.config.costs.commission_bps / 1e4)
+            rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=not pf.mdd_no_start_peak)
+            rep_star = risk_report(star_exec, snap, self.profile, sc, include_start=not pf.mdd_no_start_peak)
             self.step_scores["S5"] = s5_score(rep_hat, rep_star)
             ceps_val = ceps_fn([self.step_scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
-            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile)
+            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile,
+                           PAS_EQUITY_CLASSES_PAPER if pf.pas_real_estate else PAS_EQUITY_CLASSES_CLEAN)
             rec.update({
                 "stage_scores": dict(self.step_scores), "ceps": ceps_val, "pas": pas,
                 "s3_parts": {k: s3[k] for k in ("accuracy", "mae", "intra", "inter", "corr")},
                 "tau_hat": tau_hat, "tau_star": tau_star,
                 "risk": rep_hat.as_dict(), "risk_truth": rep_star.as_dict(),
             })
-        trade = sim.trade(w_hat)
+        trade = sim.trade(w_exec)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "status": dict(self.step_status),
                     "weights": {snap.tickers[i]: float(w_hat[i]) for i in np.flatnonzero(w_hat > 0)}})
@@ -538,7 +619,7 @@ class PortBenchEnv(gym.Env):
         """§6.6/§7 metrics of the episode so far (financial metrics, mean scores, gate diagnostics)."""
         sim = self.sim
         r = sim.daily_returns()
-        perf = performance_summary(r, include_start=True, rf=self.config.rf)
+        perf = performance_summary(r, include_start=not self.config.paper.mdd_no_start_peak, rf=self.config.rf)
         out: dict[str, Any] = dict(perf)
         mdd = perf["max_drawdown"]
         tol = self.profile.max_drawdown

@@ -35,16 +35,19 @@ def _num(x: float) -> str:
     return s.replace("0.", ".", 1) if s.startswith(("0.", "-0.")) else s
 
 
-def correlation_block(snap: MarketSnapshot, table: str = "upper") -> str:
-    """Pairwise table (upper triangle, one row per asset), intra-class averages, inter-class matrix."""
+def correlation_block(snap: MarketSnapshot, table: str = "upper", max_assets: int | None = None) -> str:
+    """Pairwise table (upper triangle, one row per asset), intra-class averages, inter-class matrix.
+
+    ``max_assets`` (paper mode: 6) limits the pairwise table to the first available assets."""
     idx = snap.avail_idx
-    tick = [snap.tickers[i] for i in idx]
+    tick = [snap.tickers[i] for i in idx[:max_assets]]
     lines = ["[CORRELATIONS] Pearson correlation of the daily returns in the window."]
     if table != "none" and idx.size:
         lines.append("pairwise (" + ("upper triangle; " if table == "upper" else "") + "row asset vs columns): "
                      + " ".join(tick))
-        for a, i in enumerate(idx):
-            cols = idx[a + 1:] if table == "upper" else idx
+        pidx = idx[:max_assets]
+        for a, i in enumerate(pidx):
+            cols = pidx[a + 1:] if table == "upper" else pidx
             vals = " ".join("nan" if not np.isfinite(snap.corr[i, j]) else _num(snap.corr[i, j]) for j in cols)
             lines.append(f"{snap.tickers[i]}: {vals}")
     lines.append("intra-class average correlation:")
@@ -76,15 +79,19 @@ def _header(snap: MarketSnapshot, stage: str) -> list[str]:
             f"Market regime (SPY 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
 
 
-def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper") -> str:
-    """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset)."""
+def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_assets: int | None = None,
+              max_corr_assets: int | None = None) -> str:
+    """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset).
+
+    ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
+    per-asset lines and of the pairwise table."""
     lines = _header(snap, "S1 MARKET INTERPRETATION")
     lines.append("[ASSETS] ticker (class): price, trailing return over the window, annualised volatility")
-    for i in snap.avail_idx:
+    for i in snap.avail_idx[:max_assets]:
         lines.append(f"{snap.tickers[i]} ({snap.classes[i]}): price {snap.price[i]:.2f}, "
                      f"return {100 * snap.trailing_return[i]:+.2f}%, vol {100 * snap.ann_vol[i]:.1f}%")
     lines += _macro_lines(snap, macro_keys)
-    lines.append(correlation_block(snap, corr_table))
+    lines.append(correlation_block(snap, corr_table, max_corr_assets))
     if snap.news_text:
         lines.append("[NEWS]\n" + snap.news_text[:3000])
     lines.append(
@@ -96,8 +103,9 @@ def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper") -> st
     return "\n".join(lines)
 
 
-def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None) -> str:
-    """S2 (signal generation) prompt: the agent's own S1 views (spec §4.2, ±0.2 thresholds)."""
+def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None, threshold: float = 0.2) -> str:
+    """S2 (signal generation) prompt: the agent's own S1 views (spec §4.2, ±0.2 thresholds; paper mode
+    states ``threshold=0.15``)."""
     notes = notes or {}
     lines = _header(snap, "S2 SIGNAL GENERATION")
     lines.append("[YOUR S1 VIEWS]")
@@ -107,8 +115,8 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
     if snap.news_text:
         lines.append("[NEWS]\n" + snap.news_text)
     lines.append(
-        "[RULES] Turn the views into trading signals: 'buy' when the view is above +0.2, 'sell' when it is "
-        "below -0.2, otherwise 'hold'. Give a strength in [0, 1] per asset."
+        f"[RULES] Turn the views into trading signals: 'buy' when the view is above +{threshold:g}, 'sell' when "
+        f"it is below -{threshold:g}, otherwise 'hold'. Give a strength in [0, 1] per asset."
     )
     lines.append("[SCHEMA] " + S2_SCHEMA)
     lines.append(FORMAT_CONTRACT)
@@ -122,7 +130,8 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     lines = _header(snap, "S3 WEIGHT OPTIMISATION")
-    lines.append(profile_block)
+    if profile_block:  # paper mode (§3.1): no profile block in S3
+        lines.append(profile_block)
     lines.append("[YOUR S2 SIGNALS] ticker: signal (strength)")
     for i in snap.avail_idx:
         st = 0.5 if strengths is None else float(strengths[i])

@@ -8,6 +8,7 @@ canonical order; only the available set ``A_d`` counts in means (§11.6).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,6 +66,38 @@ def s2_score(signals: np.ndarray, truth: np.ndarray, available: np.ndarray) -> f
 
 
 # --------------------------------------------------------------------------------------- S3
+_BLAS = None
+_BLAS_DEFAULT = 1
+
+
+def _single_thread_blas():
+    """Context limiting BLAS to one thread (speed only; same numbers).
+
+    SLSQP makes hundreds of tiny BLAS calls; with a multi-threaded OpenBLAS on a busy machine each
+    call waits for worker threads, which made the oracle 10–100× slower than single-threaded
+    (docs/performance.md). A run that fails under the limit is repeated without it, so the oracle
+    returns what it returned before the limit existed (all 94 bench decision rows identical).
+    Without threadpoolctl (a scikit-learn dependency) this is a no-op.
+    """
+    return _blas_limit(1)
+
+
+def _blas_limit(n: int | None):
+    """BLAS thread limit context: ``n`` threads, or None = the process's default (captured at first use)."""
+    global _BLAS, _BLAS_DEFAULT
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS = ThreadpoolController()
+            _BLAS_DEFAULT = max([lib.num_threads for lib in _BLAS.select(user_api="blas").lib_controllers] or [1])
+        except Exception:  # noqa: BLE001 - optional speed-up only
+            _BLAS = False
+    if not _BLAS:
+        return contextlib.nullcontext()
+    return _BLAS.limit(limits=_BLAS_DEFAULT if n is None else n, user_api="blas")
+
+
 def max_sharpe(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
     """Long-only maximum of ``wᵀμ / sqrt(wᵀΣw + 1e−10)``, ``Σw = 1`` (spec §4.3 step 4, §8.6).
 
@@ -88,11 +121,18 @@ def max_sharpe(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
         s = np.sqrt(q)
         return -(mu / s - (w @ mu) * (sigma @ w) / (q * s))
 
-    res = minimize(
-        neg_sharpe, np.full(n, 1.0 / n), jac=grad, method="SLSQP", bounds=[(0.0, 1.0)] * n,
-        constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)},),
-        options={"ftol": 1e-9, "maxiter": 500},
-    )
+    def solve():
+        return minimize(
+            neg_sharpe, np.full(n, 1.0 / n), jac=grad, method="SLSQP", bounds=[(0.0, 1.0)] * n,
+            constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)},),
+            options={"ftol": 1e-9, "maxiter": 500},
+        )
+
+    with _single_thread_blas():
+        res = solve()
+    if not res.success:  # ill-conditioned case: SLSQP's path depends on BLAS rounding; keep the default's answer
+        with _blas_limit(None):
+            res = solve()
     if not res.success or not np.all(np.isfinite(res.x)):
         return None
     w = np.clip(res.x, 0.0, None)
@@ -246,13 +286,14 @@ class RiskReport:
 
 
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
-                cfg: ScoringConfig = ScoringConfig()) -> RiskReport:
+                cfg: ScoringConfig = ScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
 
     ``p_t = Σ_i w_i r_{i,t}`` (missing = 0); ``VaR = q_0.05(p)``, ``DD`` = clean-mode MDD (``P_0 = 1``)
     if more than 10 observations, else 0; ``drift = max_{A_d} |w_i − 1/n|``, ``n = |A_d|``. Alerts:
     ``var_breach`` (VaR < limit; action reduce), ``drawdown`` (DD < −tolerance; rebalance),
     ``weight_drift`` (drift > 0.05; rebalance); ``trigger`` = any rebalance alert. Rounded to 6.
+    ``include_start=False`` (paper mode, §11.9): the DD path starts at the first return.
     """
     var_limit = profile.var_limit if profile else -0.02
     tol = profile.max_drawdown if profile else 0.10
@@ -260,7 +301,7 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     p = r @ np.where(snap.available, weights, 0.0)
     if p.size > cfg.s5_min_obs:
         var = round(float(np.quantile(p, 0.05)), 6)
-        dd = round(max_drawdown(p, include_start=True), 6)
+        dd = round(max_drawdown(p, include_start=include_start), 6)
     else:
         var, dd = 0.0, 0.0
     avail = snap.available
