@@ -610,7 +610,6 @@ class PortBenchEnv(gym.Env):
         else:
             self._terminated = False
             self._begin_decision()
-            info["next_date"] = str(self.snapshot.decision_date.date())  # the date the returned obs is for
             obs = self._obs()
         return obs, reward, terminated, False, info
 
