@@ -58,7 +58,7 @@ def run_section(ctx) -> SectionResult:
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [next(k for k, c in BASELINES.items() if c is type(a)) for a in agents]
     extra_specs = list(opts.get("extra_agents") or [])
-    extra = [make_agent(spec, task="portbench") for spec in extra_specs]
+    extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
     tid = ctx.progress.add_task("PortBench", total=total)
     base = run_baselines(periods, keys, ctx.progress, tid)
@@ -116,4 +116,18 @@ def run_section(ctx) -> SectionResult:
         if lab not in [a.name for a in agents]:
             section.runs.append(r.to_dict())
     section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
+    usage = {getattr(a, "name", spec): a.usage() for spec, a in zip(extra_specs, extra) if hasattr(a, "usage")}
+    if usage:
+        section.extra["agent_usage"] = usage  # tokens, calls and cost of LLM agents
+    for a in extra:
+        if hasattr(a, "close"):
+            a.close()
     return section
+
+
+def _agent_options(spec: str, out_dir) -> dict:
+    """Per-scheme options: an ``openai:`` agent writes its transcript beside the results."""
+    if spec.startswith("openai:"):
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.split(":", 1)[1])
+        return {"transcript": out_dir / "transcripts" / f"portbench_{safe}.jsonl"}
+    return {}
