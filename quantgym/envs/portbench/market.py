@@ -209,6 +209,16 @@ class MarketView:
         parts = cache.get(t)
         if parts is not None:
             return parts
+        from quantgym.envs.portbench.stages import _single_thread_blas  # lazy: stages imports this module
+
+        with _single_thread_blas():
+            parts = self._compute_row_parts(int(t))
+        if len(cache) >= ROW_CACHE_MAX:
+            cache.pop(next(iter(cache)))
+        cache[t] = parts
+        return parts
+
+    def _compute_row_parts(self, t: int) -> dict:
         cfg = self.config
         td = t - 1 if cfg.as_of == "previous_close" else t
         if td < 0:
@@ -249,9 +259,6 @@ class MarketView:
         for v in parts.values():
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
-        if len(cache) >= ROW_CACHE_MAX:
-            cache.pop(next(iter(cache)))
-        cache[t] = parts
         return parts
 
     def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
