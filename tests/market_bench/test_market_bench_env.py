@@ -140,5 +140,10 @@ def test_env_checker_pickle_and_determinism():
     o1, _ = env.reset(seed=1)
     clone = pickle.loads(pickle.dumps(env))
     o2, _ = clone.reset(seed=2)
-    assert o1["prompt"] == o2["prompt"]  # the round is fixed by (version, strategy, round)
-    env.close()
+    # the round is fixed by (version, strategy, round); only the copy's own input folder differs
+    assert o1["prompt"].replace(str(env.workdir), "W") == o2["prompt"].replace(str(clone.workdir), "W")
+    assert o1["params_json"] == o2["params_json"] and clone.workdir != env.workdir
+    for e in (env, clone):
+        folder = e.workdir
+        e.close()
+        assert not folder.exists()  # close() removes the env's temporary input folder

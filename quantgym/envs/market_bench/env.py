@@ -6,6 +6,7 @@ import copy
 import json
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,7 @@ class MarketBenchEnv(gym.Env):
         self.render_mode = render_mode
         self.round = load_round(strategy, int(round)) if data is None else self._user_round(strategy, data)
         self._own_workdir = workdir is None
+        self._cleanup = None
         self.workdir = Path(workdir) if workdir is not None else None
         self.action_space = AnyText(MAX_SOURCE)
         self.observation_space = spaces.Dict({
@@ -209,6 +211,8 @@ class MarketBenchEnv(gym.Env):
         super().reset(seed=seed)
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="quantgym-market-bench-"))
+            # removed by close(), or when the env is garbage-collected / the interpreter exits
+            self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.workdir), True)
         folder = self.workdir / f"{self.strategy}_round{self.round_number}" / "inputs"
         self._inputs = write_inputs(self.round, folder)
         self._prompt = render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
@@ -303,6 +307,8 @@ class MarketBenchEnv(gym.Env):
 
     def close(self):
         if self._own_workdir and self.workdir is not None:
+            if self._cleanup is not None:
+                self._cleanup()
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
         super().close()
@@ -310,4 +316,8 @@ class MarketBenchEnv(gym.Env):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_np_random"] = None
+        state["_cleanup"] = None
+        if self._own_workdir:  # a copy makes its own temporary folder on reset()
+            state["workdir"] = None
+            state["_inputs"] = {}
         return state
