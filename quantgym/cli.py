@@ -50,6 +50,8 @@ PLUGINS: tuple[str, ...] = (
     "quantgym.agents.llm.cli",  # quantgym eval
     "quantgym.agents.rl.cli",  # quantgym train
     "quantgym.live.cli",  # quantgym data refresh, quantgym live
+    "quantgym.sweep.cli",  # quantgym sweep, quantgym report
+    "quantgym.envs.portbench.paper.cli",  # quantgym reproduce
 )
 
 
