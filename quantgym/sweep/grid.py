@@ -130,6 +130,17 @@ def _as_list(value: Any, what: str) -> list:
     raise GridError(f"{what} must be a value or a list, got {type(value).__name__}")
 
 
+#: agent options never accepted in a grid: they would be written into sweep.json and every run record
+SECRET_OPTIONS = ("api_key",)
+
+
+def _no_secrets(opts: Mapping[str, Any], where: str) -> None:
+    bad = [k for k in opts if k in SECRET_OPTIONS]
+    if bad:
+        raise GridError(f"{where}: option(s) {bad} would be stored in the results; set the key in the environment "
+                        "instead (OPENAI_API_KEY; on Ray: runtime_env env_vars)")
+
+
 def _agent(entry: Any) -> dict[str, Any]:
     if isinstance(entry, str) and entry.strip():
         return {"spec": entry.strip(), "options": {}}
@@ -140,6 +151,7 @@ def _agent(entry: Any) -> dict[str, Any]:
         opts = entry.get("options") or {}
         if not isinstance(opts, dict):
             raise GridError(f"agent {entry['spec']!r}: options must be a mapping")
+        _no_secrets(opts, f"agent {entry['spec']!r}")
         return {"spec": entry["spec"], "options": dict(opts)}
     raise GridError(f"agent entry must be a spec string or {{spec: ..., options: {{...}}}}, got {entry!r}")
 
@@ -168,6 +180,7 @@ def _block(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: str) -> d
     opts = merged.get("agent_options") or {}
     if not isinstance(opts, dict):
         raise GridError(f"{where}.agent_options must be a mapping")
+    _no_secrets(opts, f"{where}.agent_options")
     return {"agents": agents, "envs": envs, "env_kwargs": dict(kw), "seeds": seeds or [0],
             "agent_options": dict(opts)}
 

@@ -120,7 +120,7 @@ def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], Sum
     return result, SummaryRow(task=task, agent=agent, period=result["period"])
 
 
-def execute_run(spec_dict: dict[str, Any], data: Any = None) -> dict[str, Any]:
+def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str | None = None) -> dict[str, Any]:
     """Run one spec and return its JSON-only record (never raises for a failing run).
 
     Parameters
@@ -128,6 +128,9 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None) -> dict[str, Any]:
     spec_dict : :meth:`RunSpec.to_dict` of the run.
     data : the shared PortBench data (a :class:`PortBenchData`), or None to use the worker's
         pool-initialised data / the spec's data directory / the bundled data.
+    transcript_dir : folder for the JSONL transcript of an ``openai:`` agent whose options set no
+        ``transcript`` (file ``<run_id>.jsonl``; on a cluster, on the node that ran the task). Replay it
+        with the agent spec ``replay:PATH``.
 
     Returns
     -------
@@ -145,8 +148,11 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None) -> dict[str, Any]:
         with threadpool_limits(limits=1):
             from quantgym.agents.registry import make_agent
 
-            policy = make_agent(spec.agent, task=rec["task"] if rec["task"] != "other" else "portbench",
-                                **dict(spec.agent_options))
+            options = dict(spec.agent_options)
+            if transcript_dir and spec.agent.startswith("openai:") and "transcript" not in options:
+                options["transcript"] = str(Path(transcript_dir) / f"{spec.run_id}.jsonl")
+                rec["transcript"] = options["transcript"]
+            policy = make_agent(spec.agent, task=rec["task"] if rec["task"] != "other" else "portbench", **options)
             if rec["task"] == "portbench":
                 from quantgym.agents.base import evaluate
 
@@ -177,9 +183,13 @@ def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
             "timing": {"wall_s": None, "host": platform.node(), "pid": None}}
 
 
-def _init_worker(data: Any) -> None:
+def _init_worker(data: Any, environ: dict[str, str] | None = None) -> None:
+    """Pool initializer: the shared data, and the driver's environment at pool start (the fork server
+    may be older than a variable such as ``OPENAI_API_KEY`` set later in the driver)."""
     global _WORKER_DATA
     _WORKER_DATA = data
+    if environ:
+        os.environ.update(environ)
 
 
 # --------------------------------------------------------------------------- run files
@@ -236,11 +246,12 @@ def _pool_context() -> Any:
     return ctx
 
 
-def _run_local(todo: Sequence[RunSpec], data: Any, workers: int | None, on_result: Callable[[dict], None]) -> None:
+def _run_local(todo: Sequence[RunSpec], data: Any, workers: int | None, on_result: Callable[[dict], None],
+               transcript_dir: str | None = None) -> None:
     n = max(1, min(workers or _default_workers(), len(todo)))
     ctx = _pool_context()
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(data,)) as pool:
-        futs = {pool.submit(execute_run, s.to_dict()): s for s in todo}
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(data, dict(os.environ))) as pool:
+        futs = {pool.submit(execute_run, s.to_dict(), None, transcript_dir): s for s in todo}
         for fut in cf.as_completed(futs):
             spec = futs[fut]
             try:
@@ -261,7 +272,8 @@ def _remote_execute(ray: Any) -> Any:
 
 
 def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: str | None,
-             on_result: Callable[[dict], None], ray_init: dict[str, Any] | None = None) -> dict[str, Any]:
+             on_result: Callable[[dict], None], ray_init: dict[str, Any] | None = None,
+             transcript_dir: str | None = None) -> dict[str, Any]:
     try:
         import ray
     except ImportError as exc:
@@ -286,7 +298,7 @@ def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: s
         while queue or pending:
             while queue and len(pending) < limit:
                 spec = queue.pop(0)
-                pending[remote.remote(spec.to_dict(), data_ref)] = spec
+                pending[remote.remote(spec.to_dict(), data_ref, transcript_dir)] = spec
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 spec = pending.pop(ref)
@@ -395,11 +407,12 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     if todo:
         if data is None:
             data = load_shared_data(todo)
+        tdir = str((out / "transcripts").resolve())
         if backend == "local":
-            _run_local(todo, data, workers, _done)
+            _run_local(todo, data, workers, _done, tdir)
             outcome.backend_info = {"workers": max(1, min(workers or _default_workers(), len(todo)))}
         else:
-            outcome.backend_info = _run_ray(todo, data, workers, address, _done, ray_init)
+            outcome.backend_info = _run_ray(todo, data, workers, address, _done, ray_init, tdir)
     outcome.records = [read_record(out, s.run_id) or error_record(s, RuntimeError("run record missing"))
                        for s in specs]
     outcome.failed = [r["run_id"] for r in outcome.records if r.get("status") != "ok"]

@@ -93,3 +93,10 @@ def test_bad_yaml_and_bad_flag(tmp_path):
     bad.write_text("agents: [a\nenvs: b: c\n")
     with pytest.raises(GridError, match="not valid YAML"):
         load_grid(bad)
+
+
+def test_api_keys_are_refused_in_grids():
+    with pytest.raises(GridError, match="OPENAI_API_KEY"):
+        parse_grid({"agents": [{"spec": "openai:gpt-4o-mini", "options": {"api_key": "sk-..."}}], "envs": ["e"]})
+    with pytest.raises(GridError, match="would be stored"):
+        parse_grid({"agents": ["openai:m"], "envs": ["e"], "agent_options": {"api_key": "sk-..."}})
