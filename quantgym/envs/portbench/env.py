@@ -312,7 +312,42 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ observation
     def _obs(self) -> dict[str, Any]:
-        snap, cfg = self.snapshot, self.config
+        snap = self.snapshot
+        row_parts = getattr(self.view, "_row_parts", None)
+        static = None
+        if row_parts is not None and self.config.fidelity == "clean":
+            # the row-dependent arrays are cached with the snapshot parts (speed only; copies are returned)
+            parts = row_parts(int(snap.t))
+            static = parts.get("obs_static")
+            if static is None:
+                static = parts["obs_static"] = self._obs_static(snap)
+        else:
+            static = self._obs_static(snap)
+        obs = {
+            "returns": static["returns"].copy(),
+            "returns_mask": static["returns_mask"].copy(),
+            "price": static["price"].copy(),
+            "trailing_return": static["trailing_return"].copy(),
+            "ann_vol": static["ann_vol"].copy(),
+            "corr": static["corr"].copy(),
+            "class_id": static["class_id"].copy(),
+            "available": static["available"].copy(),
+            "weights": np.clip(snap.current_weights, 0.0, 1.0),
+            "nav": np.array([min(max(snap.nav, 0.0), 1e3)]),
+            "macro": static["macro"].copy(),
+            "macro_mask": static["macro_mask"].copy(),
+            "regime": static["regime"],
+            "stage": int(self.stage),
+            "prev_views": self.prev_views.copy(),
+            "prev_signals": self.prev_signals.copy(),
+        }
+        if self.text_obs:
+            obs["prompt"] = self.render_prompt()
+        return obs
+
+    def _obs_static(self, snap) -> dict[str, Any]:
+        """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
+        cfg = self.config
         lb, n = cfg.lookback, self.n_assets
         win = snap.returns[-lb:]  # paper own-calendar windows can span more than L union dates
         ret = np.zeros((lb, n))
@@ -323,7 +358,7 @@ class PortBenchEnv(gym.Env):
         mask[lb - k:] = fin
         corr = np.where(np.isfinite(snap.corr), snap.corr, 0.0)
         np.fill_diagonal(corr, 1.0)
-        obs = {
+        return {
             "returns": ret,
             "returns_mask": mask,
             "price": np.clip(np.nan_to_num(snap.price, nan=0.0), 0.0, 1e7),
@@ -332,18 +367,10 @@ class PortBenchEnv(gym.Env):
             "corr": np.clip(corr, -1.0, 1.0),
             "class_id": snap.class_id.copy(),
             "available": snap.available.astype(np.int8),
-            "weights": np.clip(snap.current_weights, 0.0, 1.0),
-            "nav": np.array([min(max(snap.nav, 0.0), 1e3)]),
             "macro": np.clip(snap.macro, -1e3, 1e3),
             "macro_mask": snap.macro_mask.astype(np.int8),
             "regime": int(REGIMES.index(snap.regime)),
-            "stage": int(self.stage),
-            "prev_views": self.prev_views.copy(),
-            "prev_signals": self.prev_signals.copy(),
         }
-        if self.text_obs:
-            obs["prompt"] = self.render_prompt()
-        return obs
 
     def render_prompt(self, stage: int | None = None) -> str:
         """The text view of the current state for ``stage`` (default: the current sub-step)."""

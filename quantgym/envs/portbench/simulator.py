@@ -147,17 +147,14 @@ class PortfolioSimulator:
         d = delta[idx]
         notional = np.abs(d) * nav_before
         bps = float(self.costs.slippage_bps)
+        buy = (d > 0).tolist()
+        ii = idx.tolist()
+        names = [self.tickers[i] for i in ii] if self.tickers else ii
         orders = [
-            {
-                "asset": self.tickers[i] if self.tickers else i,
-                "side": "buy" if dw > 0 else "sell",
-                "delta_w": dw,
-                "notional": nt,
-                "price_adj_bps": bps if dw > 0 else -bps,
-                "commission": nt * comm,
-                "cost": nt * (slip + comm),
-            }
-            for i, dw, nt in zip(idx.tolist(), d.tolist(), notional.tolist())
+            {"asset": a, "side": "buy" if b else "sell", "delta_w": dw, "notional": nt,
+             "price_adj_bps": bps if b else -bps, "commission": cm, "cost": cs}
+            for a, b, dw, nt, cm, cs in zip(names, buy, d.tolist(), notional.tolist(), (notional * comm).tolist(),
+                                            (notional * (slip + comm)).tolist())
         ]
         tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
         self.trades.append(tr)
