@@ -285,7 +285,11 @@ def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: s
         if starts_local:
             kw.setdefault("include_dashboard", False)
         kw.setdefault("log_to_driver", False)
-        ray.init(address=address or None, **kw)
+        try:
+            ray.init(address=address or None, **kw)
+        except Exception as exc:  # no cluster at that address, bad kwargs...
+            raise SweepError(f"could not {'start' if starts_local else 'connect to'} Ray "
+                             f"(address={address!r}): {type(exc).__name__}: {exc}") from exc
         started = True
     info = {"address": address, "started_local": started and starts_local,
             "cluster_cpus": ray.cluster_resources().get("CPU")}
