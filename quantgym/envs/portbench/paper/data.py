@@ -26,13 +26,14 @@ import functools
 import importlib.resources
 import warnings
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from quantgym.data.portbench import (
     CANONICAL_TICKERS, MACRO_KEYS, MACRO_SOURCES, UNIVERSE, VIX_TICKER, PortBenchData, PortBenchDataWarning,
-    _clean_index, _readonly, lagged_asof, load_portbench_raw, macro_observations,
+    _clean_index, _readonly, _to_class_label, lagged_asof, load_portbench_raw, macro_observations,
 )
 from quantgym.envs.portbench.paper.config import PAPER_STOCKS, PaperFidelity
 
@@ -184,7 +185,8 @@ def _macro_on(dates: pd.DatetimeIndex, macro: pd.DataFrame | None, vix: pd.Serie
     return out
 
 
-def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.DataFrame | None = None) -> PaperPortBenchData:
+def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.DataFrame | None = None,
+                     tickers: Sequence[str] | None = None) -> PaperPortBenchData:
     """Build the market data of a paper-mode flag set from raw tables (spec Appendix A).
 
     Parameters
@@ -198,6 +200,10 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
     stocks : pandas.DataFrame, optional
         Raw closes of the §11.1 stocks (default: the bundled ``portbench_paper`` stocks); only
         read for ``universe="89_no_crypto"``.
+    tickers : sequence of str, optional
+        A custom universe (in this order) instead of ``flags.universe``'s; classes come from
+        ``raw["assets"]`` (``class_label`` or ``asset_class``), ``^VIX`` is an equity. For small
+        hand-made panels (tests, user data).
 
     Returns
     -------
@@ -213,7 +219,18 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
     raw = load_portbench_raw() if raw is None else raw
     prices = _clean_index(raw["prices"], "prices").apply(pd.to_numeric, errors="coerce").astype(float)
     prices.columns = [str(c) for c in prices.columns]
-    tickers, classes = paper_universe(flags.universe)
+    if tickers is None:
+        tickers, classes = paper_universe(flags.universe)
+    else:
+        a = raw["assets"]
+        col = "class_label" if "class_label" in a.columns else "asset_class"
+        cmap = {str(t): _to_class_label(c) for t, c in zip(a["ticker"], a[col])}
+        cmap[VIX_TICKER] = "equities"
+        missing_cls = [t for t in tickers if t not in cmap]
+        if missing_cls:
+            raise ValueError(f"no asset class for {missing_cls}")
+        tickers = tuple(str(t) for t in tickers)
+        classes = tuple(cmap[t] for t in tickers)
     if flags.universe == "89_no_crypto":
         st = load_paper_stocks() if stocks is None else stocks
         st = _clean_index(st, "stocks").astype(float)
@@ -262,7 +279,7 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
             ret[:, noncash] = winsorize_frame(rdf.where(real[:, noncash]), flags.winsor_start).where(
                 real[:, noncash], rdf).to_numpy()
             pdf = pd.DataFrame(p[:, noncash], index=dates)
-            lo, hi = _winsor_bounds(own_p.loc[:, noncash], flags.winsor_start)
+            lo, hi = _winsor_bounds(px.loc[:, noncash], flags.winsor_start)  # raw own prices
             p[:, noncash] = pdf.clip(lower=lo.to_numpy(), upper=hi.to_numpy(), axis=1).to_numpy()
         cal_rule = clean.meta.get("calendar", "days with a SPY price")
     vix_arr = vix_raw.reindex(dates).to_numpy(dtype=float) if len(vix_raw) else np.full(len(dates), np.nan)

@@ -40,7 +40,7 @@ def paper_decision_rows(dates: pd.DatetimeIndex, period: Period, flags: PaperFid
     d = pd.DatetimeIndex(dates)
     if flags.weekly_friday and period.freq == "weekly":
         inside = (d >= pd.Timestamp(period.start)) & (d <= pd.Timestamp(period.end))
-        rows = np.flatnonzero(inside & (d.dayofweek == 4))
+        rows = np.flatnonzero(inside & (d.day_of_week == 4))
     else:
         rows = rebalance_rows(d, period.start, period.end, period.freq)
     if flags.skip_start_decision:
