@@ -1,0 +1,130 @@
+"""Step throughput of peer trading gyms, measured in the separate benchmark venv (issue 6).
+
+Runs inside ``benchmarks/.venv-peers`` (it does not import quantgym) and prints one JSON object.
+``bench_portbench_steps.py`` calls it in the same run and reports the ratios; run it alone with::
+
+    benchmarks/.venv-peers/bin/python benchmarks/bench_peers_gyms.py --prices PRICES.csv
+
+Setup of the venv (the real packages from PyPI, nothing reimplemented)::
+
+    python -m venv benchmarks/.venv-peers
+    benchmarks/.venv-peers/bin/pip install torch==2.13.0   # CPU build, before anything pulls torch
+    benchmarks/.venv-peers/bin/pip install gym-anytrading vectorbt finrl stable-baselines3 alpaca-trade-api \
+        exchange-calendars stockstats wrds yfinance   # FinRL 0.3.7 declares no dependencies; these are the
+                                                      # modules its package __init__ imports
+
+Measured with ``gymnasium.utils.performance.benchmark_step`` (fixed seed; the env's action space is
+replaced by a replay of pre-generated actions, so sampling costs the same for every env):
+
+- gym-anytrading ``stocks-v0`` (its bundled STOCKS_GOOGL data, default window 30);
+- FinRL ``StockTradingEnv`` on the given close prices (30 tickers × ~2,000 days; FinRL's own
+  ``FeatureEngineer`` adds its default ``INDICATORS``; open = high = low = close, volume 1e6, as the
+  price file holds closes only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import time
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+from gymnasium.utils.performance import benchmark_step
+
+
+class ReplayActions(gym.spaces.Space):
+    """An action space whose ``sample()`` replays pre-generated actions (cycling)."""
+
+    def __init__(self, base: gym.spaces.Space, actions: list):
+        super().__init__(base.shape, base.dtype)
+        self.base, self.actions, self.i = base, actions, 0
+
+    def sample(self, mask=None, probability=None):
+        a = self.actions[self.i % len(self.actions)]
+        self.i += 1
+        return a
+
+    def contains(self, x) -> bool:
+        return self.base.contains(x)
+
+
+def pregenerate(space: gym.spaces.Space, n: int, seed: int) -> list:
+    space.seed(seed)
+    return [space.sample() for _ in range(n)]
+
+
+def run(env: gym.Env, duration: float, seed: int, n_actions: int = 1024) -> float:
+    env.action_space = ReplayActions(env.action_space, pregenerate(env.action_space, n_actions, seed))
+    with contextlib.redirect_stdout(io.StringIO()):  # FinRL prints a summary at episode ends
+        return benchmark_step(env, target_duration=duration, seed=seed)
+
+
+def finrl_env(prices_csv: str):
+    from finrl.config import INDICATORS
+    from finrl.meta.env_stock_trading.env_stocktrading import StockTradingEnv
+    from finrl.meta.preprocessor.preprocessors import FeatureEngineer
+
+    wide = pd.read_csv(prices_csv, index_col=0, parse_dates=True)
+    long = wide.stack().rename("close").reset_index()
+    long.columns = ["date", "tic", "close"]
+    long["open"] = long["high"] = long["low"] = long["close"]
+    long["volume"] = 1e6
+    long["date"] = long["date"].dt.strftime("%Y-%m-%d")
+    long = long.sort_values(["date", "tic"], ignore_index=True)
+    with contextlib.redirect_stdout(io.StringIO()):
+        fe = FeatureEngineer(use_technical_indicator=True, tech_indicator_list=INDICATORS, use_vix=False,
+                             use_turbulence=False, user_defined_feature=False)
+        df = fe.preprocess_data(long)
+    df = df.sort_values(["date", "tic"], ignore_index=True)
+    df.index = df["date"].factorize()[0]
+    n = df["tic"].nunique()
+    state = 1 + 2 * n + len(INDICATORS) * n
+    env = StockTradingEnv(df=df, stock_dim=n, hmax=100, initial_amount=1_000_000, num_stock_shares=[0] * n,
+                          buy_cost_pct=[0.001] * n, sell_cost_pct=[0.001] * n, reward_scaling=1e-4,
+                          state_space=state, action_space=n, tech_indicator_list=INDICATORS,
+                          print_verbosity=10**9)
+    return env, {"tickers": n, "days": int(df.index.max() + 1), "indicators": list(INDICATORS)}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prices", required=True, help="CSV of close prices (dates × tickers) for FinRL")
+    ap.add_argument("--duration", type=float, default=3.0, help="seconds per benchmark_step run")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")  # passive-checker notes of the peers' envs; timings are unaffected
+    out: dict = {"python": sys.version.split()[0], "results": {}, "errors": {}}
+    try:
+        import gym_anytrading  # noqa: F401 - registers stocks-v0
+
+        env = gym.make("stocks-v0")
+        run(env, 0.3, a.seed)  # warm-up
+        out["results"]["gym-anytrading stocks-v0"] = {
+            "steps_per_s": run(gym.make("stocks-v0"), a.duration, a.seed),
+            "version": __import__("importlib.metadata").metadata.version("gym-anytrading"),
+            "notes": "bundled STOCKS_GOOGL, window 30, Discrete(2) actions"}
+    except Exception as exc:  # noqa: BLE001 - report, do not substitute
+        out["errors"]["gym-anytrading stocks-v0"] = f"{type(exc).__name__}: {exc}"
+    try:
+        t0 = time.perf_counter()
+        env, info = finrl_env(a.prices)
+        info["setup_s"] = time.perf_counter() - t0
+        run(env, 0.3, a.seed)
+        env2, _ = finrl_env(a.prices)
+        out["results"]["FinRL StockTradingEnv"] = {
+            "steps_per_s": run(env2, a.duration, a.seed),
+            "version": __import__("importlib.metadata").metadata.version("finrl"),
+            "notes": f"{info['tickers']} tickers x {info['days']} days, {len(info['indicators'])} indicators", **info}
+    except Exception as exc:  # noqa: BLE001
+        out["errors"]["FinRL StockTradingEnv"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
