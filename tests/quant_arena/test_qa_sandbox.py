@@ -227,3 +227,32 @@ def score(features, view):
     assert r.status == "ok" and r.n_errors == 0
     assert r.extra_keys == ["y_undeclared"]
     assert r.errors[0]["type"] == "UndeclaredFeatures" and len(r.errors) == 1
+
+
+def test_runner_uses_the_sandbox_prepare_hook_not_frame_walking():
+    # the keeper is forked by the supported pre-lockdown hook; the runner never walks the child's frames
+    import inspect
+
+    from quantgym.envs.quant_arena import _child_runner as cr
+
+    assert cr.score_days.sandbox_prepare is cr._prepare
+    src = inspect.getsource(cr)
+    assert "_getframe" not in src.replace("collections._sys._getframe(1).f_locals", "")
+    assert "f_back" not in src.replace("tb_frame.f_back", "")
+
+
+def test_failed_keeper_setup_scrubs_later_rows_and_never_runs_unprotected():
+    # a payload the keeper cannot be built from (no symbols): later rows are wiped before any agent
+    # code exists and the runner refuses to evaluate ("look-ahead isolation unavailable")
+    from quantgym.envs.quant_arena import _child_runner as cr
+
+    close = np.arange(12.0).reshape(6, 2)
+    payload = {"isolate": True, "key": b"k" * 32, "first": 2, "n": 4, "sample_every": 5, "max_features": 3,
+               "block": {"close": close, "dates": [f"2024-01-0{i + 1}" for i in range(6)]}}
+    out = cr._prepare(payload)
+    assert out["isolate"] and "keeper set-up failed" in out["isolation_failed"]
+    assert "block" not in out and "key" not in out
+    assert np.isnan(close[3:]).all() and np.isfinite(close[:3]).all()  # rows after D_0 overwritten in place
+    res = cr.score_days({}, out)
+    assert res["status"] == "isolation_error"
+    assert res["message"].startswith("look-ahead isolation unavailable (keeper set-up failed")

@@ -12,18 +12,23 @@ the current decision date never exist in the child.
 
 How
 ---
-This module is the sandbox runner module. The sandbox child imports it **after**
-reading the request and **before** lockdown and before any agent code exists. At
-import time it
+This module is the sandbox runner module. :func:`score_days` carries the sandbox's
+supported pre-lockdown hook ``score_days.sandbox_prepare`` (:func:`_prepare`, see
+docs/security.md "Pre-lockdown hook"): the sandbox child calls it with the payload
+after its imports and **before** lockdown and before any agent code exists. When the
+payload asks for isolation, :func:`_prepare`
 
-1. finds the request in the sandbox child's ``main`` frame (trusted code only at
-   this point) and, when the payload asks for isolation, splits it: the *public*
-   part holds the rows up to D_0; the *secret* part holds the later rows, their
-   intraday tables and the host's HMAC key;
+1. splits it: the *public* part holds the rows up to D_0; the *secret* part holds
+   the later rows, their intraday tables and the host's HMAC key;
 2. forks a **keeper** process holding the secret part (before lockdown, so the fork
    is allowed; the keeper never runs agent code);
 3. overwrites the later rows of the original arrays with NaN in place, drops the key
-   and replaces ``request["payload"]`` with the public part.
+   and returns the public part, which the child passes to the runner.
+
+If the keeper cannot be set up, :func:`_prepare` still scrubs every later row and the
+key and returns a payload without rows; :func:`score_days` then reports
+``isolation_error`` ("look-ahead isolation unavailable") without calling agent code,
+so an evaluation never runs unprotected.
 
 During the evaluation the runner **commits** each decision date's scores (and
 features on sample dates) to the keeper over a pipe, in a fixed binary format (never
@@ -42,7 +47,6 @@ from __future__ import annotations
 import os
 import pickle
 import struct
-import sys
 from typing import Any
 
 import numpy as np
@@ -56,10 +60,10 @@ _COMMIT_MAGIC = b"QACM"
 _HDR = struct.Struct("<4sqqq")  # magic, j, flag (0 ok / 1 day error), n_feature_rows (0 or F)
 _HELLO = struct.Struct("<4sq")   # magic b"QAHI", F
 
-#: set at import in the sandbox child when the keeper runs: (pid, commit_fd, reveal_fd, n, N)
+#: set by :func:`_prepare` in the sandbox child when the keeper runs: (pid, commit_fd, reveal_fd, n, N)
 _KEEPER: tuple[int, int, int, int, int] | None = None
 #: why isolation is off (reported back to the host)
-_ISOLATION_NOTE = "not requested"
+_ISOLATION_NOTE = "not prepared (the sandbox did not call score_days.sandbox_prepare)"
 
 
 # ---------------------------------------------------------------------- pipe helpers
@@ -124,31 +128,24 @@ def _keeper_loop(secret: dict, c_r: int, r_w: int) -> None:
     _send_obj(r_w, {"scores": scores, "features": feats, "n_flagged": flagged, "tag": tag})
 
 
-def _find_request() -> dict | None:
-    f = sys._getframe(1)
-    while f is not None:
-        if f.f_code.co_name == "main" and "request" in f.f_locals:
-            req = f.f_locals["request"]
-            if isinstance(req, dict) and req.get("runner") == RUNNER_PATH and isinstance(req.get("payload"), dict):
-                return req
-        f = f.f_back
-    return None
+def _scrub(payload: dict) -> None:
+    """Overwrite the later rows of the payload's arrays in place and drop the key and intraday tables."""
+    blk = payload.get("block")
+    if isinstance(blk, dict):
+        first = int(payload.get("first", -1))
+        for k in harness.ROW_FIELDS:
+            a = blk.get(k)
+            if isinstance(a, np.ndarray) and a.ndim >= 1:
+                a[first + 1:] = False if a.dtype == bool else np.nan
+        if isinstance(blk.get("dates"), list):
+            del blk["dates"][first + 1:]
+    payload["key"] = b""
+    payload.pop("intraday", None)
 
 
-def _setup() -> bool:
-    """Import-time split of the payload and fork of the keeper (see the module docstring).
-
-    Returns True when imported by a sandbox child for this runner (then the agent's RNGs are
-    seeded too); False elsewhere (e.g. imported in the host), where it does nothing.
-    """
-    global _KEEPER, _ISOLATION_NOTE
-    req = _find_request()
-    if req is None:
-        _ISOLATION_NOTE = "no sandbox request found at import"
-        return False
-    payload = req["payload"]
-    if not payload.get("isolate"):
-        return True
+def _split_and_fork(payload: dict) -> dict:
+    """Fork the keeper with the later rows; return the public payload (rows up to D_0)."""
+    global _KEEPER
     blk = payload["block"]
     first, n = int(payload["first"]), int(payload["n"])
     later = slice(first + 1, first + n)
@@ -175,28 +172,56 @@ def _setup() -> bool:
             os._exit(0)
     os.close(c_r)
     os.close(r_w)
-    # scrub: later rows NaN in place, key and later intraday tables dropped, dates cut
-    for k in harness.ROW_FIELDS:
-        a = blk[k]
-        if a.dtype == bool:
-            a[first + 1:] = False
-        else:
-            a[first + 1:] = np.nan
     pub_blk = {k: (v[:first + 1].copy() if isinstance(v, np.ndarray) else v) for k, v in blk.items()}
     pub_blk["dates"] = list(blk["dates"][:first + 1])
-    del blk["dates"][first + 1:]
     public = {k: v for k, v in payload.items() if k not in ("block", "key", "intraday")}
     public["block"] = pub_blk
     public["intraday"] = {d: t for d, t in (payload.get("intraday") or {}).items() if d in set(pub_blk["dates"])}
-    payload["key"] = b""
-    payload.pop("intraday", None)
-    req["payload"] = public
     for a in secret["rows"].values():  # the parent's copies (the keeper has its own after the fork)
         a.fill(False if a.dtype == bool else np.nan)
     secret.clear()
     _KEEPER = (pid, c_w, r_r, n, len(pub_blk["symbols"]))
+    return public
+
+
+def _prepare(payload: Any) -> Any:
+    """Pre-lockdown hook of :func:`score_days` (``score_days.sandbox_prepare``, trusted code).
+
+    Called by the sandbox child after its imports, before lockdown and before the agent's
+    module is executed. Seeds the agent's RNGs (spec §10.4: seeds 0) and, for an isolating
+    payload, forks the commit-reveal keeper (see the module docstring).
+
+    Parameters
+    ----------
+    payload : dict
+        From :func:`~quantgym.envs.quant_arena.harness.build_payload`.
+
+    Returns
+    -------
+    dict
+        The public payload (rows up to D_0, no key). When isolation was requested but the keeper
+        could not be set up, a payload without any rows whose ``isolation_failed`` names the
+        reason; :func:`score_days` then reports ``isolation_error``.
+    """
+    global _KEEPER, _ISOLATION_NOTE
+    _seed()
+    if not isinstance(payload, dict) or not payload.get("isolate"):
+        _ISOLATION_NOTE = "not requested"
+        return payload
+    try:
+        public = _split_and_fork(payload)
+    except BaseException as exc:  # noqa: BLE001 - never run unprotected: scrub and report
+        _KEEPER = None
+        _ISOLATION_NOTE = f"keeper set-up failed: {type(exc).__name__}: {exc}"[:300]
+        try:
+            _scrub(payload)
+        finally:
+            payload.clear()
+        return {"isolate": True, "isolation_failed": _ISOLATION_NOTE}
+    _scrub(payload)
+    payload.clear()
     _ISOLATION_NOTE = "commit-reveal keeper"
-    return True
+    return public
 
 
 class KeeperFeeder:
@@ -227,7 +252,7 @@ class KeeperFeeder:
 def score_days(agent: dict, payload: dict) -> dict:
     """Sandbox runner: :func:`~quantgym.envs.quant_arena.harness.run_days` with the keeper when present."""
     if payload.get("isolate"):
-        if _KEEPER is None:
+        if _KEEPER is None or payload.get("isolation_failed"):
             return {"status": "isolation_error", "message": f"look-ahead isolation unavailable ({_ISOLATION_NOTE})"}
         return harness.run_days(agent, payload, KeeperFeeder(_KEEPER))
     return harness.run_days(agent, payload, harness.LocalFeeder(payload))
@@ -241,5 +266,4 @@ def _seed() -> None:
     np.random.seed(0)
 
 
-if _setup():
-    _seed()
+score_days.sandbox_prepare = _prepare  # type: ignore[attr-defined] - the sandbox's pre-lockdown hook
