@@ -51,6 +51,13 @@ def test_random_period_and_recording_pass_checkers_and_pickle():
     np.testing.assert_array_equal(o1, o2)
 
 
+def test_record_episode_on_the_raw_env_passes_both_checkers():
+    env = RecordEpisode(gym.make(ENV_ID))
+    check_env(env, skip_render_check=True)
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker.check_env(RecordEpisode(gym.make(ENV_ID)), warn=True)
+
+
 def test_observation_layout_and_bounds():
     env = _wrapped()
     obs, info = env.reset(seed=0)
