@@ -23,7 +23,7 @@ def _app():
 def test_reproduce_cli_end_to_end(tmp_path):
     res = CliRunner().invoke(_app(), [
         "reproduce", "portbench", "--out", str(tmp_path), "--agents", "equal_weight,sixty_forty,risk_parity",
-        "--periods", "normal_2024,covid_2020", "--ablation-flags", "weekday_calendar,universe,pas_real_estate",
+        "--periods", "normal_2024,covid_2020", "--no-stress-ablation", "--ablation-flags", "weekday_calendar,universe,pas_real_estate",
     ])
     assert res.exit_code == 0, res.output
     md = (tmp_path / "portbench_reproduction.md").read_text()

@@ -5,7 +5,7 @@ Plugin of :mod:`quantgym.cli` (``register(app)``); imports no optional extra.
 
 from __future__ import annotations
 
-import sys
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -45,6 +45,10 @@ def register(app: typer.Typer) -> None:
                                                      help="Comma-separated flags for the ablation (default: all)."),
         universes: bool = typer.Option(True, "--universes/--no-universes",
                                        help="Re-measure spec §11.1's universe evidence table."),
+        stress_ablation: bool = typer.Option(True, "--stress-ablation/--no-stress-ablation",
+                                             help="Also run the ablation on EqW covid_2020 (weekly)."),
+        docs: Optional[Path] = typer.Option(None, "--docs", help="Also splice the markdown into this document "
+                                            "between its '<!-- BEGIN/END quantgym reproduce portbench -->' markers."),
     ) -> None:
         """Run the six baselines in paper and clean mode on the published settings, compare with the page's
         numbers (spec §10.2/§10.3), run the ablation and write docs-ready markdown."""
@@ -65,18 +69,34 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown ablation flag(s) {bad}; choose from {list(PAPER_FLAGS)}")
         ag = _split(agents) or None
         per = _split(periods) or None
-        n_ag = len(ag or rp.BASELINES)
-        n_per = len(per or rp.PERIODS)
-        total = 2 * n_ag * n_per + (len(flags) if ablation else 0) + (2 if universes else 0)
-        command = "quantgym " + " ".join(["reproduce"] + sys.argv[2:]) if len(sys.argv) > 1 else "quantgym reproduce portbench"
-        with Progress(console=console, transient=True) as progress:
-            tid = progress.add_task("PortBench reproduction", total=total)
+        from quantgym.agents.baselines import BASELINES
+        from quantgym.envs.portbench.config import resolve_period
+
+        bad_ag = [a for a in (ag or []) if a not in BASELINES]
+        if bad_ag:
+            raise typer.BadParameter(f"unknown baseline(s) {bad_ag}; choose from {list(BASELINES)}")
+        for p in per or []:
             try:
-                rep = rp.reproduce(ag, per, universe=universe, ablation_flags=flags if ablation else None,
-                                   universes=universes, command=command,
-                                   progress=lambda s: progress.advance(tid))
+                resolve_period(p)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from None
+        n_ag = len(ag or rp.BASELINES)
+        n_per = len(per or rp.PERIODS)
+        total = 2 * n_ag * n_per + (len(flags) * (1 + stress_ablation) if ablation else 0) + (2 if universes else 0)
+        opts = [f"--universe {universe}"] if universe != "89_no_crypto" else []
+        opts += [f"--agents {','.join(ag)}"] if ag else []
+        opts += [f"--periods {','.join(per)}"] if per else []
+        opts += ["--no-ablation"] if not ablation else ([f"--ablation-flags {','.join(flags)}"] if ablation_flags else [])
+        opts += ["--no-universes"] if not universes else []
+        opts += ["--no-stress-ablation"] if not stress_ablation else []
+        command = " ".join(["quantgym reproduce portbench", *opts, f"--out {out}"])
+        with Progress(console=console, transient=True) as progress:
+            tid = progress.add_task("PortBench reproduction", total=total)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # nanstd of 1-observation columns (risk parity)
+                rep = rp.reproduce(ag, per, universe=universe, ablation_flags=flags if ablation else None,
+                                   universes=universes, stress_ablation=stress_ablation, command=command,
+                                   progress=lambda s: progress.advance(tid))
         console.print(_rich_table("PortBench 2024 — paper mode vs published (§10.2), clean mode beside it",
                                   *rp.table_2024(rep)))
         if any(p != "normal_2024" for p in rep.periods):
@@ -87,5 +107,14 @@ def register(app: typer.Typer) -> None:
                                       *rp.table_ablation(rep)))
         if rep.universes:
             console.print(_rich_table("§11.1 evidence re-measured", *rp.table_universes(rep)))
+        if rep.ablation_stress:
+            console.print(_rich_table("Ablation — equal weight covid_2020 (weekly)",
+                                      *rp.table_ablation(rep, rep.ablation_stress)))
         paths = rp.write_outputs(rep, out)
+        if docs is not None:
+            try:
+                rp.splice_into(docs, rp.to_markdown(rep))
+            except (OSError, ValueError) as exc:
+                raise typer.BadParameter(str(exc)) from None
+            console.print(f"updated {docs}")
         console.print(f"wrote {paths['markdown']} and {paths['json']} ({rep.seconds:.0f} s)")

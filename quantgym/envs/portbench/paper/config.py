@@ -151,8 +151,9 @@ class PaperFidelity:
 
     @property
     def custom_data(self) -> bool:
-        """True if the market data differ from the clean loader's (universe/returns/calendar)."""
-        return bool(self.universe or self.log_returns_equities or self.winsorize or self.weekday_calendar)
+        """True if the clean loader's data do not suffice (universe/returns/calendar, own-calendar tables)."""
+        return bool(self.universe or self.log_returns_equities or self.winsorize or self.weekday_calendar
+                    or self.own_calendar_windows)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

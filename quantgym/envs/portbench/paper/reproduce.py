@@ -57,6 +57,7 @@ class Reproduction:
     paper: dict[tuple[str, str], dict] = field(default_factory=dict)
     clean: dict[tuple[str, str], dict] = field(default_factory=dict)
     ablation: list[dict] = field(default_factory=list)
+    ablation_stress: list[dict] = field(default_factory=list)
     universes: list[dict] = field(default_factory=list)
     seconds: float = 0.0
     created: str = ""
@@ -67,7 +68,7 @@ class Reproduction:
         return {"command": self.command, "universe": self.universe, "agents": self.agents, "periods": self.periods,
                 "created": self.created, "seconds": self.seconds, "paper": rows(self.paper), "clean": rows(self.clean),
                 "published_2024": {k: dict(zip(METRICS, v)) for k, v in PUBLISHED_2024.items()},
-                "ablation": self.ablation, "universes": self.universes, "spec_11_1": SPEC_11_1}
+                "ablation": self.ablation, "ablation_covid_2020": self.ablation_stress, "universes": self.universes, "spec_11_1": SPEC_11_1}
 
 
 def _row(r: DirectResult, key: str) -> dict:
@@ -78,7 +79,7 @@ def _row(r: DirectResult, key: str) -> dict:
 
 def reproduce(agents: Sequence[str] | None = None, periods: Sequence[str] | None = None,
               universe: str = "89_no_crypto", ablation_flags: Sequence[str] | None = PAPER_FLAGS,
-              universes: bool = True, command: str = "quantgym reproduce portbench",
+              universes: bool = True, stress_ablation: bool = True, command: str = "quantgym reproduce portbench",
               progress: Callable[[str], None] | None = None) -> Reproduction:
     """Run the baselines in paper and clean mode, the ablation and the §11.1 universe check.
 
@@ -89,6 +90,7 @@ def reproduce(agents: Sequence[str] | None = None, periods: Sequence[str] | None
     universe : paper universe (§11.1): ``"89_no_crypto"`` (default) or ``"81_crypto"``.
     ablation_flags : flags for :func:`ablation` (None or empty: skip the ablation).
     universes : also run :func:`universe_check` (EqW/60-40 2024, EqW 2020 in both paper universes).
+    stress_ablation : also run the ablation on EqW ``covid_2020`` (weekly: shows the schedule flags).
     progress : optional callback called with a short label after each backtest.
 
     Returns
@@ -116,6 +118,8 @@ def reproduce(agents: Sequence[str] | None = None, periods: Sequence[str] | None
             tick(f"clean {a} {per}")
     if ablation_flags:
         out.ablation = ablation(ablation_flags, universe=universe, progress=tick)
+        if stress_ablation:
+            out.ablation_stress = ablation(ablation_flags, period="covid_2020", universe=universe, progress=tick)
     if universes:
         out.universes = universe_check(progress=tick)
     out.seconds = time.perf_counter() - t0
@@ -213,11 +217,11 @@ def table_stress(rep: Reproduction) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def table_ablation(rep: Reproduction) -> tuple[list[str], list[list[str]]]:
+def table_ablation(rep: Reproduction, rows_in: list[dict] | None = None) -> tuple[list[str], list[list[str]]]:
     head = ["flag (on top of clean)", "Sharpe", "ΔSharpe", "Ret%", "ΔRet", "Vol%", "ΔVol", "MaxDD%",
             "cumulative Sharpe", "cumulative Ret%", "cumulative Vol%"]
     rows = []
-    for r in rep.ablation:
+    for r in (rep.ablation if rows_in is None else rows_in):
         s, c = r["single"], r["cumulative"]
         d = r.get("single_delta", {m: 0.0 for m in METRICS})
         rows.append([f"`{r['flag']}`" if r["flag"] != "clean" else "clean mode", _f(s["sharpe"], 3),
@@ -267,10 +271,35 @@ def to_markdown(rep: Reproduction) -> str:
     if rep.ablation:
         parts += ["", "### Ablation: equal weight, 2024 — clean mode plus one paper flag (and cumulatively, "
                   "flags switched on in this order)", "", _md(*table_ablation(rep))]
+    if rep.ablation_stress:
+        parts += ["", "### Ablation: equal weight, covid_2020 (weekly) — same layout", "",
+                  _md(*table_ablation(rep, rep.ablation_stress))]
     if rep.universes:
         parts += ["", "### §11.1 evidence re-measured (paper mode; Ret% / Sharpe / Vol% / MaxDD%)", "",
                   _md(*table_universes(rep))]
     return "\n".join(parts) + "\n"
+
+
+BEGIN_MARK = "<!-- BEGIN quantgym reproduce portbench -->"
+END_MARK = "<!-- END quantgym reproduce portbench -->"
+
+
+def splice_into(doc_path, markdown: str) -> None:
+    """Replace the text between :data:`BEGIN_MARK` and :data:`END_MARK` of ``doc_path`` by ``markdown``.
+
+    Raises
+    ------
+    ValueError
+        If the document lacks the two markers.
+    """
+    from pathlib import Path
+
+    p = Path(doc_path)
+    text = p.read_text(encoding="utf-8")
+    i, j = text.find(BEGIN_MARK), text.find(END_MARK)
+    if i < 0 or j < i:
+        raise ValueError(f"{p}: needs the markers {BEGIN_MARK!r} and {END_MARK!r}")
+    p.write_text(text[: i + len(BEGIN_MARK)] + "\n" + markdown + text[j:], encoding="utf-8")
 
 
 def write_outputs(rep: Reproduction, out_dir) -> dict[str, str]:
