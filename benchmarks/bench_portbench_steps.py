@@ -107,13 +107,31 @@ def bench_vector(venv, actions: list, duration: float, seed: int) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def scored_step_times(seed: int) -> dict[str, list[float]]:
-    """ms per full S1–S5 scored allocation step on the bench periods: cold (fresh caches) and warm."""
-    from quantgym.envs.portbench import market
+def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[float]]:
+    """ms per full S1–S5 scored allocation step on the bench periods: cold (fresh caches) and warm.
+
+    ``blas_default=True`` measures the cold steps without the single-threaded BLAS context of
+    :func:`quantgym.envs.portbench.stages._single_thread_blas` (the behaviour before issue 6).
+    """
+    import contextlib
+
+    from quantgym.envs.portbench import env as env_mod
+    from quantgym.envs.portbench import market, stages
 
     market._SHARED.clear()
+    saved = (stages._single_thread_blas, env_mod._single_thread_blas)
+    if blas_default:
+        stages._single_thread_blas = env_mod._single_thread_blas = contextlib.nullcontext
     out = {"cold": [], "warm": []}
-    for kind in ("cold", "warm"):
+    try:
+        return _scored(seed, out, ("cold",) if blas_default else ("cold", "warm"))
+    finally:
+        stages._single_thread_blas, env_mod._single_thread_blas = saved
+        market._SHARED.clear()
+
+
+def _scored(seed: int, out: dict, kinds: tuple[str, ...]) -> dict[str, list[float]]:
+    for kind in kinds:
         for per in BENCH_PERIODS:
             env = PortBenchEnv(profile="balanced", period=per, scoring=True)
             acts = dict_actions(env.n_assets, 64, seed)
@@ -172,6 +190,7 @@ def main(argv=None) -> None:
     stg = gym.make(ENV_ID, period="normal_2024", stagewise=True)
     warm(stg, dict_actions(80, 64, seed), seed)
     res["stagewise"] = bench_single(stg, dict_actions(80, 1024, seed), dur, seed)
+    times_default = scored_step_times(seed, blas_default=True)
     times = scored_step_times(seed)
     for n in (1, 8):
         sync = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", period=DAILY, scoring=False)
@@ -190,9 +209,10 @@ def main(argv=None) -> None:
         ("allocation, gym.make (scoring off)", f"{res['gym.make']:,.0f} steps/s", "+ PassiveEnvChecker, OrderEnforcing"),
         ("allocation, AllocationWrapper (Box)", f"{res['alloc_wrapper']:,.0f} steps/s", "gym.make + Box obs/action"),
         ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", f"{res['stagewise']:,.0f} sub-steps/s", "normal_2024"),
-        ("full S1-S5 scored step, cold", f"mean {cold.mean():.1f} ms, p50 {np.median(cold):.1f}, "
-         f"p95 {np.percentile(cold, 95):.1f}, max {cold.max():.1f}", f"{cold.size} steps, 4 bench periods, "
-         "incl. 60-day max-Sharpe oracle (SLSQP)"),
+        ("full S1-S5 scored step, cold", _stats(times["cold"]), f"{cold.size} steps, 4 bench periods, incl. "
+         "60-day max-Sharpe oracle (SLSQP), single-threaded BLAS"),
+        ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"]),
+         "same, without the single-threaded BLAS context (behaviour before issue 6)"),
         ("full S1-S5 scored step, warm (row cache)", f"mean {warm_.mean():.2f} ms, p95 {np.percentile(warm_, 95):.2f}",
          "oracle and snapshot cached per dataset"),
         ("make_vec sync, 1 env (Dict, scoring off)", f"{res['sync1']:,.0f} env-steps/s", ""),
@@ -240,6 +260,11 @@ def main(argv=None) -> None:
         with (ROOT / "docs" / "performance.md").open("a") as fh:
             fh.write("\n".join(lines) + "\n")
         print("appended to docs/performance.md")
+
+
+def _stats(ms: list[float]) -> str:
+    t = np.asarray(ms)
+    return f"mean {t.mean():.1f} ms, p50 {np.median(t):.1f}, p95 {np.percentile(t, 95):.1f}, max {t.max():.1f}"
 
 
 def _stack(acts: tuple[dict, ...]) -> dict:
