@@ -89,6 +89,7 @@ def register(app: typer.Typer) -> None:
         opts += ["--no-ablation"] if not ablation else ([f"--ablation-flags {','.join(flags)}"] if ablation_flags else [])
         opts += ["--no-universes"] if not universes else []
         opts += ["--no-stress-ablation"] if not stress_ablation else []
+        opts += [f"--docs {docs}"] if docs is not None else []
         command = " ".join(["quantgym reproduce portbench", *opts, f"--out {out}"])
         with Progress(console=console, transient=True) as progress:
             tid = progress.add_task("PortBench reproduction", total=total)
