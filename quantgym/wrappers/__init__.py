@@ -12,6 +12,8 @@ _LAZY = {
     "TextStageAction": "quantgym.wrappers.text",
     "AllocationWrapper": "quantgym.wrappers.allocation",
     "RecordEpisode": "quantgym.wrappers.recording",
+    "RandomPeriod": "quantgym.wrappers.allocation",
+    "PortBenchVectorEnv": "quantgym.wrappers.allocation",
 }
 
 

@@ -104,3 +104,19 @@ def test_cli_train_command(tmp_path):
     assert (tmp_path / "model.zip").exists() and "normal_2024" in res.output
     bad = typer_testing.CliRunner().invoke(app, ["train", "--train-period", "2016", "--out", str(tmp_path)])
     assert bad.exit_code != 0
+
+
+def test_bench_cli_adds_the_trained_model_beside_the_baselines(two_ppo_runs, tmp_path):
+    typer_testing = pytest.importorskip("typer.testing")
+    from quantgym.cli import app
+    from quantgym.results import read_summary_csv
+
+    res = typer_testing.CliRunner().invoke(app, [
+        "bench", "--tasks", "portbench", "--profiles", "balanced", "--periods", "normal_2024", "--agents",
+        "equal_weight", "--agent", f"sb3:{two_ppo_runs[0]['out_dir']}", "--no-plots", "-q", "-o", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    rows = read_summary_csv(tmp_path / "summary.csv")
+    agents = {r["agent"] for r in rows if r["task"] == "portbench"}
+    assert {"Equal-Weight", "SB3-PPO"} <= agents
+    ppo = next(r for r in rows if r["agent"] == "SB3-PPO")
+    assert float(ppo["sharpe"]) == pytest.approx(two_ppo_runs[0]["results"][0].metrics["sharpe"])
