@@ -217,6 +217,14 @@ def _code_roots(allowed: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, .
             _realpath_roots(p for p in packages if p))
 
 
+def _stdlib_roots() -> tuple[str, ...]:
+    """The standard-library directories (frames of their files are transparent to the frame policy)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return _realpath_roots(p for p in (paths.get("stdlib"), paths.get("platstdlib")) if p)
+
+
 def _quiet_source_lookups(violations: list) -> None:
     """Make warnings and linecache lookups of unreadable source files harmless after lockdown.
 
@@ -484,6 +492,10 @@ def main() -> None:  # noqa: C901 - one linear protocol
         prepare = getattr(runner, "sandbox_prepare", None)
         if callable(prepare):  # trusted pre-lockdown hook of the runner (see docs/security.md)
             payload = prepare(payload)
+        allow_frames = limits.get("allow_frame_introspection")
+        if allow_frames is None:  # the runner's choice (see docs/security.md "Frame introspection")
+            allow_frames = getattr(runner, "sandbox_allow_frame_introspection", False) is True
+        allow_frames = bool(allow_frames)
         code_roots, excluded, package_roots = _code_roots(allowed)
         readable = _realpath_roots(limits["readable_paths"])
     except BaseException as exc:  # noqa: BLE001 - setup failure is a host-side problem
@@ -503,6 +515,9 @@ def main() -> None:  # noqa: C901 - one linear protocol
         package_roots=package_roots,
         cwd=cwd,
         violations=violations,
+        agent_filename=filename,
+        forbid_frames=not allow_frames,
+        stdlib_roots=_stdlib_roots(),
     )
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     _quiet_source_lookups(violations)
@@ -523,7 +538,8 @@ def main() -> None:  # noqa: C901 - one linear protocol
     _disable_unaudited(violations)
     _policy.install(hook, allowed)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-    extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "startup_seconds": round(time.monotonic() - t_child0, 4)}
+    extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "frame_policy": not allow_frames,
+             "startup_seconds": round(time.monotonic() - t_child0, 4)}
 
     # ---- untrusted phase
     value = None

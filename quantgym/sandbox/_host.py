@@ -379,7 +379,7 @@ def run_in_sandbox(
         truncated = True
     extra = env.get("extra")
     if isinstance(extra, dict):
-        for k in ("seccomp", "landlock", "startup_seconds", "agent_cpu_seconds"):
+        for k in ("seccomp", "landlock", "frame_policy", "startup_seconds", "agent_cpu_seconds"):
             v = extra.get(k)
             if type(v) in (bool, int, float):
                 details[k] = v

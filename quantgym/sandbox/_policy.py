@@ -90,6 +90,22 @@ DENIED_MODULES = frozenset(
 )
 
 
+#: Attributes whose read hands out a frame object (CPython 3.11 raises "object.__getattr__" for them).
+FRAME_ATTRIBUTES: tuple[str, ...] = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
+
+#: Standard-library files that read frames for their *own* use (module name of the caller) and never
+#: hand a frame to their caller: ``collections.namedtuple``, ``typing._caller`` (TypeVar, NamedTuple),
+#: the functional ``enum`` API. Every other standard-library frame is *transparent*: when it reads a
+#: frame, the frame counts as read by whoever called into the standard library (``inspect``,
+#: ``traceback``, ``logging``, ``types``, ``asyncio`` ... return frames to their callers).
+STDLIB_FRAME_CONSUMERS: tuple[str, ...] = ("collections/__init__.py", "typing.py", "enum.py")
+
+#: Standard-library functions that hand out the *whole* stack above them (their consumer gets the
+#: frames above the submitted code too): refused whenever submitted code is on the stack.
+WHOLE_STACK_FUNCTIONS = frozenset({"stack", "getouterframes", "walk_stack", "extract_stack", "format_stack",
+                                   "print_stack"})
+
+
 class SandboxViolation(BaseException):
     """Raised inside the child when agent code attempts a forbidden operation.
 
@@ -121,6 +137,9 @@ def build_audit_hook(
     package_roots: tuple[str, ...],
     cwd: str,
     violations: list,
+    agent_filename: str = "<agent>",
+    forbid_frames: bool = True,
+    stdlib_roots: tuple[str, ...] = (),
 ):
     """Build the audit hook installed at lockdown.
 
@@ -142,6 +161,18 @@ def build_audit_hook(
         The child's working directory (relative paths are resolved against it; chdir is blocked).
     violations : list
         Receives one message per blocked operation (the first one becomes the run's message).
+    agent_filename : str
+        File name the agent's source was compiled under. Frames whose code has this file name, or
+        a pseudo file name such as ``"<string>"`` (code compiled from a string after lockdown),
+        are *agent frames*.
+    forbid_frames : bool
+        Refuse frame introspection by agent code (``sys._getframe``, the frame attributes
+        :data:`FRAME_ATTRIBUTES`, whole-stack walks, and compiling code under a library file name).
+        See docs/security.md, "Frame introspection".
+    stdlib_roots : tuple of str
+        Standard-library directories (``sysconfig`` ``stdlib``/``platstdlib``); frames of files
+        under them (site-packages excluded) are transparent unless listed in
+        :data:`STDLIB_FRAME_CONSUMERS`.
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
@@ -169,15 +200,104 @@ def build_audit_hook(
         _MNF=ModuleNotFoundError,
         _allowed=allowed_list,
         _O_WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
+        _getframe=sys._getframe,
+        _FrameT=types.FrameType,
+        _agent=agent_filename,
+        _frames=bool(forbid_frames),
+        _fattrs=FRAME_ATTRIBUTES,
+        _stdlib=tuple(r.rstrip("/") + "/" for r in stdlib_roots),
+        _consumers=tuple(r.rstrip("/") + "/" + c for r in stdlib_roots for c in STDLIB_FRAME_CONSUMERS),
+        _whole=WHOLE_STACK_FUNCTIONS,
         _hook_code=None,
     ):
-        # Fast path: the very frequent harmless events.
-        if event in ("compile", "exec", "marshal.loads", "builtins.id", "object.__getattr__", "sys._getframe"):
+        # Frame introspection (agent code only; see docs/security.md "Frame introspection").
+        if event == "object.__getattr__":
+            if _frames and _len(args) >= 2 and _type(args[1]) is _str and args[1] in _fattrs:
+                what, target, named, compiling = args[1] + " attribute", None, args[1], False
+            else:
+                return
+        elif event == "sys._getframe":
+            if not _frames or not _len(args) or _type(args[0]) is not _FrameT:
+                return
+            if args[0].f_code is _hook_code:  # the hook's own look-up below
+                return
+            what, target, named, compiling = "sys._getframe", args[0], "_getframe", False
+        elif event == "compile" or event == "code.__new__":
+            if not _frames or _len(args) < 2 or _type(args[1]) is not _str:
+                return
+            fn = args[1]
+            if fn == _agent or (fn[:1] == "<" and fn[:8] != "<frozen "):
+                return
+            what, target, named, compiling = event, None, None, True
+        elif event in ("exec", "marshal.loads", "builtins.id"):  # fast path: frequent and harmless
             return
+        else:
+            what = None
 
         def deny(msg):
             _viol.append(msg)
             raise _V(msg)
+
+        if what is not None:
+            def agentish(code):
+                f_name = code.co_filename
+                return f_name == _agent or (f_name[:1] == "<" and f_name[:8] != "<frozen ")
+
+            def transparent(code):
+                f_name = code.co_filename
+                if f_name[:8] == "<frozen ":
+                    return True
+                for c in _consumers:
+                    if f_name == c:
+                        return False
+                for r in _stdlib:
+                    if f_name[:_len(r)] == r and "-packages/" not in f_name:
+                        return True
+                return False
+
+            me = _getframe(0)  # raises a nested "sys._getframe" event that returns at once (see above)
+            caller = me.f_back
+            del me
+            consumer = None  # the first frame that is neither agent code nor transparent
+            inner = None  # the innermost agent frame on the stack
+            whole = None
+            fr = caller
+            while fr is not None:
+                code = fr.f_code
+                if agentish(code):
+                    inner = fr
+                    break
+                if transparent(code):
+                    if consumer is None and code.co_name in _whole:
+                        whole = code.co_name
+                elif consumer is None:
+                    consumer = fr
+                fr = fr.f_back
+            if inner is None:  # no submitted code on the stack: trusted code, allowed
+                return
+            if consumer is None:  # the submitted code itself, directly or through the standard library
+                if compiling:
+                    deny(f"forbidden: compiling code under the file name {args[1]!r} is not allowed in the sandbox "
+                         "(submitted code may only compile under its own file name or a '<...>' name)")
+                deny(f"forbidden: frame introspection ({what}) is not allowed in the sandbox "
+                     "(submitted code may not inspect interpreter frames)")
+            if compiling:
+                return
+            if whole is not None:
+                deny(f"forbidden: frame introspection (a {whole}() walk over the whole stack while submitted code "
+                     "runs) is not allowed in the sandbox")
+            cc = caller.f_code
+            if named not in cc.co_names and named not in cc.co_consts:
+                deny(f"forbidden: frame introspection ({what} called through library code on behalf of the "
+                     "submitted code) is not allowed in the sandbox")
+            if target is not None:
+                fr = inner.f_back
+                while fr is not None:
+                    if fr is target:
+                        deny(f"forbidden: frame introspection ({what} reaching frames above the submitted code) "
+                             "is not allowed in the sandbox")
+                    fr = fr.f_back
+            return
 
         def under(p, roots):
             for r in roots:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Version of the sandbox policy (limits semantics, audit policy, result framing).
-SANDBOX_VERSION = "1.0"
+SANDBOX_VERSION = "1.1"
 
 #: Top-level module names agent code may import by default (Quant-Arena spec §2 allow-list).
 DEFAULT_ALLOWED_IMPORTS: tuple[str, ...] = (
@@ -62,6 +62,12 @@ class SandboxLimits:
         When the host runs as root and ``unshare --net`` works, start the child in a fresh,
         empty network namespace (kernel-enforced "no network" on top of the audit hook).
         Default True. (Addition to the issue's API.)
+    allow_frame_introspection : bool or None
+        Whether agent code may read interpreter frames (``sys._getframe``, ``tb_frame``,
+        ``gi_frame``, ...). ``None`` (default): the runner decides through its attribute
+        ``sandbox_allow_frame_introspection`` (absent = refused). ``False``: refused (status
+        ``"forbidden"``). ``True``: allowed, e.g. to test another layer on its own. See
+        docs/security.md, "Frame introspection". (Addition to the issue's API.)
 
     Raises
     ------
@@ -77,6 +83,7 @@ class SandboxLimits:
     readable_paths: tuple[str, ...] = ()
     max_result_bytes: int = 256_000_000
     isolate_network: bool = True
+    allow_frame_introspection: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("cpu_seconds", "wall_seconds"):
@@ -96,6 +103,9 @@ class SandboxLimits:
             )
         if isinstance(self.readable_paths, str) or not all(isinstance(p, str) for p in self.readable_paths):
             raise ValueError(f"SandboxLimits.readable_paths must be a tuple of str, got {self.readable_paths!r}")
+        if self.allow_frame_introspection not in (None, True, False):
+            raise ValueError("SandboxLimits.allow_frame_introspection must be None, True or False, got "
+                             f"{self.allow_frame_introspection!r}")
         object.__setattr__(self, "allowed_imports", tuple(self.allowed_imports))
         object.__setattr__(self, "readable_paths", tuple(str(p) for p in self.readable_paths))
 

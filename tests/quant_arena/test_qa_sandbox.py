@@ -256,3 +256,36 @@ def test_failed_keeper_setup_scrubs_later_rows_and_never_runs_unprotected():
     res = cr.score_days({}, out)
     assert res["status"] == "isolation_error"
     assert res["message"].startswith("look-ahead isolation unavailable (keeper set-up failed")
+
+
+def test_qa_runner_works_under_the_sandbox_frame_policy(sealed):
+    # with the sandbox's frame-introspection refusal forced on, the frame-walking probe is refused
+    # outright, and an honest submission still runs with the keeper and a valid commit tag
+    import secrets
+
+    from quantgym.envs.quant_arena.evaluator import window_rows
+    from quantgym.envs.quant_arena.harness import RUNNER, build_payload, validate_child_value
+    from quantgym.sandbox import SandboxLimits, run_in_sandbox
+
+    limits = SandboxLimits(cpu_seconds=30.0, wall_seconds=60.0, memory_mb=4096, allow_frame_introspection=False)
+    d0, n = window_rows(sealed, "2024-01-01", "2024-02-29")
+
+    def payload(key):
+        return build_payload(sealed, d0, n, day_seconds=2.0, key=key)
+
+    r = run_in_sandbox(HEAD + PROBE, RUNNER, payload(secrets.token_bytes(32)), limits)
+    assert r.status == "forbidden" and r.message.startswith("forbidden: frame introspection (sys._getframe)")
+    assert r.details["frame_policy"] is True
+    key = secrets.token_bytes(32)
+    honest = HEAD + """
+def compute_features(view):
+    return {'x': view.history('close', 5).pct_change(fill_method=None).iloc[-1].fillna(0.0)}
+def score(features, view):
+    return features['x'].rank()
+"""
+    r = run_in_sandbox(honest, RUNNER, payload(key), limits)
+    assert r.status == "ok", r.message
+    assert r.value["status"] == "ok" and r.value["isolation"] == "commit-reveal" and r.value["n_errors"] == 0
+    clean, bad = validate_child_value(r.value, n, sealed.N, sealed.has_row[d0:d0 + n], 1,
+                                      len(range(0, n, 5)), key=key)
+    assert bad == [] and np.isfinite(clean["scores"]).any()

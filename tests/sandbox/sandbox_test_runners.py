@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+from quantgym.sandbox.runners import call_function
+
 
 def _prepare(payload: dict) -> dict:
     """Pre-lockdown hook: runs in the child before lockdown, may use what lockdown forbids."""
@@ -19,3 +21,11 @@ def prepared_echo(namespace: dict, payload: dict) -> dict:
 
 
 prepared_echo.sandbox_prepare = _prepare  # type: ignore[attr-defined]
+
+
+def frames_allowed(namespace: dict, payload: dict):
+    """``call_function`` for a runner that allows frame introspection (``sandbox_allow_frame_introspection``)."""
+    return call_function(namespace, payload)
+
+
+frames_allowed.sandbox_allow_frame_introspection = True  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -276,11 +277,7 @@ def test_gc_introspection_is_forbidden():
     assert r.status == "forbidden" and "interpreter introspection (gc.get_objects)" in r.message
 
 
-def test_tampering_with_the_audit_hook_is_forbidden():
-    # Walk up to the child's main() frame, take the installed hook and try to widen its read policy.
-    r = run(
-        ESCAPE
-        + """
+HOOK_TAMPERING = ESCAPE + """
 def f():
     fr = _mod('sys')._getframe()
     while fr is not None and 'hook' not in fr.f_locals:
@@ -292,7 +289,15 @@ def f():
     hook.__defaults__ = tuple(d)
     return open('/etc/passwd').read()
 """
-    )
+
+
+def test_tampering_with_the_audit_hook_is_forbidden():
+    # Walk up to the child's main() frame, take the installed hook and try to widen its read policy.
+    # By default the frame walk itself is refused (tests/sandbox/test_sandbox_frames.py) ...
+    r = run(HOOK_TAMPERING)
+    assert r.status == "forbidden" and r.message.startswith("forbidden: frame introspection (sys._getframe)")
+    # ... and with frame introspection allowed, the hook's immutable settings are the next layer.
+    r = run(HOOK_TAMPERING, limits=replace(LIMITS, allow_frame_introspection=True))
     assert r.status == "forbidden"
     assert r.message == "forbidden: replacing __defaults__ of the sandbox policy is not allowed"
     r = run(ESCAPE + "\ndef f():\n    g = lambda: None\n    _mod('os').path.realpath.__code__ = g.__code__\n")
