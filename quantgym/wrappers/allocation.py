@@ -653,6 +653,9 @@ class PortBenchVectorEnv(VectorEnv):
             raise ValueError(f"unknown PortBenchVectorEnv argument(s) {sorted(unknown)}")
         if ignored.get("stagewise"):
             raise ValueError("PortBenchVectorEnv is allocation mode only (stagewise=False)")
+        if ignored.get("fidelity", "clean") != "clean":
+            raise ValueError("PortBenchVectorEnv implements fidelity='clean' only; use vectorization_mode='sync' "
+                             "for the paper-fidelity mode")
         if ignored.get("scoring"):
             raise ValueError("PortBenchVectorEnv has no S1-S5 scoring; use vectorization_mode='sync' for scoring")
         wins = globals()["train_windows"]() if train_windows is True else train_windows

@@ -224,6 +224,10 @@ def test_make_vec_sync_and_vector_entry_point():
     assert r.shape == (8,) and not tr.any()
     with pytest.raises(ValueError, match="scoring"):
         gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="vector_entry_point", scoring=True)
+    with pytest.raises(ValueError, match="clean"):
+        gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="vector_entry_point", fidelity="paper")
+    with pytest.raises(ValueError, match="unknown"):
+        gym.make_vec(ENV_ID, num_envs=2, vectorization_mode="vector_entry_point", colour="red")
 
 
 def test_record_episode_frame():
