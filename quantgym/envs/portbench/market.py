@@ -20,7 +20,8 @@ from quantgym.envs.portbench.config import PortBenchConfig
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
 SQRT252 = np.sqrt(252.0)
-#: at most this many decision rows per (dataset, config) keep their snapshot parts in memory (~90 kB each)
+#: at most this many decision rows per (dataset, config) keep their snapshot parts in memory (~90 kB each, ~190 kB
+#: with the cached observation arrays)
 ROW_CACHE_MAX = 4096
 #: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
