@@ -90,7 +90,7 @@ def test_mdd_no_start_peak_in_direct_runs():
 
 
 def test_own_calendar_windows_tiny_panel():
-    from tests.portbench_paper.test_paper_data import TICKERS, _panel
+    from ._panel import TICKERS, _panel
     from quantgym.envs.portbench.paper.data import build_paper_data
     from quantgym.envs.portbench.paper.market import PaperMarketView
 
