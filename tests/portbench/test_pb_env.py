@@ -231,7 +231,7 @@ def test_clear_errors_for_bad_kwargs():
     with pytest.raises(ValueError, match="unknown profile"):
         PortBenchEnv(profile="yolo")
     with pytest.raises(ValueError, match="fidelity"):
-        PortBenchEnv(fidelity="paper")
+        PortBenchEnv(fidelity="bogus")
     with pytest.raises(ValueError, match="no trading day"):
         PortBenchEnv(period=dict(start="2030-01-01", end="2030-06-30", freq="monthly"))
     with pytest.raises(ValueError, match="data="):
