@@ -518,6 +518,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         agent_filename=filename,
         forbid_frames=not allow_frames,
         stdlib_roots=_stdlib_roots(),
+        frame_api=_policy.frame_api_snapshot(),
     )
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     _quiet_source_lookups(violations)

@@ -106,6 +106,45 @@ WHOLE_STACK_FUNCTIONS = frozenset({"stack", "getouterframes", "walk_stack", "ext
                                    "print_stack"})
 
 
+#: Module attributes on the paths by which library code reaches frames (``sys._getframe`` and the
+#: names library frame consumers call it through). They are snapshot at lockdown; a frame read by
+#: library code while any of them has been replaced is refused, because a replaced entry point
+#: (e.g. ``typing.sys = <object whose _getframe is defaultdict(sys._getframe).__getitem__>``) lets
+#: agent code capture the frame that the library asked for.
+FRAME_API: tuple[tuple[str, str], ...] = (
+    ("sys", "_getframe"),
+    ("collections", "_sys"),
+    ("typing", "sys"),
+    ("typing", "_caller"),
+    ("enum", "_sys"),
+    ("inspect", "sys"),
+    ("inspect", "currentframe"),
+    ("inspect", "stack"),
+    ("inspect", "getouterframes"),
+    ("logging", "sys"),
+    ("logging", "currentframe"),
+    ("traceback", "sys"),
+    ("pandas.util._exceptions", "inspect"),
+    ("pandas.core.computation.scope", "sys"),
+    ("pandas.core.computation.scope", "inspect"),
+    ("pandas.core.common", "sys"),
+    ("numpy.matrixlib.defmatrix", "sys"),
+    ("numpy.lib._index_tricks_impl", "sys"),
+    ("scipy._lib._bunch", "_sys"),
+)
+
+
+def frame_api_snapshot() -> tuple[tuple[dict, str, object], ...]:
+    """``(module dict, name, value)`` for every loaded entry of :data:`FRAME_API` (taken at lockdown)."""
+    out = []
+    for mod_name, attr in FRAME_API:
+        mod = sys.modules.get(mod_name)
+        d = getattr(mod, "__dict__", None)
+        if isinstance(d, dict) and attr in d:
+            out.append((d, attr, d[attr]))
+    return tuple(out)
+
+
 class SandboxViolation(BaseException):
     """Raised inside the child when agent code attempts a forbidden operation.
 
@@ -140,6 +179,7 @@ def build_audit_hook(
     agent_filename: str = "<agent>",
     forbid_frames: bool = True,
     stdlib_roots: tuple[str, ...] = (),
+    frame_api: tuple = (),
 ):
     """Build the audit hook installed at lockdown.
 
@@ -173,6 +213,8 @@ def build_audit_hook(
         Standard-library directories (``sysconfig`` ``stdlib``/``platstdlib``); frames of files
         under them (site-packages excluded) are transparent unless listed in
         :data:`STDLIB_FRAME_CONSUMERS`.
+    frame_api : tuple
+        :func:`frame_api_snapshot` taken at lockdown.
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
@@ -208,6 +250,7 @@ def build_audit_hook(
         _stdlib=tuple(r.rstrip("/") + "/" for r in stdlib_roots),
         _consumers=tuple(r.rstrip("/") + "/" + c for r in stdlib_roots for c in STDLIB_FRAME_CONSUMERS),
         _whole=WHOLE_STACK_FUNCTIONS,
+        _api=tuple(frame_api),
         _hook_code=None,
     ):
         # Frame introspection (agent code only; see docs/security.md "Frame introspection").
@@ -264,7 +307,7 @@ def build_audit_hook(
             fr = caller
             while fr is not None:
                 code = fr.f_code
-                if agentish(code):
+                if agentish(code) and fr.f_back is not None:  # the bottom frame is the child's "-c" bootstrap
                     inner = fr
                     break
                 if transparent(code):
@@ -283,6 +326,10 @@ def build_audit_hook(
                      "(submitted code may not inspect interpreter frames)")
             if compiling:
                 return
+            for d, attr, val in _api:
+                if d.get(attr) is not val:
+                    deny(f"forbidden: frame introspection ({what} after a frame function was replaced: {attr}) "
+                         "is not allowed in the sandbox")
             if whole is not None:
                 deny(f"forbidden: frame introspection (a {whole}() walk over the whole stack while submitted code "
                      "runs) is not allowed in the sandbox")

@@ -221,6 +221,35 @@ def test_attrgetter_tb_frame_applied_by_pandas():
     forbidden(r, "tb_frame attribute called through library code")
 
 
+@pytest.mark.parametrize("patch,trigger,needle", [
+    # replace the entry point a library reads frames through by a C object that keeps the result
+    ("collections._sys._getframe = d.__getitem__", "collections.namedtuple('P', 'a')", "replaced: _getframe"),
+    ("typing.sys = type('S', (), {'_getframe': staticmethod(d.__getitem__)})()", "typing.TypeVar('T')",
+     "replaced: sys"),
+    ("M['inspect'].currentframe = M['functools'].partial(d.__getitem__, 0)",
+     "pd.to_datetime(['13/01/2024', '01/02/2024'])", "replaced: currentframe"),
+])
+def test_replaced_frame_entry_points_cannot_capture_library_frames(patch, trigger, needle):
+    r = run(f"""
+        import collections
+        import typing
+        import pandas as pd
+        M = collections._sys.modules
+        def f():
+            d = collections.defaultdict(collections._sys._getframe)
+            {patch}
+            try:
+                {trigger}
+            except BaseException:
+                pass
+            fr = list(d.values())[0]
+            while fr is not None and 'payload' not in fr.f_locals:
+                fr = fr.f_back
+            return str(fr.f_locals['payload'])
+    """)
+    forbidden(r, needle)
+
+
 def test_pandas_eval_level_reaching_the_runner_frame():
     r = run("""
         import pandas as pd
