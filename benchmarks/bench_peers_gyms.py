@@ -5,13 +5,19 @@ Runs inside ``benchmarks/.venv-peers`` (it does not import quantgym) and prints 
 
     benchmarks/.venv-peers/bin/python benchmarks/bench_peers_gyms.py --prices PRICES.csv
 
-Setup of the venv (the real packages from PyPI, nothing reimplemented)::
+Setup of the venv (the real packages from PyPI, nothing reimplemented), or ``python
+benchmarks/bench_peers_gyms.py --setup`` which runs exactly these commands::
 
     python -m venv benchmarks/.venv-peers
     benchmarks/.venv-peers/bin/pip install torch==2.13.0   # CPU build, before anything pulls torch
     benchmarks/.venv-peers/bin/pip install gym-anytrading vectorbt finrl stable-baselines3 alpaca-trade-api \
         exchange-calendars stockstats wrds yfinance   # FinRL 0.3.7 declares no dependencies; these are the
                                                       # modules its package __init__ imports
+
+Versions measured on 2026-11-29: gym-anytrading 2.0.0, FinRL 0.3.7, vectorbt 1.2.0, gymnasium 1.4.0,
+numpy 2.4.6, pandas 2.2.3 (``wrds`` pins pandas < 2.3; vectorbt 1.2.0 asks for pandas ≥ 3.0.3 in its
+metadata but imports and runs ``from_orders`` with 2.2.3), numba 0.68.1, stockstats 0.6.10,
+stable-baselines3 2.9.2, torch 2.13.0+cpu.
 
 Measured with ``gymnasium.utils.performance.benchmark_step`` (fixed seed; the env's action space is
 replaced by a replay of pre-generated actions, so sampling costs the same for every env):
@@ -92,12 +98,42 @@ def finrl_env(prices_csv: str):
     return env, {"tickers": n, "days": int(df.index.max() + 1), "indicators": list(INDICATORS)}
 
 
+SETUP = [
+    ["-m", "venv", "{venv}"],
+    ["{pip}", "install", "torch==2.13.0"],
+    ["{pip}", "install", "gym-anytrading", "vectorbt", "finrl", "stable-baselines3", "alpaca-trade-api",
+     "exchange-calendars", "stockstats", "wrds", "yfinance"],
+]
+
+
+def setup(venv: str) -> None:
+    """Create the peers venv with the documented commands (run with the main interpreter)."""
+    import subprocess
+    from pathlib import Path
+
+    pip = str(Path(venv) / "bin" / "pip")
+    for cmd in SETUP:
+        args = [a.format(venv=venv, pip=pip) for a in cmd]
+        if args[0] == "-m":
+            args = [sys.executable, *args]
+        print("+", " ".join(args), flush=True)
+        subprocess.run(args, check=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--prices", required=True, help="CSV of close prices (dates × tickers) for FinRL")
+    ap.add_argument("--setup", action="store_true", help="create benchmarks/.venv-peers and exit")
+    ap.add_argument("--prices", help="CSV of close prices (dates × tickers) for FinRL")
     ap.add_argument("--duration", type=float, default=3.0, help="seconds per benchmark_step run")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.setup:
+        from pathlib import Path
+
+        setup(str(Path(__file__).resolve().parent / ".venv-peers"))
+        return
+    if not a.prices:
+        ap.error("--prices is required (bench_portbench_steps.py writes it)")
     warnings.filterwarnings("ignore")  # passive-checker notes of the peers' envs; timings are unaffected
     out: dict = {"python": sys.version.split()[0], "results": {}, "errors": {}}
     try:

@@ -18,7 +18,8 @@ pre-generated actions; vector envs with the same loop by hand, counting env-step
 - vector envs: ``gym.make_vec(..., "sync")`` (Dict spaces, scoring off) and the batched
   ``vector_entry_point`` (:class:`PortBenchVectorEnv`), 1 and 8 envs (64 for reference);
 - gym-anytrading ``stocks-v0`` and FinRL ``StockTradingEnv`` (30 tickers × 2,012 days of the same
-  bundled prices), via ``bench_peers_gyms.py`` in ``benchmarks/.venv-peers``; reported as the ratio
+  bundled prices), via ``bench_peers_gyms.py`` in ``benchmarks/.venv-peers`` (create it once with
+  ``python benchmarks/bench_peers_gyms.py --setup``); reported as the ratio
   quantgym / peer.
 """
 
