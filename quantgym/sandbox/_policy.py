@@ -106,43 +106,55 @@ WHOLE_STACK_FUNCTIONS = frozenset({"stack", "getouterframes", "walk_stack", "ext
                                    "print_stack"})
 
 
-#: Module attributes on the paths by which library code reaches frames (``sys._getframe`` and the
-#: names library frame consumers call it through). They are snapshot at lockdown; a frame read by
-#: library code while any of them has been replaced is refused, because a replaced entry point
-#: (e.g. ``typing.sys = <object whose _getframe is defaultdict(sys._getframe).__getitem__>``) lets
-#: agent code capture the frame that the library asked for.
+#: Frame-returning functions of the real modules, snapshot at lockdown. A frame read by library code
+#: while any of them has been replaced is refused: a replaced entry point (e.g.
+#: ``sys._getframe = defaultdict(sys._getframe).__getitem__``) would let agent code keep the frame that
+#: the library asked for.
 FRAME_API: tuple[tuple[str, str], ...] = (
     ("sys", "_getframe"),
-    ("collections", "_sys"),
-    ("typing", "sys"),
-    ("typing", "_caller"),
-    ("enum", "_sys"),
-    ("inspect", "sys"),
     ("inspect", "currentframe"),
     ("inspect", "stack"),
     ("inspect", "getouterframes"),
-    ("logging", "sys"),
+    ("inspect", "getinnerframes"),
+    ("inspect", "trace"),
     ("logging", "currentframe"),
-    ("traceback", "sys"),
-    ("pandas.util._exceptions", "inspect"),
-    ("pandas.core.computation.scope", "sys"),
-    ("pandas.core.computation.scope", "inspect"),
-    ("pandas.core.common", "sys"),
-    ("numpy.matrixlib.defmatrix", "sys"),
-    ("numpy.lib._index_tricks_impl", "sys"),
-    ("scipy._lib._bunch", "_sys"),
+    ("traceback", "walk_stack"),
+    ("traceback", "walk_tb"),
+)
+
+#: Global names through which library code reaches the frame functions. In every frame between the
+#: frame read and the library code that asked for it, such a global (when present) must still be the
+#: real object; otherwise (``typing.sys = <fake>``, or a library function re-created with agent-made
+#: globals) the read is refused.
+FRAME_GLOBALS: tuple[tuple[str, str, str | None], ...] = (
+    ("sys", "sys", None),
+    ("_sys", "sys", None),
+    ("inspect", "inspect", None),
+    ("logging", "logging", None),
+    ("traceback", "traceback", None),
+    ("_getframe", "sys", "_getframe"),
+    ("currentframe", "inspect", "currentframe"),
+    ("currentframe", "logging", "currentframe"),
 )
 
 
-def frame_api_snapshot() -> tuple[tuple[dict, str, object], ...]:
-    """``(module dict, name, value)`` for every loaded entry of :data:`FRAME_API` (taken at lockdown)."""
-    out = []
+def frame_api_snapshot() -> tuple[tuple, tuple]:
+    """Snapshot taken at lockdown: ``(module dict, name, value)`` for :data:`FRAME_API` and
+    ``(global name, genuine values)`` for :data:`FRAME_GLOBALS` (modules loaded at that time)."""
+    api = []
     for mod_name, attr in FRAME_API:
-        mod = sys.modules.get(mod_name)
-        d = getattr(mod, "__dict__", None)
+        d = getattr(sys.modules.get(mod_name), "__dict__", None)
         if isinstance(d, dict) and attr in d:
-            out.append((d, attr, d[attr]))
-    return tuple(out)
+            api.append((d, attr, d[attr]))
+    genuine: dict[str, list] = {}
+    for name, mod_name, attr in FRAME_GLOBALS:
+        mod = sys.modules.get(mod_name)
+        if mod is None:
+            continue
+        val = mod if attr is None else getattr(mod, attr, None)
+        if val is not None:
+            genuine.setdefault(name, []).append(val)
+    return tuple(api), tuple((k, tuple(v)) for k, v in genuine.items())
 
 
 class SandboxViolation(BaseException):
@@ -214,7 +226,7 @@ def build_audit_hook(
         under them (site-packages excluded) are transparent unless listed in
         :data:`STDLIB_FRAME_CONSUMERS`.
     frame_api : tuple
-        :func:`frame_api_snapshot` taken at lockdown.
+        :func:`frame_api_snapshot` taken at lockdown (empty: no entry-point checks).
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
@@ -250,7 +262,8 @@ def build_audit_hook(
         _stdlib=tuple(r.rstrip("/") + "/" for r in stdlib_roots),
         _consumers=tuple(r.rstrip("/") + "/" + c for r in stdlib_roots for c in STDLIB_FRAME_CONSUMERS),
         _whole=WHOLE_STACK_FUNCTIONS,
-        _api=tuple(frame_api),
+        _api=tuple(frame_api) or ((), ()),
+        _dget=dict.get,
         _hook_code=None,
     ):
         # Frame introspection (agent code only; see docs/security.md "Frame introspection").
@@ -326,10 +339,25 @@ def build_audit_hook(
                      "(submitted code may not inspect interpreter frames)")
             if compiling:
                 return
-            for d, attr, val in _api:
-                if d.get(attr) is not val:
+            for d, attr, val in _api[0]:
+                if _dget(d, attr) is not val:
                     deny(f"forbidden: frame introspection ({what} after a frame function was replaced: {attr}) "
                          "is not allowed in the sandbox")
+            fr = caller
+            while fr is not None:
+                g = fr.f_globals
+                for name, vals in _api[1]:
+                    v = _dget(g, name, _api)
+                    if v is not _api:
+                        for x in vals:
+                            if v is x:
+                                break
+                        else:
+                            deny(f"forbidden: frame introspection ({what} after a frame function was replaced: "
+                                 f"{name}) is not allowed in the sandbox")
+                if fr is consumer:
+                    break
+                fr = fr.f_back
             if whole is not None:
                 deny(f"forbidden: frame introspection (a {whole}() walk over the whole stack while submitted code "
                      "runs) is not allowed in the sandbox")

@@ -228,6 +228,9 @@ def test_attrgetter_tb_frame_applied_by_pandas():
      "replaced: sys"),
     ("M['inspect'].currentframe = M['functools'].partial(d.__getitem__, 0)",
      "pd.to_datetime(['13/01/2024', '01/02/2024'])", "replaced: currentframe"),
+    # a library function re-created with agent-made globals (typing._caller's code, a fake `sys`)
+    ("c = type(f)(typing._caller.__code__, {'sys': type('S', (), {'_getframe': staticmethod(d.__getitem__)})()})",
+     "c(0, None)", "replaced: sys"),
 ])
 def test_replaced_frame_entry_points_cannot_capture_library_frames(patch, trigger, needle):
     r = run(f"""
