@@ -6,6 +6,8 @@ Protocol
   from the trusted host (pickle is fine in the host -> child direction).
 * fd 1/2: captured output (both go to the same pipe; capped here and in the host reader).
 * fd ``RESULT_FD`` (argv[1]): the result frame of :mod:`quantgym.sandbox._codec` (never pickle).
+* fd ``VIOLATION_FD`` (argv[3]): the violation record. The audit hook writes one line per refused
+  operation; the host takes the first line as the run's status, whatever the result frame says.
 
 Sequence: read the request -> import the runner's module, numpy, pandas, scipy, the allowed
 modules and the allowed modules the agent's source imports -> lockdown (rlimits, Landlock
@@ -283,7 +285,8 @@ def _disable_unaudited(violations: list) -> None:
     def stub(what: str, category: str):
         msg = f"forbidden: {category} ({what}) is not allowed in the sandbox"
 
-        def blocked(*args, _viol=violations, _V=_policy.SandboxViolation, _msg=msg, **kwargs):
+        def blocked(*args, _viol=violations, _V=_policy.SandboxViolation, _msg=msg, _audit=sys.audit, **kwargs):
+            _audit("quantgym.sandbox.violation", _msg)  # the audit hook records and raises
             _viol.append(_msg)
             raise _V(_msg)
 
@@ -418,6 +421,7 @@ def _one_line(s: str, limit: int = 500) -> str:
 
 def main() -> None:  # noqa: C901 - one linear protocol
     result_fd = int(sys.argv[1])
+    violation_fd = int(sys.argv[3]) if len(sys.argv) > 3 else -1
     sys.dont_write_bytecode = True
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.meta_path.insert(0, _NeverLoad())
@@ -519,6 +523,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         forbid_frames=not allow_frames,
         stdlib_roots=_stdlib_roots(),
         frame_api=_policy.frame_api_snapshot(),
+        violation_fd=violation_fd,
     )
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     _quiet_source_lookups(violations)

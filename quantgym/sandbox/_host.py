@@ -24,6 +24,10 @@ _BOOTSTRAP = (
     "from quantgym.sandbox._child import main; main()"
 )
 _READ_CHUNK = 1 << 16
+#: Bytes of the violation record kept by the host (only the first line is used).
+_VIOLATION_CAP = 64_000
+#: Exit code of a child whose audit hook found its violation record closed or replaced.
+_TAMPER_EXIT = 75
 _UNSHARE: list[str] | None = None  # cached probe result
 _UNSHARE_LOCK = threading.Lock()
 
@@ -262,8 +266,9 @@ def run_in_sandbox(
     paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
     tmp = tempfile.mkdtemp(prefix="qg-sandbox-")
     r_res, w_res = os.pipe()
+    r_vio, w_vio = os.pipe()  # violation record: written by the child's audit hook, read here
     prefix = _unshare_prefix() if limits.isolate_network else []
-    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths)]
+    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths), str(w_vio)]
     t0 = time.monotonic()
     try:
         try:
@@ -272,7 +277,7 @@ def run_in_sandbox(
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                pass_fds=(w_res,),
+                pass_fds=(w_res, w_vio),
                 cwd=tmp,
                 env=_child_env(tmp),
                 start_new_session=True,
@@ -280,6 +285,8 @@ def run_in_sandbox(
             )
         finally:
             os.close(w_res)
+            os.close(w_vio)
+        vio_reader = _Reader(r_vio, _VIOLATION_CAP, stop_at_cap=False)
         out_reader = _Reader(os.dup(proc.stdout.fileno()), limits.max_output_bytes, stop_at_cap=False)
         res_reader = _Reader(r_res, limits.max_result_bytes, stop_at_cap=True)
         proc.stdout.close()
@@ -288,6 +295,7 @@ def run_in_sandbox(
         del data
         out_reader.start()
         res_reader.start()
+        vio_reader.start()
         writer.start()
 
         timed_out = threading.Event()
@@ -323,6 +331,7 @@ def run_in_sandbox(
         writer.join(timeout=5)
         res_reader.join(timeout=5)
         out_reader.join(timeout=5)
+        vio_reader.join(timeout=5)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -340,7 +349,18 @@ def run_in_sandbox(
     stdout = out_reader.data().decode("utf-8", "replace")
     truncated = out_reader.overflow
 
+    # The first violation the child's audit hook wrote out of process. It overrides the child's own
+    # report, which agent code can change (see docs/security.md, "Violations are sticky").
+    vio = vio_reader.data().decode("utf-8", "replace").split("\n", 1)[0]
+    vio = " ".join(vio.split())[:1000]
+    if vio and not vio.startswith("forbidden: "):
+        vio = "forbidden: a blocked operation was recorded by the sandbox policy"
+    if not vio and rc == _TAMPER_EXIT and not res_reader.data():
+        vio = "forbidden: the sandbox's violation record was tampered with"
+
     def result(status: str, message: str, tb: str | None = None, value: Any = None) -> SandboxResult:
+        if vio and (status != "forbidden" or message != vio):
+            status, message, value = "forbidden", vio, None
         return SandboxResult(status=status, value=value, message=message, traceback=tb, stdout=stdout,
                              wall_seconds=wall, cpu_seconds=cpu, output_truncated=truncated, details=details)
 

@@ -192,6 +192,7 @@ def build_audit_hook(
     forbid_frames: bool = True,
     stdlib_roots: tuple[str, ...] = (),
     frame_api: tuple = (),
+    violation_fd: int = -1,
 ):
     """Build the audit hook installed at lockdown.
 
@@ -227,9 +228,23 @@ def build_audit_hook(
         :data:`STDLIB_FRAME_CONSUMERS`.
     frame_api : tuple
         :func:`frame_api_snapshot` taken at lockdown (empty: no entry-point checks).
+    violation_fd : int
+        Write end of the host's violation pipe (-1: none). Every refusal is also written there, so
+        agent code that empties ``violations`` cannot hide it. If the descriptor has been closed
+        or replaced (checked with ``fstat``), the child exits with code 75 at the next refusal.
+        Refused reads by ``linecache`` (source lines of trusted files while formatting tracebacks
+        and warnings) are not written there.
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
+    vio_id = None
+    if violation_fd >= 0:
+        st = os.fstat(violation_fd)
+        vio_id = (st.st_dev, st.st_ino)
+    import linecache
+
+    linecache_file = getattr(linecache.updatecache, "__code__", None)
+    linecache_file = linecache_file.co_filename if linecache_file is not None else ""
 
     def hook(
         event,
@@ -264,6 +279,13 @@ def build_audit_hook(
         _whole=WHOLE_STACK_FUNCTIONS,
         _api=tuple(frame_api) or ((), ()),
         _dget=dict.get,
+        _vfd=violation_fd,
+        _vid=vio_id,
+        _fstat=os.fstat,
+        _write=os.write,
+        _exit=os._exit,
+        _OSE=OSError,
+        _lc_file=linecache_file,
         _hook_code=None,
     ):
         # Frame introspection (agent code only; see docs/security.md "Frame introspection").
@@ -290,9 +312,22 @@ def build_audit_hook(
         else:
             what = None
 
-        def deny(msg):
+        def deny(msg, record=True):
             _viol.append(msg)
+            if record and _vfd >= 0:
+                try:
+                    st = _fstat(_vfd)
+                    if (st.st_dev, st.st_ino) != _vid:
+                        _exit(75)
+                    _write(_vfd, (msg + "\n").encode("utf-8", "replace")[:2000])
+                except _OSE:
+                    _exit(75)
             raise _V(msg)
+
+        if event == "quantgym.sandbox.violation":  # raised by the guarded import and the stubs
+            if _len(args) and _type(args[0]) is _str and args[0][:11] == "forbidden: ":
+                deny(args[0])
+            deny("forbidden: a blocked operation was recorded by the sandbox policy")
 
         if what is not None:
             def agentish(code):
@@ -413,9 +448,24 @@ def build_audit_hook(
             if write:
                 deny(f"forbidden: opening {raw!r} for writing is not allowed (the sandbox is read-only)")
             if not readable(p):
+                # A source-line look-up by linecache (tracebacks, warnings) is refused but not
+                # recorded out of process (the child drops it from its own list too). The same
+                # holds for the parser's read of the agent's own (pseudo) file name on a SyntaxError.
+                quiet = raw == _agent
+                fr = None if quiet else _getframe(0)
+                k = 0
+                while fr is not None and k < 6:
+                    code = fr.f_code
+                    if code.co_filename == _lc_file and code.co_name == "updatecache":
+                        quiet = True
+                        break
+                    fr = fr.f_back
+                    k += 1
+                del fr
                 deny(
                     f"forbidden: open({raw!r}) is not allowed (file access is limited to the readable_paths "
-                    "given by the environment)"
+                    "given by the environment)",
+                    not quiet,
                 )
             return
         if event in ("os.listdir", "os.scandir", "glob.glob", "glob.glob/2"):
@@ -483,14 +533,16 @@ def make_guarded_import(allowed_imports: tuple[str, ...], violations: list):
 
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0,
                        _real=real_import, _allowed=allowed, _viol=violations, _V=SandboxViolation,
-                       _str=str, _type=type):
+                       _str=str, _type=type, _audit=sys.audit):
         if _type(name) is not _str or level != 0:
             msg = "forbidden: relative imports are not allowed"
+            _audit("quantgym.sandbox.violation", msg)  # the audit hook records and raises
             _viol.append(msg)
             raise _V(msg)
         top = name.partition(".")[0]
         if top not in _allowed:
             msg = f"forbidden: import of {top!r} is not allowed (allowed: {allowed_list})"
+            _audit("quantgym.sandbox.violation", msg)
             _viol.append(msg)
             raise _V(msg)
         return _real(name, globals, locals, fromlist, level)

@@ -105,6 +105,56 @@ def test_forbidden_even_when_agent_catches_the_exception():
     assert r.status == "forbidden" and "/etc/passwd" in r.message and r.value is None
 
 
+LAUNDER = """
+    v = __builtins__['__import__'].__defaults__      # the child's own violation list, reachable
+    [x for x in v if isinstance(x, list)][0].clear()  # without frames: empty it
+    return 'laundered'
+"""
+
+
+@pytest.mark.parametrize("attempt,needle", [
+    ("open('/etc/passwd')", "open('/etc/passwd')"),
+    ("import socket", "import of 'socket'"),
+    ("_mod('threading').Thread(target=print).start()", "starting threads"),
+])
+def test_emptying_the_violation_list_does_not_launder_a_violation(attempt, needle):
+    # the audit hook also writes every refusal to a pipe the host reads (out of the agent's reach)
+    r = run(ESCAPE + f"""
+def f():
+    try:
+        {attempt}
+    except BaseException:
+        pass
+""" + textwrap.indent(textwrap.dedent(LAUNDER), "    "))
+    assert r.status == "forbidden" and needle in r.message and r.value is None
+
+
+@pytest.mark.parametrize("how", ["os.close(fd)", "os.dup2(1, fd)"])
+def test_closing_or_replacing_the_violation_record_is_forbidden(how):
+    r = run(ESCAPE + f"""
+def f():
+    os = _mod('os')
+    for fd in range(3, 64):
+        try:
+            os.fstat(fd)
+            {how}
+        except OSError:
+            pass
+    try:
+        open('/etc/passwd')
+    except BaseException:
+        pass
+    return 'hidden?'
+""")
+    assert r.status == "forbidden" and r.message == "forbidden: the sandbox's violation record was tampered with"
+
+
+def test_a_made_up_violation_event_counts_against_the_agent():
+    r = run("import collections\ndef f():\n    collections._sys.audit('quantgym.sandbox.violation', 'x')\n"
+            "    return 1\n")
+    assert r.status == "forbidden" and r.message == "forbidden: a blocked operation was recorded by the sandbox policy"
+
+
 def test_read_proc_self_environ_is_forbidden():
     r = run("def f():\n    return open('/proc/self/environ', 'rb').read()\n")
     assert r.status == "forbidden" and "/proc/self/environ" in r.message
