@@ -41,9 +41,16 @@ def score(features, view):
 
 
 def test_frame_walking_finds_no_later_rows(sealed):
-    # the agent walks the interpreter's frames (module level and inside score) looking for the payload;
-    # with the commit-reveal keeper only rows up to D_0 exist in its process (spec §10.4)
-    r = run(PROBE, sealed)
+    # the agent walks the interpreter's frames (module level and inside score) looking for the payload.
+    # Default: the sandbox refuses frame introspection outright (a recorded violation) ...
+    refused = run(PROBE, sealed)
+    assert refused.status != "ok"
+    assert "frame" in (refused.message or "").lower() or "frame" in str(refused.errors).lower()
+    # ... and with that layer switched off, the commit-reveal keeper alone still holds: only rows up to
+    # D_0 exist in the agent's process (spec §10.4)
+    keeper_only = ArenaConfig(sandbox=SandboxConfig(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0,
+                                                    memory_mb=4096, frame_introspection=True))
+    r = run(PROBE, sealed, keeper_only)
     assert r.status == "ok", r.errors[:2]
     assert r.n_errors == 0
     # control: the same probe does find later rows when the payload is held in-process (trusted executor)

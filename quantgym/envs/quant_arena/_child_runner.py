@@ -267,9 +267,7 @@ def _seed() -> None:
 
 
 score_days.sandbox_prepare = _prepare  # type: ignore[attr-defined] - the sandbox's pre-lockdown hook
-# Quant-Arena's look-ahead guarantee rests on the keeper, not on the sandbox's frame policy: agent code
-# may walk frames here and still finds no later row (tests/quant_arena/test_qa_sandbox.py,
-# test_frame_walking_finds_no_later_rows). Set this to False (or pass
-# SandboxLimits(allow_frame_introspection=False)) to add the sandbox's frame-introspection refusal as a
-# second layer; the QA runner works under it (test_qa_runner_works_under_the_sandbox_frame_policy).
-score_days.sandbox_allow_frame_introspection = True  # type: ignore[attr-defined]
+# Two layers guard look-ahead: the keeper (later rows never exist in the agent's process) and the
+# sandbox's refusal of frame introspection, which arena.py requests through
+# SandboxConfig.frame_introspection (default False = refused). With True the keeper alone still holds
+# (tests/quant_arena/test_qa_sandbox.py, test_frame_walking_finds_no_later_rows).

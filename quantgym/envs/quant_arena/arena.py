@@ -148,7 +148,8 @@ def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> t
 
     sb = cfg.sandbox
     limits = SandboxLimits(cpu_seconds=float(sb.cpu_seconds), wall_seconds=float(sb.eval_seconds + sb.import_seconds),
-                           memory_mb=int(sb.memory_mb), max_output_bytes=int(sb.max_output_bytes))
+                           memory_mb=int(sb.memory_mb), max_output_bytes=int(sb.max_output_bytes),
+                           allow_frame_introspection=bool(sb.frame_introspection))
     res = run_in_sandbox(source, RUNNER, payload=payload, limits=limits)
     rec = {"executor": "sandbox", "status": res.status, "isolation": (res.value or {}).get("isolation")
            if isinstance(res.value, dict) else None, "message": res.message, "wall_seconds": res.wall_seconds,

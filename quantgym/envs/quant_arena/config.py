@@ -218,6 +218,9 @@ class SandboxConfig:
         CPU-time limit of the child (the evaluation wall limit by default).
     max_output_bytes : int
         1 MiB of agent output per day (scores + features beyond the float32 matrices).
+    frame_introspection : bool
+        False (default): the sandbox refuses frame introspection by agent code (``sys._getframe``,
+        ``tb_frame``…, docs/security.md) on top of the look-ahead keeper; True: the keeper alone.
     """
 
     import_seconds: float = 30.0
@@ -226,6 +229,7 @@ class SandboxConfig:
     memory_mb: int = 4096
     cpu_seconds: float = 1800.0
     max_output_bytes: int = 1 << 20
+    frame_introspection: bool = False
 
 
 @dataclass(frozen=True)
