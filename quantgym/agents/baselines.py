@@ -60,6 +60,16 @@ def _shrunk_prior():
     return EmpiricalPrior(covariance_estimator=ShrunkCovariance(shrinkage=RIDGE / (1.0 + RIDGE)))
 
 
+def _fit_skfolio(model, x: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """Fit a skfolio estimator on the joined window ``x`` of assets ``idx``; equal weight on failure."""
+    w = np.zeros(n)
+    try:
+        w[idx] = model.fit(x).weights_
+    except Exception:  # solver failure -> equal weight (documented fallback, §8.4/§8.5)
+        return _finish(_equal(n, idx))
+    return _finish(w)
+
+
 def _risk_data(r: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """§8.4 data preparation: assets with ≥ 20 observations, inner-joined rows (≥ 20 needed).
 
@@ -172,13 +182,8 @@ class CovarianceRiskParity(_Baseline):
             w = np.zeros(avail.size)
             w[idx] = erc_sweep_renorm(cov + RIDGE * np.mean(np.diag(cov)) * np.eye(idx.size))
             return _finish(w)
-        model = RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior())
-        w = np.zeros(avail.size)
-        try:
-            w[idx] = model.fit(x).weights_
-        except Exception:  # solver failure -> equal weight (documented fallback)
-            return _finish(_equal(avail.size, idx))
-        return _finish(w)
+        return _fit_skfolio(RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior()),
+                            x, idx, avail.size)
 
 
 class MinimumVariance(_Baseline):
@@ -196,12 +201,7 @@ class MinimumVariance(_Baseline):
             return _finish(_equal(avail.size, idx))
         model = MeanRisk(objective_function=ObjectiveFunction.MINIMIZE_RISK, risk_measure=RiskMeasure.VARIANCE,
                          prior_estimator=_shrunk_prior())
-        w = np.zeros(avail.size)
-        try:
-            w[idx] = model.fit(x).weights_
-        except Exception:
-            return _finish(_equal(avail.size, idx))
-        return _finish(w)
+        return _fit_skfolio(model, x, idx, avail.size)
 
 
 def black_litterman_weights(x: np.ndarray) -> np.ndarray:

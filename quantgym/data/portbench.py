@@ -51,6 +51,7 @@ __all__ = [
     "PortBenchDataWarning",
     "load_portbench_data",
     "load_portbench_market",
+    "as_portbench_data",
     "load_portbench_raw",
     "bundled_portbench_path",
     "available_mask",
@@ -846,6 +847,27 @@ def load_portbench_data(
 
 #: Alias named in issue 2.
 load_portbench_market = load_portbench_data
+
+
+def as_portbench_data(data: Any) -> "PortBenchData":
+    """Resolve an env's ``data=`` argument: None -> the bundled data, a :class:`PortBenchData` as is,
+    a path -> :func:`load_portbench_data` (schema in docs/data.md).
+
+    Raises
+    ------
+    ValueError
+        For any other type.
+    """
+    if data is None:
+        return load_portbench_data()
+    if isinstance(data, PortBenchData):
+        return data
+    if isinstance(data, (str, os.PathLike)):
+        return load_portbench_data(data)
+    raise ValueError(
+        "data= must be None (bundled real data), a PortBenchData object or a directory path in the documented "
+        f"schema (docs/data.md); got {type(data).__name__}"
+    )
 
 
 def load_portbench_raw(path: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any, Callable
 
 import gymnasium as gym
@@ -12,7 +11,7 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
-from quantgym.data.portbench import MACRO_KEYS, PortBenchData, load_portbench_data
+from quantgym.data.portbench import MACRO_KEYS, as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
@@ -32,19 +31,6 @@ from quantgym.spaces import AnyText
 STAGES = ("S1", "S2", "S3")
 STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
 ACTION_KEYS = ("views", "signals", "weights", "status")
-
-
-def _resolve_data(data: Any) -> PortBenchData:
-    if data is None:
-        return load_portbench_data()
-    if isinstance(data, PortBenchData):
-        return data
-    if isinstance(data, (str, os.PathLike)):
-        return load_portbench_data(data)
-    raise ValueError(
-        "data= must be None (bundled real data), a PortBenchData object or a directory path in the documented "
-        f"schema (docs/data.md); got {type(data).__name__}"
-    )
 
 
 class PortBenchEnv(gym.Env):
@@ -176,9 +162,9 @@ class PortBenchEnv(gym.Env):
         if cfg.paper.any:
             from quantgym.envs.portbench.paper.simulator import paper_data_for
 
-            self.data = paper_data_for(cfg.paper, None if data is None else _resolve_data(data))
+            self.data = paper_data_for(cfg.paper, None if data is None else as_portbench_data(data))
         else:
-            self.data = _resolve_data(data)
+            self.data = as_portbench_data(data)
         if isinstance(period, LivePeriod):  # §2.5: daily decisions on data through the previous close
             period = resolve_live(period, self.data.dates)
             cfg = cfg.replace(as_of="previous_close")
@@ -532,7 +518,6 @@ class PortBenchEnv(gym.Env):
         status = int(act["status"])
         if status == STATUS_UNPARSEABLE and self.config.paper.abort_on_parse_failure:
             return self._abort()
-        sc = self.config.scoring
         snap = self.snapshot
         if "views" in needed:
             views = self._process_views(act["views"], status)

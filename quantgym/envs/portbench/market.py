@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.data.portbench import ASSET_CLASSES, available_mask, market_regime
-from quantgym.data.portbench import REGIME_LABELS as REGIMES
+from quantgym.data.portbench import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}

@@ -116,15 +116,19 @@ class PortfolioSimulator:
     def done(self) -> bool:
         return self.t >= self.last_row
 
+    def marks_to_market(self, t: int) -> bool:
+        """Whether day ``t``'s returns are applied to the held portfolio (always, in clean mode)."""
+        return True
+
     def advance_to(self, row: int) -> None:
         """Mark to market day by day up to and including ``row`` (§6.2 step 1)."""
         row = min(row, self.last_row)
         for t in range(self.t + 1, row + 1):
-            r = self.returns0[t]
-            growth = self.weights * (1.0 + r)
-            g = growth.sum()
-            self.nav *= g
-            self.weights = growth / g if g > 0 else self.weights
+            if self.marks_to_market(t):
+                growth = self.weights * (1.0 + self.returns0[t])
+                g = growth.sum()
+                self.nav *= g
+                self.weights = growth / g if g > 0 else self.weights
             self.t = t
             self.nav_dates.append(self._stamps[t])
             self.nav_history.append(self.nav)

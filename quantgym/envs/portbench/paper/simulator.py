@@ -77,23 +77,10 @@ class PaperSimulator(PortfolioSimulator):
         self.decision_rows = self.decision_rows[self.decision_rows > self.t]
         self._decision_set = set(int(r) for r in self.decision_rows)
 
-    def advance_to(self, row: int) -> None:
-        """Mark to market up to and including ``row``; decision rows skip marking when
-        ``no_mtm_on_rebalance`` is on (§6.2 paper mode)."""
-        if not self.flags.no_mtm_on_rebalance:
-            return super().advance_to(row)
-        row = min(row, self.last_row)
-        for t in range(self.t + 1, row + 1):
-            if t not in self._decision_set:
-                r = self.returns0[t]
-                growth = self.weights * (1.0 + r)
-                g = growth.sum()
-                self.nav *= g
-                self.weights = growth / g if g > 0 else self.weights
-            self.t = t
-            self.nav_dates.append(self._stamps[t])
-            self.nav_history.append(self.nav)
-            self.weight_history.append(self.weights.copy())
+    def marks_to_market(self, t: int) -> bool:
+        """Decision rows skip marking when ``no_mtm_on_rebalance`` is on (§6.2 paper mode: the old
+        portfolio's return of a rebalance day is lost)."""
+        return not (self.flags.no_mtm_on_rebalance and t in self._decision_set)
 
 
 @dataclass

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from quantgym.data.portbench import PortBenchData, load_portbench_data
+from quantgym.data.portbench import as_portbench_data
 from quantgym.envs.portbench.qa.config import COMPLEXITY, FIDELITIES, REGIMES, SYSTEM_PROMPT, TEMPLATES, QAConfig
 from quantgym.envs.portbench.qa.generator import QAItem, get_generator
 from quantgym.envs.portbench.qa.prompt import render_prompt
@@ -18,17 +17,6 @@ from quantgym.spaces import AnyText
 
 PROMPT_MAX_LENGTH = 262144
 ACTION_MAX_LENGTH = 65536
-
-
-def _resolve_data(data: Any) -> PortBenchData:
-    if data is None:
-        return load_portbench_data()
-    if isinstance(data, PortBenchData):
-        return data
-    if isinstance(data, (str, os.PathLike)):
-        return load_portbench_data(data)
-    raise ValueError("data= must be None (bundled real data), a PortBenchData or a directory in the documented "
-                     f"schema (docs/data.md); got {type(data).__name__}")
 
 
 class PortBenchQAEnv(gym.Env):
@@ -103,7 +91,7 @@ class PortBenchQAEnv(gym.Env):
         self.fidelity = fidelity
         self.split = split
         self.render_mode = render_mode
-        gen = get_generator(_resolve_data(data), self.config, fidelity)
+        gen = get_generator(as_portbench_data(data), self.config, fidelity)
         self.items: list[QAItem] = gen.items(split, templates, None if n_per_template is None else int(n_per_template),
                                              restricted, complexity, regime)
         if not self.items:
