@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -119,7 +120,6 @@ def bench(
     console = Console()
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_dir = Path(out) if out else Path("results") / f"bench-{stamp}"
-    out_dir.mkdir(parents=True, exist_ok=True)
     sections = _available_sections()
     wanted = _split(tasks) or list(sections)
     unknown = [t for t in wanted if t not in BENCH_SECTIONS]
@@ -127,6 +127,46 @@ def bench(
         raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {list(BENCH_SECTIONS)}", param_hint="--tasks")
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
                "extra_agents": list(agent or [])}
+    for task in wanted:  # validate every option before anything runs or is written
+        check = getattr(sections.get(task), "validate", None)
+        if check is not None:
+            try:
+                check(options)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from None
+    lock = _claim_out_dir(out_dir, console)
+    try:
+        _run_bench(out_dir, wanted, sections, options, quiet, plots, console)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _claim_out_dir(out_dir: Path, console: Console) -> Path:
+    """Create ``out_dir`` and take its lock file; one clear line (exit 2) when that is impossible."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it exists and is not a folder" if isinstance(exc, FileExistsError) else (exc.strerror or str(exc))
+        console.print(f"[red]error:[/] cannot write the results folder {out_dir}: {why}")
+        raise typer.Exit(2) from None
+    lock = out_dir / ".quantgym.lock"
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        console.print(f"[red]error:[/] another quantgym run is writing to {out_dir} (lock {out_dir / '.quantgym.lock'}); "
+                      "choose another --out or remove the lock if no run is active")
+        raise typer.Exit(2) from None
+    except OSError as exc:
+        console.print(f"[red]error:[/] cannot write the results folder {out_dir}: {exc.strerror or exc}")
+        raise typer.Exit(2) from None
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    if (out_dir / "summary.csv").exists():
+        console.print(f"[yellow]note:[/] {out_dir} already holds results; summary.csv and results.json are replaced")
+    return lock
+
+
+def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: bool, console: Console) -> None:
     results: list[SectionResult] = []
     t0 = time.perf_counter()
     with Progress(
@@ -143,10 +183,16 @@ def bench(
                 console.print(f"[yellow]{task}: no bench section installed yet, skipped[/]")
                 continue
             ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options)
-            results.append(sections[task].run_section(ctx))
+            try:
+                results.append(sections[task].run_section(ctx))
+            except (ValueError, FileNotFoundError) as exc:  # e.g. a bad --agent spec or transcript path
+                progress.stop()
+                console.print(f"[red]error:[/] {task}: {exc}")
+                raise typer.Exit(2) from None
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "elapsed_s": time.perf_counter() - t0})
-    console.print(f"\nWrote [bold]{out_dir}[/] (summary.csv, results.json, plots) in {time.perf_counter() - t0:.1f}s")
+    files = "summary.csv, results.json" + (", plots" if plots else "")
+    console.print(f"\nWrote [bold]{out_dir}[/] ({files}) in {time.perf_counter() - t0:.1f}s")
 
 
 def _register_plugins() -> None:

@@ -67,3 +67,30 @@ def test_bench_cli_writes_results(tmp_path):
 def test_bench_cli_rejects_unknown_task(tmp_path):
     res = CliRunner().invoke(app, ["bench", "--tasks", "nope", "--out", str(tmp_path)])
     assert res.exit_code != 0 and "unknown task" in res.output
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--profiles", "yolo"], "unknown profile"),
+    (["--periods", "1999"], "unknown period"),
+    (["--agents", "foo"], "unknown baseline"),
+    (["--agent", "replay:/nonexistent.jsonl", "--agents", "equal_weight", "--periods", "covid_2020"], "does not exist"),
+])
+def test_bench_bad_options_are_one_line_errors(tmp_path, args, needle):
+    out = tmp_path / "o"
+    res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--out", str(out), "--quiet", "--no-plots",
+                                   "--profiles", "balanced", *args])
+    assert res.exit_code == 2, res.output
+    assert needle in res.output and "Traceback" not in res.output
+    assert not (out / "summary.csv").exists()
+
+
+def test_bench_out_dir_errors_and_lock(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--out", str(f), "--quiet"])
+    assert res.exit_code == 2 and "not a folder" in res.output
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / ".quantgym.lock").write_text("123")
+    res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--out", str(busy), "--quiet"])
+    assert res.exit_code == 2 and "another quantgym run" in res.output

@@ -236,3 +236,32 @@ def test_clear_errors_for_bad_kwargs():
         PortBenchEnv(period=dict(start="2030-01-01", end="2030-06-30", freq="monthly"))
     with pytest.raises(ValueError, match="data="):
         PortBenchEnv(data=123)
+
+
+def test_unnormalised_weights_are_recorded_as_coerced_not_silent():
+    env = _env()
+    act = _ok_action(env)
+    act["weights"] = np.clip(act["weights"] * 5, 0, 1)  # sums to 5 on the available set
+    _, _, _, _, info = env.step(act)
+    assert info["invalid"] == {}
+    assert "normalised to 1" in info["coerced"]["S3"]
+    assert "normalised" in env.records[-1]["coerced"]["S3"]
+    act = _ok_action(env)
+    a = env.snapshot.available
+    act["weights"] = a / a.sum()  # a proper allocation over the available set: nothing to coerce
+    _, _, _, _, info = env.step(act)
+    assert info["coerced"] == {}
+
+
+@pytest.mark.parametrize("kw, match", [({"alpha": 5}, "alpha"), ({"lam": -3}, "lam"), ({"alpha": -0.1}, "alpha")])
+def test_scoring_parameters_are_range_checked(kw, match):
+    with pytest.raises(ValueError, match=match):
+        PortBenchEnv(period="covid_2020", **kw)
+
+
+def test_period_start_end_freq_string():
+    env = PortBenchEnv(period="2020-03-01:2020-03-31:weekly")
+    _, info = env.reset(seed=0)
+    assert env.period.freq == "weekly" and info["date"] >= "2020-03-01"
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        PortBenchEnv(period="2020-03:2020-04")

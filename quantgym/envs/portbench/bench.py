@@ -33,12 +33,15 @@ def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | Non
     return all(abs(mdd_by_period[p]) <= tolerance + 1e-12 for p in STRESS_PERIODS)
 
 
-def run_baselines(periods, agents, progress=None, task_id=None, data=None) -> dict[tuple[str, str], EvalResult]:
-    """Run each baseline once per period (profile-independent). Returns {(agent_key, period): EvalResult}."""
+def run_baselines(periods, agents, progress=None, task_id=None, data=None,
+                  specs: dict | None = None) -> dict[tuple[str, str], EvalResult]:
+    """Run each baseline once per period (profile-independent). Returns {(agent_key, period): EvalResult}.
+
+    ``specs`` maps a period name to the period argument to pass (e.g. a ``START:END:FREQ`` string)."""
     out = {}
     for per in periods:
         for key in agents:
-            kw: dict[str, Any] = {"period": per}
+            kw: dict[str, Any] = {"period": (specs or {}).get(per, per)}
             if data is not None:
                 kw["data"] = data
             out[(key, per)] = evaluate(ENV_IDS["balanced"], make_baseline(key), **kw)
@@ -51,17 +54,28 @@ def _fmt(x, nd=2):
     return "" if x is None else f"{x:.{nd}f}"
 
 
+def validate(options: dict) -> None:
+    """Check the PortBench options before anything runs or is written (one clear ``ValueError``)."""
+    for p in options.get("profiles") or ():
+        get_profile(p)
+    for p in options.get("periods") or ():
+        resolve_period(p)
+    for a in options.get("agents") or ():
+        make_baseline(a)
+
+
 def run_section(ctx) -> SectionResult:
     opts = ctx.options
     profiles = [get_profile(p).name for p in (opts.get("profiles") or list(PROFILES))]
-    periods = [resolve_period(p).name for p in (opts.get("periods") or DEFAULT_PERIODS)]
+    specs = {resolve_period(p).name: p for p in (opts.get("periods") or DEFAULT_PERIODS)}  # name -> as given
+    periods = list(specs)
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [next(k for k, c in BASELINES.items() if c is type(a)) for a in agents]
     extra_specs = list(opts.get("extra_agents") or [])
     extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
     tid = ctx.progress.add_task("PortBench", total=total)
-    base = run_baselines(periods, keys, ctx.progress, tid)
+    base = run_baselines(periods, keys, ctx.progress, tid, specs=specs)
     # (label, profile, period) -> EvalResult; baselines are shared across profiles
     res: dict[tuple[str, str, str], EvalResult] = {}
     labels = [a.name for a in agents]
@@ -74,7 +88,7 @@ def run_section(ctx) -> SectionResult:
         labels.append(label)
         for prof in profiles:
             for per in periods:
-                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=per)
+                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per])
                 ctx.progress.advance(tid)
     section = SectionResult(task="portbench")
     for prof in profiles:

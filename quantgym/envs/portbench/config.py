@@ -10,6 +10,7 @@ items can be switched on top of clean mode.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -114,12 +115,22 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
         return LivePeriod()
     if isinstance(period, dict) and period.get("name") == "live":
         return LivePeriod(int(period.get("days", 12)), period.get("as_of"))
+    if isinstance(period, str) and ":" in period:  # "START:END[:FREQ]", e.g. "2020-03-01:2020-03-31:weekly"
+        parts = period.split(":")
+        if len(parts) not in (2, 3):
+            raise ValueError(f"period {period!r}: expected START:END or START:END:FREQ (dates YYYY-MM-DD)")
+        for d in parts[:2]:
+            try:
+                _dt.date.fromisoformat(d)
+            except ValueError:
+                raise ValueError(f"period {period!r}: {d!r} is not a YYYY-MM-DD date") from None
+        return resolve_period({"start": parts[0], "end": parts[1], "freq": parts[2] if len(parts) == 3 else "monthly"})
     if isinstance(period, str):
         key = PERIOD_ALIASES.get(period, period)
         if key not in PERIODS:
             raise ValueError(
-                f"unknown period {period!r}; choose one of {sorted(PERIODS)} (aliases {sorted(PERIOD_ALIASES)}) "
-                "or pass dict(start='YYYY-MM-DD', end='YYYY-MM-DD', freq='monthly'|'weekly'|'daily')"
+                f"unknown period {period!r}; choose one of {sorted(PERIODS)} (aliases {sorted(PERIOD_ALIASES)}), "
+                "'live', 'START:END[:FREQ]' or dict(start='YYYY-MM-DD', end='YYYY-MM-DD', freq='monthly'|'weekly'|'daily')"
             )
         return PERIODS[key]
     if isinstance(period, dict):

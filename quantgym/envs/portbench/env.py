@@ -148,6 +148,10 @@ class PortBenchEnv(gym.Env):
             raise ValueError(f"reward must be 'ceps' or 'log_return', got {reward!r}")
         if oracle not in ("lookback", "ex_post", "equal_weight"):
             raise ValueError(f"oracle must be 'lookback', 'ex_post' or 'equal_weight', got {oracle!r}")
+        if not (0.0 <= float(alpha) <= 1.0):
+            raise ValueError(f"alpha (S3 mix of weight accuracy and correlation score) must be in [0, 1], got {alpha}")
+        if not (float(lam) >= 0.0):
+            raise ValueError(f"lam (CEPS drop penalty) must be >= 0, got {lam}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         cfg = config or PortBenchConfig()
@@ -262,6 +266,7 @@ class PortBenchEnv(gym.Env):
         self.prev_signals = np.full(self.n_assets, HOLD, dtype=np.int64)
         self.step_scores: dict[str, float | None] = {}
         self.step_invalid: dict[str, str] = {}
+        self.step_coerced: dict[str, str] = {}
         self.step_status: dict[str, int] = {}
         self.stage_notes = {}
         self._views = self._signals = None
@@ -382,6 +387,7 @@ class PortBenchEnv(gym.Env):
             "stage": STAGES[self.stage] if self.stagewise else "all",
             "stage_scores": dict(self.step_scores),
             "invalid": dict(self.step_invalid),
+            "coerced": dict(self.step_coerced),
             "refused": any(v == STATUS_REFUSED for v in self.step_status.values()),
             "unparseable": any(v == STATUS_UNPARSEABLE for v in self.step_status.values()),
             "nav": float(self.sim.nav),
@@ -495,6 +501,14 @@ class PortBenchEnv(gym.Env):
                                      "S3 score 0")
             return self._fallback_weights(), False
         self.step_status["S3"] = STATUS_OK
+        notes = []
+        dropped = float(np.where(a, 0.0, weights).sum())
+        if dropped > 0:
+            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
+        if abs(tot - 1.0) > 1e-6:
+            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
+        if notes:  # recorded coercions, not invalid (spec §4.3, §11.4)
+            self.step_coerced["S3"] = "; ".join(notes)
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
@@ -592,7 +606,8 @@ class PortBenchEnv(gym.Env):
             })
         trade = sim.trade(w_exec)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
-                    "invalid": dict(self.step_invalid), "status": dict(self.step_status),
+                    "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
+                    "status": dict(self.step_status),
                     "weights": {snap.tickers[i]: float(w_hat[i]) for i in np.flatnonzero(w_hat > 0)}})
         self.records.append(rec)
         info = self._base_info()
