@@ -5,13 +5,15 @@ import re
 import pickle
 
 import gymnasium as gym
+import numpy as np
 import pandas as pd
 import pytest
 
 from quantgym.envs import register_envs
-from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, mutants_for, reference_source
+from quantgym.envs.market_bench.agents import (MUTANTS, MutantAgent, ReferenceAgent, StubAgent, mutants_for,
+                                               reference_source)
 from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, SandboxConfig
-from quantgym.envs.market_bench.env import MarketBenchEnv
+from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv, strip_code_fence
 
 from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
 
@@ -39,6 +41,7 @@ def test_reference_perfect_and_mutants_wrong_round1(strategy):
     obs, _ = env.reset()
     obs, reward, term, trunc, info = env.step(ReferenceAgent().act(obs))
     assert (info["status"], info["mae"], reward, term) == ("SUCCESS", 0.0, 1.0, True)
+    assert info["correct"] is True and info["record"]["correct"] is True and info["record"]["first_correct"] == 1
     assert info["path_corr"] == pytest.approx(1.0) and info["record"]["first_attempt"] == 1
     for m in mutants_for(strategy):
         obs, _ = env.reset()
@@ -46,7 +49,49 @@ def test_reference_perfect_and_mutants_wrong_round1(strategy):
         assert info["status"] == "SUCCESS", (m.name, info["reason"])
         # LIFO equals FIFO on some rounds; round 1 separates every mutant from the reference
         assert info["mae"] > 1e-6, m.name
+        # the paper still calls it solved; it is not correct, and its reward is < 0.5 (not 1.0)
+        assert info["record"]["solved"] is True and info["correct"] is False and info["record"]["correct"] is False
+        assert 0.0 <= reward < 0.5, (m.name, reward)
     env.close()
+
+
+@pytest.mark.parametrize("strategy", ["pairs", "scheduled"])
+def test_stub_answer_is_solved_but_not_correct(strategy):
+    # fresh-user finding: a stub returning zeros is SUCCESS / solved under the paper's pass@k (kept),
+    # but it is not correct and its reward is ~0 (0.5*exp(-mean_clipped_rel/0.1), mean_clipped_rel ~0.9)
+    env = MarketBenchEnv(strategy, 1, attempts=1)
+    obs, _ = env.reset()
+    _, reward, term, _, info = env.step(StubAgent().act(obs))
+    assert info["status"] == "SUCCESS" and info["record"]["solved"] is True and info["mae"] > 1000
+    assert info["correct"] is False and info["record"]["correct"] is False and term
+    assert 0.5 < info["mean_rel_error"] <= 1.0
+    assert reward == pytest.approx(0.5 * np.exp(-info["mean_rel_error"] / 0.1)) and reward < 1e-2
+    env.close()
+
+
+def test_markdown_fenced_reply_is_stripped_and_runs():
+    env = MarketBenchEnv("delta_hedge", 1, attempts=2)
+    obs, _ = env.reset()
+    src = ReferenceAgent().act(obs)
+    _, reward, term, _, info = env.step(f"```python\n{src}\n```\n")
+    assert info["status"] == "SUCCESS" and info["fence_stripped"] is True and info["correct"] is True
+    assert reward == 1.0 and term
+    obs, _ = env.reset()
+    _, _, _, _, info = env.step(src)
+    assert info["fence_stripped"] is False and info["correct"] is True
+    env.close()
+
+
+def test_strip_code_fence_rules():
+    assert strip_code_fence("```python\nx = 1\n```") == ("x = 1\n", True)
+    assert strip_code_fence("  ```\nx = 1\n```  \n") == ("x = 1\n", True)  # no language tag, outer blanks
+    assert strip_code_fence("```py\r\nx = 1\r\n```") == ("x = 1\n", True)
+    # only one surrounding fence: an inner fence inside a string literal is kept
+    inner = 'x = """\n```\nin\n```\n"""'
+    assert strip_code_fence(f"```python\n{inner}\n```") == (inner + "\n", True)
+    # not a single fenced block: unchanged
+    for text in ("x = 1\n", "Here it is:\n```python\nx = 1\n```", "```python\nx = 1\n```\nThanks", "```x = 1```"):
+        assert strip_code_fence(text) == (text, False)
 
 
 def test_every_mutant_pattern_applies_once(tmp_path):
@@ -94,10 +139,14 @@ def test_failure_kinds_are_failed_attempts_never_crashes():
     assert info["record"]["solved"] is False and info["record"]["attempts_used"] == len(cases)
     with pytest.raises(RuntimeError, match="episode is over"):
         env.step("x = 1")
-    # a non-str action is a recorded failure, not a crash
+    # a non-str action is a caller bug: a clear ValueError naming the expected type, no attempt used
     env.reset()
-    _, _, _, _, info = env.step(12345)
-    assert info["status"] == "FAILED" and "must be a str" in info["reason"]
+    for bad in (12345, b"def run_backtest(inputs): pass", {"source": "x"}, None):
+        with pytest.raises(ValueError, match=r"action must be a str \(the Python source"):
+            env.step(bad)
+    with pytest.raises(TypeError):  # InvalidActionError is also a TypeError
+        env.step(1.5)
+    assert issubclass(InvalidActionError, ValueError) and env._attempt == 0
     env.close()
 
 

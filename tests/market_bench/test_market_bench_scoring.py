@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from quantgym.envs.market_bench.config import METRIC_KEYS
-from quantgym.envs.market_bench.scoring import (FAILED, SUCCESS, AttemptRecord, fmt, mae, metric_errors,
-                                                path_correlation, round_table, score_table, strategy_scores,
-                                                validate_metrics)
+from quantgym.envs.market_bench.config import METRIC_KEYS, ScoringConfig
+from quantgym.envs.market_bench.scoring import (FAILED, SUCCESS, AttemptRecord, attempt_reward, fmt, is_correct, mae,
+                                                mean_clipped_rel_error, metric_errors, path_correlation, round_table,
+                                                score_table, strategy_scores, validate_metrics)
 
 
 def A(agent, strategy, rnd, attempt, ok, m=None):
@@ -104,3 +104,61 @@ def test_mae_relative_error_and_path_correlation():
 
 def test_fmt_two_decimals():
     assert fmt(0.8) == "0.80" and fmt(437.514) == "437.51" and fmt(float("nan")) == "-" and fmt(None) == "-"
+
+
+def C(agent, strategy, rnd, attempt, ok, m=None, correct=None):
+    return AttemptRecord(agent, strategy, rnd, attempt, SUCCESS if ok else FAILED, m if ok else None,
+                         correct=correct)
+
+
+def test_correct_at_k_beside_pass_at_k():
+    # agent Z on "pairs", 4 rounds (attempts run on after a wrong success, as with end_on_success=False):
+    #   r1: 1 SUCCESS correct                       -> solved@1, correct@1
+    #   r2: 1 SUCCESS wrong (stub), 2 SUCCESS correct -> solved@1, correct on 2
+    #   r3: 1 SUCCESS wrong, 2 SUCCESS wrong          -> solved@1, never correct
+    #   r4: 1 FAILED, 2 FAILED, 3 FAILED, 4 SUCCESS correct (beyond k = 3) -> unsolved, not correct
+    # pass@3 = 3/4, pass@1 = 3/4; correct@3 = 2/4, correct@1 = 1/4
+    t = [C("Z", "pairs", 1, 1, True, 0.0, True),
+         C("Z", "pairs", 2, 1, True, 9.0, False), C("Z", "pairs", 2, 2, True, 0.0, True),
+         C("Z", "pairs", 3, 1, True, 5.0, False), C("Z", "pairs", 3, 2, True, 4.0, False),
+         C("Z", "pairs", 4, 1, False), C("Z", "pairs", 4, 2, False), C("Z", "pairs", 4, 3, False),
+         C("Z", "pairs", 4, 4, True, 0.0, True)]
+    rt = round_table(t).set_index("round")
+    assert rt["correct"].tolist() == [1, 1, 0, 1] and rt.loc[2, "first_correct"] == 2
+    assert math.isnan(rt.loc[3, "first_correct"])
+    s = strategy_scores(t).set_index(["agent", "strategy"]).loc[("Z", "pairs")]
+    assert s["pass@3"] == pytest.approx(0.75) and s["pass@1"] == pytest.approx(0.75)
+    assert s["correct@3"] == pytest.approx(0.5) and s["correct@1"] == pytest.approx(0.25)
+    # overall = mean over strategies; the paper's ranking ignores correct@k
+    t2 = t + [C("Z", "scheduled", 1, 1, True, 0.0, True)]
+    ov = score_table(t2).set_index("strategy").loc["overall"]
+    assert ov["correct@3"] == pytest.approx((0.5 + 1.0) / 2) and ov["correct@1"] == pytest.approx((0.25 + 1.0) / 2)
+    # a FAILED attempt flagged correct by mistake never counts; records without the field are not correct
+    bad = [C("W", "pairs", 1, 1, False, correct=True), {"agent": "V", "strategy": "pairs", "round": 1, "attempt": 1,
+                                                        "status": SUCCESS, "mae": 0.0}]
+    s3 = strategy_scores(bad).set_index("agent")
+    assert s3.loc["W", "correct@3"] == 0 and s3.loc["V", "correct@3"] == 0 and s3.loc["V", "pass@3"] == 1
+
+
+def test_is_correct_tolerance_and_reward():
+    keys = METRIC_KEYS["scheduled"]
+    ref = {k: 0.0 for k in keys} | {"final_cash": 5_000_000.0, "n_fills": 14.0}
+    cfg = ScoringConfig()
+    assert (cfg.correct_atol, cfg.correct_rtol) == (1e-6, 1e-6)
+    assert is_correct(dict(ref), ref, "scheduled")
+    # |err| <= max(1e-6, 1e-6*|y|): 5 CNY on 5e6 is within (bound 5.0), 5.01 is not; 1e-6 abs on a 0 reference
+    assert is_correct(dict(ref, final_cash=5_000_005.0), ref, "scheduled")
+    assert not is_correct(dict(ref, final_cash=5_000_005.01), ref, "scheduled")
+    assert is_correct(dict(ref, realized_pnl=1e-6), ref, "scheduled")
+    assert not is_correct(dict(ref, realized_pnl=2e-6), ref, "scheduled")
+    assert not is_correct(dict(ref, n_fills=13.0), ref, "scheduled")
+    # reward: correct 1.0; FAILED 0.0; wrong SUCCESS 0.5*exp(-mean(min(rel, 1))/0.1)
+    stub = {k: 0.0 for k in keys}
+    errs = metric_errors(stub, ref, "scheduled")
+    m = mean_clipped_rel_error(errs)
+    assert m == pytest.approx(2 / 13)  # two non-zero references, each relative error 1
+    assert attempt_reward(SUCCESS, False, errs) == pytest.approx(0.5 * math.exp(-m / 0.1))
+    assert attempt_reward(SUCCESS, True, errs) == 1.0 and attempt_reward(FAILED, None, None) == 0.0
+    close = metric_errors(dict(ref, final_cash=5_001_000.0), ref, "scheduled")  # rel 2e-4 on one key
+    r_close = attempt_reward(SUCCESS, False, close)
+    assert attempt_reward(SUCCESS, False, errs) < r_close < 0.5

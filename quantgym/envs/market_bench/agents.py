@@ -13,6 +13,9 @@ source defining ``run_backtest(inputs: dict[str, str]) -> dict[str, float]``.
   consumed liquidity, an off-by-one rolling window, the wrong hedge sign, ignoring the order
   delay). Each must run successfully with MAE > 0. ``write_mutant_sources(folder)`` writes them
   as files for inspection.
+- :class:`StubAgent`: returns 0.0 for every metric key without reading the data. It shows why
+  the paper's pass@k alone is gameable (it is "solved" on every round) and why ``correct@k``
+  is reported beside it (0 on every round).
 """
 
 from __future__ import annotations
@@ -139,6 +142,18 @@ class MutantAgent:
         return self.mutant.source(json.loads(obs["params_json"]))
 
 
+class StubAgent:
+    """Answers every round with ``{key: 0.0 for key in the metric keys}`` (anti-stub demonstration)."""
+
+    name = "stub_zeros"
+
+    def act(self, obs: dict[str, Any]) -> str:
+        from quantgym.envs.market_bench.config import METRIC_KEYS
+
+        keys = list(METRIC_KEYS[obs["strategy"]])
+        return f"def run_backtest(inputs):\n    return {{k: 0.0 for k in {keys!r}}}\n"
+
+
 def write_mutant_sources(folder: str | Path, round_: int = 1) -> list[Path]:
     """Write the reference and every mutant's source of ``round_`` as ``.py`` files (for reading)."""
     from quantgym.envs.market_bench.rounds import load_round
@@ -158,5 +173,5 @@ def write_mutant_sources(folder: str | Path, round_: int = 1) -> list[Path]:
     return out
 
 
-__all__ = ["reference_source", "Mutant", "MUTANTS", "mutants_for", "ReferenceAgent", "MutantAgent",
+__all__ = ["reference_source", "Mutant", "MUTANTS", "mutants_for", "ReferenceAgent", "MutantAgent", "StubAgent",
            "write_mutant_sources"]

@@ -3,14 +3,17 @@
 Runs the reference agent on all 15 (strategy, round) pairs and every mutant on the 5 rounds
 of its strategy, each through the env (sandbox, host-side validation, scoring), and reports
 pass@3, pass@1, mean MAE over solved rounds and average first attempt per (agent, strategy)
-(spec §6), with the mean equity-path correlation and the largest per-metric relative error
-beside. The reference must score pass@1 = 1 and MAE = 0 everywhere; each mutant must run
-(SUCCESS) with MAE > 0.
+(spec §6), with ``correct@3`` / ``correct@1`` (tolerance-based, anti-stub), the mean
+equity-path correlation and the largest per-metric relative error beside. The reference must
+score pass@1 = correct@1 = 1 and MAE = 0 everywhere; each mutant must run (SUCCESS) with
+MAE > 0, and is then not correct (the ``lifo`` mutant has MAE 0 on scheduled rounds where no
+lot is closed out of order and is correct there).
 
 Attempts: K = 3, but an episode ends at its first success and every agent here is
 deterministic, so a successful agent uses one attempt per round. The reference runs on all 15
-rounds and each mutant on the rounds :data:`MUTANT_ROUNDS` of its strategy (all 5 by default):
-15 + 30 sandbox runs, two at a time, about 25 s on 2 cores. Lower :data:`MUTANT_ROUNDS` if the
+rounds, the zero stub (:class:`StubAgent`: pass@1 = 1 but correct@1 = 0) on all 15, and each
+mutant on the rounds :data:`MUTANT_ROUNDS` of its strategy (all 5 by default): 15 + 15 + 30
+sandbox runs, two at a time, about 30 s on 2 cores. Lower :data:`MUTANT_ROUNDS` if the
 section must be faster. ``summary.csv`` rows: ``task=market_bench``, ``agent``, ``period=<task version>``,
 the other columns empty; everything else goes into ``results.json``.
 """
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent
+from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, StubAgent
 from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig
 from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table
 from quantgym.results import SectionResult, SummaryRow
@@ -69,8 +72,10 @@ MUTANT_ROUNDS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 def default_jobs(rounds: tuple[int, ...] = tuple(range(1, N_ROUNDS + 1)),
                  mutant_rounds: tuple[int, ...] = MUTANT_ROUNDS) -> list[tuple[Any, str, int]]:
-    """(agent, strategy, round) of the bench: reference on ``rounds``, each mutant on ``mutant_rounds`` of its strategy."""
+    """(agent, strategy, round) of the bench: reference and the zero stub on ``rounds``, each mutant on
+    ``mutant_rounds`` of its strategy."""
     jobs: list[tuple[Any, str, int]] = [(ReferenceAgent(), s, r) for s in STRATEGIES for r in rounds]
+    jobs += [(StubAgent(), s, r) for s in STRATEGIES for r in rounds]
     jobs += [(MutantAgent(m), m.strategy, r) for m in MUTANTS for r in mutant_rounds]
     return jobs
 
@@ -90,7 +95,8 @@ def run_jobs(jobs, workers: int = 2, attempts: int = 3, on_done=None) -> list[di
 
 def records_to_attempts(records: list[dict[str, Any]]) -> list[AttemptRecord]:
     return [AttemptRecord(r["agent"], r["strategy"], int(r["round"]), int(r["attempt"]), r["status"], r["mae"],
-                          r["reason"], r["sandbox_status"], r["path_corr"], r["max_rel_error"]) for r in records]
+                          r["reason"], r["sandbox_status"], r["path_corr"], r["max_rel_error"], r.get("correct"))
+            for r in records]
 
 
 def extras_table(records: list[dict[str, Any]]):
@@ -119,7 +125,8 @@ def run_section(ctx) -> SectionResult:
         sub = table[table["strategy"] == strategy]
         t = Table(title=f"Market-Bench {TASK_VERSION} - {strategy} (spec §6; MAE over solved rounds; "
                         f"mutants on rounds {', '.join(map(str, MUTANT_ROUNDS))})")
-        cols = ("#", "agent", f"p@{k}", "p@1", "mean MAE", "att.") + (("corr", "rel err") if strategy != "overall" else ())
+        cols = ("#", "agent", f"p@{k}", "p@1", "mean MAE", "att.", f"c@{k}", "c@1") + (
+            ("corr", "rel err") if strategy != "overall" else ())
         for col in cols:
             t.add_column(col, justify="left" if col == "agent" else "right", no_wrap=col in ("agent", "mean MAE"))
         for _, row in sub.iterrows():
@@ -127,7 +134,8 @@ def run_section(ctx) -> SectionResult:
             name = str(row["agent"]).replace("mutant:", "")
             name = name.split("/")[-1] if strategy != "overall" else name
             cells = [str(row["rank"]), name, fmt(row[f"pass@{k}"]), fmt(row["pass@1"]),
-                     fmt(row["mean_mae_solved"]), fmt(row["avg_attempt"])]
+                     fmt(row["mean_mae_solved"]), fmt(row["avg_attempt"]), fmt(row[f"correct@{k}"]),
+                     fmt(row["correct@1"])]
             if strategy != "overall":
                 cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
             t.add_row(*cells)
@@ -140,6 +148,9 @@ def run_section(ctx) -> SectionResult:
         "task_version": TASK_VERSION, "scoring": cfg, "sandbox": SandboxConfig(),
         "scores": table.to_dict(orient="records"),
         "mutant_rounds": list(MUTANT_ROUNDS),
+        "metrics_note": "pass@k / pass@1 are the paper's (solved = ran and returned every metric; a stub returning "
+                        "constants is 'solved'); correct@k / correct@1 count attempts whose every metric is within "
+                        "max(correct_atol, correct_rtol*|reference|) of the reference (ScoringConfig)",
         "note": "each episode ends at its first success; deterministic agents use one attempt per solved round; "
                 "the reference runs on all 5 rounds per strategy, the mutants on rounds "
                 + ", ".join(map(str, MUTANT_ROUNDS)),

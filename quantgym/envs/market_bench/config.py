@@ -219,15 +219,35 @@ class SandboxConfig:
 
 @dataclass(frozen=True)
 class ScoringConfig:
-    """Scoring of spec §6 (paper): K attempts, 2-decimal tables; plus the beyond-paper extras."""
+    """Scoring of spec §6 (paper): K attempts, 2-decimal tables; plus the beyond-paper extras.
 
-    version: str = f"market_bench-scoring-{TASK_VERSION}"
+    The paper's ``pass@k`` (solved = an attempt that ran and returned every metric) is kept
+    exactly; it is gameable by a stub that returns constants. Beside it, the tolerance-based
+    ``correct`` flag per attempt and ``correct@1`` / ``correct@k`` (``correct_atol``,
+    ``correct_rtol``) are the anti-stub metrics, and the env reward follows correctness.
+    """
+
+    version: str = f"market_bench-scoring-{TASK_VERSION}.1"
     attempts: int = 3
     decimals: int = 2
     #: relative error denominator floor: |y - y_hat| / max(|y|, rel_floor) (beyond the paper, §6)
     rel_floor: float = 1e-9
     #: names of the paper's aggregate metrics (in ranking order, §6)
     ranking: tuple[str, ...] = field(default=("pass@3", "pass@1", "mean_mae_solved", "avg_attempt"))
+    # ---- correctness beside the paper's pass@k (anti-stub; [project choice], beyond spec §6) ----
+    #: a SUCCESS attempt is **correct** iff every metric has |y - y_hat| <= max(correct_atol,
+    #: correct_rtol * |y|) (y = reference). Correct implementations differ from the reference in
+    #: the last bits only (spec §9.14: < 2e-7 in z, far below one share or one cent), so any
+    #: rule error, stub or rounding of the output fails it.
+    correct_atol: float = 1e-6
+    correct_rtol: float = 1e-6
+    #: env reward of a SUCCESS attempt that is not correct (spec §7 defines no reward):
+    #: ``reward_incorrect_max * exp(-mean_clipped_rel_error / reward_rel_scale)`` in [0, 0.5),
+    #: where mean_clipped_rel_error = mean over the d metrics of min(rel_error, 1). A correct
+    #: attempt gets 1.0, a FAILED one 0.0. A stub returning zeros has mean clipped relative
+    #: error ~0.9 -> reward ~6e-5.
+    reward_incorrect_max: float = 0.5
+    reward_rel_scale: float = 0.1
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]

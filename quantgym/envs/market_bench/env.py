@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import tempfile
 import weakref
@@ -21,12 +22,45 @@ from quantgym.envs.market_bench.config import (
 from quantgym.envs.market_bench.prompts import render_prompt
 from quantgym.envs.market_bench.rounds import Round, load_round, run_reference, write_inputs
 from quantgym.envs.market_bench.scoring import (
-    FAILED, SUCCESS, AttemptRecord, mae, metric_errors, path_correlation, validate_metrics,
+    FAILED, SUCCESS, AttemptRecord, attempt_reward, is_correct, mae, mean_clipped_rel_error, metric_errors,
+    path_correlation, validate_metrics,
 )
 from quantgym.spaces import AnyText
 
 MAX_PROMPT = 200_000
 MAX_SOURCE = 1_000_000
+
+# one markdown code fence around the whole reply: ```python\n...\n``` (language tag optional)
+_FENCE = re.compile(r"\A\s*```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n(?P<body>.*?)\r?\n[ \t]*```[ \t]*\s*\Z", re.S)
+
+
+class InvalidActionError(ValueError, TypeError):
+    """An action of the wrong type (a caller bug, raised before any attempt is used).
+
+    A ``ValueError`` naming the expected action types; also a ``TypeError`` so that code
+    catching either works.
+    """
+
+
+def strip_code_fence(source: str) -> tuple[str, bool]:
+    """Remove one markdown code fence that surrounds the whole reply.
+
+    Parameters
+    ----------
+    source : str
+        The agent's reply, e.g. ``"```python\\ndef run_backtest(inputs): ...\\n```"``.
+
+    Returns
+    -------
+    (str, bool)
+        The body inside the fence and True, or ``source`` unchanged and False when the reply
+        is not one fenced block (text before/after the fence, or no fence). Inner fences are
+        kept; only the outermost pair is removed.
+    """
+    m = _FENCE.match(source)
+    if m is None:
+        return source, False
+    return m.group("body") + "\n", True
 
 
 class MarketBenchEnv(gym.Env):
@@ -41,7 +75,10 @@ class MarketBenchEnv(gym.Env):
     ## Action Space
     ``AnyText(1_000_000)``: the Python source of one attempt. It must define
     ``run_backtest(inputs: dict[str, str]) -> dict[str, float]`` (``inputs``: input file name ->
-    absolute path) returning every metric key of the strategy (spec §9.11).
+    absolute path) returning every metric key of the strategy (spec §9.11). One markdown code
+    fence around the whole reply (```` ```python ... ``` ````) is stripped before running
+    (``info["fence_stripped"]``). A non-``str`` action raises :class:`InvalidActionError` (a
+    ``ValueError``, also a ``TypeError``) without using an attempt.
 
     ## Observation Space
     ``Dict`` of text fields and counters: ``prompt`` (the full task text), ``strategy``,
@@ -52,8 +89,12 @@ class MarketBenchEnv(gym.Env):
     per-metric errors after a success.
 
     ## Rewards
-    1.0 for a SUCCESS attempt (ran and returned every metric as a finite number), else 0.0.
-    The numerical accuracy (MAE) is in ``info`` and in the aggregate scorer, never in the reward.
+    Spec §7 defines no reward; [project choice] (``ScoringConfig``): 1.0 for a **correct**
+    attempt (SUCCESS and every metric within ``max(1e-6, 1e-6·|reference|)`` of the
+    reference); 0.0 for a FAILED attempt; a SUCCESS that is not correct gets
+    ``0.5·exp(−mean_clipped_rel_error/0.1)`` in [0, 0.5) (mean over the metrics of
+    min(relative error, 1)), so a stub returning constants gets ≈ 0. The paper's SUCCESS/MAE
+    record is unchanged in ``info`` (``status``, ``mae``, ``record["solved"]``).
 
     ## Starting State
     ``reset()`` writes the round's plain ``.csv`` input files into the env's work folder
@@ -88,10 +129,11 @@ class MarketBenchEnv(gym.Env):
     delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``).
 
     ## Scoring
-    Per attempt: status and MAE (spec §6) plus per-metric relative errors and the equity-path
-    correlation (beside the paper's metrics). ``info["record"]`` is the round record
-    (``solved``, ``best_mae``, ``first_attempt``, attempts); aggregate with
-    :func:`quantgym.envs.market_bench.scoring.score_table`.
+    Per attempt: status and MAE (spec §6) plus per-metric relative errors, the equity-path
+    correlation and the ``correct`` flag (beside the paper's metrics). ``info["record"]`` is the
+    round record (``solved``, ``best_mae``, ``first_attempt``, ``correct``, ``first_correct``,
+    attempts); aggregate with :func:`quantgym.envs.market_bench.scoring.score_table`
+    (``pass@k`` as in the paper, ``correct@k`` beside it).
 
     ## Version History
     - v0: task set ``v1`` (spec §9).
@@ -199,11 +241,13 @@ class MarketBenchEnv(gym.Env):
 
     def _round_record(self) -> dict[str, Any]:
         ok = [r for r in self.records if r["status"] == SUCCESS]
+        good = [r for r in ok if r.get("correct")]
         return {
             "task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
             "attempts_used": self._attempt, "solved": bool(ok),
             "best_mae": min(r["mae"] for r in ok) if ok else None,
             "first_attempt": ok[0]["attempt"] if ok else None,
+            "correct": bool(good), "first_correct": good[0]["attempt"] if good else None,
             "statuses": [r["status"] for r in self.records],
         }
 
@@ -241,12 +285,14 @@ class MarketBenchEnv(gym.Env):
         """Run one source in the sandbox and score it against the reference (no episode state)."""
         from quantgym.envs.market_bench.harness import run_attempt
 
+        if not isinstance(source, str):
+            raise InvalidActionError(
+                f"action must be a str (the Python source of the backtester), got {type(source).__name__}")
+        source, fenced = strip_code_fence(source)
         rec: dict[str, Any] = {"status": FAILED, "mae": None, "reason": "", "sandbox_status": "", "traceback": None,
                                "path_corr": None, "max_rel_error": None, "metric_errors": None,
-                               "wall_seconds": None, "cpu_seconds": None}
-        if not isinstance(source, str):
-            rec["reason"] = f"action must be a str of Python source, got {type(source).__name__}"
-            return rec
+                               "wall_seconds": None, "cpu_seconds": None, "correct": None,
+                               "mean_rel_error": None, "reward": 0.0, "fence_stripped": fenced}
         if len(source) > MAX_SOURCE:
             rec["reason"] = f"source longer than {MAX_SOURCE} characters"
             return rec
@@ -262,16 +308,22 @@ class MarketBenchEnv(gym.Env):
             rec["reason"] = f"bad_output: {reason}"
             return rec
         ref = self.round.metrics
-        errs = metric_errors(metrics, ref, self.strategy, self.scoring_config.rel_floor)
+        cfg = self.scoring_config
+        errs = metric_errors(metrics, ref, self.strategy, cfg.rel_floor)
+        correct = is_correct(metrics, ref, self.strategy, cfg)
         rec.update(status=SUCCESS, mae=mae(metrics, ref, self.strategy), metric_errors=errs,
                    max_rel_error=max(e["rel_error"] for e in errs.values()),
                    path_corr=path_correlation(value.get("path"), self.round.reference.get(PATH_KEY)),
-                   metrics=metrics)
+                   metrics=metrics, correct=correct, mean_rel_error=mean_clipped_rel_error(errs),
+                   reward=attempt_reward(SUCCESS, correct, errs, cfg))
         return rec
 
     def step(self, action: Any):
         if self._done:
             raise RuntimeError("episode is over (success or all attempts used); call reset()")
+        if not isinstance(action, str):
+            raise InvalidActionError(
+                f"action must be a str (the Python source of the backtester), got {type(action).__name__}")
         self._attempt += 1
         rec = self.evaluate(action)
         rec["attempt"] = self._attempt
@@ -279,7 +331,8 @@ class MarketBenchEnv(gym.Env):
         self._last_status = rec["status"]
         if self.feedback:
             if rec["status"] == SUCCESS:
-                self._feedback = "SUCCESS. Per-metric absolute errors: " + json.dumps(
+                self._feedback = ("SUCCESS (" + ("correct" if rec["correct"] else "ran, but not within tolerance of "
+                                  "the reference") + "). Per-metric absolute errors: ") + json.dumps(
                     {k: e["abs_error"] for k, e in rec["metric_errors"].items()})
             else:
                 self._feedback = f"FAILED: {rec['reason']}" + (f"\n{rec['traceback']}" if rec["traceback"] else "")
@@ -290,20 +343,23 @@ class MarketBenchEnv(gym.Env):
         self._done = terminated
         info = {"attempt": self._attempt, "status": rec["status"], "mae": rec["mae"], "reason": rec["reason"],
                 "sandbox_status": rec["sandbox_status"], "path_corr": rec["path_corr"],
-                "max_rel_error": rec["max_rel_error"], "record": self._round_record()}
-        return self._obs(), (1.0 if success else 0.0), terminated, False, info
+                "max_rel_error": rec["max_rel_error"], "correct": rec["correct"],
+                "mean_rel_error": rec["mean_rel_error"], "fence_stripped": rec["fence_stripped"],
+                "record": self._round_record()}
+        return self._obs(), float(rec["reward"]), terminated, False, info
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:
         """This episode's attempts as rows of the scorer's attempt table."""
         return [AttemptRecord(agent, self.strategy, self.round_number, r["attempt"], r["status"], r["mae"], r["reason"],
-                              r["sandbox_status"], r["path_corr"], r["max_rel_error"]) for r in self.records]
+                              r["sandbox_status"], r["path_corr"], r["max_rel_error"], r.get("correct"))
+                for r in self.records]
 
     def render(self):
         if self.render_mode != "ansi":
             return None
         rr = self._round_record()
         return (f"Market-Bench {self.strategy} round {self.round_number}: attempt {self._attempt}/{self.attempts}, "
-                f"last {self._last_status or '-'}, solved {rr['solved']}, best MAE {rr['best_mae']}")
+                f"last {self._last_status or '-'}, solved {rr['solved']}, correct {rr['correct']}, best MAE {rr['best_mae']}")
 
     def close(self):
         if self._own_workdir and self.workdir is not None:

@@ -8,6 +8,13 @@ over the rounds, ``pass@1`` = fraction solved on attempt 1, ``mean_mae_solved`` 
 strategies with at least one solved round). Ranking: higher pass@K, higher pass@1, lower
 mean_mae_solved, lower avg_attempt. Beside (never replacing) these: per-metric relative error
 and the correlation of the agent's equity path with the reference path.
+
+Anti-stub metrics (beyond the paper; :class:`ScoringConfig` ``correct_atol`` / ``correct_rtol``):
+the paper's ``solved`` only asks that an attempt *ran* and returned every metric, so a stub
+returning zeros is "solved". An attempt is **correct** when every metric is within
+``max(atol, rtol·|y|)`` of the reference; ``correct@1`` (fraction of rounds correct on attempt
+1) and ``correct@k`` (any correct attempt among the first k) are reported beside ``pass@k``.
+They never enter the paper's ranking.
 """
 
 from __future__ import annotations
@@ -86,6 +93,41 @@ def path_correlation(agent_path: Any, ref_path: Any) -> float | None:
     return float(np.corrcoef(a, r)[0, 1])
 
 
+def is_correct(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str,
+               cfg: ScoringConfig = ScoringConfig()) -> bool:
+    """Tolerance-based correctness of a SUCCESS attempt (anti-stub, beyond the paper).
+
+    True iff for every metric key ``|y − ŷ| <= max(cfg.correct_atol, cfg.correct_rtol·|y|)``
+    (y = reference value). Defaults: 1e-6 absolute, 1e-6 relative.
+    """
+    for k in METRIC_KEYS[strategy]:
+        y, yh = float(ref[k]), float(pred[k])
+        if not abs(y - yh) <= max(cfg.correct_atol, cfg.correct_rtol * abs(y)):
+            return False
+    return True
+
+
+def mean_clipped_rel_error(errors: Mapping[str, Mapping[str, float]]) -> float:
+    """Mean over the metrics of ``min(rel_error, 1)`` (``errors`` from :func:`metric_errors`); in [0, 1]."""
+    return float(np.mean([min(float(e["rel_error"]), 1.0) for e in errors.values()]))
+
+
+def attempt_reward(status: str, correct: bool | None, errors: Mapping[str, Mapping[str, float]] | None,
+                   cfg: ScoringConfig = ScoringConfig()) -> float:
+    """Env reward of one attempt ([project choice]; spec §7 defines none).
+
+    1.0 if the attempt is correct; 0.0 if it FAILED; else (ran, but wrong)
+    ``cfg.reward_incorrect_max · exp(−mean_clipped_rel_error / cfg.reward_rel_scale)``, which
+    is in [0, 0.5) and decreases with the mean (clipped) relative error. A stub answer gets ≈ 0.
+    """
+    if status != SUCCESS:
+        return 0.0
+    if correct:
+        return 1.0
+    m = mean_clipped_rel_error(errors or {})
+    return float(cfg.reward_incorrect_max * math.exp(-m / cfg.reward_rel_scale))
+
+
 @dataclass
 class AttemptRecord:
     """One attempt of an agent on a (strategy, round): the row of the attempt table."""
@@ -100,31 +142,46 @@ class AttemptRecord:
     sandbox_status: str = ""
     path_corr: float | None = None
     max_rel_error: float | None = None
+    correct: bool | None = None  # SUCCESS and every metric within tolerance (None: not scored / FAILED)
 
 
 def round_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]]) -> pd.DataFrame:
-    """Per (agent, strategy, round): ``best_mae``, ``solved``, ``first_attempt``, ``n_attempts`` (spec §6)."""
+    """Per (agent, strategy, round): ``best_mae``, ``solved``, ``first_attempt``, ``n_attempts`` (spec §6),
+    plus ``correct`` (any correct attempt) and ``first_correct`` (index of the first one; NaN if none).
+
+    An attempt counts as correct only if its ``correct`` field is true (a missing field = not correct).
+    """
+    cols = ["agent", "strategy", "round", "best_mae", "solved", "first_attempt", "n_attempts", "correct",
+            "first_correct"]
     df = pd.DataFrame([asdict(a) if isinstance(a, AttemptRecord) else dict(a) for a in attempts])
     if df.empty:
-        return pd.DataFrame(columns=["agent", "strategy", "round", "best_mae", "solved", "first_attempt", "n_attempts"])
+        return pd.DataFrame(columns=cols)
+    if "correct" not in df:
+        df["correct"] = False
+    df["correct"] = (df["status"] == SUCCESS) & (df["correct"].map(lambda v: v is True or v == 1))
     rows = []
     for (agent, strategy, rnd), g in df.groupby(["agent", "strategy", "round"], sort=True):
         ok = g[g["status"] == SUCCESS]
+        good = g[g["correct"]]
         rows.append({
             "agent": agent, "strategy": strategy, "round": int(rnd),
             "best_mae": float(ok["mae"].min()) if len(ok) else np.nan,
             "solved": int(len(ok) > 0),
             "first_attempt": int(ok["attempt"].min()) if len(ok) else np.nan,
             "n_attempts": int(len(g)),
+            "correct": int(len(good) > 0),
+            "first_correct": int(good["attempt"].min()) if len(good) else np.nan,
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=cols)
 
 
 def strategy_scores(attempts: Iterable[AttemptRecord | Mapping[str, Any]], k: int = 3) -> pd.DataFrame:
-    """Per (agent, strategy): ``pass@k``, ``pass@1``, ``mean_mae_solved``, ``avg_attempt``, ``n_rounds``.
+    """Per (agent, strategy): ``pass@k``, ``pass@1``, ``mean_mae_solved``, ``avg_attempt``, ``n_rounds``,
+    and beside them ``correct@k`` / ``correct@1`` (fraction of rounds with a correct attempt among
+    the first k / on attempt 1; anti-stub, beyond the paper).
 
     Rounds are those present in the attempt table. Only attempts with index <= k count for
-    ``pass@k``. ``mean_mae_solved`` / ``avg_attempt`` are NaN when no round is solved.
+    ``pass@k`` and ``correct@k``. ``mean_mae_solved`` / ``avg_attempt`` are NaN when no round is solved.
     """
     att = [a if isinstance(a, AttemptRecord) else AttemptRecord(**{f: a[f] for f in a if f in AttemptRecord.__dataclass_fields__})
            for a in attempts]
@@ -132,6 +189,7 @@ def strategy_scores(attempts: Iterable[AttemptRecord | Mapping[str, Any]], k: in
     rt = round_table([a for a in att if a.attempt <= k])
     rt = all_rounds.merge(rt, on=["agent", "strategy", "round"], how="left")
     rt["solved"] = rt["solved"].fillna(0)
+    rt["correct"] = rt["correct"].fillna(0)
     rows = []
     for (agent, strategy), g in rt.groupby(["agent", "strategy"], sort=False):
         solved = g[g["solved"] == 1]
@@ -141,12 +199,15 @@ def strategy_scores(attempts: Iterable[AttemptRecord | Mapping[str, Any]], k: in
             "pass@1": float((g["first_attempt"] == 1).mean()),
             "mean_mae_solved": float(solved["best_mae"].mean()) if len(solved) else np.nan,
             "avg_attempt": float(solved["first_attempt"].mean()) if len(solved) else np.nan,
+            f"correct@{k}": float(g["correct"].mean()),
+            "correct@1": float((g["first_correct"] == 1).mean()),
         })
     return pd.DataFrame(rows)
 
 
 def overall_scores(per_strategy: pd.DataFrame, k: int = 3) -> pd.DataFrame:
-    """Overall per agent = mean over strategies (MAE/attempts over strategies with a solved round)."""
+    """Overall per agent = mean over strategies (MAE/attempts over strategies with a solved round);
+    ``correct@k`` / ``correct@1`` = mean over strategies."""
     rows = []
     for agent, g in per_strategy.groupby("agent", sort=False):
         rows.append({
@@ -154,6 +215,7 @@ def overall_scores(per_strategy: pd.DataFrame, k: int = 3) -> pd.DataFrame:
             f"pass@{k}": float(g[f"pass@{k}"].mean()), "pass@1": float(g["pass@1"].mean()),
             "mean_mae_solved": float(g["mean_mae_solved"].mean()) if g["mean_mae_solved"].notna().any() else np.nan,
             "avg_attempt": float(g["avg_attempt"].mean()) if g["avg_attempt"].notna().any() else np.nan,
+            f"correct@{k}": float(g[f"correct@{k}"].mean()), "correct@1": float(g["correct@1"].mean()),
         })
     return pd.DataFrame(rows)
 
@@ -190,5 +252,6 @@ def fmt(x: Any, decimals: int = 2) -> str:
     return f"{float(x):.{decimals}f}"
 
 
-__all__ = ["SUCCESS", "FAILED", "validate_metrics", "mae", "metric_errors", "path_correlation", "AttemptRecord",
+__all__ = ["SUCCESS", "FAILED", "validate_metrics", "mae", "metric_errors", "path_correlation", "is_correct",
+           "mean_clipped_rel_error", "attempt_reward", "AttemptRecord",
            "round_table", "strategy_scores", "overall_scores", "rank", "score_table", "fmt"]
