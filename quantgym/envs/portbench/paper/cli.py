@@ -16,14 +16,17 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
-def _rich_table(title: str, head: list[str], rows: list[list[str]]):
+def _rich_table(title: str, head: list[str], rows: list[list[str]], section_ends=(), n_text: int = 2):
+    """A narrow rich table: text columns left, numbers right; cells fold instead of being cut (…)."""
+    from rich import box
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for i, h in enumerate(head):
-        t.add_column(h, justify="left" if i < 2 else "right")
-    for r in rows:
-        t.add_row(*r)
+        t.add_column(h, justify="left" if i < n_text else "right", overflow="fold")
+    ends = set(section_ends)
+    for i, r in enumerate(rows):
+        t.add_row(*r, end_section=i in ends and i < len(rows) - 1)
     return t
 
 
@@ -98,19 +101,9 @@ def register(app: typer.Typer) -> None:
                 rep = rp.reproduce(ag, per, universe=universe, ablation_flags=flags if ablation else None,
                                    universes=universes, stress_ablation=stress_ablation, command=command,
                                    progress=lambda s: progress.advance(tid))
-        console.print(_rich_table("PortBench 2024 — paper mode vs published (§10.2), clean mode beside it",
-                                  *rp.table_2024(rep)))
-        if any(p != "normal_2024" for p in rep.periods):
-            console.print(_rich_table("PortBench stress windows — paper vs clean (published: EqW 2020 Sharpe 0.045)",
-                                      *rp.table_stress(rep)))
-        if rep.ablation:
-            console.print(_rich_table("Ablation — equal weight 2024, clean + one paper flag (and cumulative)",
-                                      *rp.table_ablation(rep)))
-        if rep.universes:
-            console.print(_rich_table("§11.1 evidence re-measured", *rp.table_universes(rep)))
-        if rep.ablation_stress:
-            console.print(_rich_table("Ablation — equal weight covid_2020 (weekly)",
-                                      *rp.table_ablation(rep, rep.ablation_stress)))
+        for title, head, rows, ends in rp.terminal_tables(rep):
+            n_text = next((i for i, h in enumerate(head) if h in ("paper", "Sharpe", "Ret%")), 1)
+            console.print(_rich_table(title, head, rows, ends, n_text))
         paths = rp.write_outputs(rep, out)
         if docs is not None:
             try:
