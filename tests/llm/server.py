@@ -6,6 +6,7 @@ It answers ``POST /v1/chat/completions`` from a script: a FIFO of reply specs, t
 - ``{"content": str}`` — a normal completion (usage = characters / 4, deterministic);
 - ``{"status": 429 | 500 | ..., "message": str}`` — an error response (429 carries ``Retry-After: 0``);
 - ``{"delay": seconds, ...}`` — sleep first (a client with a shorter timeout gives up);
+- ``{"drop": True}`` — close the connection without any response (a server that went away mid-run);
 - a callable ``f(request_json) -> spec``.
 
 Server options: ``api_key`` (401 otherwise), ``models`` (404 ``model_not_found`` otherwise),
@@ -103,6 +104,9 @@ class ScriptedServer:
                     spec = {"content": spec}
                 if spec.get("delay"):
                     time.sleep(float(spec["delay"]))
+                if spec.get("drop"):
+                    self.close_connection = True  # no response at all: the client sees a dropped connection
+                    return None
                 if spec.get("status"):
                     hdr = {"Retry-After": "0"} if spec["status"] == 429 else {}
                     return self._send(int(spec["status"]), {"error": {"message": spec.get("message", "error"),
@@ -138,3 +142,14 @@ def fast_options(srv, tmp_path, name="run", **kw):
                 backoff_max=0.05, transcript=tmp_path / f"{name}.jsonl")
     opts.update(kw)
     return opts
+
+
+def closed_port_url() -> str:
+    """A ``/v1`` URL on a local port with nothing listening (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+

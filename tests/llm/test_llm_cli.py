@@ -7,10 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from quantgym.cli import app
-from quantgym.results import SUMMARY_COLUMNS, read_summary_csv
+from quantgym.results import SUMMARY_COLUMNS, read_summary_csv, to_jsonable
 
 from . import pb_script as S
 
@@ -77,3 +78,53 @@ def test_eval_bad_env_id(tmp_path):
     r = CliRunner().invoke(app, ["eval", "--agent", "replay:/nonexistent.jsonl", "--env", "Nope-v0",
                                  "--out", str(tmp_path / "y")])
     assert r.exit_code == 2 and "does not exist" in r.output
+
+
+def test_eval_baseline_on_portbench_goes_through_evaluate(tmp_path):
+    out = tmp_path / "ew"
+    r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0",
+                                 "--period", "2020-03-01:2020-03-31:weekly", "--out", str(out), "--no-plots"])
+    assert r.exit_code == 0, r.output
+    assert "current_episode" not in r.output and "Traceback" not in r.output
+    rows = read_summary_csv(out / "summary.csv")
+    # the agent itself, and no duplicate Equal-Weight reference row
+    assert [row["agent"] for row in rows] == ["Equal-Weight"] and rows[0]["profile"] == "balanced"
+    assert rows[0]["sharpe"] not in (None, "")
+    doc = json.loads((out / "results.json").read_text())
+    run = doc["tasks"]["portbench"]["runs"][0]
+    assert run["usage"] is None and run["nav"]
+    assert "[1/1] done PortBench-Balanced-v0" in r.output  # progress line
+
+
+def test_eval_baseline_matches_bench_loop(tmp_path):
+    from quantgym.agents.base import evaluate
+    from quantgym.agents.baselines import make_baseline
+
+    out = tmp_path / "rp"
+    r = CliRunner().invoke(app, ["eval", "--agent", "risk_parity", "--env", "PortBench-Balanced-v0",
+                                 "--period", "2020-03-01:2020-03-31:weekly", "--out", str(out), "--no-plots",
+                                 "--quiet"])
+    assert r.exit_code == 0, r.output
+    direct = evaluate("PortBench-Balanced-v0", make_baseline("risk_parity"), seed=0,
+                      period={"start": "2020-03-01", "end": "2020-03-31", "freq": "weekly"})
+    rows = {row["agent"]: row for row in read_summary_csv(out / "summary.csv")}
+    assert set(rows) == {direct.agent, "Equal-Weight"}
+    runs = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"]
+    mine = next(x for x in runs if x["agent"] == direct.agent)
+    assert mine["metrics"]["sharpe"] == pytest.approx(direct.metrics["sharpe"], rel=1e-12)
+    assert mine["nav"] == json.loads(json.dumps(to_jsonable(direct.to_dict()["nav"])))
+
+
+def test_eval_baseline_on_other_tasks_is_one_line_exit_2(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "MarketBench-Pairs-v0",
+                                 "--out", str(tmp_path / "z")])
+    assert r.exit_code == 2
+    errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "PortBench only" in errs[0] and "quantgym bench --agents" in errs[0]
+    assert "Traceback" not in r.output
+
+
+def test_eval_help_names_baselines_for_portbench_only():
+    r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    text = " ".join(r.output.split())
+    assert "PortBench only a baseline name" in text and "quantgym bench --agents" in text

@@ -23,8 +23,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_cmd(  # noqa: PLR0913 - a CLI
-        agent: str = typer.Option(..., "--agent", "-a", help="openai:MODEL | replay:TRANSCRIPT.jsonl (or a baseline "
-                                  "name / sb3:PATH for PortBench)."),
+        agent: str = typer.Option(..., "--agent", "-a", help="openai:MODEL | replay:TRANSCRIPT.jsonl, or for "
+                                  "PortBench only a baseline name (equal_weight, 60/40, risk_parity, ...) or "
+                                  "sb3:PATH (several baselines at once: quantgym bench --agents)."),
         env: Optional[str] = typer.Option(None, "--env", "-e", help="Env id(s), comma-separated: PortBench-Balanced-v0, "
                                           "QuantArena-v0, QuantArena-OneShot-v0, MarketBench-Scheduled-v0, ... "
                                           "(replay: default = the recorded ones)."),
@@ -72,13 +73,20 @@ def register(app: typer.Typer) -> None:
 
         console = Console()
         err = Console(stderr=True)
+
+        def fail(msg: str) -> None:  # one line on stderr (no rich markup, no wrapping), exit code 2
+            err.print(f"error: {' '.join(str(msg).split())}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+
+        def log(line: str) -> None:
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
+
         scheme = agent.partition(":")[0]
         if scheme in ("openai", "replay"):
             try:
                 import openai  # noqa: F401
             except ImportError:
-                err.print("error: LLM agents need the 'openai' package: pip install 'quantgym[llm]'")
-                raise typer.Exit(2)
+                fail("LLM agents need the 'openai' package: pip install 'quantgym[llm]'")
         from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
         from quantgym.agents.llm.runner import EvalPlan, run_eval
 
@@ -87,8 +95,7 @@ def register(app: typer.Typer) -> None:
             if not isinstance(extra_kw, dict):
                 raise ValueError("--env-kwargs must be a JSON object")
         except ValueError as exc:
-            err.print(f"error: --env-kwargs: {exc}")
-            raise typer.Exit(2)
+            fail(f"--env-kwargs: {exc}")
         plan_kw: dict = {}
         if scheme == "replay":
             from quantgym.agents.llm.client import read_transcript
@@ -96,13 +103,11 @@ def register(app: typer.Typer) -> None:
             try:
                 header, _ = read_transcript(agent.partition(":")[2])
             except (FileNotFoundError, ValueError) as exc:
-                err.print(f"error: {exc}")
-                raise typer.Exit(2)
+                fail(str(exc))
             plan_kw = dict(header.get("eval") or {})
         envs = _split(env) or list(plan_kw.get("env_ids") or [])
         if not envs:
-            err.print("error: give --env (e.g. --env PortBench-Balanced-v0)")
-            raise typer.Exit(2)
+            fail("give --env (e.g. --env PortBench-Balanced-v0)")
         plan_kw.update(env_ids=envs)
         if period:
             plan_kw["periods"] = _split(period)
@@ -128,19 +133,20 @@ def register(app: typer.Typer) -> None:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_dir = Path(out) if out else Path("results") / f"eval-{stamp}"
         try:
+            # progress (a bar on a terminal; one line per episode and per failed LLM call) goes to stderr,
+            # the result tables to stdout
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+                          TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
+                          transient=True) as progress:
                 sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
-                                    console=console, progress=progress,
+                                    console=console, progress=progress, log=None if quiet else log,
                                     meta={"command": " ".join(sys.argv), "agent": agent})
-        except (LLMConfigError, ReplayMismatchError) as exc:
-            err.print(f"error: {exc}")
-            raise typer.Exit(2)
-        except (ValueError, FileNotFoundError, FileExistsError) as exc:
-            err.print(f"error: {' '.join(str(exc).split())}")
-            raise typer.Exit(2)
+        except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError) as exc:
+            fail(str(exc))
         for s in sections:
             u = s.extra.get("usage") or {}
+            if not u:  # a baseline / sb3 agent: no LLM calls
+                continue
             cost = u.get("cost_usd")
             console.print(f"{s.task}: {u.get('calls', 0)} calls, {u.get('total_tokens', 0)} tokens"
                           + (f", ${cost:.4f}" if cost is not None else "")

@@ -3,8 +3,8 @@
 :class:`ChatEngine` sends ``chat.completions`` requests to any OpenAI-compatible endpoint and
 returns a :class:`CallResult` — never raises for a failed call (429/5xx/timeouts after the retries,
 a 400, an exhausted budget): the failure is returned and recorded. Only configuration errors that
-make every later call fail too (wrong key, unknown model, wrong base URL, exhausted quota) raise
-:class:`LLMConfigError`, whose message is one line.
+make every later call fail too (wrong key, unknown model, wrong base URL, exhausted quota, an endpoint
+that cannot be reached before it ever answered) raise :class:`LLMConfigError`, whose message is one line.
 
 Every request is appended, as it happens, to a JSONL transcript (``flush`` + ``fsync`` per line):
 a header line (config, versions; never the API key) and one ``"type": "call"`` line per request with
@@ -75,6 +75,12 @@ class LLMConfig:
     retries : extra tries on 429 / 5xx / timeouts / connection errors, with exponential backoff and
         full jitter: ``sleep = U(0, min(backoff_max, backoff_base · 2^k))`` (a ``Retry-After`` header is
         honoured up to ``backoff_max``).
+    connect_timeout : seconds to open a connection (TCP + TLS), capped at ``timeout`` [project choice: 10 s].
+    unreachable_tries, unreachable_delay : an endpoint that has never answered (no HTTP response in this
+        run yet) and refuses or times out the connection is tried ``unreachable_tries`` times in all,
+        ``unreachable_delay`` seconds apart, then the run stops with a one-line :class:`LLMConfigError`
+        (wrong ``--base-url``, server down, no network) instead of the long backoff [project choice:
+        2 tries, 1 s]. Once the endpoint has answered, a connection error is retried like a 5xx.
     structured : "auto" (detect per endpoint), "on" (always send ``response_format``), "off" (never).
     seed : optional ``seed`` request field (only sent when set).
     max_calls, max_total_tokens : per-run budget (HTTP calls; prompt + completion tokens). A call over
@@ -90,6 +96,9 @@ class LLMConfig:
     retries: int = 5
     backoff_base: float = 1.0
     backoff_max: float = 60.0
+    connect_timeout: float = 10.0
+    unreachable_tries: int = 2
+    unreachable_delay: float = 1.0
     structured: str = "auto"
     seed: int | None = None
     max_calls: int | None = None
@@ -105,6 +114,8 @@ class LLMConfig:
             raise ValueError(f"structured must be 'auto', 'on' or 'off', got {self.structured!r}")
         if self.retries < 0 or self.timeout <= 0:
             raise ValueError("retries must be >= 0 and timeout > 0")
+        if self.connect_timeout <= 0 or self.unreachable_tries < 1 or self.unreachable_delay < 0:
+            raise ValueError("connect_timeout must be > 0, unreachable_tries >= 1 and unreachable_delay >= 0")
 
     def endpoint(self) -> str:
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -290,6 +301,9 @@ class ChatEngine:
         self._probe_lock = threading.Lock()
         self._states: dict[tuple[str, str], _EndpointState] = {}
         self._basic_known = False
+        self.reached = False  # the endpoint has sent an HTTP response (any status) in this run
+        self._unreachable: LLMConfigError | None = None
+        self.listeners: list[Any] = []  # callables f(record: dict) after every logical call (progress)
         self._local = threading.local()
         self.cache_enabled = bool(cache)
         self._cache: dict[str, dict] = {}
@@ -383,6 +397,11 @@ class ChatEngine:
             rec["cost_usd"] = res.cost_usd
             if self.transcript is not None:
                 self.transcript.write(rec)
+            for fn in list(self.listeners):
+                try:
+                    fn(rec)
+                except Exception:  # noqa: BLE001 - a progress display never breaks a run
+                    pass
             if res.error_kind == "unsupported" and self._adapt(rec.get("unsupported"), req):
                 continue
             if res.ok and not res.cached:
@@ -476,33 +495,61 @@ class ChatEngine:
                 import openai
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise LLMConfigError("the LLM agents need the 'openai' package: pip install 'quantgym[llm]'") from exc
+            cfg = self.config
+            timeout = openai.Timeout(cfg.timeout, connect=min(cfg.timeout, cfg.connect_timeout))
             self._client = openai.OpenAI(api_key=self._api_key or "sk-no-key-set", base_url=self.endpoint,
-                                         timeout=self.config.timeout, max_retries=0)
+                                         timeout=timeout, max_retries=0)
         return self._client
 
     def _send(self, req: dict, h: str) -> tuple[CallResult, dict]:
         import openai
 
+        if self._unreachable is not None:  # another thread found the endpoint unreachable: stop at once
+            raise self._unreachable
         client = self._get_client()
         cfg = self.config
         tries: list[dict] = []
         t_start = time.perf_counter()
         last_err, last_kind = "no try", "status"
+        unreachable = 0
         for k in range(cfg.retries + 1):
             t0 = time.perf_counter()
             retry_after = None
             try:
                 resp = client.chat.completions.create(**req)
+            except openai.APIConnectionError as exc:
+                if not isinstance(exc, openai.APITimeoutError) or _is_connect_timeout(exc):
+                    kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection"
+                    last_err = (f"connect timeout after {min(cfg.timeout, cfg.connect_timeout):g} s"
+                                if kind == "timeout" else _one_line(f"connection error: {_conn_detail(exc)}"))
+                    last_kind = kind
+                else:
+                    last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
+                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
+                if not self.reached and last_err.startswith(("connect", "connection")):
+                    unreachable += 1
+                    if unreachable >= cfg.unreachable_tries or k >= cfg.retries:
+                        err = LLMConfigError(
+                            f"cannot reach {self.endpoint} ({last_err}; {unreachable} tr"
+                            f"{'y' if unreachable == 1 else 'ies'}, no call to it has succeeded yet) — check "
+                            "--base-url / $OPENAI_BASE_URL, that the server is running, and the network")
+                        self._unreachable = err
+                        raise err from None
+                    time.sleep(cfg.unreachable_delay)
+                    continue
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+                self.reached = True
                 raise LLMConfigError(f"authentication failed at {self.endpoint} (HTTP {exc.status_code}): "
                                      f"{_one_line(_err_message(exc))} — check --api-key / OPENAI_API_KEY") from None
             except openai.NotFoundError as exc:
+                self.reached = True
                 msg = _one_line(_err_message(exc))
                 if "model" in msg.lower():
                     raise LLMConfigError(f"model {cfg.model!r} not found at {self.endpoint}: {msg}") from None
                 raise LLMConfigError(f"endpoint not found (HTTP 404) at {self.endpoint}: {msg} — check --base-url "
                                      "(OpenAI-compatible servers usually end in /v1)") from None
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                self.reached = True
                 msg = _one_line(_err_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 for param, pat in _UNSUPPORTED:
@@ -516,19 +563,15 @@ class ChatEngine:
                 last_err, last_kind = msg, "bad_request"
                 break
             except openai.RateLimitError as exc:
+                self.reached = True
                 msg = _one_line(_err_message(exc))
                 if "insufficient_quota" in msg or "quota" in msg.lower() and "exceeded your current quota" in msg:
                     raise LLMConfigError(f"quota exhausted at {self.endpoint}: {msg}") from None
                 last_err, last_kind = msg, "rate_limit"
                 retry_after = _retry_after(exc)
                 tries.append({"status": 429, "error": msg, "latency_s": time.perf_counter() - t0})
-            except openai.APITimeoutError:
-                last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
-                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
-            except openai.APIConnectionError as exc:
-                last_err, last_kind = _one_line(f"connection error: {exc}"), "connection"
-                tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
             except openai.APIStatusError as exc:
+                self.reached = True
                 msg = _one_line(_err_message(exc))
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 last_err = f"HTTP {exc.status_code}: {msg}"
@@ -539,10 +582,12 @@ class ChatEngine:
                     last_kind = "status"
                     break
             except openai.OpenAIError as exc:  # e.g. a malformed response body
+                self.reached = True
                 last_err, last_kind = _one_line(f"{type(exc).__name__}: {exc}"), "status"
                 tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
                 break
             else:
+                self.reached = True
                 lat = time.perf_counter() - t0
                 tries.append({"status": 200, "error": None, "latency_s": lat})
                 dump = resp.model_dump(mode="json") if hasattr(resp, "model_dump") else None
@@ -563,6 +608,19 @@ class ChatEngine:
         return (CallResult(ok=False, error=last_err, error_kind=last_kind, latency_s=lat),
                 {"ok": False, "text": None, "error": last_err, "error_kind": last_kind, "usage": {}, "tries": tries,
                  "response": None, "latency_s": lat})
+
+
+def _is_connect_timeout(exc: BaseException) -> bool:
+    """An ``APITimeoutError`` raised while opening the connection (httpx ``ConnectTimeout``)."""
+    cause = exc.__cause__ or exc.__context__
+    return cause is not None and type(cause).__name__ == "ConnectTimeout"
+
+
+def _conn_detail(exc: BaseException) -> str:
+    """The transport's reason behind an ``APIConnectionError`` ("Connection refused", a DNS failure...)."""
+    cause = exc.__cause__ or exc.__context__
+    detail = str(cause) if cause is not None and str(cause) else ""
+    return detail or str(exc)
 
 
 def _err_message(exc: Any) -> str:

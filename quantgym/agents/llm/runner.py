@@ -19,6 +19,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import datetime as _dt
 import re
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -104,8 +105,9 @@ def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[
 
     kw = {k: v for k, v in plan.env_kwargs.items()}
     res = evaluate(env_id, agent, seed=plan.seed, period=period, **kw)
-    label = agent.current_episode
-    usage = agent.episode_usage(label)
+    # a baseline / sb3 policy has no episode labels or token usage
+    label = getattr(agent, "current_episode", None)
+    usage = agent.episode_usage(label) if hasattr(agent, "episode_usage") else None
     text_stats: dict[str, dict[str, int]] = {}
     for st in res.steps:
         t = st.get("text") or {}
@@ -180,9 +182,17 @@ def _make(spec_or_agent: Any, task: str, options: dict) -> Any:
     return make_agent(spec_or_agent, task=task, **options)
 
 
+def _is_llm(agent: Any) -> bool:
+    return hasattr(agent, "engine") and hasattr(agent, "episode_usage")
+
+
+def _job_label(env_id: str, extra: Any = None) -> str:
+    return env_id if extra is None else f"{env_id} {extra}"
+
+
 def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
              agent_options: dict | None = None, console: Any = None, progress: Any = None,
-             meta: dict | None = None) -> list[SectionResult]:
+             meta: dict | None = None, log: Callable[[str], None] | None = None) -> list[SectionResult]:
     """Run ``plan`` with the agent ``agent_spec`` (a spec string or agent object(s)) and write results.
 
     Parameters
@@ -195,6 +205,9 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     agent_options : options for the factory (``base_url``, ``api_key``, ...). For ``openai:`` specs the
         transcript defaults to ``OUT/transcripts/<task>-<model>-<stamp>.jsonl``.
     console, progress : rich Console / Progress (optional).
+    log : called with one progress line per episode started / finished and per failed LLM call (after
+        its retries), e.g. ``print`` (None: silent). Besides, the progress task's description counts the
+        LLM calls so far.
 
     Returns
     -------
@@ -203,7 +216,11 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     Raises
     ------
     LLMConfigError, ReplayMismatchError
-        Configuration problems (wrong key, unknown model, diverged replay): the run stops.
+        Configuration problems (wrong key, unknown model, an endpoint that cannot be reached before it
+        ever answered, diverged replay): the run stops.
+    ValueError
+        An env id of no task, PortBench-QA, or an agent that does not exist for a task (classical
+        baselines and ``sb3:`` agents exist for PortBench only).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -224,32 +241,73 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
                             f"{task}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)}-{stamp}.jsonl")
             opts.setdefault("header", {"eval": {**plan.to_dict(), "env_ids": [e for e in plan.env_ids
                                                                                 if task_of(e) == task]}})
+        if (task != "portbench" and isinstance(agent_spec, str)
+                and agent_spec.partition(":")[0] not in ("openai", "replay")):
+            raise ValueError(f"agent {agent_spec!r} cannot run {task}: only LLM agents (openai:MODEL, replay:FILE) "
+                             "do; classical baselines and sb3 agents run on PortBench only (or: quantgym bench "
+                             "--agents NAME,...)")
         agents[task] = _make(agent_spec, task, opts)
-    jobs: list[tuple[str, Callable[[], dict]]] = []
+    from quantgym.agents.base import policy_name
+
+    jobs: list[tuple[str, str, Callable[[], dict]]] = []
     rec_dir = out_dir / "quant_arena_records"
     for env_id in plan.env_ids:
         task = task_of(env_id)
         ag = agents[task]
         if task == "portbench":
+            # a classical / sb3 policy may keep per-episode state: one instance per episode when we built it
+            fresh = isinstance(agent_spec, str) and not _is_llm(ag)
             for p in plan.periods:
-                jobs.append((task, (lambda ag=ag, e=env_id, p=p: run_portbench(ag, e, parse_period(p), plan))))
+                jobs.append((task, _job_label(env_id, _period_label(parse_period(p))),
+                             (lambda ag=ag, e=env_id, p=p, fresh=fresh: run_portbench(
+                                 _make(agent_spec, "portbench", dict(agent_options or {})) if fresh else ag, e,
+                                 parse_period(p), plan))))
         elif task == "quant_arena":
-            jobs.append((task, (lambda ag=ag, e=env_id: run_quant_arena(ag, e, plan, rec_dir))))
+            jobs.append((task, _job_label(env_id), (lambda ag=ag, e=env_id: run_quant_arena(ag, e, plan, rec_dir))))
         else:
             for r in plan.rounds:
-                jobs.append((task, (lambda ag=ag, e=env_id, r=r: run_market_bench(ag, e, int(r), plan))))
+                jobs.append((task, _job_label(env_id, f"round {int(r)}"),
+                             (lambda ag=ag, e=env_id, r=r: run_market_bench(ag, e, int(r), plan))))
     base_jobs: list[tuple[str, Any]] = []
-    if plan.baseline and "portbench" in tasks:
+    if plan.baseline and "portbench" in tasks and policy_name(agents["portbench"]) != "Equal-Weight":
         base_jobs = [(e, p) for e in plan.env_ids if task_of(e) == "portbench" for p in plan.periods]
-    tid = progress.add_task("eval", total=len(jobs) + len(base_jobs)) if progress is not None else None
+    n_total = len(jobs) + len(base_jobs)
+    tid = progress.add_task("eval", total=n_total) if progress is not None else None
+    _attach_progress(agents, progress, tid, log)
+    if log is not None:
+        names = ", ".join(dict.fromkeys(policy_name(a) for a in agents.values()))
+        where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if _is_llm(a)
+                                        and not hasattr(a.engine, "source")))
+        log(f"eval: {len(jobs)} episode(s) of {names}" + (f" at {where}" if where else "")
+            + (f" + {len(base_jobs)} Equal-Weight reference run(s)" if base_jobs else "") + f" -> {out_dir}")
+    done = [0]
+    done_lock = threading.Lock()
+
+    def _finished(label: str, t_start: float, run: dict | None) -> None:
+        with done_lock:
+            done[0] += 1
+            k = done[0]
+        if log is not None:
+            u = (run or {}).get("usage") or {}
+            calls = f"{u.get('calls', 0)} LLM calls, {u.get('failures', 0)} failed, " if u else ""
+            log(f"  [{k}/{n_total}] done {label}: {calls}{time.perf_counter() - t_start:.1f} s")
+        if progress is not None:
+            progress.advance(tid)
+
+    def _run(label: str, fn: Callable[[], dict]) -> dict:
+        if log is not None:
+            log(f"  start {label}")
+        t1 = time.perf_counter()
+        run = fn()
+        _finished(label, t1, run)
+        return run
+
     results: list[Any] = [None] * len(jobs)
     with cf.ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
-        futs = {pool.submit(fn): i for i, (_, fn) in enumerate(jobs)}
+        futs = {pool.submit(_run, label, fn): i for i, (_, label, fn) in enumerate(jobs)}
         try:
             for f in cf.as_completed(futs):
                 results[futs[f]] = f.result()
-                if progress is not None:
-                    progress.advance(tid)
         except BaseException:
             for f in futs:
                 f.cancel()
@@ -260,12 +318,12 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         from quantgym.agents.baselines import make_baseline
 
         for e, p in base_jobs:
+            t1 = time.perf_counter()
             baselines[(e, _period_label(parse_period(p)))] = evaluate(e, make_baseline("equal_weight"),
                                                                        seed=plan.seed, period=parse_period(p))
-            if progress is not None:
-                progress.advance(tid)
+            _finished(_job_label(e, _period_label(parse_period(p))) + " (Equal-Weight)", t1, None)
     sections = []
-    by_task = {t: [r for (tt, _), r in zip(jobs, results) if tt == t] for t in tasks}
+    by_task = {t: [r for (tt, _, _), r in zip(jobs, results) if tt == t] for t in tasks}
     if "portbench" in by_task:
         sections.append(_portbench_section(by_task["portbench"], baselines, agents["portbench"], out_dir, plan,
                                            console))
@@ -287,6 +345,28 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     return sections
 
 
+def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any, log: Callable[[str], None] | None) -> None:
+    """Count the LLM calls in the progress description; log a line per failed call (after its retries)."""
+    counts = {"calls": 0, "failed": 0}
+    lock = threading.Lock()
+
+    def listener(rec: dict) -> None:
+        if rec.get("error_kind") == "unsupported":
+            return  # an endpoint adaptation, resent at once
+        with lock:
+            counts["calls"] += 1
+            counts["failed"] += not rec.get("ok")
+            c, f = counts["calls"], counts["failed"]
+        if progress is not None and tid is not None:
+            progress.update(tid, description=f"eval · {c} LLM call(s)" + (f", {f} failed" if f else ""))
+        if log is not None and not rec.get("ok"):
+            log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {rec.get('error')}")
+
+    for engine in {id(a.engine): a.engine for a in agents.values() if _is_llm(a)}.values():
+        if hasattr(engine, "listeners"):
+            engine.listeners.append(listener)
+
+
 def _fmt(x: Any, nd: int = 2) -> str:
     return "" if x is None else f"{x:.{nd}f}"
 
@@ -302,7 +382,11 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     if console is not None:
         from rich.table import Table
 
-        table = Table(title=f"PortBench — {agent.name} (stagewise S1→S2→S3, text protocol)", title_justify="left")
+        from quantgym.agents.base import policy_name
+
+        how = ("stagewise S1→S2→S3, text protocol" if _is_llm(agent) else
+               "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
+        table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
         for col in ("profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
                     "S4", "S5", "refused", "unparse", "calls", "tokens", "gate"):
             table.add_column(col, justify="left" if col in ("profile", "period", "agent") else "right")
