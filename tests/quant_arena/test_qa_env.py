@@ -13,7 +13,7 @@ from gymnasium.utils.env_checker import check_env
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.quant_arena.arena import evaluate_submission
 from quantgym.envs.quant_arena.config import CostModel, ImpactModel, SandboxConfig
-from quantgym.envs.quant_arena.env import FEEDBACK_WINDOW_KEYS, QuantArenaEnv
+from quantgym.envs.quant_arena.env import FEEDBACK_WINDOW_KEYS, InvalidActionError, QuantArenaEnv
 from quantgym.envs.quant_arena.examples import EXAMPLES, example_source
 from quantgym.envs.quant_arena.records import read_record
 from quantgym.results import to_jsonable
@@ -74,17 +74,27 @@ def test_oneshot_terminates_on_first_submit(small_real, tmp_path):
 def test_budget_freeze_rules_and_caller_errors(small_real, tmp_path):
     env = make(small_real, tmp_path, executor="inprocess", max_candidates=2)
     env.reset(seed=0)
+    # caller bugs: one clear ValueError (also a TypeError, spec §10.14) naming the expected action types
+    for bad in (42, b"FEATURES = []", ["x"], None, 1.5):
+        with pytest.raises(ValueError, match=r"action must be source text \(str\) or \{'freeze': k\}"):
+            env.step(bad)
     with pytest.raises(TypeError):
         env.step(42)
-    with pytest.raises(TypeError, match="freeze"):
+    with pytest.raises(ValueError, match="got a dict with keys \\['frieze'\\]"):
         env.step({"frieze": 1})
+    assert issubclass(InvalidActionError, ValueError) and issubclass(InvalidActionError, TypeError)
+    # a freeze index that names no candidate raises, also before any candidate exists
+    for k in (9, 1, 0, "1", True):
+        with pytest.raises(ValueError, match="names no candidate: none has been evaluated yet"):
+            env.step({"freeze": k})
+    assert env.budget_left == 2 and not env._done
     o1, r1, *_ = env.step("syntax error here (")  # a crash is a recorded, budget-consuming candidate
     fb1 = json.loads(o1)
     assert fb1["status"] == "invalid" and r1 == 0.0 and fb1["years"] is None and fb1["budget_left"] == 1
     assert "SyntaxError" in fb1["errors"][0]["message"]
     o2, r2, *_ = env.step(example_source("reversal_5d"))
     assert json.loads(o2)["budget_left"] == 0
-    with pytest.raises(ValueError, match="freeze index"):
+    with pytest.raises(ValueError, match=r"freeze index must be an int in 1\.\.2 or None, got 3"):
         env.step({"freeze": 3})
     # a submit after the budget is not evaluated and acts as freeze of the latest
     obs, S, term, _, fin = env.step(example_source("low_volatility"))
@@ -183,3 +193,16 @@ def test_bench_episode_helper_and_default_env_pickle(small_real, tmp_path, bundl
     blob = pickle.dumps(env)
     assert len(blob) < 1_000_000
     assert pickle.loads(blob).dataset is bundled
+
+
+def test_gym_make_freeze_without_candidate_raises(small_real, tmp_path):
+    # fresh-user finding: gym.make("QuantArena-v0").step({"freeze": 9}) ended the run with S = 0
+    env = gym.make("QuantArena-v0", data=small_real, record_dir=tmp_path, executor="inprocess", **SMALL_WINDOWS)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"freeze index 9 names no candidate.*\{'freeze': None\}"):
+        env.step({"freeze": 9})
+    with pytest.raises(ValueError, match="action must be source text"):
+        env.step(7)
+    _, S, term, _, fin = env.step({"freeze": None})  # spec §10.14: freeze with no candidate => S = 0
+    assert term and S == 0.0 and fin["frozen_candidate"] is None
+    env.close()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.arena import evaluate_submission
-from quantgym.envs.quant_arena.config import ArenaConfig, SandboxConfig
+from quantgym.envs.quant_arena.config import ArenaConfig, SandboxConfig, ScoringConfig
 from quantgym.envs.quant_arena.data import BUNDLED_DIR
 
 SHORT = ArenaConfig(sandbox=SandboxConfig(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0, memory_mb=4096))
@@ -106,7 +106,9 @@ def score(features, view):
 
 
 @pytest.mark.parametrize("body,status,needle", [
-    ("return pd.Series(np.nan, index=view.symbols)", "ok", None),                   # legal: all cash
+    ("return pd.Series(np.nan, index=view.symbols)", "ok", None),                   # legal: all cash (§10.12)
+    ("return pd.Series(np.inf, index=view.symbols)", "failed", "±inf"),             # all inf: day errors
+    ("return features['x'].where(features['x'] > 100, -np.inf)", "failed", "±inf"),  # some -inf every day
     ("return pd.Series(1.0, index=['SH999999'] + list(view.symbols))", "failed", "outside view.symbols"),
     ("return list(range(len(view.symbols)))", "failed", "pandas.Series"),
     ("return pd.Series('a', index=view.symbols)", "failed", "numeric"),
@@ -122,6 +124,9 @@ def score(features, view):
     assert r.status == status
     if status == "ok":
         assert r.metrics["exposure"] == 0.0 and r.metrics["coverage"] == 0.0
+        # coverage 0 stays a legal, scored all-cash strategy (spec §10.5, §10.12), but it is said clearly
+        assert r.metrics["no_signal"] is True and r.message.startswith("ok (no signal: coverage 0")
+        assert r.errors[0]["type"] == "NoSignal" and "never traded" in r.errors[0]["message"] and r.n_errors == 0
     else:
         assert needle in r.errors[0]["message"] and r.S == 0.0
         assert "Traceback" in r.errors[0]["traceback"]
@@ -296,3 +301,55 @@ def score(features, view):
     clean, bad = validate_child_value(r.value, n, sealed.N, sealed.has_row[d0:d0 + n], 1,
                                       len(range(0, n, 5)), key=key)
     assert bad == [] and np.isfinite(clean["scores"]).any()
+
+
+def test_inf_score_on_one_date_is_a_recorded_day_error(sealed):
+    # -inf for one stock on the first decision date only: that date is a day error (all its scores NaN),
+    # the other dates trade; the message names the symbol and says what to return instead
+    r = run("""
+_calls = [0]
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    _calls[0] += 1
+    s = features['x'].astype(float)
+    if _calls[0] == 1:
+        s.iloc[0] = -np.inf
+    return s
+""", sealed)
+    assert r.status == "ok" and r.n_errors == 1 and r.message == "ok (1 day error(s))"
+    e = r.errors[0]
+    assert e["date"] == "2023-12-29" and e["phase"] == "score" and e["type"] == "ValueError"
+    assert "±inf for 1 symbol(s)" in e["message"] and "return NaN for 'not eligible'" in e["message"]
+    assert r.metrics["no_signal"] is False and r.metrics["coverage"] > 0
+    # the spec's literal "±inf -> NaN" cast is kept for features, and for scores behind the config switch
+    feats_inf = run("""
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1] * np.inf}
+def score(features, view):
+    return view.history('close', 1).iloc[-1]
+""", sealed)
+    assert feats_inf.status == "ok" and feats_inf.n_errors == 0
+    cast = ArenaConfig(sandbox=SHORT.sandbox, scoring=ScoringConfig(inf_score_is_day_error=False))
+    r2 = run("""
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return pd.Series(np.inf, index=view.symbols)
+""", sealed, cfg=cast)
+    assert r2.status == "ok" and r2.n_errors == 0 and r2.metrics["coverage"] == 0.0 and r2.metrics["no_signal"]
+
+
+def test_zero_coverage_opt_in_failure_status(sealed):
+    # [project choice] switch: coverage 0 as a failure status "no_signal" (S = 0, null metrics), recorded
+    cfg = ArenaConfig(sandbox=SHORT.sandbox, scoring=ScoringConfig(zero_coverage_status="no_signal"))
+    r = run("""
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return pd.Series(np.nan, index=view.symbols)
+""", sealed, cfg=cfg)
+    assert r.status == "no_signal" and r.S == 0.0 and r.metrics is None
+    assert r.message.startswith("no_signal: coverage 0") and r.errors[0]["type"] == "NoSignal"
+    with pytest.raises(ValueError, match="zero_coverage_status"):
+        ScoringConfig(zero_coverage_status="fail")

@@ -25,7 +25,7 @@ from .harness import RUNNER, ChildOutputError, build_payload, score_days, valida
 from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
 
 #: Statuses of an evaluation (spec §10.4).
-STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed")
+STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed", "no_signal")
 _SANDBOX_TO_QA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
                   "bad_output": "violation", "crashed": "failed"}
 
@@ -192,7 +192,8 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
     payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
                             max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
                             day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes,
-                            key=key, warmup_start=cfg.windows.warmup_start)
+                            key=key, warmup_start=cfg.windows.warmup_start,
+                            inf_score_error=cfg.scoring.inf_score_is_day_error)
     t_payload = time.perf_counter() - t0
     base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
     try:
@@ -252,9 +253,26 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
         return WindowResult(status="failed", message=msg, S=0.0, metrics=None, years=ev["years"], errors=errors,
                             n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec, account=acct,
                             daily=daily, **base)
+    # coverage 0: no finite score on any decision date -> the account never traded (§10.5 all cash)
+    no_signal = not bool(np.isfinite(np.where(in_view, clean["scores"], np.nan)).any())
+    if no_signal:
+        why = (f"coverage 0: score() returned no finite value on any of the {n} decision dates, so the account "
+               "never traded (all cash)")
+        if cfg.scoring.zero_coverage_status == "no_signal":
+            msg = f"no_signal: {why}; not scored (S = 0)"
+            errors.insert(0, {"date": None, "phase": "evaluation", "type": "NoSignal", "message": msg})
+            return WindowResult(status="no_signal", message=msg[:500], S=0.0, metrics=None, years=ev["years"],
+                                errors=errors[:20], n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec,
+                                account=acct, daily=daily, **base)
+        note = f"{why}; scored as the all-cash strategy (spec §10.5, §10.12)"
+        errors.insert(0, {"date": None, "phase": "evaluation", "type": "NoSignal", "message": note})
+        errors = errors[:20]
     m = ev["metrics"]
     m["diversity"] = {k: ev["diversity"][k] for k in ("K", "D", "n_features", "n_clusters")}
+    m["no_signal"] = no_signal
     msg = "ok" if not n_err else f"ok ({n_err} day error(s))"
+    if no_signal:
+        msg = f"ok (no signal: coverage 0, never traded; scored as all cash){msg[2:]}"
     return WindowResult(status="ok", message=msg, S=float(m["S"]), metrics=m, years=ev["years"], errors=errors,
                         n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec, account=acct, daily=daily,
                         **base)

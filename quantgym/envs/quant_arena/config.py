@@ -172,6 +172,22 @@ class ScoringConfig:
         300 declared features at most.
     failed_day_fraction : float
         More than 10 % of decision dates with a day error ⇒ status ``failed``.
+    inf_score_is_day_error : bool
+        **[project choice]** True (default): a ``score`` Series holding ±inf on a decision
+        date is a **day error** on that date (recorded with a message naming the symbols;
+        the date's scores are all NaN and it counts towards ``failed_day_fraction``), so an
+        all-inf submission ends ``failed`` instead of silently holding cash. This refines
+        §10.4's "±inf → NaN", which stays the rule for features (and for scores when False).
+        The host re-check of the child's scores already counted ±inf as a day error.
+    zero_coverage_status : {"ok", "no_signal"}
+        What an evaluation with **coverage 0** (no finite score on any decision date: the
+        account never trades) is. ``"ok"`` (default, **spec-defined, not a project
+        choice**): §10.5 "all NaN ⇒ all cash" and §10.12 "an all-cash submission is a legal
+        strategy: S_out ≈ 43.6", so it is scored like any strategy (≈ 45 total on the
+        default windows) — but the result's ``message`` says ``ok (no signal: …)`` and a
+        ``NoSignal`` note (not counted as a day error) heads the feedback's ``errors``.
+        ``"no_signal"`` ([project choice], opt-in): a failure status with that message;
+        like every status ≠ ``ok`` the window's S = 0 and its metrics are null (§10.4).
     """
 
     version: str = QA_VERSION
@@ -198,6 +214,12 @@ class ScoringConfig:
     w_out: float = 0.5
     max_features: int = 300
     failed_day_fraction: float = 0.10
+    inf_score_is_day_error: bool = True
+    zero_coverage_status: str = "ok"
+
+    def __post_init__(self) -> None:
+        if self.zero_coverage_status not in ("ok", "no_signal"):
+            raise ValueError(f"zero_coverage_status must be 'ok' or 'no_signal', got {self.zero_coverage_status!r}")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,17 @@ FEEDBACK_WINDOW_KEYS = ("arr", "reference_arr", "excess_arr", "rankic_mean", "ra
 
 _TRUNC_CACHE: dict[tuple[int, str], QADataset] = {}
 
+#: The action types the env accepts (named in :class:`InvalidActionError` messages).
+EXPECTED_ACTIONS = "source text (str) or {'freeze': k} (dict; k = 1-based candidate index or None)"
+
+
+class InvalidActionError(ValueError, TypeError):
+    """An action of the wrong type or shape (a caller bug; nothing is evaluated or consumed).
+
+    A ``ValueError`` naming the expected action types (as in Market-Bench); also a
+    ``TypeError``, the type spec §10.14 names for a non-str, non-freeze action.
+    """
+
 
 def _truncated(ds: QADataset, end: str) -> QADataset:
     key = (id(ds), end)
@@ -130,7 +141,8 @@ long-short Sharpe, low turnover, scaled up a little by feature diversity.
 The module must define:
 - FEATURES: list of at most {cfg.scoring.max_features} unique feature names (strings).
 - compute_features(view) -> dict[name, pandas.Series]   (index = stock symbols, names from FEATURES)
-- score(features, view) -> pandas.Series                  (index = view.symbols; NaN = not eligible)
+- score(features, view) -> pandas.Series                  (index = view.symbols; NaN = not eligible;
+  ±inf is invalid: the date becomes a day error)
 Your code runs once per decision date, after its close, and sees only rows up to that date.
 Allowed imports: {", ".join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access.
 Limits: {cfg.sandbox.day_seconds:g} s wall per decision date, {cfg.sandbox.memory_mb} MiB memory.
@@ -180,7 +192,11 @@ class QuantArenaEnv(gym.Env):
     ## Action Space
     ``AnyText(200_000)``: the source text of a candidate. The freeze action
     ``{"freeze": k}`` (k = 1-based candidate index, ``None`` = latest) is a dict, outside
-    the Text space. Any other type raises ``TypeError`` (caller bug).
+    the Text space. Any other type, or a dict other than ``{"freeze": k}``, raises
+    :class:`InvalidActionError` (a ``ValueError`` naming the expected action types; also a
+    ``TypeError`` as in spec §10.14), and so does a freeze index that names no evaluated
+    candidate (``{"freeze": 9}`` with no candidate included). ``{"freeze": None}`` with no
+    candidate ends the run with S = 0 (§10.14).
 
     ## Observation Space
     ``AnyText(1_000_000)``: ``reset`` returns the task brief (markdown); a research
@@ -361,10 +377,11 @@ class QuantArenaEnv(gym.Env):
             raise RuntimeError("the episode has ended; call reset() first")
         if isinstance(action, dict):
             if set(action) != {"freeze"}:
-                raise TypeError(f"a dict action must be {{'freeze': k}}, got keys {sorted(map(str, action))}")
+                raise InvalidActionError(f"action must be {EXPECTED_ACTIONS}; got a dict with keys "
+                                         f"{sorted(map(str, action))}")
             return self._freeze(action["freeze"])
         if not isinstance(action, str):
-            raise TypeError(f"action must be source text (str) or {{'freeze': k}}, got {type(action).__name__}")
+            raise InvalidActionError(f"action must be {EXPECTED_ACTIONS}, got {type(action).__name__}")
         if len(action) > MAX_SOURCE_CHARS:
             raise ValueError(f"submission longer than {MAX_SOURCE_CHARS} characters")
         if self.mode == "oneshot":
@@ -393,6 +410,13 @@ class QuantArenaEnv(gym.Env):
         return self._finish(cand)
 
     def _freeze(self, k: Any) -> tuple[str, float, bool, bool, dict]:
+        n = len(self._candidates)
+        if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= int(k) <= n):
+            if n == 0:
+                raise InvalidActionError(
+                    f"freeze index {k!r} names no candidate: none has been evaluated yet; submit a candidate "
+                    "(source text) first, or step({'freeze': None}) to end the run with S = 0")
+            raise InvalidActionError(f"freeze index must be an int in 1..{n} or None, got {k!r}")
         if not self._candidates:
             self._record("freeze", candidate=None, note="no candidate: S = 0")
             final = {"S": 0.0, "S_in": 0.0, "S_out": 0.0, "frozen_candidate": None, "status_research": None,
@@ -400,8 +424,6 @@ class QuantArenaEnv(gym.Env):
             return self._end(final)
         if k is None:
             k = len(self._candidates)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= int(k) <= len(self._candidates):
-            raise ValueError(f"freeze index must be an int in 1..{len(self._candidates)} or None, got {k!r}")
         cand = self._candidates[int(k) - 1]
         self._record("freeze", candidate=int(k), source_sha256=cand["sha256"])
         return self._finish(cand)
@@ -415,7 +437,7 @@ class QuantArenaEnv(gym.Env):
         final = {"S": total_score(s_in, s_out, self.cfg.scoring), "S_in": s_in, "S_out": s_out,
                  "frozen_candidate": cand["index"], "source_sha256": cand["sha256"],
                  "status_research": res_in.status, "status_sealed": res_out.status,
-                 "message_sealed": res_out.message,
+                 "message_research": res_in.message, "message_sealed": res_out.message,
                  "research": res_in.metrics, "sealed": res_out.metrics,
                  "research_years": res_in.years, "sealed_years": res_out.years,
                  "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
@@ -465,4 +487,4 @@ class QuantArenaEnv(gym.Env):
         super().close()
 
 
-__all__ = ["QuantArenaEnv", "research_feedback", "task_brief"]
+__all__ = ["QuantArenaEnv", "InvalidActionError", "research_feedback", "task_brief"]

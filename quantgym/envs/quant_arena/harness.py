@@ -59,7 +59,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, max_features: int = 300,
                   sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20,
-                  key: bytes | None = None, warmup_start: Any = None) -> dict:
+                  key: bytes | None = None, warmup_start: Any = None, inf_score_error: bool = True) -> dict:
     """Everything the child needs for one window, and nothing after D_{n−1} (spec §10.4).
 
     Parameters
@@ -74,6 +74,9 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
         in its commit-reveal keeper (:mod:`~quantgym.envs.quant_arena._child_runner`).
     warmup_start : date-like, optional
         First day the agent may see (the declared warm-up history, spec §2).
+    inf_score_error : bool
+        ±inf in a score Series is a day error (True, ``ScoringConfig.inf_score_is_day_error``)
+        instead of NaN.
 
     Returns
     -------
@@ -101,6 +104,7 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
         "sample_every": int(sample_every),
         "day_seconds": float(day_seconds),
         "max_output_bytes": int(max_output_bytes),
+        "inf_score_error": bool(inf_score_error),
         "isolate": key is not None,
         "key": key or b"",
         # padding last: the child's stdin buffer may keep the tail of the pickle stream
@@ -109,8 +113,14 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
 
 
 # ---------------------------------------------------------------------- child side: checks
-def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int) -> np.ndarray:
-    """Validate one agent Series against ``view.symbols`` and return a float64 vector (§10.4)."""
+def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int, reject_inf: bool = False) -> np.ndarray:
+    """Validate one agent Series against ``view.symbols`` and return a float64 vector (§10.4).
+
+    ±inf becomes NaN (§10.4), except with ``reject_inf`` (the score, [project choice]
+    ``ScoringConfig.inf_score_is_day_error``): then ±inf raises ``ValueError``, which the
+    caller records as a day error with a clear message instead of silently treating the
+    stock as not eligible.
+    """
     if not isinstance(obj, pd.Series):
         raise TypeError(f"{what} must be a pandas.Series indexed by view.symbols, got {type(obj).__name__}")
     if not obj.index.is_unique:
@@ -124,6 +134,11 @@ def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int) -> np.
         bad = [s for s, i in zip(obj.index[:1000], idx[:1000]) if i < 0][:3]
         raise KeyError(f"{what} index has symbols outside view.symbols (e.g. {bad})")
     vals = obj.to_numpy(dtype=np.float64, copy=True)
+    inf = np.isinf(vals)
+    if reject_inf and inf.any():
+        eg = [str(s) for s in obj.index[inf][:3]]
+        raise ValueError(f"{what} has ±inf for {int(inf.sum())} symbol(s) (e.g. {eg}): ±inf is not a valid score; "
+                         "return NaN for 'not eligible' and finite numbers otherwise (the date is a day error)")
     vals[~np.isfinite(vals)] = np.nan
     out = np.full(n_view, np.nan)
     out[idx] = vals
@@ -236,6 +251,7 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
     n_errors = 0
     extra: set[str] = set()
     day_budget = float(payload["day_seconds"])
+    inf_error = bool(payload.get("inf_score_error", True))
     slowest = 0.0
     alarm = _Alarm(day_budget)
     random.seed(0)
@@ -265,7 +281,7 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
                     vecs[k] = _series_to_vec(v, f"feature {k!r}", pos, len(cols))
                 phase = "score"
                 sc = score_fn(fv, view)
-                vec = _series_to_vec(sc, "score", pos, len(cols))
+                vec = _series_to_vec(sc, "score", pos, len(cols), reject_inf=inf_error)
                 ok = True
         except DayTimeout:
             return {"status": "timeout", "message": f"timeout: decision date {date} took more than "
