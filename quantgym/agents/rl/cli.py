@@ -17,6 +17,18 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
+#: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
+TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
+                  "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
+
+
+def missing_extra_message(exc: ImportError) -> str:
+    """The one-line message of ``quantgym train`` when stable-baselines3 / torch cannot be imported."""
+    what = getattr(exc, "name", None) or str(exc)
+    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): pip install 'quantgym[rl]'; "
+            f"{TORCH_CPU_HINT} ({what} missing)")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command to ``app``."""
 
@@ -51,9 +63,9 @@ def register(app: typer.Typer) -> None:
         console = Console()
         try:
             from quantgym.agents.rl import sb3 as rl
-        except ModuleNotFoundError as exc:
-            console.print(f"[red]quantgym train needs the 'rl' extra (stable-baselines3, torch): "
-                          f"pip install 'quantgym[rl]' ({exc.name} missing)[/red]")
+        except ImportError as exc:
+            # markup=False: rich would otherwise swallow "[rl]" as a style tag
+            console.print(missing_extra_message(exc), markup=False, highlight=False, soft_wrap=True, style="red")
             raise typer.Exit(2) from None
         start, sep, end = train_period.partition(":")
         if not sep or not start or not end:
