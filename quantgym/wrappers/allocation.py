@@ -85,6 +85,10 @@ REWARDS = ("env", "log_return", "ceps", "risk_adjusted")
 LOGIT_SCALE = 5.0
 #: [project choice] default training split (issue 6): 2016-01-01..2023-12-31 minus the stress windows
 TRAIN_START, TRAIN_END = "2016-01-01", "2023-12-31"
+#: [project choice] calendar days cut after every excluded (evaluation) period before training may start again,
+#: so no training decision's observation window holds evaluation returns: the clean snapshot looks back
+#: L = 60 trading rows (about 84–88 calendar days; paper own-calendar windows: ``[d − 90, d]``, §1.6)
+LOOKBACK_BUFFER_DAYS = 90
 _K = len(ASSET_CLASSES)
 _IU = np.triu_indices(_K, 1)
 
@@ -198,14 +202,22 @@ def derived_views(weights: np.ndarray, available: np.ndarray) -> tuple[np.ndarra
 
 # --------------------------------------------------------------------------------------- training split
 def train_windows(start: str = TRAIN_START, end: str = TRAIN_END,
-                  exclude: Sequence[str | Period | dict] = ("normal_2024",) + STRESS_PERIODS) -> list[tuple[str, str]]:
-    """Calendar windows of ``[start, end]`` that do not overlap any excluded period.
+                  exclude: Sequence[str | Period | dict] = ("normal_2024",) + STRESS_PERIODS,
+                  buffer_days: int = LOOKBACK_BUFFER_DAYS) -> list[tuple[str, str]]:
+    """Calendar windows of ``[start, end]`` that do not overlap any excluded period or its lookback buffer.
+
+    Each excluded period ``[a, b]`` is cut out as ``[a, b + buffer_days]``: a training decision dated
+    within ``buffer_days`` after an evaluation window would see that window's returns in its
+    observation (the 60-row lookback, §1.6), so no training decision is made there. The days before
+    ``a`` stay usable: an episode ends the day before its window ends and observations look back only.
 
     Parameters
     ----------
     start, end : ISO dates (inclusive).
     exclude : periods (names, dicts or :class:`Period`) to cut out; default = the evaluation
         periods of the bench (normal_2024 and the three stress windows, spec §2.2–§2.3).
+    buffer_days : calendar days cut after each excluded period (default :data:`LOOKBACK_BUFFER_DAYS`
+        = 90, which covers the 60-trading-row lookback; 0 = cut the periods only).
 
     Returns
     -------
@@ -216,10 +228,12 @@ def train_windows(start: str = TRAIN_START, end: str = TRAIN_END,
     ValueError
         If nothing is left.
     """
+    if int(buffer_days) < 0:
+        raise ValueError(f"buffer_days must be >= 0, got {buffer_days}")
     segs = [(pd.Timestamp(start), pd.Timestamp(end))]
     for p in exclude:
         per = resolve_period(p)
-        a, b = pd.Timestamp(per.start), pd.Timestamp(per.end)
+        a, b = pd.Timestamp(per.start), pd.Timestamp(per.end) + pd.Timedelta(days=int(buffer_days))
         out = []
         for s, e in segs:
             if b < s or a > e:
@@ -233,6 +247,28 @@ def train_windows(start: str = TRAIN_START, end: str = TRAIN_END,
     if not segs:
         raise ValueError(f"no training window left in {start}..{end} after excluding {list(exclude)}")
     return [(str(s.date()), str(e.date())) for s, e in segs]
+
+
+def walk_forward_windows(period: str | Period | dict, start: str = TRAIN_START,
+                         exclude: Sequence[str | Period | dict] = ("normal_2024",) + STRESS_PERIODS,
+                         buffer_days: int = LOOKBACK_BUFFER_DAYS) -> list[tuple[str, str]]:
+    """Training windows for a walk-forward evaluation on ``period``: only data before it.
+
+    :func:`train_windows` from ``start`` to the day before ``period`` starts (the other excluded
+    periods and their buffers still cut out), so the policy evaluated on ``period`` was trained on
+    earlier data only. CLI equivalent: ``quantgym train --train-period START:<day before> --eval-periods
+    <period>``.
+
+    Raises
+    ------
+    ValueError
+        If no training window is left before ``period`` (e.g. china_2015 with ``start`` 2016-01-01).
+    """
+    per = resolve_period(period)
+    end = pd.Timestamp(per.start) - pd.Timedelta(days=1)
+    if end < pd.Timestamp(start):
+        raise ValueError(f"no training data before {per.name} (starts {per.start}) from {start}")
+    return train_windows(start, str(end.date()), exclude, buffer_days)
 
 
 @dataclass(frozen=True)
@@ -707,6 +743,7 @@ def make_portbench_vector_env(num_envs: int = 1, **kwargs: Any) -> PortBenchVect
 
 __all__ = [
     "AllocationWrapper", "RandomPeriod", "PortBenchVectorEnv", "EpisodeSampler", "EpisodeSpec", "train_windows",
+    "walk_forward_windows", "LOOKBACK_BUFFER_DAYS",
     "observation_layout", "row_features", "LOGIT_SCALE", "masked_softmax", "derived_views", "make_portbench_vector_env",
     "PERIODS",
 ]

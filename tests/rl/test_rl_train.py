@@ -37,8 +37,9 @@ def test_training_completes_saves_and_evaluates(two_ppo_runs):
     meta = json.loads((out / "rl_meta.json").read_text())
     assert meta["algo"] == "ppo" and meta["timesteps"] == 2048 and meta["seed"] == 7
     # training windows never touch the four bench periods
-    assert meta["train_windows"] == [["2016-03-01", "2020-01-31"], ["2020-06-01", "2022-04-30"],
-                                     ["2023-01-01", "2023-12-31"]]
+    assert meta["train_windows"] == [["2016-05-30", "2020-01-31"], ["2020-08-30", "2022-04-30"],
+                                     ["2023-04-01", "2023-12-31"]]  # 90-day lookback buffer after each window
+    assert meta["lookback_buffer_days"] == 90
     rows = res["section"].rows
     assert [r.period for r in rows] == list(EVAL) and all(r.agent == "SB3-PPO" for r in rows)
     for r in rows:

@@ -147,7 +147,8 @@ def test_train_windows_do_not_overlap_evaluation_periods():
         for name in ("normal_2024",) + STRESS_PERIODS:
             p = PERIODS[name]
             assert e < p.start or s > p.end, (s, e, name)
-    assert wins == [("2016-03-01", "2020-01-31"), ("2020-06-01", "2022-04-30"), ("2023-01-01", "2023-12-31")]
+    # each evaluation period is cut with a 90-day lookback buffer after its end (tests/rl/test_rl_windows.py)
+    assert wins == [("2016-05-30", "2020-01-31"), ("2020-08-30", "2022-04-30"), ("2023-04-01", "2023-12-31")]
 
 
 def test_sampler_is_seeded_and_stays_inside_windows():

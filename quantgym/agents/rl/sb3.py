@@ -2,7 +2,8 @@
 
 Training never sees the evaluation periods: episodes are drawn (seeded) inside
 :func:`quantgym.wrappers.allocation.train_windows` — by default 2016-01-01..2023-12-31 minus
-normal_2024 and the three stress windows of spec §2.3 — and the trained policy is then evaluated
+normal_2024 and the three stress windows of spec §2.3, each followed by a 90-day lookback buffer
+(no training observation holds evaluation returns) — and the trained policy is then evaluated
 with the one evaluation loop :func:`quantgym.agents.base.evaluate` on the bench periods, exactly
 like the classical baselines. See docs/rl.md.
 """
@@ -28,7 +29,7 @@ from quantgym.agents.base import EvalResult, evaluate
 from quantgym.envs.portbench.config import STRESS_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
 from quantgym.wrappers.allocation import (
-    TRAIN_END, TRAIN_START, AllocationWrapper, RandomPeriod, _BatchCore, train_windows,
+    LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, AllocationWrapper, RandomPeriod, _BatchCore, train_windows,
 )
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "a2c": A2C}
@@ -315,7 +316,8 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
               action_mode: str = "logits", s12: str = "derived", batched: bool | None = None,
               eval_periods: Sequence[str] = EVAL_PERIODS, algo_kwargs: dict | None = None,
               config: TrainConfig = TrainConfig(), n_envs: int | None = None, episode_len: int | None = None,
-              freq: str | None = None, verbose: int = 0, data: Any = None) -> dict[str, Any]:
+              freq: str | None = None, verbose: int = 0, data: Any = None,
+              lookback_buffer_days: int = LOOKBACK_BUFFER_DAYS) -> dict[str, Any]:
     """Train ``algo`` on the training split, save it, evaluate it on ``eval_periods`` and write results.
 
     Parameters
@@ -327,7 +329,11 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     out_dir : written: ``model.zip``, ``rl_meta.json``, ``summary.csv``, ``results.json``.
     train_period : ``(start, end)`` of the training data; the four bench periods (normal_2024 and the
         three stress windows), ``eval_periods`` and ``exclude`` are cut out of it (:func:`train_windows`),
-        so training and evaluation never overlap.
+        so training and evaluation never overlap. Training on data *after* a stress window is not a
+        walk-forward test of it; for one, end ``train_period`` before the window starts
+        (:func:`~quantgym.wrappers.allocation.walk_forward_windows`, docs/rl.md).
+    lookback_buffer_days : calendar days cut after each excluded period so that no training decision's
+        60-row lookback holds evaluation returns (default 90, :data:`LOOKBACK_BUFFER_DAYS`).
     reward : "log_return" | "risk_adjusted" | "ceps" (the last one trains on scored envs, slower).
     action_mode, s12, risk_penalty : :class:`AllocationWrapper` options.
     batched : see :func:`make_sb3_vec_env`.
@@ -356,7 +362,8 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     eval_names = [resolve_period(p).name for p in eval_periods]
     # the four bench periods are always kept out of training (so a model can be benched on all of them later)
     windows = train_windows(train_period[0], train_period[1],
-                            exclude=tuple(dict.fromkeys((*EVAL_PERIODS, *eval_names, *exclude))))
+                            exclude=tuple(dict.fromkeys((*EVAL_PERIODS, *eval_names, *exclude))),
+                            buffer_days=lookback_buffer_days)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env_kwargs = {"data": data} if data is not None else None
@@ -382,7 +389,7 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     meta = {
         "algo": algo, "env_id": env_id, "timesteps": int(timesteps), "seed": int(seed), "reward": reward,
         "risk_penalty": risk_penalty, "action_mode": action_mode, "s12": s12, "train_period": list(train_period),
-        "train_windows": windows, "freq": freq, "episode_len": episode_len, "n_envs": n_envs,
+        "train_windows": windows, "lookback_buffer_days": int(lookback_buffer_days), "freq": freq, "episode_len": episode_len, "n_envs": n_envs,
         "reward_scale": config.reward_scale, "hyperparameters": {k: v for k, v in kwargs.items() if k != "policy_kwargs"},
         "net_arch": list(config.net_arch), "eval_periods": eval_names, "train_seconds": train_seconds,
         "config_version": config.version, "versions": {"stable_baselines3": sb3_pkg.__version__,
