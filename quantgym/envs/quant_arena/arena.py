@@ -209,8 +209,11 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
                    "(output is capped; see the spec's output limit)")
     if status != "ok":
         qa = _SANDBOX_TO_QA.get(status, "failed")
+        # the record's ``type`` is the sandbox status: its message drops the same leading "<status>: "
+        # (SandboxResult.message starts with it), so a reader never sees "error: error: SyntaxError ..."
+        detail = str(message).removeprefix(f"{status}: ")
         err = {"date": None, "phase": "module" if qa == "invalid" else "evaluation", "type": status,
-               "message": str(message)[:500], "traceback": (rec.get("traceback") or "")[-2000:]}
+               "message": detail[:500], "traceback": (rec.get("traceback") or "")[-2000:]}
         return WindowResult(status=qa, message=str(message)[:500], errors=[err], n_errors=1, timings=timings,
                             sandbox=rec, **base)
     in_view = ds.has_row[d0:d0 + n]
