@@ -121,3 +121,23 @@ def test_bench_cli_adds_the_trained_model_beside_the_baselines(two_ppo_runs, tmp
     assert {"Equal-Weight", "SB3-PPO"} <= agents
     ppo = next(r for r in rows if r["agent"] == "SB3-PPO")
     assert float(ppo["sharpe"]) == pytest.approx(two_ppo_runs[0]["results"][0].metrics["sharpe"], abs=1e-4)  # csv rounding
+
+
+def test_eval_cli_runs_an_sb3_agent_through_the_shared_loop(two_ppo_runs, tmp_path):
+    typer_testing = pytest.importorskip("typer.testing")
+    from quantgym.cli import app
+
+    out = tmp_path / "eval"
+    res = typer_testing.CliRunner().invoke(app, [
+        "eval", "--agent", f"sb3:{two_ppo_runs[0]['out_dir']}", "--env", ENV_ID, "--period", "covid_2020",
+        "--no-plots", "--quiet", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    runs = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"]
+    ppo = next(r for r in runs if r["agent"] == "SB3-PPO")
+    trained = next(r for r in two_ppo_runs[0]["results"] if r.period == "covid_2020")
+    assert ppo["metrics"]["sharpe"] == pytest.approx(trained.metrics["sharpe"], rel=1e-9)
+    assert {r["agent"] for r in runs} == {"SB3-PPO", "Equal-Weight"}
+    # an sb3 agent on another task: one line, exit 2
+    bad = typer_testing.CliRunner().invoke(app, ["eval", "--agent", f"sb3:{two_ppo_runs[0]['out_dir']}",
+                                                 "--env", "QuantArena-v0", "--out", str(tmp_path / "qa")])
+    assert bad.exit_code == 2 and "PortBench only" in bad.output and "Traceback" not in bad.output

@@ -387,8 +387,13 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
         how = ("stagewise S1→S2→S3, text protocol" if _is_llm(agent) else
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
         table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
-        for col in ("profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
-                    "S4", "S5", "refused", "unparse", "calls", "tokens", "gate"):
+        cols = ["profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
+                "S4", "S5", "refused", "unparse", "calls", "tokens", "gate"]
+        if not _is_llm(agent):  # no text protocol, no LLM calls
+            cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens")]
+            if getattr(agent, "direct_allocation", False):  # no stage scores either
+                cols = [c for c in cols if c not in ("CEPS", "S1", "S2", "S3", "S4", "S5")]
+        for col in cols:
             table.add_column(col, justify="left" if col in ("profile", "period", "agent") else "right")
     by_profile: dict[str, dict[str, float]] = {}
     for run in runs:
@@ -416,16 +421,19 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             ss = r.stage_scores or {}
             u = run["usage"] or {}
             m = r.metrics
-            table.add_row(r.profile, r.period, r.agent, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]), _fmt(m["maxdd_pct"]),
-                          _fmt(m["vol_pct"]), _fmt(r.ceps, 3), *[_fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")],
-                          str(m.get("refused_steps", "")), str(sum(v.get("unparseable", 0)
-                                                                   for v in run["parse_stats"].values())),
-                          str(u.get("calls", "")), str(u.get("total_tokens", "")),
-                          "" if gate is None else ("✓" if gate else "✗"))
+            cells = {"profile": r.profile, "period": r.period, "agent": r.agent, "Sharpe": _fmt(m["sharpe"], 3),
+                     "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]), "Vol%": _fmt(m["vol_pct"]),
+                     "CEPS": _fmt(r.ceps, 3), **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
+                     "refused": str(m.get("refused_steps", "")),
+                     "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
+                     "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
+                     "gate": "" if gate is None else ("✓" if gate else "✗")}
+            table.add_row(*[cells[c] for c in cols])
             if base is not None:
                 bm = base.metrics
-                table.add_row("", "", base.agent, _fmt(bm["sharpe"], 3), _fmt(bm["ret_pct"]), _fmt(bm["maxdd_pct"]),
-                              _fmt(bm["vol_pct"]), "", "", "", "", "", "", "", "", "", "", "")
+                bcells = {"agent": base.agent, "Sharpe": _fmt(bm["sharpe"], 3), "Ret%": _fmt(bm["ret_pct"]),
+                          "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"])}
+                table.add_row(*[bcells.get(c, "") for c in cols])
         if plan.plots:
             from quantgym.envs.portbench.plots import plot_nav
 
