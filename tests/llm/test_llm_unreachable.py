@@ -148,3 +148,57 @@ def test_eval_server_answers_once_then_drops_records_failures(server, tmp_path, 
     # progress: a start line, a failed-call line and a done line for the episode
     assert "start MarketBench-Pairs-v0 round 1" in r.output
     assert "LLM call failed" in r.output and "[1/1] done MarketBench-Pairs-v0 round 1" in r.output
+
+
+class _RaisingClient:
+    """Stands in for ``openai.OpenAI``: every ``chat.completions.create`` raises what the transport would."""
+
+    def __init__(self, make_exc):
+        self.n = 0
+        outer = self
+
+        class _Completions:
+            def create(self, **req):
+                outer.n += 1
+                raise make_exc()
+
+        class _Chat:
+            completions = _Completions()
+
+        self.chat = _Chat()
+
+
+def _timeout_from(cause_name: str):
+    import openai
+
+    from openai import _exceptions
+
+    transport = getattr(_exceptions, "httpx", None) or getattr(_exceptions, "httpx2")  # openai's HTTP library
+    request = transport.Request("POST", "http://127.0.0.1:1/v1/chat/completions")
+
+    def make():
+        try:
+            raise getattr(transport, cause_name)("timed out")
+        except Exception as cause:  # noqa: BLE001
+            exc = openai.APITimeoutError(request=request)
+            exc.__cause__ = cause
+            return exc
+
+    return make
+
+
+def test_connect_timeout_before_any_answer_is_a_config_error(tmp_path, sleeps):
+    eng = _engine("http://127.0.0.1:1/v1", tmp_path, name="ct")
+    eng._client = _RaisingClient(_timeout_from("ConnectTimeout"))
+    with pytest.raises(LLMConfigError, match=r"connect timeout after 5 s; 2 tries"):
+        eng.chat(MSG)
+    assert eng._client.n == 2 and sleeps == [LLMConfig.unreachable_delay]
+
+
+def test_read_timeout_on_the_first_call_is_retried_not_fatal(tmp_path, sleeps):
+    # a slow first answer (a local server loading its model) is no sign of a wrong URL
+    eng = _engine("http://127.0.0.1:1/v1", tmp_path, name="rt", retries=2, backoff_base=0.01, backoff_max=0.05)
+    eng._client = _RaisingClient(_timeout_from("ReadTimeout"))
+    res = eng.chat(MSG)
+    assert not res.ok and res.error_kind == "timeout" and res.error == "timeout after 5 s"
+    assert eng._client.n == 3 and len(sleeps) == 2
