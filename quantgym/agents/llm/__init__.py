@@ -24,6 +24,8 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     task : "portbench" | "portbench_qa" | "quant_arena" | "market_bench".
     **options : ``base_url`` (default ``$OPENAI_BASE_URL`` or OpenAI), ``api_key`` (default
         ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` (8192), ``timeout`` (300 s), ``retries`` (5),
+        ``connect_timeout`` (10 s), ``unreachable_tries`` (2) / ``unreachable_delay`` (1 s) (an endpoint that
+        never answered: then :class:`~quantgym.agents.llm.client.LLMConfigError`),
         ``structured`` ("auto" | "on" | "off"), ``seed``, ``max_calls``, ``max_total_tokens``, ``price_in`` /
         ``price_out`` (USD per 1M tokens) or ``prices`` (a price table: dict or JSON path
         ``{model: {"input", "output"}}``), ``transcript`` (JSONL path; default
@@ -40,6 +42,13 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     ------
     ValueError
         Unknown task or option.
+
+    Notes
+    -----
+    Calls never raise for a failed request (it is a recorded failure), except
+    :class:`~quantgym.agents.llm.client.LLMConfigError` (one line; exit code 2 in the CLI) for a wrong
+    key, an unknown model, a wrong base URL, an exhausted quota, or an endpoint that cannot be reached
+    before it ever answered.
     """
     from quantgym.agents.llm.agents import build_agent
 

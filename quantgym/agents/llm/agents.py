@@ -351,7 +351,8 @@ class MarketBenchLLMAgent(LLMAgent):
 _ADAPTERS = {"portbench": PortBenchLLMAgent, "portbench_qa": PortBenchQALLMAgent, "quant_arena": QuantArenaLLMAgent,
              "market_bench": MarketBenchLLMAgent}
 _ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "timeout", "retries", "backoff_base", "backoff_max",
-                "structured", "seed", "max_calls", "max_total_tokens", "price_in", "price_out")
+                "connect_timeout", "unreachable_tries", "unreachable_delay", "structured", "seed", "max_calls",
+                "max_total_tokens", "price_in", "price_out")
 _ADAPTER_OPTS = ("rounds",)
 
 
