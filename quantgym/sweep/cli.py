@@ -18,6 +18,43 @@ def _split(value: Optional[str]) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+def results_table(name: str, outcome):
+    """The end-of-sweep table, readable at 80–100 columns.
+
+    One row per run: agent with the short run id below it, env id with its kwargs below it (one ``k=v``
+    per line), seed,
+    Sharpe, Ret%, MaxDD% ("failed" in the Sharpe column of a failed run; its error follows the table).
+    No vertical rules, and text cells fold instead of being cut with "…".
+    """
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"Sweep {name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
+                        f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    env_width = max([len(r["spec"]["env_id"]) for r in outcome.records] + [12])
+    for col in ("agent / run", "env / kwargs", "seed", "Sharpe", "Ret%", "MaxDD%"):
+        num = col in ("Sharpe", "Ret%", "MaxDD%", "seed")
+        table.add_column(col, justify="right" if num else "left", overflow="fold",
+                         no_wrap=col in ("seed", "Sharpe", "Ret%", "MaxDD%"),
+                         min_width=min(env_width, 30) if col == "env / kwargs" else None)
+
+    def f(x, nd=2):
+        return "" if x is None else f"{x:.{nd}f}"
+
+    for rec in outcome.records:
+        s = rec["spec"]
+        row = rec.get("summary") or {}
+        kw = "\n".join(f"  {k}={v}" for k, v in sorted(s["env_kwargs"].items()))
+        ok = rec["status"] == "ok"
+        table.add_row(escape(str(row.get("agent") or s["agent"])) + f"\n  [dim]{rec['run_id'][:8]}[/]",
+                      escape(s["env_id"] + ("\n" + kw if kw else "")), str(s["seed"]),
+                      f(row.get("sharpe"), 3) if ok else "[red]failed[/]", f(row.get("ret_pct")), f(row.get("maxdd_pct")),
+                      end_section=True)
+    return table
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``sweep`` and ``report`` commands to ``app``."""
 
@@ -53,7 +90,6 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-        from rich.table import Table
 
         from quantgym.sweep.grid import GridError, grid_from_flags, load_grid
         from quantgym.sweep.runner import SweepError, run_sweep
@@ -93,23 +129,7 @@ def register(app: typer.Typer) -> None:
             except SweepError as exc:
                 console.print(f"[red]error:[/] {escape(str(exc))}")
                 raise typer.Exit(2)
-        table = Table(title=f"Sweep {grid.name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
-                            f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left")
-        for col in ("run", "agent", "env", "kwargs", "seed", "Sharpe", "Ret%", "MaxDD%", "status"):
-            table.add_column(col, justify="right" if col in ("Sharpe", "Ret%", "MaxDD%", "seed") else "left",
-                             no_wrap=col in ("run", "seed", "status"))
-
-        def f(x, nd=2):
-            return "" if x is None else f"{x:.{nd}f}"
-
-        for rec in outcome.records:
-            s = rec["spec"]
-            row = rec.get("summary") or {}
-            kw = ",".join(f"{k}={v}" for k, v in sorted(s["env_kwargs"].items()))
-            table.add_row(rec["run_id"][:8], row.get("agent") or s["agent"], s["env_id"], kw, str(s["seed"]),
-                          f(row.get("sharpe"), 3), f(row.get("ret_pct")), f(row.get("maxdd_pct")),
-                          "ok" if rec["status"] == "ok" else "[red]error[/]")
-        console.print(table)
+        console.print(results_table(grid.name, outcome))
         for rec in outcome.records:
             if rec["status"] != "ok":
                 err = rec.get("error") or {}
@@ -141,4 +161,4 @@ def register(app: typer.Typer) -> None:
                       f"[bold]{rep.markdown_path}[/], [bold]{rep.html_path}[/]")
 
 
-__all__ = ["register"]
+__all__ = ["register", "results_table"]

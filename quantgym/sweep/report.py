@@ -17,8 +17,10 @@ Contents: PortBench leaderboard per profile (Sharpe per period, mean Sharpe, Sha
 Equal-Weight's, worst stress drawdown, stress gate (spec portbench §7.2), CEPS); NAV per
 period with the baselines and, when two or more stage-scored agents exist, their shaded
 min–max band (the paper's LLM band); per-stage S1–S5 bars and CEPS; worst stress drawdown
-against the Conservative gate; Sharpe relative to Equal-Weight per period; Quant-Arena table,
-quantile return curves and NAV vs market; Market-Bench pass@k / MAE tables.
+against the Conservative gate; Sharpe relative to Equal-Weight per period; PortBench-QA
+per-template accuracies (from ``results.json``: summary.csv carries no QA metric); Quant-Arena table,
+quantile return curves and NAV vs market; Market-Bench pass@k / correct@k / MAE tables (from
+``results.json``).
 """
 
 from __future__ import annotations
@@ -535,6 +537,60 @@ def quant_arena_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -
     return sec
 
 
+# --------------------------------------------------------------------------- PortBench-QA
+
+#: per-template table of the static QA (spec portbench §9.5/§10.4): accuracy columns in the page's order
+QA_COLUMNS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "Mean", "T4_r", "T5_r", "F", "J")
+QA_REGIMES = ("Bull", "Bear", "Side.", "Crisis")
+
+
+def portbench_qa_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
+    """PortBench-QA accuracies per template from ``results.json`` (``tasks.portbench_qa.runs[*].metrics``).
+
+    ``summary.csv`` holds only (agent, split) for QA — no accuracy fits its common columns — so the
+    table is built from the runs written by ``quantgym qa`` (quantgym/envs/portbench/qa/cli.py):
+    ``metrics`` maps T1..T7, Mean, T4_r, T5_r, F, J and the regime columns to accuracies in [0, 1]
+    (null when a column had no item), ``n`` the items per template.
+    """
+    runs = [(s, r) for s in sources for r in (s.task_doc("portbench_qa").get("runs") or [])
+            if isinstance(r, dict) and r.get("agent") is not None]
+    qrows = [r for r in rows if r["task"] == "portbench_qa"]
+    if not runs and not qrows:
+        return None
+    sec = Section("PortBench-QA", "portbench-qa")
+    if not runs:
+        sec.notes.append("PortBench-QA rows present but no per-template accuracies stored in results.json "
+                         "(summary.csv carries no QA metric).")
+        return sec
+    multi = len({s.name for s, _ in runs}) > 1
+    regimes = [c for c in QA_REGIMES if any(_num((r.get("metrics") or {}).get(c)) is not None for _, r in runs)]
+    entries = []
+    for s, r in runs:
+        m = r.get("metrics") or {}
+        n = r.get("n") or {}
+        n_items = sum(int(v) for k, v in n.items() if k in QA_COLUMNS[:7] and isinstance(v, (int, float)))
+        entries.append((_num(m.get("Mean")), [str(r["agent"]), *[_fmt(_num(m.get(c)), 3) for c in QA_COLUMNS],
+                                               *[_fmt(_num(m.get(c)), 3) for c in regimes], str(n_items)]
+                        + ([s.name] if multi else [])))
+    entries.sort(key=lambda e: -math.inf if e[0] is None else e[0], reverse=True)
+    body = [[str(i + 1), *cells] for i, (_, cells) in enumerate(entries)]
+    cfgs = {s.name: s.task_doc("portbench_qa").get("config") or {} for s, _ in runs}
+    desc = "; ".join(sorted({f"split {c.get('split', '?')}, {c.get('n_per_template', '?')} per template, "
+                             f"fidelity {c.get('fidelity', '?')}" for c in cfgs.values()}))
+    sec.tables.append(Table("PortBench-QA — accuracy per template", ["#", "agent", *QA_COLUMNS, *regimes, "items"]
+                            + (["source"] if multi else []), body, anchor="pbqa-table",
+                            note="Share of items answered correctly (score ≥ 0.99), spec portbench §9.5/§10.4: "
+                                 "T1–T7 templates, Mean over T1–T7, T4_r/T5_r the restricted variants, F = formula "
+                                 "templates, J = judgment templates, then per market regime. Sorted by Mean. "
+                                 + (f"Settings: {desc}." if desc else "")))
+    for s, _ in runs[:1]:
+        sp = s.task_doc("portbench_qa").get("spearman_qa_ceps")
+        if isinstance(sp, dict) and _num(sp.get("rho")) is not None:
+            sec.notes.append(f"QA–CEPS (Balanced) Spearman ρ = {sp['rho']:.4f} over {sp.get('n')} agents "
+                             "(paper: −0.47).")
+    return sec
+
+
 # --------------------------------------------------------------------------- Market-Bench
 
 
@@ -570,6 +626,9 @@ def market_bench_section(sources: Sequence[Source], rows: list[dict[str, Any]]) 
         return sec
     pass_cols = sorted({k for x in scores for k in x if k.startswith("pass@")}, key=lambda k: -int(k[5:])
                        if k[5:].isdigit() else 0)
+    # correct@k (every metric within tolerance of the reference) where stored: pass@k counts a stub as solved
+    pass_cols += sorted({k for x in scores for k in x if k.startswith("correct@")},
+                        key=lambda k: -int(k[8:]) if k[8:].isdigit() else 0)
     strategies = _ordered((x.get("strategy") for x in scores), ("overall",))
     multi = len({x["_source"] for x in scores}) > 1
     for strat in strategies:
@@ -584,8 +643,10 @@ def market_bench_section(sources: Sequence[Source], rows: list[dict[str, Any]]) 
                          "–" if mae is None else f"{mae:.3g}", _fmt(x.get("avg_attempt"))]
                         + ([x["_source"]] if multi else []))
         sec.tables.append(Table(f"Market-Bench — {strat}", cols, body, anchor=f"mb-{strat}",
-                                note="pass@k: share of rounds solved within k attempts; MAE over solved rounds "
-                                     "(spec market_bench §6)." if strat == "overall" else ""))
+                                note="pass@k: share of rounds solved within k attempts (ran and returned every "
+                                     "metric); correct@k: within tolerance of the reference; MAE over solved rounds "
+                                     "(spec market_bench §6). Read from results.json (summary.csv has no "
+                                     "Market-Bench metric)." if strat == "overall" else ""))
     return sec
 
 
@@ -730,9 +791,9 @@ def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = 
             raise ReportError(f"{p}: not a folder")
     sources = [load_source(p, n) for p, n in zip(ps, _unique_names(ps))]
     rows = [r for s in sources for r in s.rows]
-    sections = [s for s in (portbench_section(sources, rows), quant_arena_section(sources, rows),
-                            market_bench_section(sources, rows)) if s is not None]
-    other = [r for r in rows if r["task"] not in ("portbench", "quant_arena", "market_bench")]
+    sections = [s for s in (portbench_section(sources, rows), portbench_qa_section(sources, rows),
+                            quant_arena_section(sources, rows), market_bench_section(sources, rows)) if s is not None]
+    other = [r for r in rows if r["task"] not in ("portbench", "portbench_qa", "quant_arena", "market_bench")]
     if other:
         sections.append(Section("Other tasks", "other", tables=[_all_rows_table(other)]))
     rep = Report(title=title, sources=sources, rows=rows, sections=sections,
