@@ -202,3 +202,14 @@ def test_read_timeout_on_the_first_call_is_retried_not_fatal(tmp_path, sleeps):
     res = eng.chat(MSG)
     assert not res.ok and res.error_kind == "timeout" and res.error == "timeout after 5 s"
     assert eng._client.n == 3 and len(sleeps) == 2
+
+
+def test_bench_with_an_unreachable_llm_agent_exits_2_without_traceback(tmp_path, monkeypatch, sleeps):
+    # LLMConfigError must be the ClickException class the quantgym (typer) app handles
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", closed_port_url())
+    r = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--profiles", "balanced", "--periods", "covid_2020",
+                                 "--agents", "equal_weight", "--agent", "openai:test-model", "--no-plots", "-q",
+                                 "-o", str(tmp_path / "b")])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "cannot reach" in " ".join(r.output.split())

@@ -39,10 +39,15 @@ LLM_AGENT_VERSION = "llm-agent-v1"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-try:  # click ships with typer (a core dependency): a ClickException prints one line in any quantgym command
-    from click import ClickException as _OneLineError
-except ImportError:  # pragma: no cover
-    _OneLineError = RuntimeError  # type: ignore[misc,assignment]
+# A ClickException ends any quantgym (typer) command with its message and exit code, without a traceback.
+# typer >= 0.22 vendors click (``typer._click``) and catches only its own class there; older typer uses click.
+try:
+    from typer._click.exceptions import ClickException as _OneLineError
+except ImportError:  # pragma: no cover - depends on the typer version
+    try:
+        from click import ClickException as _OneLineError
+    except ImportError:
+        _OneLineError = RuntimeError  # type: ignore[misc,assignment]
 
 
 class LLMConfigError(_OneLineError):
