@@ -273,7 +273,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         base_jobs = [(e, p) for e in plan.env_ids if task_of(e) == "portbench" for p in plan.periods]
     n_total = len(jobs) + len(base_jobs)
     tid = progress.add_task("eval", total=n_total) if progress is not None else None
-    _attach_progress(agents, progress, tid, log)
+    detach = _attach_progress(agents, progress, tid, log)
     if log is not None:
         names = ", ".join(dict.fromkeys(policy_name(a) for a in agents.values()))
         where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if _is_llm(a)
@@ -303,15 +303,18 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         return run
 
     results: list[Any] = [None] * len(jobs)
-    with cf.ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
-        futs = {pool.submit(_run, label, fn): i for i, (_, label, fn) in enumerate(jobs)}
-        try:
-            for f in cf.as_completed(futs):
-                results[futs[f]] = f.result()
-        except BaseException:
-            for f in futs:
-                f.cancel()
-            raise
+    try:
+        with cf.ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
+            futs = {pool.submit(_run, label, fn): i for i, (_, label, fn) in enumerate(jobs)}
+            try:
+                for f in cf.as_completed(futs):
+                    results[futs[f]] = f.result()
+            except BaseException:
+                for f in futs:
+                    f.cancel()
+                raise
+    finally:
+        detach()
     baselines: dict[tuple[str, str], Any] = {}
     if base_jobs:
         from quantgym.agents.base import evaluate
@@ -345,8 +348,12 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     return sections
 
 
-def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any, log: Callable[[str], None] | None) -> None:
-    """Count the LLM calls in the progress description; log a line per failed call (after its retries)."""
+def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
+                     log: Callable[[str], None] | None) -> Callable[[], None]:
+    """Count the LLM calls in the progress description; log a line per failed call (after its retries).
+
+    Returns the function that detaches the listener again (agent objects may outlive the run).
+    """
     counts = {"calls": 0, "failed": 0}
     lock = threading.Lock()
 
@@ -362,9 +369,17 @@ def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any, log: Calla
         if log is not None and not rec.get("ok"):
             log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {rec.get('error')}")
 
-    for engine in {id(a.engine): a.engine for a in agents.values() if _is_llm(a)}.values():
-        if hasattr(engine, "listeners"):
-            engine.listeners.append(listener)
+    engines = [e for e in {id(a.engine): a.engine for a in agents.values() if _is_llm(a)}.values()
+               if hasattr(e, "listeners")]
+    for engine in engines:
+        engine.listeners.append(listener)
+
+    def detach() -> None:
+        for engine in engines:
+            if listener in engine.listeners:
+                engine.listeners.remove(listener)
+
+    return detach
 
 
 def _fmt(x: Any, nd: int = 2) -> str:
