@@ -23,6 +23,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from quantgym.results import SectionResult, write_results
 
+try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
+    from typer._click.exceptions import ClickException as _ClickException
+except ImportError:  # pragma: no cover - older typer
+    from click import ClickException as _ClickException
+
 app = typer.Typer(
     name="quantgym",
     help="quantgym: Gymnasium benchmarks of LLM agents and RL policies on real finance work "
@@ -185,9 +190,10 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
             ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options)
             try:
                 results.append(sections[task].run_section(ctx))
-            except (ValueError, FileNotFoundError) as exc:  # e.g. a bad --agent spec or transcript path
+            except (ValueError, FileNotFoundError, _ClickException) as exc:  # bad --agent spec, transcript, key…
                 progress.stop()
-                console.print(f"[red]error:[/] {task}: {exc}")
+                msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
+                console.print(f"error: {task}: {msg}", markup=False, soft_wrap=True)
                 raise typer.Exit(2) from None
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "elapsed_s": time.perf_counter() - t0})
