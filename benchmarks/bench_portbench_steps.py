@@ -211,7 +211,7 @@ def main(argv=None) -> None:
         ("allocation, AllocationWrapper (Box)", f"{res['alloc_wrapper']:,.0f} steps/s", "gym.make + Box obs/action"),
         ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", f"{res['stagewise']:,.0f} sub-steps/s", "normal_2024"),
         ("full S1-S5 scored step, cold", _stats(times["cold"]), f"{cold.size} steps, 4 bench periods, incl. "
-         "60-day max-Sharpe oracle (SLSQP), single-threaded BLAS"),
+         "60-day max-Sharpe oracle (exact NNLS), single-threaded BLAS"),
         ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"]),
          "same, without the single-threaded BLAS context (behaviour before issue 6)"),
         ("full S1-S5 scored step, warm (row cache)", f"mean {warm_.mean():.2f} ms, p95 {np.percentile(warm_, 95):.2f}",
