@@ -28,24 +28,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from quantgym.envs.quant_arena.data import board_of
+
 DEFAULT_SRC = Path("/work/shared/data/quant_arena")
 DEFAULT_OUT = Path(__file__).resolve().parent / "bundled" / "quant_arena"
 N_UNIVERSE = 800
 MIN_WARMUP_ROWS = 120
 WARMUP_END = pd.Timestamp("2021-12-31")
 PANEL_COLUMNS = ["date", "symbol", "open", "high", "low", "close", "volume", "adj_factor", "suspended", "in_csi300"]
-
-
-def board_of(symbol: str) -> str:
-    """Board from the qlib-style symbol (§10.6): main, chinext, star or bse."""
-    code = symbol[2:]
-    if symbol.startswith("BJ"):
-        return "bse"
-    if symbol.startswith("SZ") and code[:3] in ("300", "301"):
-        return "chinext"
-    if symbol.startswith("SH") and code[:3] in ("688", "689"):
-        return "star"
-    return "main"
 
 
 def select_universe(panel: pd.DataFrame, n: int = N_UNIVERSE) -> list[str]:

@@ -310,6 +310,25 @@ def _asset_rows(px: pd.DataFrame, source: str) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------
 
 
+def swap_directory(new: Path, dest: Path) -> None:
+    """Replace directory ``dest`` by the complete directory ``new`` (same filesystem), never leaving a
+    half-written ``dest``: the old one is moved aside, restored if the swap fails, removed after."""
+    backup = None
+    if dest.exists():
+        backup = dest.parent / f".{dest.name}.old-{os.getpid()}"
+        if backup.exists():
+            shutil.rmtree(backup)
+        os.replace(dest, backup)
+    try:
+        os.replace(new, dest)
+    except Exception:
+        if backup is not None:
+            os.replace(backup, dest)
+        raise
+    if backup is not None:
+        shutil.rmtree(backup, ignore_errors=True)
+
+
 def refresh_portbench_data(
     dest_dir: str | os.PathLike,
     since: str | _dt.date | None = None,
@@ -435,18 +454,7 @@ def refresh_portbench_data(
             for f in dest.iterdir():
                 if f.name not in _SCHEMA_FILES and not (tmp / f.name).exists():
                     (shutil.copytree if f.is_dir() else shutil.copy2)(f, tmp / f.name)
-        backup = None
-        if dest.exists():
-            backup = dest.parent / f".{dest.name}.old-{os.getpid()}"
-            os.replace(dest, backup)
-        try:
-            os.replace(tmp, dest)
-        except Exception:
-            if backup is not None:
-                os.replace(backup, dest)
-            raise
-        if backup is not None:
-            shutil.rmtree(backup, ignore_errors=True)
+        swap_directory(tmp, dest)
     except RefreshError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

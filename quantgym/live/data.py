@@ -39,7 +39,7 @@ from quantgym.data.portbench import (
     PortBenchDataWarning,
     load_portbench_data,
 )
-from quantgym.data.refresh import RefreshError, refresh_portbench_data
+from quantgym.data.refresh import RefreshError, refresh_portbench_data, swap_directory
 from quantgym.live.config import DataChecks, default_portbench_dir
 
 __all__ = [
@@ -307,20 +307,7 @@ def refresh_live_data(
             fh.flush()
             os.fsync(fh.fileno())
         (stage / "vintage.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        backup = None
-        if dest_p.exists():
-            backup = dest_p.parent / f".{dest_p.name}.old-{os.getpid()}"
-            if backup.exists():
-                shutil.rmtree(backup)
-            os.replace(dest_p, backup)
-        try:
-            os.replace(stage, dest_p)
-        except Exception:
-            if backup is not None:
-                os.replace(backup, dest_p)
-            raise
-        if backup is not None:
-            shutil.rmtree(backup, ignore_errors=True)
+        swap_directory(stage, dest_p)
     except RefreshError:
         raise
     except Exception as exc:
