@@ -7,6 +7,14 @@ from typing import Any
 from gymnasium.spaces import Text
 
 
+class InvalidActionError(ValueError, TypeError):
+    """An action of the wrong type or shape: a caller bug, raised before anything is evaluated or consumed.
+
+    A ``ValueError`` naming the expected action types; also a ``TypeError`` so that code catching
+    either works (Quant-Arena spec §10.14 names ``TypeError`` for a non-str, non-freeze action).
+    """
+
+
 class AnyText(Text):
     """A :class:`gymnasium.spaces.Text` that accepts any ``str`` within its length bounds.
 
@@ -29,4 +37,4 @@ class AnyText(Text):
         return isinstance(other, AnyText) and other.min_length == self.min_length and other.max_length == self.max_length
 
 
-__all__ = ["AnyText"]
+__all__ = ["AnyText", "InvalidActionError"]

@@ -25,21 +25,13 @@ from quantgym.envs.market_bench.scoring import (
     FAILED, SUCCESS, AttemptRecord, attempt_reward, is_correct, mae, mean_clipped_rel_error, metric_errors,
     path_correlation, validate_metrics,
 )
-from quantgym.spaces import AnyText
+from quantgym.spaces import AnyText, InvalidActionError
 
 MAX_PROMPT = 200_000
 MAX_SOURCE = 1_000_000
 
 # one markdown code fence around the whole reply: ```python\n...\n``` (language tag optional)
 _FENCE = re.compile(r"\A\s*```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n(?P<body>.*?)\r?\n[ \t]*```[ \t]*\s*\Z", re.S)
-
-
-class InvalidActionError(ValueError, TypeError):
-    """An action of the wrong type (a caller bug, raised before any attempt is used).
-
-    A ``ValueError`` naming the expected action types; also a ``TypeError`` so that code
-    catching either works.
-    """
 
 
 def strip_code_fence(source: str) -> tuple[str, bool]:

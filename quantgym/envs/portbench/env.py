@@ -26,7 +26,7 @@ from quantgym.envs.portbench.stages import (
     s5_score, turnover,
 )
 from quantgym.metrics import performance_summary
-from quantgym.spaces import AnyText
+from quantgym.spaces import AnyText, InvalidActionError
 
 STAGES = ("S1", "S2", "S3")
 STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
@@ -413,29 +413,29 @@ class PortBenchEnv(gym.Env):
     def _check_action(self, action: Any, needed: tuple[str, ...]) -> dict[str, np.ndarray]:
         """Structural validation (§11.4): wrong key, shape or dtype → ValueError naming the field."""
         if not isinstance(action, dict):
-            raise ValueError(
+            raise InvalidActionError(
                 f"action must be a dict with keys {ACTION_KEYS} (views (N,), signals (N,), weights (N,), status int); "
                 f"got {type(action).__name__}. Text answers go through quantgym.wrappers.TextStageAction."
             )
         extra = set(action) - set(ACTION_KEYS)
         if extra:
-            raise ValueError(f"unknown action key(s) {sorted(extra)}; expected keys {ACTION_KEYS}")
+            raise InvalidActionError(f"unknown action key(s) {sorted(extra)}; expected keys {ACTION_KEYS}")
         out: dict[str, np.ndarray] = {}
         n = self.n_assets
         for key in needed:
             if key not in action:
-                raise ValueError(f"action is missing key {key!r} (expected shape ({n},)) for stage "
+                raise InvalidActionError(f"action is missing key {key!r} (expected shape ({n},)) for stage "
                                  f"{STAGES[self.stage] if self.stagewise else 'S1-S3'}")
             arr = np.asarray(action[key])
             if arr.dtype.kind not in "fiub":
-                raise ValueError(f"action[{key!r}] must be numeric with shape ({n},), got dtype {arr.dtype}")
+                raise InvalidActionError(f"action[{key!r}] must be numeric with shape ({n},), got dtype {arr.dtype}")
             if arr.shape != (n,):
-                raise ValueError(f"action[{key!r}] must have shape ({n},), got {arr.shape}")
+                raise InvalidActionError(f"action[{key!r}] must have shape ({n},), got {arr.shape}")
             out[key] = arr.astype(np.float64)
         status = action.get("status", 0)
         st = np.asarray(status)
         if st.shape not in ((), (1,)) or st.dtype.kind not in "iub" or int(st.reshape(-1)[0]) not in (0, 1, 2):
-            raise ValueError(f"action['status'] must be an int in {{0 ok, 1 refused, 2 unparseable}}, got {status!r}")
+            raise InvalidActionError(f"action['status'] must be an int in {{0 ok, 1 refused, 2 unparseable}}, got {status!r}")
         out["status"] = np.asarray(int(st.reshape(-1)[0]))
         return out
 

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from quantgym.spaces import AnyText
+from quantgym.spaces import AnyText, InvalidActionError
 
 from .arena import WindowResult, evaluate_submission, source_hash
 from .config import (QA_VERSION, ArenaConfig, CostModel, ExecutionModel, ImpactModel, SandboxConfig, ScoringConfig,
@@ -34,14 +34,6 @@ _TRUNC_CACHE: dict[tuple[int, str], QADataset] = {}
 
 #: The action types the env accepts (named in :class:`InvalidActionError` messages).
 EXPECTED_ACTIONS = "source text (str) or {'freeze': k} (dict; k = 1-based candidate index or None)"
-
-
-class InvalidActionError(ValueError, TypeError):
-    """An action of the wrong type or shape (a caller bug; nothing is evaluated or consumed).
-
-    A ``ValueError`` naming the expected action types (as in Market-Bench); also a
-    ``TypeError``, the type spec §10.14 names for a non-str, non-freeze action.
-    """
 
 
 def _truncated(ds: QADataset, end: str) -> QADataset:
