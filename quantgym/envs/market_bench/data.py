@@ -143,21 +143,35 @@ def generate_pairs_book(cfg: PairsBookConfig, rng: np.random.Generator) -> pd.Da
         spread[j] = p if (p is not None and u[j] < 0.8) else n_draw[j]
         prev[bool(is_a[j])] = spread[j]
     m = np.where(is_a, m_a, m_b)
-    c = np.floor(m / TICK).astype(np.int64)
-    bid = np.empty((N, L), dtype=np.int64)
-    ask = np.empty((N, L), dtype=np.int64)
+    bid, ask = _ladder(m, spread, gaps, L)
+    out: dict[str, object] = {"ts_event": ts, "symbol": np.where(is_a, cfg.symbol_a, cfg.symbol_b).astype(object)}
+    return _book_frame(out, bid, ask, K, L)
+
+
+def _ladder(mid: np.ndarray, spread: np.ndarray, gaps: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Integer-tick bid/ask ladders (N, levels): best bid below the mid's tick by (spread−1)//2, best
+    ask = best bid + spread, deeper levels ``gaps[:, i−1, 0|1]`` ticks further out."""
+    n = mid.shape[0]
+    c = np.floor(mid / TICK).astype(np.int64)
+    bid = np.empty((n, levels), dtype=np.int64)
+    ask = np.empty((n, levels), dtype=np.int64)
     bid[:, 0] = c - (spread - 1) // 2
     ask[:, 0] = bid[:, 0] + spread
-    for i in range(1, L):
+    for i in range(1, levels):
         bid[:, i] = bid[:, i - 1] - gaps[:, i - 1, 0]
         ask[:, i] = ask[:, i - 1] + gaps[:, i - 1, 1]
-    out: dict[str, object] = {"ts_event": ts, "symbol": np.where(is_a, cfg.symbol_a, cfg.symbol_b).astype(object)}
-    for i in range(L):
+    return bid, ask
+
+
+def _book_frame(out: dict, bid: np.ndarray, ask: np.ndarray, lots: np.ndarray, levels: int) -> pd.DataFrame:
+    """Book-schema DataFrame: ``out`` (ts_event, symbol) plus ``levels`` price (ticks/100) and size
+    (100-share lots) columns per side."""
+    for i in range(levels):
         out[f"bid_px_{i:02d}"] = bid[:, i] / 100
-        out[f"bid_sz_{i:02d}"] = (100 * K[:, i, 0]).astype(np.int64)
+        out[f"bid_sz_{i:02d}"] = (100 * lots[:, i, 0]).astype(np.int64)
         out[f"ask_px_{i:02d}"] = ask[:, i] / 100
-        out[f"ask_sz_{i:02d}"] = (100 * K[:, i, 1]).astype(np.int64)
-    return pd.DataFrame(out)[book_columns(L)]
+        out[f"ask_sz_{i:02d}"] = (100 * lots[:, i, 1]).astype(np.int64)
+    return pd.DataFrame(out)[book_columns(levels)]
 
 
 def generate_option_delta(cfg: DeltaSeriesConfig, t0: int, t_last: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -203,22 +217,10 @@ def synthetic_book(n_rows: int, *, levels: int = LEVELS, n_symbols: int = 1, see
     spread = rng.integers(1, 4, N)
     gaps = rng.integers(1, 3, (N, max(L - 1, 0), 2))
     K = rng.integers(1, 21, (N, L, 2))
-    c = np.floor(m / TICK).astype(np.int64)
-    bid = np.empty((N, L), dtype=np.int64)
-    ask = np.empty((N, L), dtype=np.int64)
-    bid[:, 0] = c - (spread - 1) // 2
-    ask[:, 0] = bid[:, 0] + spread
-    for i in range(1, L):
-        bid[:, i] = bid[:, i - 1] - gaps[:, i - 1, 0]
-        ask[:, i] = ask[:, i - 1] + gaps[:, i - 1, 1]
+    bid, ask = _ladder(m, spread, gaps, L)
     keep = L if top is None else min(L, int(top))
     out: dict[str, object] = {"ts_event": ts, "symbol": np.array([f"SYN{k}" for k in range(S)], dtype=object)[sym]}
-    for i in range(keep):
-        out[f"bid_px_{i:02d}"] = bid[:, i] / 100
-        out[f"bid_sz_{i:02d}"] = (100 * K[:, i, 0]).astype(np.int64)
-        out[f"ask_px_{i:02d}"] = ask[:, i] / 100
-        out[f"ask_sz_{i:02d}"] = (100 * K[:, i, 1]).astype(np.int64)
-    return pd.DataFrame(out)[book_columns(keep)]
+    return _book_frame(out, bid, ask, K, keep)
 
 
 __all__ = ["real_book", "randomise_sizes", "paper_preprocess", "generate_pairs_book", "generate_option_delta", "synthetic_book",
