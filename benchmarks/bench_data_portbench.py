@@ -10,20 +10,11 @@ load, ``PortBenchData.from_frames`` alone, ``availability_matrix`` over all days
 from __future__ import annotations
 
 import argparse
-import time
 
 import pandas as pd
 
+from _common import best_time
 from quantgym.data import portbench as pb
-
-
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -44,12 +35,12 @@ def main() -> None:
     t = data.index_at("2024-06-28")
     n_calls = 1000
     rows = [
-        ("cold load_portbench_data() [bundled]", _best(cold, args.repeat)),
-        ("cached load_portbench_data()", _best(pb.load_portbench_data, args.repeat)),
-        ("from_frames (80 tickers, 15 FRED + VIX)", _best(lambda: pb.PortBenchData.from_frames(
+        ("cold load_portbench_data() [bundled]", best_time(cold, args.repeat)),
+        ("cached load_portbench_data()", best_time(pb.load_portbench_data, args.repeat)),
+        ("from_frames (80 tickers, 15 FRED + VIX)", best_time(lambda: pb.PortBenchData.from_frames(
             raw, classes, macro=macro, tickers=pb.CANONICAL_TICKERS), args.repeat)),
-        ("availability_matrix (3018 x 80)", _best(lambda: pb.availability_matrix(data), args.repeat)),
-        (f"available_mask x{n_calls}", _best(lambda: [pb.available_mask(data, t) for _ in range(n_calls)], args.repeat)),
+        ("availability_matrix (3018 x 80)", best_time(lambda: pb.availability_matrix(data), args.repeat)),
+        (f"available_mask x{n_calls}", best_time(lambda: [pb.available_mask(data, t) for _ in range(n_calls)], args.repeat)),
     ]
     for name, sec in rows:
         print(f"{name:45s} {sec * 1e3:9.2f} ms")

@@ -14,10 +14,10 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 
 import numpy as np
 
+from _common import best_time
 from quantgym.data.portbench import bundled_portbench_path
 from quantgym.live.data import check_data_dir
 from quantgym.live.runner import run_live
@@ -39,15 +39,6 @@ class Momentum:
         return {"views": views, "signals": signals, "weights": w / w.sum(), "status": 0}
 
 
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -63,12 +54,12 @@ def main() -> None:
             run_live(agent, d, days=args.days, as_of="2025-12-31", plots=False)
         return go
 
-    t_ew = _best(fresh("equal_weight"), args.repeat)
-    t_mo = _best(fresh(Momentum()), args.repeat)
+    t_ew = best_time(fresh("equal_weight"), args.repeat)
+    t_mo = best_time(fresh(Momentum()), args.repeat)
     keep = os.path.join(tmp, "keep")
     run_live(Momentum(), keep, days=args.days, as_of="2025-12-31", plots=False)
-    t_replay = _best(lambda: run_live(Momentum(), keep, as_of="2025-12-31", plots=False), args.repeat)
-    t_check = _best(lambda: check_data_dir(str(bundled_portbench_path()), since="2025-01-01"), args.repeat)
+    t_replay = best_time(lambda: run_live(Momentum(), keep, as_of="2025-12-31", plots=False), args.repeat)
+    t_check = best_time(lambda: check_data_dir(str(bundled_portbench_path()), since="2025-01-01"), args.repeat)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average: {os.getloadavg()[0]:.1f}")
     print(f"fresh {args.days}-day live run, Equal-Weight baseline: {t_ew * 1e3:.0f} ms")

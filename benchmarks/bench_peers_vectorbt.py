@@ -33,18 +33,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import best_time, print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 # ------------------------------------------------------------------------------------------ child (vectorbt)
@@ -60,7 +52,7 @@ def child(npz: str, repeat: int) -> None:
     t0 = time.perf_counter()
     pf = vbt.Portfolio.from_orders(**kw)
     out["qa_first_call_s"] = time.perf_counter() - t0
-    out["qa_s"] = best_of(lambda: vbt.Portfolio.from_orders(**kw), repeat)
+    out["qa_s"] = best_time(lambda: vbt.Portfolio.from_orders(**kw), repeat)
     out["qa_final_value"] = float(np.asarray(pf.value()).reshape(-1)[-1])
     out["qa_orders"] = int(pf.orders.count().sum()) if hasattr(pf.orders.count(), "sum") else int(pf.orders.count())
     # 2. fills on every row of the Market-Bench mid prices
@@ -69,7 +61,7 @@ def child(npz: str, repeat: int) -> None:
     kw2 = dict(close=mid, size=size, size_type="amount", direction="longonly", init_cash=1e7, freq="1s")
     vbt.Portfolio.from_orders(**kw2)
     out["mb_rows"] = int(mid.size)
-    out["mb_s"] = best_of(lambda: vbt.Portfolio.from_orders(**kw2), repeat)
+    out["mb_s"] = best_time(lambda: vbt.Portfolio.from_orders(**kw2), repeat)
     pf2 = vbt.Portfolio.from_orders(**kw2)
     out["mb_fills"] = int(pf2.orders.count())
     print(json.dumps(out))
@@ -89,7 +81,7 @@ def quant_arena(repeat: int) -> tuple[dict, dict]:
     with np.errstate(invalid="ignore", divide="ignore"):
         scores = close[rows] / close[rows - 20] - 1.0  # 20-day momentum known at the close of D_j
     scores = np.where(ds.has_row[rows], scores, np.nan)
-    t_qa = best_of(lambda: run_account(ds, d0, n, scores), repeat)
+    t_qa = best_time(lambda: run_account(ds, d0, n, scores), repeat)
     res = run_account(ds, d0, n, scores, record_trades=True)
     date_row = {str(d): i for i, d in enumerate(ds.dates)}
     sym_col = {str(s): j for j, s in enumerate(ds.symbols)}
@@ -122,7 +114,7 @@ def market_bench(rows: int, repeat: int) -> tuple[dict, dict]:
     ts = bk.ts
     sched = pd.DataFrame({"ts_event": np.sort(rng.integers(ts[0], ts[-1], 200)),
                           "side": rng.choice(["BUY", "SELL"], 200), "qty": rng.integers(1, 30, 200) * 100})
-    t = best_of(lambda: backtest_scheduled(bk, sched, 1e7), repeat)
+    t = best_time(lambda: backtest_scheduled(bk, sched, 1e7), repeat)
     return {"seconds": t, "rows": rows, "snapshots_per_s": rows / t}, {"mb_mid": bk.mid.astype(np.float64)}
 
 
@@ -170,19 +162,7 @@ def main(argv=None) -> None:
                  f"{vb['mb_fills']:,} fills over {vb['mb_rows']:,} rows"),
                 ("ratio Market-Bench snapshots/s / vectorbt fills/s", f"{mb['snapshots_per_s'] / fills_per_s:.3g}", ""),
             ]
-    try:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title="Quant-Arena and Market-Bench vs vectorbt", title_justify="left")
-        for c in ("measurement", "result", "note"):
-            t.add_column(c)
-        for r in rows:
-            t.add_row(*r)
-        Console().print(t)
-    except ImportError:  # pragma: no cover
-        for r in rows:
-            print(" | ".join(r))
+    print_table("Quant-Arena and Market-Bench vs vectorbt", rows)
     if not a.no_append:
         load = os.getloadavg()[0]
         cmd = "python benchmarks/bench_peers_vectorbt.py" + "".join(f" {x}" for x in (argv or sys.argv[1:]))

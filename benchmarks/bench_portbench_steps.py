@@ -43,6 +43,7 @@ from gymnasium.utils.performance import benchmark_step
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.portbench.env import PortBenchEnv
 from quantgym.wrappers.allocation import AllocationWrapper
+from _common import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
@@ -231,19 +232,7 @@ def main(argv=None) -> None:
     for name, err in peer.get("errors", {}).items():
         rows.append((name, "not measured", str(err)))
 
-    try:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title="PortBench step throughput (N = 80)", title_justify="left")
-        for c in ("measurement", "result", "note"):
-            t.add_column(c)
-        for r in rows:
-            t.add_row(*r)
-        Console().print(t)
-    except ImportError:  # pragma: no cover
-        for r in rows:
-            print(" | ".join(r))
+    print_table("PortBench step throughput (N = 80)", rows)
 
     if not a.no_append:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
