@@ -6,6 +6,25 @@ from typing import Any
 
 from gymnasium.spaces import Text
 
+#: Prompt renderings every prompt-producing env offers, richest first [project choice]: ``"full"`` is
+#: the reference prompt (byte-identical to the envs' rendering before styles existed); ``"compact"``
+#: fits an 8,192-token context window with the answer, ``"minimal"`` a 4,096-token one (budgets and
+#: the order of what is summarised per task: docs/llm-agents.md, "Prompt styles").
+PROMPT_STYLES: tuple[str, ...] = ("full", "compact", "minimal")
+
+
+def check_prompt_style(style: object) -> str:
+    """Return ``style`` if it is one of :data:`PROMPT_STYLES`.
+
+    Raises
+    ------
+    ValueError
+        Any other value (also a non-``str``), with a one-line message naming the valid styles.
+    """
+    if isinstance(style, str) and style in PROMPT_STYLES:
+        return style
+    raise ValueError(f"prompt_style must be one of {', '.join(map(repr, PROMPT_STYLES))}; got {style!r}")
+
 
 class InvalidActionError(ValueError, TypeError):
     """An action of the wrong type or shape: a caller bug, raised before anything is evaluated or consumed.
@@ -37,4 +56,4 @@ class AnyText(Text):
         return isinstance(other, AnyText) and other.min_length == self.min_length and other.max_length == self.max_length
 
 
-__all__ = ["AnyText", "InvalidActionError"]
+__all__ = ["AnyText", "InvalidActionError", "PROMPT_STYLES", "check_prompt_style"]

@@ -25,7 +25,7 @@ from quantgym.envs.market_bench.scoring import (
     FAILED, SUCCESS, AttemptRecord, attempt_reward, is_correct, mae, mean_clipped_rel_error, metric_errors,
     path_correlation, validate_metrics,
 )
-from quantgym.spaces import AnyText, InvalidActionError
+from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 MAX_PROMPT = 200_000
 MAX_SOURCE = 1_000_000
@@ -109,6 +109,9 @@ class MarketBenchEnv(gym.Env):
     - ``scoring``: :class:`ScoringConfig`.
     - ``end_on_success``: end the episode at the first success (default True).
     - ``workdir``: folder for the input files (default: a temporary folder removed by ``close``).
+    - ``prompt_style``: "full" (default) | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the
+      rendering of ``prompt`` (:func:`~quantgym.envs.market_bench.prompts.render_prompt`;
+      ``info["prompt_style"]``); :meth:`render_prompt` re-renders the current prompt in any style.
 
     ## Costs & Execution
     As stated in the prompt: synthetic book net of own consumed liquidity, level walks, FIFO
@@ -136,7 +139,7 @@ class MarketBenchEnv(gym.Env):
     def __init__(self, strategy: str = "scheduled", round: int = 1, attempts: int = 3, feedback: bool = False,
                  data: dict[str, Any] | None = None, sandbox: SandboxConfig = SandboxConfig(),
                  scoring: ScoringConfig = ScoringConfig(), end_on_success: bool = True,
-                 workdir: str | Path | None = None, render_mode: str | None = None):
+                 workdir: str | Path | None = None, render_mode: str | None = None, prompt_style: str = "full"):
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
         if data is None and not (isinstance(round, (int, np.integer)) and 1 <= int(round) <= N_ROUNDS):
@@ -149,6 +152,7 @@ class MarketBenchEnv(gym.Env):
             raise TypeError("scoring must be a ScoringConfig")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.prompt_style = check_prompt_style(prompt_style)
         self.strategy = strategy
         self.round_number = 0 if data is not None else int(round)
         self.attempts = int(attempts)
@@ -251,8 +255,7 @@ class MarketBenchEnv(gym.Env):
             self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.workdir), True)
         folder = self.workdir / f"{self.strategy}_round{self.round_number}" / "inputs"
         self._inputs = write_inputs(self.round, folder)
-        self._prompt = render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
-                                     self.sandbox_config.cpu_seconds, self._levels())
+        self._prompt = self._render(self.prompt_style)
         self._attempt = 0
         self._done = False
         self._last_status = ""
@@ -260,8 +263,23 @@ class MarketBenchEnv(gym.Env):
         self.records = []
         info = {"task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
                 "inputs": dict(self._inputs), "meta": copy.deepcopy(self.round.meta), "metric_keys": list(METRIC_KEYS[self.strategy]),
-                "allowed_imports": list(ALLOWED_IMPORTS)}
+                "allowed_imports": list(ALLOWED_IMPORTS), "prompt_style": self.prompt_style}
         return self._obs(), info
+
+    def _render(self, style: str) -> str:
+        return render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
+                             self.sandbox_config.cpu_seconds, self._levels(), style)
+
+    def render_prompt(self, style: str | None = None) -> str:
+        """The round's prompt in ``style`` (None: the env's ``prompt_style``), with this episode's input paths.
+
+        Reads the state only (no attempt, record or score changes). Raises ``RuntimeError`` before
+        ``reset()`` and ``ValueError`` for an unknown style.
+        """
+        style = self.prompt_style if style is None else check_prompt_style(style)
+        if not self._inputs:
+            raise RuntimeError("call reset() before render_prompt()")
+        return self._prompt if style == self.prompt_style else self._render(style)
 
     def _levels(self) -> int:
         return sum(1 for c in self.round.inputs["book.csv"].columns if str(c).startswith("bid_px_")) or LEVELS
@@ -337,7 +355,7 @@ class MarketBenchEnv(gym.Env):
                 "sandbox_status": rec["sandbox_status"], "path_corr": rec["path_corr"],
                 "max_rel_error": rec["max_rel_error"], "correct": rec["correct"],
                 "mean_rel_error": rec["mean_rel_error"], "fence_stripped": rec["fence_stripped"],
-                "record": self._round_record()}
+                "record": self._round_record(), "prompt_style": self.prompt_style}
         return self._obs(), float(rec["reward"]), terminated, False, info
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:

@@ -174,6 +174,10 @@ class PortBenchConfig:
     initial_nav : starting NAV (§2.2), reported in currency units; the observation shows NAV/initial.
     regime_ticker : the ticker whose 126-calendar-day return labels the regime (§1.9).
     corr_table : "upper" | "full" | "none": the pairwise table in prompts (§11.9).
+    prompt_style : "full" | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the rendering
+        of the stage prompts (``full`` = the reference prompt; ``compact`` ≤ 5,000 and ``minimal`` ≤ 2,000
+        SmolLM2 tokens on the bundled data; :mod:`quantgym.envs.portbench.prompts`). Rendering only:
+        scores, truth and simulation do not depend on it.
     as_of : "close" (snapshot includes close of d, default) or "previous_close" (§1.7).
     """
 
@@ -191,6 +195,7 @@ class PortBenchConfig:
     rf: float = 0.04  # Sharpe risk-free rate (§7.1)
     paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
+    prompt_style: Literal["full", "compact", "minimal"] = "full"  # last: positional calls keep their meaning
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

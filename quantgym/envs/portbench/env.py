@@ -26,7 +26,7 @@ from quantgym.envs.portbench.stages import (
     s5_score, turnover,
 )
 from quantgym.metrics import performance_summary
-from quantgym.spaces import AnyText, InvalidActionError
+from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 STAGES = ("S1", "S2", "S3")
 STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
@@ -95,6 +95,9 @@ class PortBenchEnv(gym.Env):
       documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
     - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
     - ``text_provider``: optional callable ``(decision_date) -> str`` returning news strictly before ``d``.
+    - ``prompt_style``: "full" | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`; default: the
+      config's, "full"): the rendering of the ``prompt`` field (stored as ``config.prompt_style``;
+      ``info["prompt_style"]``). ``render_prompt(style=...)`` re-renders the current prompt in any style.
 
     ## Costs & Execution
     Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
@@ -141,6 +144,7 @@ class PortBenchEnv(gym.Env):
         text_provider: Callable[[pd.Timestamp], str] | None = None,
         render_mode: str | None = None,
         paper: PaperFidelity | dict | None = None,
+        prompt_style: str | None = None,
     ):
         if fidelity not in ("clean", "paper"):
             raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
@@ -155,6 +159,9 @@ class PortBenchEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         cfg = config or PortBenchConfig()
+        if prompt_style is not None:
+            cfg = cfg.replace(prompt_style=check_prompt_style(prompt_style))
+        check_prompt_style(cfg.prompt_style)
         period = resolve_period(period)
         if paper is not None:  # single paper items on top of clean mode (Appendix A)
             cfg = cfg.replace(paper=PaperFidelity(**paper) if isinstance(paper, dict) else paper)
@@ -363,21 +370,40 @@ class PortBenchEnv(gym.Env):
             "regime": int(REGIMES.index(snap.regime)),
         }
 
-    def render_prompt(self, stage: int | None = None) -> str:
-        """The text view of the current state for ``stage`` (default: the current sub-step)."""
+    @property
+    def prompt_style(self) -> str:
+        """The env's own prompt style (``config.prompt_style``): the rendering of ``obs["prompt"]``."""
+        return self.config.prompt_style
+
+    def render_prompt(self, stage: int | None = None, style: str | None = None) -> str:
+        """The text view of the current state for ``stage`` in ``style``.
+
+        Parameters
+        ----------
+        stage : 0 (S1), 1 (S2), 2 (S3) or None (the current sub-step). A stage other than the current
+            one renders with the current echoes (``prev_views``, ``prev_signals``, notes).
+        style : one of :data:`quantgym.spaces.PROMPT_STYLES`, or None (the env's ``prompt_style``).
+
+        Reads the state only: no env state, RNG or score changes. Raises ``RuntimeError`` before
+        ``reset()`` and ``ValueError`` for an unknown style.
+        """
+        style = self.config.prompt_style if style is None else check_prompt_style(style)
+        if self.snapshot is None:
+            raise RuntimeError("call reset() before render_prompt()")
         stage = self.stage if stage is None else stage
         snap, cfg = self.snapshot, self.config
         if stage == 0 or not self.stagewise:
             if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
-                return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6)
-            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table)
+                return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6,
+                                         style=style)
+            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style)
         if stage == 1:
             if cfg.paper.s2_prompt_threshold:  # paper (§4.2): the prompt says ±0.15, truth uses ±0.2
-                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15)
-            return prompts.render_s2(snap, self.prev_views, self.stage_notes)
+                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15, style=style)
+            return prompts.render_s2(snap, self.prev_views, self.stage_notes, style=style)
         block = "" if cfg.paper.no_profile_in_s3 else self.profile.prompt_block()  # paper (§3.1): no profile
         return prompts.render_s3(snap, self.prev_signals, block, cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table)
+                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style)
 
     def _base_info(self) -> dict[str, Any]:
         return {
@@ -393,6 +419,7 @@ class PortBenchEnv(gym.Env):
             "nav": float(self.sim.nav),
             "uses_future_data": self.config.scoring.oracle == "ex_post" or self.config.paper.ex_post_s4s5,
             "n_available": int(self.snapshot.available.sum()),
+            "prompt_style": self.config.prompt_style,
         }
 
     # ------------------------------------------------------------------------------ gym API

@@ -1,6 +1,15 @@
 """Text rendering of a snapshot per stage (spec §4.1–§4.3, clean mode; §11.9 correlation table).
 
 The text view and the array view are renderings of the same :class:`MarketSnapshot`.
+
+Every stage renders in one of :data:`quantgym.spaces.PROMPT_STYLES`: ``"full"`` (the reference
+prompt), ``"compact"`` (≤ 5,000 SmolLM2 tokens on the bundled data) and ``"minimal"`` (≤ 2,000). The
+short styles keep the decision date, every available ticker, the stage's rules, the schema, the
+format contract, the S3 investor profile and the agent's own earlier answers; they summarise or
+drop, in this order: the pairwise correlation table (compact: each asset's most correlated other
+asset; minimal: class averages only), decimals and wording (one ``TICKER class ret% vol%`` row per
+asset; minimal groups the rows by class), the macro block (minimal: :data:`MINIMAL_MACRO_KEYS`), and
+the news text (truncated to :data:`NEWS_CHARS`).
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ import re
 import numpy as np
 
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIME_DISPLAY, MarketSnapshot
+from quantgym.spaces import check_prompt_style
 
 FORMAT_CONTRACT = (
     "Respond with exactly one JSON object and nothing else: no prose before or after it, no code fences."
@@ -80,11 +90,13 @@ def _header(snap: MarketSnapshot, stage: str) -> list[str]:
 
 
 def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_assets: int | None = None,
-              max_corr_assets: int | None = None) -> str:
+              max_corr_assets: int | None = None, style: str = "full") -> str:
     """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset).
 
     ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
-    per-asset lines and of the pairwise table."""
+    per-asset lines and of the pairwise table. ``style``: one of ``PROMPT_STYLES`` (module docstring)."""
+    if style != "full":
+        return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets)
     lines = _header(snap, "S1 MARKET INTERPRETATION")
     lines.append("[ASSETS] ticker (class): price, trailing return over the window, annualised volatility")
     for i in snap.avail_idx[:max_assets]:
@@ -103,10 +115,13 @@ def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_a
     return "\n".join(lines)
 
 
-def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None, threshold: float = 0.2) -> str:
+def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None, threshold: float = 0.2,
+              style: str = "full") -> str:
     """S2 (signal generation) prompt: the agent's own S1 views (spec §4.2, ±0.2 thresholds; paper mode
-    states ``threshold=0.15``)."""
+    states ``threshold=0.15``). ``style``: one of ``PROMPT_STYLES`` (module docstring)."""
     notes = notes or {}
+    if style != "full":
+        return _s2_short(snap, views, notes, threshold, check_prompt_style(style))
     lines = _header(snap, "S2 SIGNAL GENERATION")
     lines.append("[YOUR S1 VIEWS]")
     lines += [f"{snap.tickers[i]}: view={views[i]:+.3f}" for i in snap.avail_idx]
@@ -124,10 +139,13 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
 
 
 def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
-              strengths: np.ndarray | None = None, corr_table: str = "upper") -> str:
+              strengths: np.ndarray | None = None, corr_table: str = "upper", style: str = "full") -> str:
     """S3 (weight optimisation) prompt: signals, current weights, NAV, correlations, constraints,
-    and (clean mode) the investor profile (spec §4.3, §3.1)."""
+    and (clean mode) the investor profile (spec §4.3, §3.1). ``style``: one of ``PROMPT_STYLES``."""
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
+
+    if style != "full":
+        return _s3_short(snap, signals, profile_block, nav_units, strengths, check_prompt_style(style))
 
     lines = _header(snap, "S3 WEIGHT OPTIMISATION")
     if profile_block:  # paper mode (§3.1): no profile block in S3
@@ -148,6 +166,190 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     )
     lines.append("[SCHEMA] " + S3_SCHEMA)
     lines.append(FORMAT_CONTRACT)
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ compact / minimal styles
+#: news characters kept by the short styles (the investor profile block comes first and is kept)
+NEWS_CHARS = {"compact": 1500, "minimal": 400}
+#: characters of the agent's own S1 macro summary repeated in S2 by the short styles
+SUMMARY_CHARS = {"compact": 600, "minimal": 200}
+#: the macro series of the minimal style (policy rate, inflation, labour, curve, credit, volatility)
+MINIMAL_MACRO_KEYS = ("fed_funds_rate", "cpi_yoy", "unemployment", "t10y2y_spread", "hy_oas", "vix")
+_SHORT_CONTRACT = "Reply with one JSON object only: no prose, no code fences."
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: max(n - 3, 0)].rstrip() + "..."
+
+
+def _short_header(snap: MarketSnapshot, stage: str, style: str) -> list[str]:
+    if style == "compact":
+        return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through its close).",
+                f"Regime (SPY 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
+    return [f"[PORTBENCH {stage}] Date {snap.decision_date.date()} (data to its close). "
+            f"Regime (SPY 126d): {REGIME_DISPLAY[snap.regime]}"]
+
+
+def _by_class(snap: MarketSnapshot, idx) -> list[tuple[str, list[int]]]:
+    """Available assets grouped by class (class order of ASSET_CLASSES, canonical order inside)."""
+    return [(c, [int(i) for i in idx if snap.classes[i] == c]) for c in ASSET_CLASSES
+            if any(snap.classes[i] == c for i in idx)]
+
+
+def class_correlation_lines(snap: MarketSnapshot) -> list[str]:
+    """Class averages only: intra-class means and the inter-class pairs (upper triangle, classes present)."""
+    idx = snap.avail_idx
+    counts = np.bincount(snap.class_id[idx], minlength=len(ASSET_CLASSES))
+    intra = [f"{name} {_num(snap.intra[c])}" for c, name in enumerate(ASSET_CLASSES)
+             if counts[c] >= 2 and np.isfinite(snap.intra[c])]
+    present = [c for c in range(len(ASSET_CLASSES)) if counts[c] > 0]
+    inter = []
+    for a, ia in enumerate(present):
+        for ib in present[a + 1:]:
+            v = snap.inter[ia, ib]
+            inter.append(f"{ASSET_CLASSES[ia]}/{ASSET_CLASSES[ib]} {'nan' if not np.isfinite(v) else _num(v)}")
+    out = []
+    if intra:
+        out.append("intra-class mean: " + ", ".join(intra))
+    if inter:
+        out.append("inter-class mean: " + ", ".join(inter))
+    return out
+
+
+def top_correlation_line(snap: MarketSnapshot, max_assets: int | None = None) -> str:
+    """Each available asset's most correlated other available asset: ``"SPY IVV 1.00; QQQ XLK .97; ..."``."""
+    idx = snap.avail_idx
+    sub = snap.corr[np.ix_(idx, idx)].copy()
+    np.fill_diagonal(sub, np.nan)
+    parts = []
+    for a, i in enumerate(idx[:max_assets]):
+        row = sub[a]
+        if not np.isfinite(row).any():
+            continue
+        b = int(np.nanargmax(row))
+        parts.append(f"{snap.tickers[i]} {snap.tickers[idx[b]]} {_num(row[b])}")
+    return "; ".join(parts)
+
+
+def _short_corr(snap: MarketSnapshot, style: str, max_assets: int | None = None) -> list[str]:
+    if style == "compact":
+        lines = ["[CORRELATIONS] Pearson correlation of the daily returns in the window.",
+                 "most correlated other asset: " + top_correlation_line(snap, max_assets)]
+    else:
+        lines = ["[CORRELATIONS] daily returns, class averages"]
+    return lines + class_correlation_lines(snap)
+
+
+def _short_macro(snap: MarketSnapshot, macro_keys, style: str) -> str:
+    keys = list(macro_keys)
+    if style == "compact":  # the union of full's two macro lines (first 5 with a value, others when non-zero)
+        sel = [i for i, k in enumerate(keys) if snap.macro_mask[i] and (i < 5 or snap.macro[i] != 0)]
+        head = "[MACRO] (publication lags applied) "
+    else:
+        sel = [i for i, k in enumerate(keys) if k in MINIMAL_MACRO_KEYS and snap.macro_mask[i]]
+        head = "[MACRO] "
+    return head + ", ".join(f"{keys[i]} {snap.macro[i]:.4g}" for i in sel)
+
+
+def _short_news(snap: MarketSnapshot, style: str) -> list[str]:
+    return ["[NEWS] " + _cut(snap.news_text, NEWS_CHARS[style])] if snap.news_text else []
+
+
+def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
+              max_corr_assets: int | None) -> str:
+    idx = snap.avail_idx[:max_assets]
+    lines = _short_header(snap, "S1 MARKET INTERPRETATION", style)
+    if style == "compact":
+        lines.append("[ASSETS] ticker class ret% vol% (return over the window, annualised volatility)")
+        lines += [f"{snap.tickers[i]} {snap.classes[i]} {100 * snap.trailing_return[i]:+.1f} "
+                  f"{100 * snap.ann_vol[i]:.1f}" for i in idx]
+    else:
+        lines.append("[ASSETS] class: ticker ret% vol% (window return, annual volatility)")
+        lines += [f"{c}: " + ", ".join(f"{snap.tickers[i]} {100 * snap.trailing_return[i]:+.1f} "
+                                       f"{100 * snap.ann_vol[i]:.0f}" for i in members)
+                  for c, members in _by_class(snap, idx)]
+    lines.append(_short_macro(snap, macro_keys, style))
+    lines += _short_corr(snap, style, max_corr_assets)
+    lines += _short_news(snap, style)
+    if style == "compact":
+        lines.append("[TASK] For every asset listed above give a view in [-1, 1] on its outlook (-1 very negative, "
+                     "+1 very positive), detect the market regime, state your confidence and summarise the macro "
+                     "picture.")
+    else:
+        lines.append("[TASK] Per listed asset a view in [-1, 1] (-1 very negative, +1 very positive); "
+                     "the regime; your confidence; a macro summary.")
+    lines.append("[SCHEMA] " + S1_SCHEMA)
+    lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
+    return "\n".join(lines)
+
+
+def _s2_short(snap: MarketSnapshot, views: np.ndarray, notes: dict, threshold: float, style: str) -> str:
+    idx = snap.avail_idx
+    lines = _short_header(snap, "S2 SIGNAL GENERATION", style)
+    summary = _cut(str(notes.get("macro_summary", "n/a")), SUMMARY_CHARS[style])
+    if style == "compact":
+        lines.append("[YOUR S1 VIEWS] ticker view")
+        lines += [f"{snap.tickers[i]} {views[i]:+.3f}" for i in idx]
+    else:
+        lines.append("[YOUR S1 VIEWS] " + ", ".join(f"{snap.tickers[i]} {_signed(views[i])}" for i in idx))
+    lines.append(f"Your detected regime: {notes.get('detected_regime', 'n/a')}. Your macro summary: {summary}")
+    lines += _short_news(snap, style)
+    lines.append(
+        f"[RULES] Signal per asset: 'buy' if its view > +{threshold:g}, 'sell' if < -{threshold:g}, else 'hold'; "
+        "and a strength in [0, 1].")
+    lines.append("[SCHEMA] " + S2_SCHEMA)
+    lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
+    return "\n".join(lines)
+
+
+def _signed(x: float) -> str:
+    """Two decimals with a sign and without a leading zero (``+.12``, ``-.72``, ``+1.00``)."""
+    return _num(x) if x < 0 else "+" + _num(x)
+
+
+def _w3(x: float) -> str:
+    """A weight with 3 decimals, no leading zero (``.013``, ``0``, ``1``)."""
+    s = f"{x:.3f}".rstrip("0").rstrip(".")
+    return s[1:] if s.startswith("0.") else s
+
+
+def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
+              strengths: np.ndarray | None, style: str) -> str:
+    from quantgym.envs.portbench.stages import SIGNAL_NAMES
+
+    idx = snap.avail_idx
+    lines = _short_header(snap, "S3 WEIGHT OPTIMISATION", style)
+    if profile_block:  # paper mode (§3.1): no profile block in S3
+        lines.append(profile_block)
+    cw = snap.current_weights
+    lines.append("[YOUR S2 SIGNALS] ticker signal strength current-weight")
+
+    def row(i: int) -> str:
+        st = 0.5 if strengths is None else float(strengths[i])
+        w = cw[i] if cw[i] > 5e-4 else 0.0  # full lists weights above 5e-4
+        return f"{snap.tickers[i]} {SIGNAL_NAMES[int(signals[i])]} {_w3(round(st, 2))} {_w3(w)}"
+
+    if style == "compact":
+        lines += [row(int(i)) for i in idx]
+    else:
+        lines += [f"{c}: " + ", ".join(row(i) for i in members) for c, members in _by_class(snap, idx)]
+    held = [i for i in range(len(snap.tickers)) if cw[i] > 5e-4 and not snap.available[i]]
+    if held:
+        lines.append("[OTHER HOLDINGS] (not available now) " + ", ".join(f"{snap.tickers[i]} {_w3(cw[i])}" for i in held))
+    lines.append(f"[NAV] {snap.nav * nav_units:,.2f}")
+    lines += _short_corr(snap, style)
+    if style == "compact":
+        lines.append(
+            "[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your "
+            "signals. Assets with a 'sell' signal should ideally get 0, 'buy' assets should be increased; avoid "
+            "unnecessary turnover (trading costs 15 bps of traded notional).")
+    else:
+        lines.append(
+            "[CONSTRAINTS] Long-only weights in [0, 1] summing to 1, only over the listed assets; 'sell' ideally 0, "
+            "'buy' increased; avoid needless turnover (costs 15 bps of traded notional).")
+    lines.append("[SCHEMA] " + S3_SCHEMA)
+    lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
     return "\n".join(lines)
 
 

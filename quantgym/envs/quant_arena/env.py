@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from quantgym.spaces import AnyText, InvalidActionError
+from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 from .arena import WindowResult, evaluate_submission, source_hash
 from .config import (QA_VERSION, ArenaConfig, CostModel, ExecutionModel, ImpactModel, SandboxConfig, ScoringConfig,
@@ -87,10 +88,109 @@ def research_feedback(res: WindowResult, candidate: int, budget_left: int) -> di
     })
 
 
-def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: QADataset) -> tuple[str, dict]:
-    """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict."""
+#: research feedback kept by the short styles [project choice]: errors shown, characters per message,
+#: tracebacks shown, characters per traceback (its last whole lines within that many characters)
+FEEDBACK_LIMITS = {"compact": (10, 300, 3, 800), "minimal": (3, 50, 1, 300)}
+
+
+def _tail_lines(text: str, max_chars: int) -> str:
+    """The last whole lines of ``text`` within ``max_chars`` (the last ``max_chars`` characters if even
+    the last line is longer)."""
+    text = text.rstrip("\n")
+    if len(text) <= max_chars:
+        return text
+    out: list[str] = []
+    total = 0
+    for line in reversed(text.split("\n")):
+        add = len(line) + (1 if out else 0)
+        if total + add > max_chars:
+            break
+        out.append(line)
+        total += add
+    return "\n".join(reversed(out)) if out else text[-max_chars:]
+
+
+_MARKER_LINE = re.compile(r"^[ \t]*[~^]+[ \t~^]*$\n?", re.M)
+
+
+def _short_errors(errors: list, style: str) -> list[dict]:
+    """The first errors with cut messages and tracebacks (Python 3.11+ ``^~~`` marker lines removed)."""
+    n_err, n_msg, n_tb, n_tb_chars = FEEDBACK_LIMITS[style]
+    out, shown = [], 0
+    for e in (errors or [])[:n_err]:
+        d = {k: v for k, v in e.items() if k != "traceback"}
+        d["message"] = str(d.get("message", ""))[:n_msg]
+        tb = e.get("traceback")
+        if tb and shown < n_tb:
+            tb = _MARKER_LINE.sub("", str(tb))
+            d["traceback"] = _tail_lines(tb, n_tb_chars)
+            shown += 1
+        out.append(d)
+    return out
+
+
+def _kv(d: dict | None) -> str:
+    return "n/a" if d is None else ", ".join(f"{k} {'n/a' if v is None else v}" for k, v in d.items())
+
+
+def feedback_text(fb: dict, style: str = "full") -> str:
+    """The observation text of a research feedback dict (:func:`research_feedback`) in ``style``.
+
+    ``full``: ``json.dumps(fb)`` (the reference observation). ``compact``: the same dict as JSON without
+    spaces, ``errors`` cut to the first 10, messages to 300 characters, the tracebacks of the first 3
+    to their last lines within 800 characters. ``minimal``: the same keys and numbers as short text
+    lines (``candidate``, ``years``, ``window``, ``errors``), the first 3 errors with 50-character
+    messages (consecutive equal ones on one line) and the last lines of the first traceback within
+    300 characters.
+    Both drop the ``^~~`` marker lines of tracebacks; ``n_errors`` always counts every error.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``style``.
+    """
+    if check_prompt_style(style) == "full":
+        return json.dumps(fb, ensure_ascii=False)
+    errs = _short_errors(fb.get("errors") or [], style)
+    if style == "compact":
+        return json.dumps({**fb, "errors": errs}, ensure_ascii=False, separators=(",", ":"))
+    years = fb.get("years") or None
+    if years is None:
+        year_line = "years: n/a"
+    else:  # one header of the per-year keys, then the values per year
+        cols = list(next(iter(years.values())) or {})
+        year_line = f"years ({', '.join(cols)}): " + "; ".join(
+            f"{y} " + " ".join("n/a" if (v or {}).get(c) is None else str(v[c]) for c in cols) for y, v in years.items())
+    lines = [f"candidate {fb.get('candidate')}: status {fb.get('status')}, budget_left {fb.get('budget_left')}",
+             year_line,
+             "window: " + _kv(fb.get("window")),
+             f"n_errors {fb.get('n_errors', 0)}" + (f", first {len(errs)}:" if errs else "")]
+    groups: list[tuple[list, tuple]] = []  # consecutive errors with the same phase, type and message: one line
+    for e in errs:
+        key = (e.get("phase"), e.get("type"), e.get("message"))
+        if groups and groups[-1][1] == key:
+            groups[-1][0].append(e.get("date"))
+        else:
+            groups.append(([e.get("date")], key))
+    lines += [f"- {', '.join(map(str, dates))} {ph} {ty}: {msg}" for dates, (ph, ty, msg) in groups]
+    lines += [f"traceback (last lines):\n{e['traceback']}" for e in errs if "traceback" in e]
+    return "\n".join(lines)
+
+
+def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: QADataset,
+               style: str = "full") -> tuple[str, dict]:
+    """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict.
+
+    ``style`` (:data:`quantgym.spaces.PROMPT_STYLES`): ``full`` is the reference brief; ``compact`` says
+    the same in terser wording (objective, windows, budget, track, interface, imports, limits, the view
+    API, the example); ``minimal`` also drops the example. The facts dict does not depend on it.
+    Raises ``ValueError`` for an unknown style.
+    """
     w = cfg.windows
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
+
+    if check_prompt_style(style) != "full":
+        return _short_brief(cfg, mode, max_candidates, ds, style), task_brief(cfg, mode, max_candidates, ds)[1]
 
     budget = max_candidates if mode == "iterative" else 1
     facts = {
@@ -171,6 +271,74 @@ Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are a
     return text, facts
 
 
+def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: QADataset, style: str) -> str:
+    """The compact / minimal brief (see :func:`task_brief`)."""
+    from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
+
+    w, n = cfg.windows, cfg.execution.top_n
+    budget = max_candidates if mode == "iterative" else 1
+    if mode == "iterative" and style == "compact":
+        track = (f"Budget: {budget} candidate(s); every submission uses one. After each you see only: research-window "
+                 "calendar-year returns (account, market reference), ARR, excess ARR, mean RankIC, its IR, long-short "
+                 "quintile Sharpe, turnover, coverage, active days, execution errors (with tracebacks).\n"
+                 'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate index, None = latest); '
+                 "freezing runs the sealed evaluation once and ends the episode. S = 0.5*S_in (research) + 0.5*S_out "
+                 "(sealed).")
+    elif mode == "iterative":
+        track = (f"Budget: {budget} candidates, one per submission. Feedback: research-window yearly returns "
+                 "(account, market), ARR, excess ARR, RankIC mean and IR, long-short Sharpe, turnover, coverage, "
+                 "active days, errors.\n"
+                 'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate, None = latest): runs '
+                 "the sealed evaluation once, ends the episode. S = 0.5*S_in (research) + 0.5*S_out (sealed).")
+    else:
+        track = ("Budget: 1 candidate (one-shot track): your single submission is evaluated on the research and "
+                 "sealed windows without feedback; the episode then ends with the final scores.")
+    if style == "compact":
+        task = (f"Task: a Python module that scores every stock every trading day (higher = more attractive). Each "
+                f"day the top {n} are bought at the next open (1/{n} of account value each; fewer eligible names "
+                "leave cash), long only, cash account, lots of 100, commission 2.5 bp (min 5 CNY), transfer fee, "
+                "sell stamp duty, order-book impact, price limits (no buy at the up-limit, no sell at the down-limit "
+                "at the open; suspended stocks do not trade). Goal: beat the equal-weight market after costs in the "
+                "sealed window you never see. Score 0-100: mostly excess annual return, then Sharpe, RankIC, its "
+                "IR, long-short Sharpe, low turnover, a little feature diversity.")
+    else:
+        task = (f"Task: a Python module scoring every stock each trading day (higher = better). Daily the top {n} "
+                f"are bought at the next open (1/{n} of account value each, rest cash), long only, cash account, "
+                "lots of 100, costs (commission 2.5 bp min 5 CNY, transfer fee, sell stamp duty, order-book impact), "
+                "price limits (no buy at up-limit, no sell at down-limit at the open; suspended: no trade). Goal: "
+                "beat the equal-weight market after costs in the unseen sealed window. Score 0-100: mostly excess "
+                "annual return, then Sharpe, RankIC, IR, long-short Sharpe, low turnover, feature diversity.")
+    lines = [
+        f"# Quant-Arena ({QA_VERSION}, {mode} track)",
+        task,
+        f"Windows: warm-up from {w.warmup_start}; research {w.research_start}..{w.research_end}; sealed "
+        f"{w.sealed_start}..{w.sealed_end} (evaluated once, after you freeze).",
+        track,
+        f"Interface: FEATURES = list of <= {cfg.scoring.max_features} unique names (str); "
+        "compute_features(view) -> dict[name, pandas.Series] (index = stock symbols, names from FEATURES); "
+        "score(features, view) -> pandas.Series (index = view.symbols; NaN = not eligible; +-inf = a day error). "
+        "Runs once per decision date after its close; sees rows up to that date only.",
+        f"Allowed imports: {', '.join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access. "
+        f"Limits: {cfg.sandbox.day_seconds:g} s wall per date, {cfg.sandbox.memory_mb} MiB.",
+        "View: view.date (pandas.Timestamp); view.symbols (stocks with a row that day, suspended included, "
+        "ascending, e.g. 'SH600519'); view.history(field, lookback) -> DataFrame (dates x view.symbols, last "
+        f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "
+        "raw CNY, volume shares, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0, "
+        "up_limit/down_limit CNY. view.info: DataFrame (index view.symbols): industry, board, list_date. "
+        "view.intraday(table, date): 'snapshots'|'trades'|'orders' (bundled: SH600519 on 2023-02-07 only); "
+        "reading after view.date raises LookAheadError.",
+    ]
+    if style == "compact":
+        lines.append("Example:\n```python\nimport numpy as np\n\nFEATURES = [\"vol_20d\"]\n\n"
+                     "def compute_features(view):\n    px = view.history(\"adj_close\", 21)\n"
+                     "    vol = np.log(px).diff().iloc[1:].std(ddof=1, skipna=False)\n"
+                     "    vol[view.history(\"suspended\", 1).iloc[-1] == 1.0] = np.nan\n"
+                     "    return {\"vol_20d\": vol}\n\ndef score(features, view):\n"
+                     "    return -features[\"vol_20d\"]\n```")
+    lines.append(f"Data: {ds.name} ({ds.N} stocks); stocks delisted before 2026 are absent.")
+    return "\n".join(lines) + "\n"
+
+
 class QuantArenaEnv(gym.Env):
     """
     ## Description
@@ -217,6 +385,10 @@ class QuantArenaEnv(gym.Env):
     max_candidates : int — research budget (5).
     executor : {"sandbox", "inprocess"} — ``inprocess`` is for trusted code only (tests).
     agent, model, framework : str — labels written into the record.
+    prompt_style : {"full", "compact", "minimal"} — the rendering of the brief and the research
+        feedback text (:data:`quantgym.spaces.PROMPT_STYLES`; :func:`task_brief`, :func:`feedback_text`;
+        ``info["prompt_style"]``); ``info["feedback"]`` and the record keep the full dict.
+        :meth:`render_prompt` re-renders the current observation in any style.
 
     ## Costs & Execution
     Top-75 slots of NAV_open/75, next-day open, lots of 100, cash account, band 0.25,
@@ -244,7 +416,7 @@ class QuantArenaEnv(gym.Env):
                  execution: ExecutionModel | None = None, scoring: ScoringConfig | None = None,
                  sandbox: SandboxConfig | None = None, record_dir: Any = None, max_candidates: int = 5,
                  executor: str = "sandbox", agent: str | None = None, model: str | None = None,
-                 framework: str | None = None, render_mode: str | None = None):
+                 framework: str | None = None, render_mode: str | None = None, prompt_style: str = "full"):
         if mode not in ("iterative", "oneshot"):
             raise ValueError(f"mode must be 'iterative' or 'oneshot', got {mode!r}")
         if executor not in ("sandbox", "inprocess"):
@@ -270,6 +442,7 @@ class QuantArenaEnv(gym.Env):
                                execution=execution or ExecutionModel(), scoring=scoring or ScoringConfig(),
                                sandbox=sandbox or SandboxConfig(), windows=w)
         self.mode = mode
+        self.prompt_style = check_prompt_style(prompt_style)
         self._data_arg = data
         self.dataset = load_dataset(data)
         self.max_candidates = max_candidates
@@ -290,6 +463,7 @@ class QuantArenaEnv(gym.Env):
         self._final: dict | None = None
         self._brief: tuple[str, dict] | None = None
         self._sealed_result: WindowResult | None = None
+        self._current: tuple[str, Any] | None = None  # ("brief", None) | ("feedback", dict) | ("final", dict)
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:
@@ -355,13 +529,33 @@ class QuantArenaEnv(gym.Env):
         self._final = None
         self._sealed_result = None
         self._recorder = None if self.record_dir is False else RunRecorder(self.record_dir)
-        text, facts = task_brief(self.cfg, self.mode, self.max_candidates, self.dataset)
+        text, facts = task_brief(self.cfg, self.mode, self.max_candidates, self.dataset, self.prompt_style)
         self._brief = (text, facts)
+        self._current = ("brief", None)
         self._record("brief", mode=self.mode, seed=seed, labels=self.labels, config=self.cfg.to_dict(), brief=text,
-                     facts=facts, dataset=self.dataset.name)
+                     facts=facts, dataset=self.dataset.name, prompt_style=self.prompt_style)
         info = {"brief": facts, "budget_left": self.budget_left,
-                "record_path": None if self._recorder is None else str(self._recorder.path)}
+                "record_path": None if self._recorder is None else str(self._recorder.path),
+                "prompt_style": self.prompt_style}
         return text, info
+
+    def render_prompt(self, style: str | None = None) -> str:
+        """The current observation text re-rendered in ``style`` (None: the env's ``prompt_style``).
+
+        After ``reset()`` the task brief (:func:`task_brief`), after a research step the feedback
+        (:func:`feedback_text`), after the final step the final-scores JSON (the same in every style).
+        Reads the state only: no budget, record, RNG or score changes. Raises ``RuntimeError`` before
+        ``reset()`` and ``ValueError`` for an unknown style.
+        """
+        style = self.prompt_style if style is None else check_prompt_style(style)
+        if self._current is None:
+            raise RuntimeError("call reset() before render_prompt()")
+        kind, payload = self._current
+        if kind == "brief":
+            return task_brief(self.cfg, self.mode, self.max_candidates, self.dataset, style)[0]
+        if kind == "feedback":
+            return feedback_text(payload, style)
+        return json.dumps(payload, ensure_ascii=False)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         """Submit a candidate (str) or freeze (``{"freeze": k}``); see the class docstring."""
@@ -390,8 +584,10 @@ class QuantArenaEnv(gym.Env):
         reward = float(res.S) if res.status == "ok" else 0.0
         self._record("candidate", candidate=k, source=action, source_sha256=cand["sha256"], feedback=fb,
                      reward=reward, research=res.to_record())
-        info = {"feedback": fb, "candidate": k, "budget_left": self.budget_left, "status": res.status}
-        return json.dumps(fb, ensure_ascii=False), reward, False, False, info
+        info = {"feedback": fb, "candidate": k, "budget_left": self.budget_left, "status": res.status,
+                "prompt_style": self.prompt_style}
+        self._current = ("feedback", fb)
+        return feedback_text(fb, self.prompt_style), reward, False, False, info
 
     def _oneshot(self, source: str) -> tuple[str, float, bool, bool, dict]:
         res = self._evaluate(source, "research")
@@ -441,8 +637,10 @@ class QuantArenaEnv(gym.Env):
         self._done = True
         final = _r6(final)
         self._final = final
+        self._current = ("final", final)
         self._record("final", **final)
         info = json.loads(json.dumps(final))  # a fresh copy (no shared objects between calls)
+        info["prompt_style"] = self.prompt_style
         return json.dumps(final, ensure_ascii=False), float(final["S"]), True, False, info
 
     def log_event(self, event: str = "model_call", **fields: Any) -> None:
@@ -479,4 +677,4 @@ class QuantArenaEnv(gym.Env):
         super().close()
 
 
-__all__ = ["QuantArenaEnv", "InvalidActionError", "research_feedback", "task_brief"]
+__all__ = ["QuantArenaEnv", "InvalidActionError", "research_feedback", "task_brief", "feedback_text"]

@@ -13,7 +13,7 @@ from quantgym.envs.portbench.qa.config import COMPLEXITY, FIDELITIES, REGIMES, S
 from quantgym.envs.portbench.qa.generator import QAItem, get_generator
 from quantgym.envs.portbench.qa.prompt import render_prompt
 from quantgym.envs.portbench.qa.scorer import score_response
-from quantgym.spaces import AnyText
+from quantgym.spaces import AnyText, check_prompt_style
 
 PROMPT_MAX_LENGTH = 262144
 ACTION_MAX_LENGTH = 65536
@@ -58,6 +58,10 @@ class PortBenchQAEnv(gym.Env):
     - ``data``: None (bundled data), a :class:`~quantgym.data.portbench.PortBenchData` or a data directory.
     - ``complexity``, ``regime``: optional filters (applied before ``n_per_template``).
     - ``config``: :class:`~.config.QAConfig`.
+    - ``prompt_style``: "full" (default) | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the
+      rendering of ``prompt`` (:mod:`~.prompt`; ``info["prompt_style"]``). A rendering choice like
+      ``fidelity``, so a constructor argument beside it: :class:`~.config.QAConfig` defines the questions
+      and keys the cached generator. :meth:`render_prompt` re-renders the current question in any style.
 
     ## Data & Point-in-time
     Contexts use rows dated ``<= d - 1`` only (§9.1); T1's truth reads the 21 trading days after ``d``
@@ -76,7 +80,8 @@ class PortBenchQAEnv(gym.Env):
 
     def __init__(self, split: str = "test", templates=None, n_per_template: int | None = 50,
                  restricted: bool | str = False, fidelity: str = "clean", data: Any = None,
-                 complexity=None, regime=None, config: QAConfig | None = None, render_mode: str | None = None):
+                 complexity=None, regime=None, config: QAConfig | None = None, render_mode: str | None = None,
+                 prompt_style: str = "full"):
         if fidelity not in FIDELITIES:
             raise ValueError(f"fidelity must be one of {FIDELITIES}, got {fidelity!r}")
         if split not in ("train", "val", "test", "all"):
@@ -89,6 +94,7 @@ class PortBenchQAEnv(gym.Env):
             templates = [t.strip() for t in templates.split(",") if t.strip()]
         self.config = config or QAConfig()
         self.fidelity = fidelity
+        self.prompt_style = check_prompt_style(prompt_style)
         self.split = split
         self.render_mode = render_mode
         gen = get_generator(as_portbench_data(data), self.config, fidelity)
@@ -118,7 +124,7 @@ class PortBenchQAEnv(gym.Env):
     def _obs(self, item: QAItem) -> dict:
         p = item.pair
         return {
-            "prompt": render_prompt(item, self.fidelity),
+            "prompt": render_prompt(item, self.fidelity, self.prompt_style),
             "template": TEMPLATES.index(p.template),
             "complexity": COMPLEXITY[p.template],
             "regime": REGIMES.index(p.market_regime),
@@ -131,8 +137,19 @@ class PortBenchQAEnv(gym.Env):
             "id": p.id, "index": self._index, "template": item.label, "complexity": p.complexity,
             "regime": p.market_regime, "restricted": item.restricted, "assets": list(p.assets),
             "decision_date": p.decision_date, "split": p.split, "fidelity": self.fidelity,
-            "system_prompt": SYSTEM_PROMPT, "n_items": self.n_items,
+            "system_prompt": SYSTEM_PROMPT, "n_items": self.n_items, "prompt_style": self.prompt_style,
         }
+
+    def render_prompt(self, style: str | None = None) -> str:
+        """The prompt of the current question in ``style`` (None: the env's ``prompt_style``).
+
+        Reads the state only (no item, cursor or score changes). Raises ``RuntimeError`` before
+        ``reset()`` and ``ValueError`` for an unknown style.
+        """
+        style = self.prompt_style if style is None else check_prompt_style(style)
+        if self._item is None:
+            raise RuntimeError("call reset() before render_prompt()")
+        return render_prompt(self._item, self.fidelity, style)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -169,5 +186,5 @@ class PortBenchQAEnv(gym.Env):
 
     def render(self):
         if self.render_mode == "ansi" and self._item is not None:
-            return render_prompt(self._item, self.fidelity)
+            return render_prompt(self._item, self.fidelity, self.prompt_style)
         return None
