@@ -32,3 +32,42 @@ def print_table(title: str, rows: Sequence[Sequence[str]],
     for r in rows:
         t.add_row(*r)
     Console().print(t)
+
+
+def marker(name: str) -> tuple[str, str]:
+    """The begin / end markers of a generated block ``name`` in a markdown file."""
+    return f"<!-- generated:{name} begin -->", f"<!-- generated:{name} end -->"
+
+
+def splice(doc: str, name: str, body: str) -> str:
+    """``doc`` with the text between the markers of block ``name`` replaced by ``body``.
+
+    Raises
+    ------
+    ValueError
+        If the markers are not in ``doc``.
+    """
+    begin, end = marker(name)
+    if begin not in doc or end not in doc:
+        raise ValueError(f"markers {begin} / {end} not found")
+    a, b = doc.index(begin) + len(begin), doc.index(end)
+    return doc[:a] + "\n" + body.rstrip("\n") + "\n" + doc[b:]
+
+
+def write_or_check(path: str, name: str, body: str, check: bool) -> int:
+    """Write block ``name`` of markdown file ``path`` (``check=False``), or return 1 (with a message)
+    when the file's block differs from ``body`` (``check=True``); 0 otherwise."""
+    from pathlib import Path
+
+    p = Path(path)
+    doc = p.read_text(encoding="utf-8")
+    new = splice(doc, name, body)
+    if check:
+        if new != doc:
+            print(f"{path}: block '{name}' is out of date; regenerate it with --write {path}")
+            return 1
+        print(f"{path}: block '{name}' up to date")
+        return 0
+    p.write_text(new, encoding="utf-8")
+    print(f"wrote block '{name}' of {path}")
+    return 0

@@ -90,8 +90,9 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
     Parameters
     ----------
     env_or_id : a registered env id (``"PortBench-Balanced-v0"``) or an env instance.
-    policy : a :class:`Policy` (``act(obs, info)``; optional ``reset(env)``), or a plain callable
-        ``f(obs, info) -> action``.
+    policy : a :class:`Policy` (``act(obs, info)``; optional ``reset(env)``; optional
+        ``step_record() -> dict`` whose keys are merged into the step's record after each step), or a
+        plain callable ``f(obs, info) -> action``.
     seed : passed to ``env.reset``.
     **env_kwargs : passed to ``gym.make`` when ``env_or_id`` is an id (e.g. ``period="covid_2020"``).
 
@@ -126,6 +127,9 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
         obs, reward, terminated, truncated, info = env.step(action)
         rec = {k: v for k, v in info.items() if k not in ("orders", "episode_metrics")}
         rec["reward"] = float(reward)
+        note = policy.step_record() if callable(getattr(policy, "step_record", None)) else None
+        if note:  # what the policy itself did at this step (an LLM agent: prompt style sent, cap, rung)
+            rec.update(note)
         steps.append(rec)
     base = env.unwrapped
     metrics = info.get("episode_metrics") or base.episode_metrics()

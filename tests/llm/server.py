@@ -11,6 +11,10 @@ It answers ``POST /v1/chat/completions`` from a script: a FIFO of reply specs, t
 
 Server options: ``api_key`` (401 otherwise), ``models`` (404 ``model_not_found`` otherwise),
 ``supports_response_format`` (False: a request with ``response_format`` gets a 400 naming it),
+``accept_rf`` (the ``response_format`` rungs accepted: ``json_schema``, ``json_object_schema``,
+``json_object``; others get ``rf_status`` with a body naming ``response_format``: 400, or 500 like
+llama-cpp-python), ``context_window`` (prompt characters / 4 + ``max_tokens`` over it: HTTP 400 in
+llama-cpp-python's words), ``models_meta`` (extra fields of the ``GET /v1/models`` entry),
 ``reject_params`` (param -> 400 message for requests carrying it).
 Every received request body is kept in ``requests``.
 """
@@ -27,8 +31,15 @@ from typing import Any, Callable
 
 class ScriptedServer:
     def __init__(self, api_key: str = "test-key", models=("test-model",), supports_response_format: bool = True,
-                 reject_params: dict | None = None):
+                 reject_params: dict | None = None, accept_rf=("json_schema", "json_object_schema", "json_object"),
+                 rf_status: int = 400, context_window: int | None = None, models_meta: dict | None = None,
+                 context_message: str | None = None):
         self.api_key = api_key
+        self.accept_rf = set(accept_rf) if supports_response_format else set()
+        self.rf_status = int(rf_status)
+        self.context_window = context_window
+        self.context_message = context_message  # another wording of the context-length error (no numbers)
+        self.models_meta = dict(models_meta or {})
         self.reject_params = dict(reject_params or {})
         self.models = set(models)
         self.supports_response_format = supports_response_format
@@ -72,6 +83,12 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
+            def do_GET(self):  # noqa: N802
+                if self.path.rstrip("/").endswith("/v1/models"):
+                    return self._send(200, {"object": "list", "data": [
+                        {"id": m, "object": "model", **server.models_meta} for m in sorted(server.models)]})
+                return self._send(404, {"detail": "Not Found"})
+
             def do_POST(self):  # noqa: N802
                 n = int(self.headers.get("Content-Length") or 0)
                 req = json.loads(self.rfile.read(n) or b"{}")
@@ -85,9 +102,28 @@ class ScriptedServer:
                                                       "type": "invalid_request_error", "code": "model_not_found"}})
                 with server._lock:
                     server.requests.append(req)
-                if "response_format" in req and not server.supports_response_format:
-                    return self._send(400, {"error": {"message": "response_format is not supported by this server",
-                                                      "type": "invalid_request_error"}})
+                rf = req.get("response_format")
+                if rf is not None:
+                    rung = rf.get("type")
+                    rung = "json_object_schema" if rung == "json_object" and "schema" in rf else rung
+                    if rung not in server.accept_rf:
+                        return self._send(server.rf_status, {"error": {
+                            "message": f"response_format type {rung} is not supported by this server "
+                                       "('loc': ('body', 'response_format', 'type'))",
+                            "type": "invalid_request_error" if server.rf_status < 500 else "internal_server_error"}})
+                if server.context_window is not None:
+                    ptoks = sum(len(str(m.get("content", ""))) for m in req.get("messages", [])) // 4
+                    need = ptoks + int(req.get("max_tokens") or 0)
+                    if need > server.context_window and server.context_message:
+                        return self._send(400, {"error": {"message": server.context_message,
+                                                          "type": "exceed_context_size_error"}})
+                    if need > server.context_window:
+                        return self._send(400, {"error": {
+                            "message": f"This model's maximum context length is {server.context_window} tokens. "
+                                       f"However, you requested {need} tokens ({ptoks} in the messages, "
+                                       f"{int(req.get('max_tokens') or 0)} in the completion). Please reduce the "
+                                       "length of the messages or completion.",
+                            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
                 for param, message in server.reject_params.items():
                     if param in req:
                         return self._send(400, {"error": {"message": message, "type": "invalid_request_error",
@@ -112,7 +148,7 @@ class ScriptedServer:
                     return self._send(int(spec["status"]), {"error": {"message": spec.get("message", "error"),
                                                                       "type": "server_error"}}, hdr)
                 content = spec.get("content", "")
-                ptoks = sum(len(str(m.get("content", ""))) for m in req.get("messages", [])) // 4
+                ptoks = spec.get("prompt_tokens", sum(len(str(m.get("content", ""))) for m in req.get("messages", [])) // 4)
                 ctoks = len(content) // 4
                 self._send(200, {
                     "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 1700000000,

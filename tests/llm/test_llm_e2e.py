@@ -45,10 +45,11 @@ def test_portbench_episode_and_replay(server_no_rf, tmp_path):
     log = agent.logs[agent.current_episode]
     assert sum(1 for r in log if r.get("extra_call")) == 1
     u = agent.episode_usage()
-    assert u["calls"] == 17 and u["failures"] == 0 and u["total_tokens"] > 0
+    # 3 requests for the ladder's refused rungs (json_schema, json_object + schema, json_object), then text
+    assert u["calls"] == 19 and u["failures"] == 0 and u["adaptations"] == 3 and u["total_tokens"] > 0
     header, calls = read_transcript(tmp_path / "pb.jsonl")
-    assert header["task"] == "portbench" and len(calls) == 17
-    assert calls[0]["error_kind"] == "unsupported"
+    assert header["task"] == "portbench" and len(calls) == 19
+    assert [c["error_kind"] for c in calls[:4]] == ["unsupported"] * 3 + [None]
     srv.stop()
     replay = make_replay_agent(str(tmp_path / "pb.jsonl"), task="portbench")
     res2 = evaluate("PortBench-Balanced-v0", replay, period=PERIOD)

@@ -23,10 +23,14 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     arg : model name (``gpt-4o-mini``, ``qwen2.5:7b``, ``deepseek-chat``...).
     task : "portbench" | "portbench_qa" | "quant_arena" | "market_bench".
     **options : ``base_url`` (default ``$OPENAI_BASE_URL`` or OpenAI), ``api_key`` (default
-        ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` (8192), ``timeout`` (300 s), ``retries`` (5),
+        ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` ("auto": a cap per call, derived from the
+        answer schema and the universe; an int: one cap for every call; None: not sent),
+        ``context_window`` (tokens; None: server metadata or the first context-length error),
+        ``prompt_style`` ("auto" | "full" | "compact" | "minimal"), ``timeout`` (300 s), ``retries`` (5),
         ``connect_timeout`` (10 s), ``unreachable_tries`` (2) / ``unreachable_delay`` (1 s) (an endpoint that
         never answered: then :class:`~quantgym.agents.llm.client.LLMConfigError`),
-        ``structured`` ("auto" | "on" | "off"), ``seed``, ``max_calls``, ``max_total_tokens``, ``price_in`` /
+        ``structured`` ("auto" | "json_schema" | "json_object_schema" | "json_object" | "off"; "on" =
+        "json_schema"), ``seed``, ``max_calls``, ``max_total_tokens``, ``price_in`` /
         ``price_out`` (USD per 1M tokens) or ``prices`` (a price table: dict or JSON path
         ``{model: {"input", "output"}}``), ``transcript`` (JSONL path; default
         ``results/transcripts/...``; False: none), ``cache`` (True), ``cache_from`` (transcript path(s)),

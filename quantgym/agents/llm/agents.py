@@ -22,16 +22,25 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from quantgym.agents.llm.client import ChatEngine, LLMConfig, ReplayEngine
 from quantgym.agents.llm.code import extract_code, extract_freeze, failure_source
 
 TASKS = ("portbench", "portbench_qa", "quant_arena", "market_bench")
+
+#: completion caps of the free-text and code answers with ``max_tokens="auto"`` [project choice]; PortBench's
+#: JSON stage answers get :func:`~quantgym.agents.llm.tokens.schema_token_bound` of their schema instead
+OUTPUT_CAPS = {"portbench_qa": 256, "quant_arena": 2048, "market_bench": 3072}
+#: tokens kept free between prompt + cap and the context window [project choice]
+CONTEXT_MARGIN = 16
+#: smallest completion cap the fitting may shrink a cap to [project choice]
+MIN_CAP = 64
 
 SYSTEM_PORTBENCH = (
     "You are a portfolio manager taking part in PortBench, a benchmark of staged portfolio decisions on "
@@ -57,7 +66,8 @@ QA_ONESHOT = "\n\n---\nOne-shot track: reply with the complete Python module in 
 
 
 def _qa_feedback_msg(obs: str, k: int, budget_left: int, n: int, must_freeze: bool) -> str:
-    head = f"Research feedback for candidate {k}:\n```json\n{obs}\n```\n"
+    fence = "json" if obs.lstrip().startswith("{") else ""  # the minimal style's feedback is plain text lines
+    head = f"Research feedback for candidate {k}:\n```{fence}\n{obs}\n```\n"
     if must_freeze:
         return head + (f"No more candidates can be submitted. Reply with the single line FREEZE <k> (k in 1..{n}) "
                        "naming the candidate to evaluate on the sealed window.")
@@ -66,9 +76,15 @@ def _qa_feedback_msg(obs: str, k: int, budget_left: int, n: int, must_freeze: bo
                    "candidate k.")
 
 
-def _mb_repair_msg(feedback: str) -> str:
-    return ("Your backtester was run on the input files:\n" + feedback[:20000]
+def _mb_repair_msg(feedback: str, limit: int = 20000) -> str:
+    return ("Your backtester was run on the input files:\n" + feedback[:limit]
             + "\n\nFix it and reply with the complete corrected module in one ```python code block.")
+
+
+def _fit_log(res: Any) -> dict:
+    """What the context budget chose for a call (for the agent's decision log)."""
+    m = getattr(res, "meta", None) or {}
+    return {k: m[k] for k in ("prompt_style", "prompt_tokens_est", "max_tokens", "cap_cut", "refit") if k in m}
 
 
 def _safe(s: str) -> str:
@@ -168,6 +184,22 @@ class LLMAgent:
             st["cost_usd"] = None
         return st
 
+    def step_record(self) -> dict[str, Any] | None:
+        """What this agent sent at the step just taken (merged into the step record by ``evaluate``):
+        ``prompt_style`` (the style actually sent, which may differ from the env's own) and ``llm``
+        (rung, cap, estimated prompt tokens, re-render, cut cap, finish reason, warning, error kind)."""
+        label = self.current_episode
+        log = self.logs.get(label) if label is not None else None
+        if not log:
+            return None
+        lg = log[-1]
+        out: dict[str, Any] = {"llm": {k: lg.get(k) for k in ("rung", "max_tokens", "prompt_tokens_est", "refit",
+                                                             "cap_cut", "finish_reason", "warning", "error_kind")
+                                      if lg.get(k) is not None}}
+        if lg.get("prompt_style"):
+            out["prompt_style"] = lg["prompt_style"]
+        return out
+
     def usage(self) -> dict[str, Any]:
         """Run totals (see :meth:`ChatEngine.usage`)."""
         return self.engine.usage()
@@ -176,10 +208,90 @@ class LLMAgent:
         return ()
 
     def _call(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
-              nonce: int = 0):
-        return self.engine.chat(messages, schema=schema, meta=meta, nonce=nonce, hash_subs=self._hash_subs())
+              nonce: int = 0, cap: int | None = None):
+        return self.engine.chat(messages, schema=schema, meta=meta, nonce=nonce, hash_subs=self._hash_subs(),
+                                max_tokens=cap)
+
+    def _styles(self, env: Any) -> tuple[str, ...]:
+        """Prompt styles to try, richest first: the configured one, or every style the env renders."""
+        from quantgym.spaces import PROMPT_STYLES
+
+        base = getattr(env, "unwrapped", env)
+        can = callable(getattr(base, "render_prompt", None))
+        want = self.engine.config.prompt_style
+        if want != "auto":
+            return (want,) if can or want == "full" else ("full",)
+        return PROMPT_STYLES if can else ("full",)
+
+    def _fit(self, build: Callable[[str], list[dict]], styles: tuple[str, ...], cap: int | None,
+             window: int | None, scale: float = 1.0, cut: bool = True) -> tuple[list[dict], int | None, dict]:
+        """(messages, cap, meta) of the richest style whose prompt and ``cap`` fit ``window``.
+
+        Token counts are :func:`~quantgym.agents.llm.tokens.estimate_tokens` (× ``scale``, the server's own
+        count over the estimate after a context-length error). No style fits with the full cap: the
+        smallest style, with the cap cut to what is left (at least ``MIN_CAP``) when ``cut``."""
+        from quantgym.agents.llm.tokens import messages_tokens
+
+        last = None
+        for style in styles:
+            msgs = build(style)
+            est = int(math.ceil(scale * messages_tokens(msgs)))
+            last = (style, msgs, est)
+            if window is None or est + (cap or 0) + CONTEXT_MARGIN <= window:
+                return msgs, cap, {"prompt_style": style, "prompt_tokens_est": est, "max_tokens": cap}
+        style, msgs, est = last
+        if not cut or cap is None:
+            return msgs, cap, {"prompt_style": style, "prompt_tokens_est": est, "max_tokens": cap}
+        new_cap = min(cap, max(MIN_CAP, window - est - CONTEXT_MARGIN))
+        return msgs, new_cap, {"prompt_style": style, "prompt_tokens_est": est, "max_tokens": new_cap,
+                               "cap_cut": True}
+
+    def _fitted_call(self, build: Callable[[str], list[dict]], *, cap: int | None, schema: dict | None = None,
+                     meta: dict | None = None, nonce: int = 0):
+        """One call whose prompt (``build(style) -> messages``) and cap fit the context window.
+
+        ``cap`` is the call's own cap (``max_tokens="auto"``). A fixed ``max_tokens=N`` is sent as it is
+        (never cut); with ``max_tokens=None`` no cap is sent, but the call's own cap is still kept free
+        in the window for the answer. The window is the configured one, the server's metadata (probed
+        once) or, after a context-length error, the one the error names (or the bound it implies): the
+        prompt is then re-rendered once, unless that would resend the same request.
+        """
+        from quantgym.agents.llm.tokens import messages_tokens
+
+        env = getattr(self._local, "env", None)
+        styles = self._styles(env)
+        mode = self.engine.config.max_tokens
+        reserve = cap if mode in ("auto", None) else mode  # the room the answer needs in the window
+        window = self.engine.probe_context_window()
+
+        def fit(win: int | None, scale: float = 1.0):
+            msgs, c, f = self._fit(build, styles, reserve, win, scale, cut=(mode == "auto"))
+            sent_cap = c if mode == "auto" else mode  # what build_request sends
+            return msgs, sent_cap, {**f, "max_tokens": sent_cap}
+
+        msgs, cap2, info = fit(window)
+        sent = {"n": messages_tokens(msgs), "msgs": msgs, "cap": cap2}
+
+        def refit(window: int | None, needed: int | None):
+            if window is None:
+                window = self.engine.context_window()  # the bound an unnumbered error implies, if any
+            scale = max(1.0, (needed / sent["n"])) if needed and window else 1.0
+            if window is None:  # nothing learned: one style smaller, the same cap
+                i = styles.index(info["prompt_style"]) if info["prompt_style"] in styles else len(styles) - 1
+                if i + 1 >= len(styles):
+                    return None
+                m = build(styles[i + 1])
+                return m, cap2, {"prompt_style": styles[i + 1], "prompt_tokens_est": messages_tokens(m)}
+            m, c, f = fit(window, scale)
+            if m == sent["msgs"] and c == sent["cap"]:
+                return None  # the same request again would fail the same way: a recorded failure
+            return m, c, {**f, "context_window": window}
+
+        return self.engine.chat(msgs, schema=schema, meta={**(meta or {}), **info}, nonce=nonce,
+                                hash_subs=self._hash_subs(), max_tokens=cap2, refit=refit)
 
     def close(self) -> None:
+        """Close the transcript (flushes nothing more: every line is already on disk)."""
         if self.engine.transcript is not None:
             self.engine.transcript.close()
 
@@ -202,22 +314,38 @@ class PortBenchLLMAgent(LLMAgent):
         wrapper = _find_wrapper(env, "TextStageAction")
         stage = int(observation["stage"])
         attempt = wrapper.attempt if wrapper is not None else int(info.get("attempt", 0)) + 1
-        schema = None
-        if wrapper is not None and self.engine.config.structured != "off":
-            schema = wrapper.json_schema()
-        meta = {"task": "portbench", "date": info.get("date"), "stage": ("S1", "S2", "S3")[stage], "attempt": attempt}
-        messages = [{"role": "system", "content": SYSTEM_PORTBENCH},
-                    {"role": "user", "content": str(observation["prompt"])}]
+        stage_schema = wrapper.json_schema() if wrapper is not None else None
+        schema = stage_schema if self.engine.config.structured != "off" else None
+        from quantgym.agents.llm.tokens import schema_token_bound
+
+        cap = schema_token_bound(stage_schema) if stage_schema is not None else OUTPUT_CAPS["portbench_qa"]
+        base = getattr(env, "unwrapped", None)
+        snap = getattr(base, "snapshot", None)
+        # the decision date of this prompt (info["date"] still names the date just finished when a new S1 starts)
+        date = str(snap.decision_date.date()) if snap is not None else info.get("date")
+        meta = {"task": "portbench", "date": date, "stage": ("S1", "S2", "S3")[stage], "attempt": attempt}
+        full = str(observation["prompt"])
+
+        def build(style: str) -> list[dict]:
+            if style == "full" or base is None:
+                text = full  # what the env (and the wrapper's re-ask suffix) put in the observation
+            else:
+                from quantgym.envs.portbench.prompts import FORMAT_CORRECTION_SUFFIX
+
+                text = base.render_prompt(style=style) + (FORMAT_CORRECTION_SUFFIX if attempt > 1 else "")
+            return [{"role": "system", "content": SYSTEM_PORTBENCH}, {"role": "user", "content": text}]
+
         # the re-ask prompt is the same on attempts 2 and 3 (§11.5): the attempt enters the request hash so
         # the cache never answers a re-ask with the answer that just failed
         nonce = 2 * (attempt - 1)
-        res = self._call(messages, schema=schema, meta=meta, nonce=nonce)
+        res = self._fitted_call(build, cap=cap, schema=schema, meta=meta, nonce=nonce)
         extra = False
         if res.ok and not (res.text or "").strip():
             extra = True  # §4.0: an empty API response gets one extra call before it counts as a refusal
-            res = self._call(messages, schema=schema, meta={**meta, "extra_call": True}, nonce=nonce + 1)
-        self._log(**meta, ok=res.ok, error=res.error, extra_call=extra, structured=res.structured,
-                  usage=res.usage, cached=res.cached)
+            res = self._fitted_call(build, cap=cap, schema=schema, meta={**meta, "extra_call": True}, nonce=nonce + 1)
+        self._log(**meta, **_fit_log(res), ok=res.ok, error=res.error, error_kind=res.error_kind, extra_call=extra,
+                  structured=res.structured, rung=res.rung, usage=res.usage, cached=res.cached, warning=res.warning,
+                  finish_reason=res.finish_reason)
         if not res.ok:
             return None
         return res.text or ""
@@ -231,9 +359,14 @@ class PortBenchQALLMAgent(LLMAgent):
     def act(self, observation: Any, info: dict) -> str:
         self._st()
         prompt = observation["prompt"] if isinstance(observation, dict) else str(observation)
-        res = self._call([{"role": "system", "content": SYSTEM_QA}, {"role": "user", "content": str(prompt)}],
-                         meta={"task": "portbench_qa"})
-        self._log(ok=res.ok, error=res.error, usage=res.usage)
+        base = getattr(getattr(self._local, "env", None), "unwrapped", None)
+
+        def build(style: str) -> list[dict]:
+            text = str(prompt) if style == "full" or base is None else base.render_prompt(style=style)
+            return [{"role": "system", "content": SYSTEM_QA}, {"role": "user", "content": text}]
+
+        res = self._fitted_call(build, cap=OUTPUT_CAPS["portbench_qa"], meta={"task": "portbench_qa"})
+        self._log(**_fit_log(res), ok=res.ok, error=res.error, usage=res.usage, warning=res.warning)
         return (res.text or "") if res.ok else ""
 
 
@@ -274,6 +407,49 @@ class QuantArenaLLMAgent(LLMAgent):
                   chars=len(code))
         return code
 
+    def _variants(self, text: str) -> dict[str, str]:
+        """The current observation in every prompt style the env renders (``full`` = ``text``)."""
+        env = getattr(self._local, "env", None)
+        base = getattr(env, "unwrapped", None)
+        out = {"full": text}
+        for style in self._styles(env):
+            if style != "full":
+                out[style] = base.render_prompt(style=style)
+        return out
+
+    def _build(self, st: dict) -> Callable[[str], list[dict]]:
+        """Conversation renderer: ``full`` sends every turn as it was; ``compact`` keeps the code of the
+        last two candidates and renders brief and feedback compactly; ``minimal`` keeps only the last
+        candidate's code (earlier ones are named, not repeated) [project choice]."""
+        turns = list(st["turns"])
+
+        def build(style: str) -> list[dict]:
+            keep_code = {"full": None, "compact": 2, "minimal": 1}.get(style, 1)
+            codes = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
+            drop = set(codes[:-keep_code]) if keep_code is not None and len(codes) > keep_code else set()
+            msgs = [{"role": "system", "content": SYSTEM_QUANT_ARENA}]
+            k = 0
+            for i, t in enumerate(turns):
+                if t["role"] == "assistant":
+                    k += 1
+                    text = (f"[candidate {k}: code omitted to fit the context window; its feedback follows]"
+                            if i in drop else t["text"])
+                    msgs.append({"role": "assistant", "content": text})
+                else:
+                    v = t["variants"]
+                    msgs.append({"role": "user", "content": v.get(style, v["full"]) + t.get("suffix", "")})
+            return msgs
+
+        return build
+
+    def _turn(self, st: dict, meta: dict):
+        res = self._fitted_call(self._build(st), cap=OUTPUT_CAPS["quant_arena"], meta=meta)
+        self._log(action="call", **meta, **_fit_log(res), ok=res.ok, error=res.error, usage=res.usage,
+                  warning=res.warning)
+        st["turns"].append({"role": "assistant", "text": res.text if res.ok else ""})
+        st["messages"] = self._build(st)("full")
+        return res
+
     def act(self, observation: Any, info: dict) -> Any:
         st = self._st()
         if "brief" in info or not st:
@@ -284,11 +460,9 @@ class QuantArenaLLMAgent(LLMAgent):
             rounds = self.adapter_options.get("rounds")
             st.clear()
             st.update(mode=mode, cap=min(budget, int(rounds)) if rounds else budget, n=0, feedback={},
-                      messages=[{"role": "system", "content": SYSTEM_QUANT_ARENA},
-                                {"role": "user", "content": str(observation) + (QA_ONESHOT if mode == "oneshot"
-                                                                                else QA_FIRST)}])
-            res = self._call(st["messages"], meta={"task": "quant_arena", "turn": 1})
-            st["messages"].append({"role": "assistant", "content": res.text if res.ok else ""})
+                      turns=[{"role": "user", "variants": self._variants(str(observation)),
+                              "suffix": QA_ONESHOT if mode == "oneshot" else QA_FIRST}])
+            res = self._turn(st, {"task": "quant_arena", "turn": 1})
             return self._submit(st, res.text if res.ok else None, None if res.ok else f"call failed: {res.error}")
         # a research feedback observation
         fb = info.get("feedback")
@@ -296,11 +470,10 @@ class QuantArenaLLMAgent(LLMAgent):
             st["feedback"][int(fb.get("candidate", st["n"]))] = fb
         budget_left = int(info.get("budget_left", 0))
         must_freeze = budget_left <= 0 or st["n"] >= st["cap"]
-        st["messages"].append({"role": "user", "content": _qa_feedback_msg(str(observation), st["n"], budget_left,
-                                                                           st["n"], must_freeze)})
-        res = self._call(st["messages"], meta={"task": "quant_arena", "turn": st["n"] + 1,
-                                               "must_freeze": must_freeze})
-        st["messages"].append({"role": "assistant", "content": res.text if res.ok else ""})
+        variants = {k: _qa_feedback_msg(v, st["n"], budget_left, st["n"], must_freeze)
+                    for k, v in self._variants(str(observation)).items()}
+        st["turns"].append({"role": "user", "variants": variants})
+        res = self._turn(st, {"task": "quant_arena", "turn": st["n"] + 1, "must_freeze": must_freeze})
         if not res.ok:
             return self._freeze(st, None, f"rule (call failed: {res.error})")
         found, k = extract_freeze(res.text)
@@ -322,27 +495,45 @@ class MarketBenchLLMAgent(LLMAgent):
         wd = getattr(getattr(env, "unwrapped", None), "workdir", None)
         return ((str(wd), "<WORKDIR>"),) if wd else ()
 
+    def _prompt_variants(self, text: str) -> dict[str, str]:
+        env = getattr(self._local, "env", None)
+        base = getattr(env, "unwrapped", None)
+        return {s: (text if s == "full" else base.render_prompt(style=s)) for s in self._styles(env)}
+
     def act(self, observation: Any, info: dict) -> str:
         st = self._st()
         used = int(observation.get("attempt", 0))
         feedback = str(observation.get("feedback") or "")
-        if used == 0 or "messages" not in st:
+        if used == 0 or "turns" not in st:
             st.clear()
-            st["messages"] = [{"role": "system", "content": SYSTEM_MARKET_BENCH},
-                              {"role": "user", "content": str(observation["prompt"])}]
+            st["turns"] = [{"role": "user", "variants": self._prompt_variants(str(observation["prompt"]))}]
             st["last"] = None
         if feedback and st.get("last") is not None:  # repair mode: continue the conversation
-            messages = st["messages"] + [{"role": "assistant", "content": st["last"]},
-                                         {"role": "user", "content": _mb_repair_msg(feedback)}]
-            st["messages"] = messages
-            nonce, mode = 0, "repair"
+            st["turns"] += [{"role": "assistant", "text": st["last"]},
+                            {"role": "user", "feedback": feedback}]
+            turns, nonce, mode = list(st["turns"]), 0, "repair"
         else:
-            messages, nonce, mode = st["messages"][:2], used, "independent"
-        res = self._call(messages, meta={"task": "market_bench", "attempt": used + 1, "mode": mode}, nonce=nonce)
+            turns, nonce, mode = st["turns"][:1], used, "independent"
+
+        def build(style: str) -> list[dict]:
+            msgs = [{"role": "system", "content": SYSTEM_MARKET_BENCH}]
+            for t in turns:
+                if t["role"] == "assistant":
+                    msgs.append({"role": "assistant", "content": t["text"]})
+                elif "feedback" in t:  # [project choice] the failure trace is cut to fit the style
+                    limit = {"full": 20000, "compact": 4000}.get(style, 1500)
+                    msgs.append({"role": "user", "content": _mb_repair_msg(t["feedback"], limit)})
+                else:
+                    msgs.append({"role": "user", "content": t["variants"].get(style, t["variants"]["full"])})
+            return msgs
+
+        st["messages"] = build("full")
+        res = self._fitted_call(build, cap=OUTPUT_CAPS["market_bench"],
+                                meta={"task": "market_bench", "attempt": used + 1, "mode": mode}, nonce=nonce)
         st["last"] = res.text if res.ok else ""
         code = extract_code(res.text, "run_backtest") if res.ok else None
-        self._log(attempt=used + 1, mode=mode, ok=res.ok, error=res.error, has_code=code is not None,
-                  usage=res.usage)
+        self._log(attempt=used + 1, mode=mode, **_fit_log(res), ok=res.ok, error=res.error, has_code=code is not None,
+                  usage=res.usage, warning=res.warning)
         if code is None:
             code = failure_source(f"call failed: {res.error}" if not res.ok else "the reply held no Python code block")
         return code
@@ -350,7 +541,7 @@ class MarketBenchLLMAgent(LLMAgent):
 
 _ADAPTERS = {"portbench": PortBenchLLMAgent, "portbench_qa": PortBenchQALLMAgent, "quant_arena": QuantArenaLLMAgent,
              "market_bench": MarketBenchLLMAgent}
-_ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "timeout", "retries", "backoff_base", "backoff_max",
+_ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "context_window", "prompt_style", "timeout", "retries", "backoff_base", "backoff_max",
                 "connect_timeout", "unreachable_tries", "unreachable_delay", "structured", "seed", "max_calls",
                 "max_total_tokens", "price_in", "price_out")
 _ADAPTER_OPTS = ("rounds",)
@@ -398,7 +589,8 @@ def build_agent(model: str, task: str = "portbench", *, api_key: str | None = No
     prices = options.pop("prices", None)
     if prices is not None and options.get("price_in") is None and options.get("price_out") is None:
         options["price_in"], options["price_out"] = price_for(model, prices)
-    cfg = LLMConfig(model=model, **{k: v for k, v in options.items() if k in _ENGINE_OPTS and v is not None})
+    cfg = LLMConfig(model=model, **{k: v for k, v in options.items()
+                                    if k in _ENGINE_OPTS and (v is not None or k == "max_tokens")})
     adapter = {k: options[k] for k in _ADAPTER_OPTS if options.get(k) is not None}
     if transcript is None:
         transcript = default_transcript_path(task, model)

@@ -38,10 +38,16 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default results/eval-<UTC stamp>)."),
         concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Episodes in flight."),
         temperature: float = typer.Option(0.0, "--temperature"),
-        max_tokens: Optional[int] = typer.Option(8192, "--max-tokens", help="Completion tokens per call."),
+        max_tokens: str = typer.Option("auto", "--max-tokens", help="Completion cap per call: auto (derived from "
+                                       "each answer's schema and the universe), N, or none (not sent)."),
+        context_window: Optional[int] = typer.Option(None, "--context-window", help="Context window in tokens "
+                                                     "(>= 256; default: server metadata or its first error)."),
+        prompt_style: str = typer.Option("auto", "--prompt-style", help="auto (richest that fits) or full, "
+                                         "compact, minimal."),
         timeout: float = typer.Option(300.0, "--timeout", help="Seconds per HTTP request."),
         retries: int = typer.Option(5, "--retries", help="Retries on 429/5xx/timeouts (backoff with jitter)."),
-        structured: str = typer.Option("auto", "--structured", help="JSON-schema response_format: auto|on|off."),
+        structured: str = typer.Option("auto", "--structured", help="auto (climb down as the server accepts) "
+                                       "or one rung: json_schema, json_object_schema, json_object, off."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Request seed (only sent when given)."),
         max_calls: Optional[int] = typer.Option(None, "--max-calls", help="Budget: HTTP calls per run."),
         max_total_tokens: Optional[int] = typer.Option(None, "--max-total-tokens", help="Budget: tokens per run."),
@@ -60,6 +66,12 @@ def register(app: typer.Typer) -> None:
         baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="PortBench: Equal-Weight beside."),
         plots: bool = typer.Option(True, "--plots/--no-plots"),
         quiet: bool = typer.Option(False, "--quiet", "-q"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: calls, estimated tokens, cost and wall "
+                                     "time; no call is sent, nothing is written."),
+        tokens_per_s: float = typer.Option(50.0, "--tokens-per-s", help="--dry-run: completion tokens/s of "
+                                           "the endpoint."),
+        prefill_per_s: float = typer.Option(1000.0, "--prefill-per-s", help="--dry-run: prompt tokens/s "
+                                            "(prefill) of the endpoint."),
     ) -> None:
         """Evaluate AGENT on ENV(s); write OUT/summary.csv, OUT/results.json, transcripts and plots.
 
@@ -112,7 +124,10 @@ def register(app: typer.Typer) -> None:
         if period:
             plan_kw["periods"] = _split(period)
         if mb_rounds:
-            plan_kw["rounds"] = [int(r) for r in _split(mb_rounds)]
+            try:
+                plan_kw["rounds"] = [int(r) for r in _split(mb_rounds)]
+            except ValueError:
+                fail(f"--round takes round numbers 1-5, comma-separated; got {mb_rounds!r}")
         if scheme != "replay" or "attempts" not in plan_kw:
             plan_kw["attempts"] = attempts
         if scheme != "replay" or feedback:
@@ -121,15 +136,49 @@ def register(app: typer.Typer) -> None:
             plan_kw["env_kwargs"] = extra_kw
         plan_kw.update(baseline=baseline, plots=plots)
         plan = EvalPlan.from_dict(plan_kw)
+        # every option checked here, before anything runs or is written (one line naming the flag, exit 2)
+        from quantgym.agents.llm.client import STRUCTURED_MODES
+        from quantgym.spaces import PROMPT_STYLES
+
+        if prompt_style not in ("auto",) + PROMPT_STYLES:
+            fail(f"--prompt-style must be auto, {', '.join(PROMPT_STYLES)}; got {prompt_style!r}")
+        if structured not in STRUCTURED_MODES or structured == "text":
+            fail(f"--structured must be auto, json_schema, json_object_schema, json_object or off (on = json_schema); "
+                 f"got {structured!r}")
+        if context_window is not None and context_window < 256:
+            fail(f"--context-window must be at least 256 tokens, got {context_window}")
+        if tokens_per_s <= 0 or prefill_per_s <= 0:
+            fail("--tokens-per-s and --prefill-per-s must be > 0")
+        mt = max_tokens.strip().lower()
+        if mt in ("auto", "none"):
+            max_tokens_v: object = "auto" if mt == "auto" else None
+        else:
+            try:
+                max_tokens_v = int(mt)
+                if max_tokens_v <= 0:
+                    raise ValueError
+            except ValueError:
+                fail(f"--max-tokens must be auto, none or a positive integer, got {max_tokens!r}")
         options: dict = {}
         if scheme == "openai":
             options = dict(base_url=base_url, api_key=os.environ.get(api_key_env), temperature=temperature,
-                           max_tokens=max_tokens, timeout=timeout, retries=retries, structured=structured, seed=seed,
+                           max_tokens=max_tokens_v, context_window=context_window, prompt_style=prompt_style,
+                           timeout=timeout, retries=retries, structured=structured, seed=seed,
                            max_calls=max_calls, max_total_tokens=max_total_tokens, price_in=price_in,
                            price_out=price_out, cache=not no_cache, rounds=rounds,
                            prices=str(prices) if prices else None,
                            cache_from=[str(p) for p in cache_from] if cache_from else None)
-            options = {k: v for k, v in options.items() if v is not None}
+            options = {k: v for k, v in options.items() if v is not None or k == "max_tokens"}
+        if dry_run:
+            from quantgym.agents.llm.dryrun import dry_run_plan, render_plan
+
+            try:
+                report = dry_run_plan(agent, plan, agent_options=options, tokens_per_s=tokens_per_s,
+                                      prompt_tokens_per_s=prefill_per_s)
+            except (LLMConfigError, ValueError, FileNotFoundError) as exc:
+                fail(str(exc))
+            render_plan(report, console)
+            return
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_dir = Path(out) if out else Path("results") / f"eval-{stamp}"
         try:

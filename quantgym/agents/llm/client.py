@@ -12,13 +12,17 @@ the canonical request hash, request, response, text, usage, latency, model, endp
 each HTTP try, and cost. :class:`ReplayEngine` serves the same requests from a transcript offline
 (matched by hash, in order) so a run reproduces bit for bit.
 
-Per-endpoint adaptation [project choice]: the first request with ``response_format`` (JSON schema)
-decides whether the endpoint supports it — a 400/422 that names ``response_format``/``json_schema``
-marks it unsupported and the request is resent without it (text parsing then applies); the same for
-``max_tokens`` → ``max_completion_tokens``, an unsupported ``temperature``, and a completion cap the
-model cannot take (too large, or over the context window: the cap is then not sent). The decision is
-remembered per (endpoint, model) for the process and is itself recorded, so a replay takes the
-same path.
+Per-endpoint adaptation [project choice]: structured output climbs down a **capability ladder**,
+``json_schema`` → ``json_object`` with ``schema`` (llama.cpp family: grammar-constrained) →
+``json_object`` → plain text (:data:`RUNGS`). A request whose error names ``response_format`` /
+``json_schema`` (HTTP 400, 422, or a 5xx whose body names them, as llama-cpp-python's validation
+error does) marks that rung unsupported and is resent one rung down at once: one wrong guess costs
+one request, never a retry loop. The same mechanism swaps ``max_tokens`` for
+``max_completion_tokens`` and drops an unsupported ``temperature``. A prompt longer than the
+context window (a context-length error) teaches the engine the window (and, where the error says
+so, the prompt's true token count); the agent then re-renders the prompt once to fit
+(:meth:`ChatEngine.context_window`). Every decision is recorded in the transcript, so a replay takes
+the same path.
 """
 
 from __future__ import annotations
@@ -33,10 +37,26 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-LLM_AGENT_VERSION = "llm-agent-v1"
+LLM_AGENT_VERSION = "llm-agent-v2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: structured-output rungs, richest first (see the module docstring)
+RUNGS = ("json_schema", "json_object_schema", "json_object", "text")
+#: ``structured=`` values: ``auto`` (climb down the ladder from the top), a rung (fixed), ``on`` (= json_schema,
+#: fixed), ``off`` (= text)
+STRUCTURED_MODES = ("auto", "on", "off") + RUNGS
+#: a server's ``usage.prompt_tokens`` below ``utf8 bytes / TRUNCATION_BYTES_PER_TOKEN`` of what was sent means the
+#: server cut the prompt (Ollama's ``num_ctx``) [project choice: no tokenizer packs 6 bytes of these prompts in one token]
+TRUNCATION_BYTES_PER_TOKEN = 6.0
+#: ... or below the estimate / this ratio (see ``_truncation_warning``) [project choice]
+TRUNCATION_ESTIMATE_RATIO = 2.5
+#: a 5xx that names response_format is a validation error (one rung down) only with one of these [project choice]
+_VALIDATION_5XX = re.compile(r"Input should be|'loc'|\"loc\"|literal_error|validation error|must be one of|"
+                             r"not supported|unsupported|invalid", re.I)
+#: seconds the context-window metadata probe may take per URL [project choice]
+PROBE_TIMEOUT = 3.0
 
 
 # A ClickException ends any quantgym (typer) command with its message and exit code, without a traceback.
@@ -86,7 +106,15 @@ class LLMConfig:
         ``unreachable_delay`` seconds apart, then the run stops with a one-line :class:`LLMConfigError`
         (wrong ``--base-url``, server down, no network) instead of the long backoff [project choice:
         2 tries, 1 s]. Once the endpoint has answered, a connection error is retried like a 5xx.
-    structured : "auto" (detect per endpoint), "on" (always send ``response_format``), "off" (never).
+    max_tokens : completion cap per call: ``"auto"`` (default: the adapter's cap for that call, derived from
+        the answer schema and the universe size, :func:`quantgym.agents.llm.tokens.schema_token_bound`),
+        an int (the same cap for every call) or None (no cap sent: the endpoint's default).
+    context_window : the model's context window in tokens (None: learn it from the server's metadata
+        or from a context-length error). Prompts are rendered to fit it (``prompt_style``).
+    prompt_style : ``"auto"`` (the richest style whose prompt and cap fit the window) or a fixed style of
+        :data:`quantgym.spaces.PROMPT_STYLES` (``full``, ``compact``, ``minimal``).
+    structured : "auto" (climb down :data:`RUNGS` per endpoint), a rung name (always that rung), "on"
+        (= ``json_schema``), "off" (= ``text``: never send ``response_format``).
     seed : optional ``seed`` request field (only sent when set).
     max_calls, max_total_tokens : per-run budget (HTTP calls; prompt + completion tokens). A call over
         budget is not sent and becomes a recorded failure.
@@ -96,7 +124,9 @@ class LLMConfig:
     model: str
     base_url: str | None = None
     temperature: float | None = 0.0
-    max_tokens: int | None = 8192
+    max_tokens: int | str | None = "auto"
+    context_window: int | None = None
+    prompt_style: str = "auto"
     timeout: float = 300.0
     retries: int = 5
     backoff_base: float = 1.0
@@ -115,12 +145,26 @@ class LLMConfig:
     def __post_init__(self):
         if not isinstance(self.model, str) or not self.model.strip():
             raise ValueError("model must be a non-empty string (e.g. openai:gpt-4o-mini)")
-        if self.structured not in ("auto", "on", "off"):
-            raise ValueError(f"structured must be 'auto', 'on' or 'off', got {self.structured!r}")
+        if self.structured not in STRUCTURED_MODES:
+            raise ValueError(f"structured must be one of {', '.join(STRUCTURED_MODES)}; got {self.structured!r}")
+        if not (self.max_tokens is None or self.max_tokens == "auto"
+                or (isinstance(self.max_tokens, int) and not isinstance(self.max_tokens, bool) and self.max_tokens > 0)):
+            raise ValueError(f"max_tokens must be 'auto', a positive int or None; got {self.max_tokens!r}")
+        if self.context_window is not None and (not isinstance(self.context_window, int) or self.context_window < 256):
+            raise ValueError(f"context_window must be an int >= 256 tokens; got {self.context_window!r}")
+        from quantgym.spaces import PROMPT_STYLES
+
+        if self.prompt_style != "auto" and self.prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style must be 'auto' or one of {', '.join(PROMPT_STYLES)}; got "
+                             f"{self.prompt_style!r}")
         if self.retries < 0 or self.timeout <= 0:
             raise ValueError("retries must be >= 0 and timeout > 0")
         if self.connect_timeout <= 0 or self.unreachable_tries < 1 or self.unreachable_delay < 0:
             raise ValueError("connect_timeout must be > 0, unreachable_tries >= 1 and unreachable_delay >= 0")
+
+    def fixed_rung(self) -> str | None:
+        """The rung a fixed ``structured`` mode names (None for ``auto``)."""
+        return {"auto": None, "on": "json_schema", "off": "text"}.get(self.structured, self.structured)
 
     def endpoint(self) -> str:
         return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
@@ -145,6 +189,11 @@ class CallResult:
     latency_s : wall seconds (all tries).
     cached : served from the cache (no HTTP request).
     structured : ``response_format`` was sent with the request that produced this result.
+    rung : the structured-output rung of that request (:data:`RUNGS`).
+    meta : the call's recorded ``meta`` (with the prompt style, the cap and ``refit`` after a re-render).
+    context_window, prompt_tokens_needed : on a context-length error (``error_kind == "context"``), the
+        window the server named and the prompt's token count where it said so (else None).
+    warning : a note on a successful call (e.g. a server that truncated the prompt), else None.
     request_hash : canonical hash of the request.
     finish_reason : as reported by the endpoint.
     """
@@ -160,6 +209,11 @@ class CallResult:
     request_hash: str = ""
     finish_reason: str | None = None
     cost_usd: float | None = None
+    rung: str = "text"
+    meta: dict = field(default_factory=dict)
+    context_window: int | None = None
+    prompt_tokens_needed: int | None = None
+    warning: str | None = None
 
 
 def canonical_hash(request: dict, nonce: int = 0, subs: tuple[tuple[str, str], ...] = ()) -> str:
@@ -233,7 +287,8 @@ class Transcript:
 
 
 def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
-    """(header, call records) of a JSONL transcript; a truncated last line (crash) is skipped.
+    """(header, call records) of a JSONL transcript (``.jsonl`` or gzip-compressed ``.jsonl.gz``); a
+    truncated last line (crash) is skipped; ``probe`` lines are returned in ``header["_probes"]``.
 
     Raises
     ------
@@ -245,7 +300,14 @@ def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
         raise FileNotFoundError(f"transcript {path} does not exist")
     header: dict | None = None
     calls: list[dict] = []
-    with path.open(encoding="utf-8") as fh:
+    probes: list[dict] = []
+    if path.suffix == ".gz":
+        import gzip
+
+        opener = gzip.open(path, "rt", encoding="utf-8")
+    else:
+        opener = path.open(encoding="utf-8")
+    with opener as fh:
         for line in fh:
             line = line.strip()
             if not line:
@@ -258,8 +320,12 @@ def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
                 header = header or rec
             elif rec.get("type") == "call":
                 calls.append(rec)
+            elif rec.get("type") == "probe":
+                probes.append(rec)
     if header is None:
         raise ValueError(f"{path} is not a quantgym LLM transcript (no header line)")
+    if probes:
+        header = {**header, "_probes": probes}
     return header, calls
 
 
@@ -268,17 +334,70 @@ _UNSUPPORTED = (
     ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
     ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
     ("temperature", re.compile(r"temperature", re.I)),
-    # a completion cap the model cannot take (too large, or prompt + cap over the context): drop the cap
-    ("max_tokens_drop", re.compile(r"max_(completion_)?tokens|maximum context length|context[_ ]length|"
-                                   r"context window", re.I)),
+    # a completion cap the model cannot take (too large for the model): drop the cap
+    ("max_tokens_drop", re.compile(r"max_(completion_)?tokens", re.I)),
 )
+#: a 5xx body that names the structured-output field is a validation error, not a server fault
+_UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
+#: context-length errors: (pattern for the window, pattern for the prompt's own token count)
+_CONTEXT_ERR = re.compile(r"context[_ ]length|context window|context size|maximum context|exceed_context|"
+                          r"prompt is too long|too many tokens", re.I)
+_CONTEXT_WINDOW = (
+    re.compile(r"maximum context length is (\d+)", re.I),        # OpenAI, vLLM, llama-cpp-python
+    re.compile(r"context length is only (\d+)", re.I),           # vLLM (newer)
+    re.compile(r"context window of (\d+)", re.I),                # llama-cpp-python (raw)
+    re.compile(r"available context size \((\d+) tokens\)", re.I),  # llama-server
+    re.compile(r"['\"]?n_ctx['\"]?\s*[:=]\s*(\d+)", re.I),       # llama-server error body
+    re.compile(r"context (?:size|length|window)[^0-9]{0,30}(\d{3,})", re.I),
+)
+_CONTEXT_PROMPT = (
+    re.compile(r"\((\d+) in the messages", re.I),                # OpenAI, llama-cpp-python
+    re.compile(r"your request has (\d+) input tokens", re.I),    # vLLM
+    re.compile(r"prompt contains (?:at least )?(\d+) input tokens", re.I),
+    re.compile(r"You passed (\d+) input tokens", re.I),          # vLLM (newer)
+    re.compile(r"Requested tokens \((\d+)\)", re.I),             # llama-cpp-python (raw)
+    re.compile(r"\brequest \((\d+) tokens\) exceeds", re.I),     # llama-server
+    re.compile(r"messages resulted in (\d+) tokens", re.I),      # OpenAI
+    re.compile(r"['\"]?n_prompt_tokens['\"]?\s*[:=]\s*(\d+)", re.I),
+)
+
+
+def parse_context_error(msg: str) -> tuple[int | None, int | None] | None:
+    """(window, prompt tokens) named by a context-length error message, or None if ``msg`` is not one.
+
+    Either number may be None when the server does not state it. Matches the wordings of OpenAI,
+    vLLM (old and new), llama-cpp-python (``context_length_exceeded``, and its raw "Requested tokens
+    (P) exceed context window of M"), llama-server (``exceed_context_size_error`` with ``n_ctx`` and
+    ``n_prompt_tokens``) and LiteLLM (which prefixes the upstream message); see docs/llm-servers.md.
+    """
+    if not msg or not _CONTEXT_ERR.search(msg):
+        return None
+
+    def first(pats) -> int | None:
+        for pat in pats:
+            m = pat.search(msg)
+            if m:
+                return int(m.group(1))
+        return None
+
+    return first(_CONTEXT_WINDOW), first(_CONTEXT_PROMPT)
 
 
 class _EndpointState:
     def __init__(self) -> None:
-        self.structured: bool | None = None  # None = not yet known
+        self.rung: int = 0  # index into RUNGS of the richest rung not yet refused (auto mode)
+        self.rung_known = False  # a request at that rung has succeeded
         self.token_param: str | None = "max_tokens"  # None: the cap is not sent
         self.send_temperature = True
+        self.context_window: int | None = None  # learned from metadata or a context-length error
+        self.context_source: str | None = None
+
+    @property
+    def structured(self) -> bool | None:
+        """True: a schema rung works; False: only plain text; None: not yet known."""
+        if RUNGS[self.rung] == "text":
+            return False
+        return True if self.rung_known else None
 
 
 class ChatEngine:
@@ -304,6 +423,8 @@ class ChatEngine:
         self._lock = threading.Lock()
         self._states_lock = threading.Lock()
         self._probe_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+        self._probed = False
         self._states: dict[tuple[str, str], _EndpointState] = {}
         self._basic_known = False
         self.reached = False  # the endpoint has sent an HTTP response (any status) in this run
@@ -319,8 +440,10 @@ class ChatEngine:
         for p in cache_from or []:
             _, recs = read_transcript(p)
             for r in recs:
-                if r.get("ok") and r.get("text") is not None:
-                    self._cache.setdefault(r["hash"], r)
+                if r.get("ok") and r.get("text") is not None and not r.get("cache_hit"):
+                    self._cache.setdefault(r["hash"], {"text": r["text"], "usage": r.get("usage") or {},
+                                                       "finish_reason": r.get("finish_reason"),
+                                                       "latency_s": r.get("latency_s"), "source": "cache_from"})
         self.transcript = None
         if transcript is not None:
             from quantgym.results import environment_info
@@ -352,53 +475,196 @@ class ChatEngine:
         with self._states_lock:
             return self._states.setdefault(key, _EndpointState())
 
+    def rung(self) -> str:
+        """The structured-output rung the next schema request uses (:data:`RUNGS`)."""
+        fixed = self.config.fixed_rung()
+        return fixed if fixed is not None else RUNGS[self.state().rung]
+
     def structured_allowed(self) -> bool:
-        mode = self.config.structured
-        return mode == "on" or (mode == "auto" and self.state().structured is not False)
+        """A schema request would carry ``response_format`` (the rung is not ``text``)."""
+        return self.rung() != "text"
+
+    # ------------------------------------------------------------------ context window
+    def context_window(self) -> int | None:
+        """The model's context window in tokens: ``config.context_window``, else what the server's
+        metadata or a context-length error said (None: unknown)."""
+        return self.config.context_window or self.state().context_window
+
+    def context_source(self) -> str | None:
+        """Where :meth:`context_window` comes from: ``config``, ``metadata:<field>``, ``error`` or None."""
+        if self.config.context_window:
+            return "config"
+        return self.state().context_source
+
+    def probe_context_window(self) -> int | None:
+        """Ask the server's metadata for the context window once per run (recorded in the transcript).
+
+        Reads ``GET {base_url}/models`` (vLLM ``max_model_len``; llama-server ``meta.n_ctx_train``, the
+        training size, used only when nothing else answers), llama-server's ``GET {root}/props``
+        (``default_generation_settings.n_ctx``, the running window) and LM Studio's
+        ``GET {root}/api/v0/models`` (``loaded_context_length`` / ``max_context_length``).
+        Nothing is asked when ``config.context_window`` is set. Any failure (no such route, a timeout,
+        another JSON) means "unknown"; the first context-length error then teaches the window.
+        """
+        st = self.state()
+        with self._probe_lock:
+            if self._probed:
+                return self.context_window()
+            self._probed = True
+            if self.config.context_window:
+                return self.config.context_window
+            window, source, tried = self._probe_metadata()
+            if window:
+                st.context_window, st.context_source = window, source
+            if self.transcript is not None:
+                self.transcript.write({"type": "probe", "ts": _now(), "endpoint": self.endpoint,
+                                       "context_window": window, "source": source, "tried": tried})
+        return self.context_window()
+
+    def _probe_metadata(self) -> tuple[int | None, str | None, list[dict]]:
+        import urllib.error
+        import urllib.request
+
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        root = re.sub(r"/v\d+$", "", self.endpoint)
+        tried: list[dict] = []
+        found: dict[str, int] = {}
+        for url in (f"{self.endpoint}/models", f"{root}/props", f"{root}/api/v0/models"):
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                            timeout=PROBE_TIMEOUT) as r:
+                    tried.append({"url": url, "status": r.status})
+                    doc = json.loads(r.read(1_000_000) or b"null")
+            except urllib.error.HTTPError as exc:
+                tried.append({"url": url, "status": exc.code})
+                continue
+            except Exception as exc:  # noqa: BLE001 - metadata is optional: any failure means "unknown"
+                tried.append({"url": url, "error": _one_line(f"{type(exc).__name__}: {exc}", 160)})
+                continue
+            if url.endswith("/props") and isinstance(doc, dict):
+                n = (doc.get("default_generation_settings") or {}).get("n_ctx")
+                if isinstance(n, int) and n > 0:
+                    found.setdefault("props.n_ctx", n)
+                continue
+            for m in (doc.get("data") if isinstance(doc, dict) else None) or []:
+                if not isinstance(m, dict) or m.get("id") not in (self.config.model, None):
+                    continue
+                for key in ("max_model_len", "loaded_context_length", "max_context_length", "context_length"):
+                    if isinstance(m.get(key), int) and m[key] > 0:
+                        found.setdefault(f"models.{key}", m[key])
+                meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+                if isinstance(meta.get("n_ctx"), int) and meta["n_ctx"] > 0:
+                    found.setdefault("models.meta.n_ctx", meta["n_ctx"])
+                if isinstance(meta.get("n_ctx_train"), int) and meta["n_ctx_train"] > 0:
+                    found.setdefault("models.meta.n_ctx_train", meta["n_ctx_train"])
+        for key in ("props.n_ctx", "models.meta.n_ctx", "models.max_model_len", "models.loaded_context_length",
+                    "models.context_length", "models.max_context_length", "models.meta.n_ctx_train"):
+            if key in found:
+                return found[key], f"metadata:{key}", tried
+        return None, None, tried
 
     # ------------------------------------------------------------------ requests
-    def build_request(self, messages: list[dict], schema: dict | None) -> dict:
+    def response_format(self, schema: dict, rung: str) -> dict | None:
+        """The ``response_format`` of ``rung`` for a stage schema (``{"name", "schema", "strict"}``)."""
+        if rung == "json_schema":
+            return {"type": "json_schema", "json_schema": schema}
+        if rung == "json_object_schema":
+            return {"type": "json_object", "schema": schema.get("schema", schema)}
+        if rung == "json_object":
+            return {"type": "json_object"}
+        return None
+
+    def build_request(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None) -> dict:
+        """The request body: ``max_tokens`` is the adapter's cap for this call (used when
+        ``config.max_tokens == "auto"``; an int config overrides it; None config sends no cap)."""
         cfg, st = self.config, self.state()
         req: dict[str, Any] = {"model": cfg.model, "messages": messages}
         if cfg.temperature is not None and st.send_temperature:
             req["temperature"] = cfg.temperature
-        if cfg.max_tokens is not None and st.token_param is not None:
-            req[st.token_param] = cfg.max_tokens
+        cap = max_tokens if cfg.max_tokens == "auto" else cfg.max_tokens
+        if cap is not None and st.token_param is not None:
+            req[st.token_param] = int(cap)
         if cfg.seed is not None:
             req["seed"] = cfg.seed
-        if schema is not None and self.structured_allowed():
-            req["response_format"] = {"type": "json_schema", "json_schema": schema}
+        if schema is not None:
+            rf = self.response_format(schema, self.rung())
+            if rf is not None:
+                req["response_format"] = rf
         return req
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
-             nonce: int = 0, hash_subs: tuple[tuple[str, str], ...] = ()) -> CallResult:
+             nonce: int = 0, hash_subs: tuple[tuple[str, str], ...] = (), max_tokens: int | None = None,
+             refit: Callable[[int | None, int | None], tuple[list[dict], int | None, dict] | None] | None = None
+             ) -> CallResult:
         """One logical call (see class docstring). Never raises except :class:`LLMConfigError`.
 
-        Until the endpoint's behaviour is known (a first successful call; for a schema call, whether
-        ``response_format`` works) calls are serialised, so concurrent episodes probe the endpoint once
-        and a replay takes exactly the recorded path.
+        ``max_tokens``: the adapter's completion cap for this call (see :meth:`build_request`).
+        A context-length error teaches the engine the window it names (:meth:`context_window`). With
+        ``refit``, the engine then calls ``refit(window, prompt_tokens)`` once (``prompt_tokens``: the
+        prompt's true size where the server said it) and resends what it returns
+        (``(messages, max_tokens, meta_update)``; None: nothing smaller to send). That first error is
+        recorded as an adaptation (``"adapted": true``), not a failure; without ``refit``, or when the
+        re-rendered prompt fails too, the call fails with ``error_kind == "context"``.
+
+        Until the endpoint's behaviour is known (a first successful call; for a schema call, which
+        rung works) calls are serialised, so concurrent episodes probe the endpoint once and a replay
+        takes exactly the recorded path.
         """
         st = self.state()
         probing = not self._basic_known or (schema is not None and self.config.structured == "auto"
-                                            and st.structured is None)
+                                            and not st.rung_known and RUNGS[st.rung] != "text")
         if probing:
-            with self._probe_lock:
-                return self._chat(messages, schema, meta, nonce, hash_subs)
-        return self._chat(messages, schema, meta, nonce, hash_subs)
+            with self._call_lock:
+                return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit)
+        return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit)
 
     def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int,
-              hash_subs: tuple[tuple[str, str], ...]) -> CallResult:
-        for _ in range(4):  # at most three adaptations of the request
-            req = self.build_request(messages, schema)
+              hash_subs: tuple[tuple[str, str], ...], max_tokens: int | None, refit: Any) -> CallResult:
+        meta = dict(meta or {})
+        refitted = False
+        for _ in range(len(RUNGS) + 4):  # one resend per adaptation (rungs, token param, temperature, a re-render)
+            req = self.build_request(messages, schema, max_tokens)
             h = canonical_hash(req, nonce, tuple(hash_subs))
             res, rec = self._resolve(req, h, nonce)
+            res.rung = rung_of(req)
             rec.setdefault("error", None)
             rec.setdefault("error_kind", None)
             rec["cost_usd"] = None
+            if res.ok and not res.cached:
+                res.warning = rec.get("warning") or _truncation_warning(req, res.usage)
+                if res.warning:
+                    rec["warning"] = res.warning
+            elif res.ok:
+                res.warning = rec.get("warning")
+            refit_to = None
+            if res.error_kind == "context":
+                window, needed = parse_context_error(res.error or "") or (None, None)
+                res.context_window, res.prompt_tokens_needed = window, needed
+                rec.update(context_window=window, prompt_tokens_needed=needed)
+                st = self.state()
+                if window:
+                    st.context_window, st.context_source = window, "error"
+                elif meta.get("prompt_tokens_est"):
+                    # no number in the error: prompt + cap did not fit, and the estimate never under-counts, so
+                    # the window is below estimate + cap: an upper bound that later calls fit under
+                    bound = int(meta["prompt_tokens_est"]) + int(req.get(st.token_param or "max_tokens") or 0) - 1
+                    if st.context_window is None or bound < st.context_window:
+                        st.context_window, st.context_source = bound, "error-bound"
+                if refit is not None and not refitted:
+                    refit_to = refit(window, needed)
+            adapted = (res.error_kind == "unsupported" and self._adapt(rec.get("unsupported"), req)) or (
+                refit_to is not None)
+            if (not adapted and res.error_kind == "context" and refit is None and not refitted
+                    and (res.prompt_tokens_needed is None or res.context_window is None
+                         or res.prompt_tokens_needed < res.context_window)):
+                # no re-render possible and the messages alone fit: resend without the completion cap
+                adapted = self._adapt("max_tokens_drop", req)
+                if adapted:
+                    rec["unsupported"] = "max_tokens_drop"
             rec.update({"type": "call", "ts": rec.get("ts") or _now(), "hash": h, "nonce": nonce,
-                        "episode": self.episode, "meta": meta or {}, "endpoint": self.endpoint,
-                        "model": self.config.model, "request": req})
-            self._tally(res)
+                        "episode": self.episode, "meta": meta, "endpoint": self.endpoint,
+                        "model": self.config.model, "request": req, "rung": res.rung, "adapted": adapted})
+            self._tally(res, adapted)
             rec["cost_usd"] = res.cost_usd
             if self.transcript is not None:
                 self.transcript.write(rec)
@@ -407,20 +673,32 @@ class ChatEngine:
                     fn(rec)
                 except Exception:  # noqa: BLE001 - a progress display never breaks a run
                     pass
-            if res.error_kind == "unsupported" and self._adapt(rec.get("unsupported"), req):
+            if adapted:
+                if refit_to is not None:
+                    refitted = True
+                    messages, max_tokens, upd = refit_to
+                    meta = {**meta, **(upd or {}), "refit": True}
                 continue
             if res.ok and not res.cached:
                 self._basic_known = True
                 if "response_format" in req and self.config.structured == "auto":
-                    self.state().structured = True
+                    self.state().rung_known = True
+            res.meta = meta
             return res
         return res  # pragma: no cover - adaptations exhausted
 
     def _adapt(self, param: str | None, req: dict) -> bool:
         st = self.state()
-        if param == "response_format" and "response_format" in req and self.config.structured != "on":
-            st.structured = False
-            return True
+        if param == "response_format" and "response_format" in req and self.config.structured == "auto":
+            with self._states_lock:
+                sent = RUNGS.index(rung_of(req))
+                if st.rung > sent:
+                    return True  # another thread already stepped down past this rung: just resend
+                if st.rung == sent and sent < len(RUNGS) - 1:
+                    st.rung = sent + 1  # one rung down; the request is resent at once
+                    st.rung_known = False
+                    return True
+            return False
         if param == "max_tokens" and st.token_param == "max_tokens" and "max_tokens" in req:
             st.token_param = "max_completion_tokens"
             return True
@@ -432,7 +710,7 @@ class ChatEngine:
             return True
         return False
 
-    def _tally(self, res: CallResult) -> None:
+    def _tally(self, res: CallResult, adapted: bool = False) -> None:
         u = res.usage or {}
         cfg = self.config
         cost = None
@@ -458,8 +736,15 @@ class ChatEngine:
                         ep[k] += int(u.get(k, 0) or 0)
                     ep["cost_usd"] += cost or 0.0
                     ep["latency_s"] += res.latency_s
-                if not res.ok and res.error_kind != "unsupported":
+                if not res.ok and not adapted:
                     ep["failures"] += 1
+                    ep.setdefault("failures_by_kind", {})
+                    ep["failures_by_kind"][res.error_kind or "other"] = ep["failures_by_kind"].get(
+                        res.error_kind or "other", 0) + 1
+                if adapted:
+                    ep["adaptations"] = ep.get("adaptations", 0) + 1
+                if res.warning:
+                    ep["warnings"] = ep.get("warnings", 0) + 1
 
     def usage(self) -> dict[str, Any]:
         """Run totals: calls, tokens, cost (None without a price), transcript path."""
@@ -475,8 +760,11 @@ class ChatEngine:
             c = self._cache[h]
             res = CallResult(ok=True, text=c.get("text"), usage=dict(c.get("usage") or {}), cached=True,
                              structured=structured, request_hash=h, finish_reason=c.get("finish_reason"))
+            # "run": answered earlier in this run; "cache_from": by an earlier run (its latency is kept, so a
+            # resumed run's records still say what the model took)
             return res, {"ok": True, "text": res.text, "usage": res.usage, "cache_hit": True, "response": None,
-                         "latency_s": 0.0, "tries": [], "finish_reason": res.finish_reason}
+                         "latency_s": 0.0, "tries": [], "finish_reason": res.finish_reason,
+                         "cache_source": c.get("source", "run"), "cached_latency_s": c.get("latency_s")}
         cfg = self.config
         with self._lock:
             over = (cfg.max_calls is not None and self.calls >= cfg.max_calls) or (
@@ -491,7 +779,8 @@ class ChatEngine:
         res.structured = structured
         res.request_hash = h
         if res.ok and self.cache_enabled:
-            self._cache[h] = {"text": res.text, "usage": res.usage, "finish_reason": res.finish_reason}
+            self._cache[h] = {"text": res.text, "usage": res.usage, "finish_reason": res.finish_reason,
+                              "latency_s": res.latency_s, "source": "run"}
         return res, rec
 
     def _get_client(self):
@@ -557,6 +846,15 @@ class ChatEngine:
                 self.reached = True
                 msg = _one_line(_err_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
+                ctx = parse_context_error(msg + " " + _body_text(exc))
+                if ctx is not None and not _UNSUPPORTED[0][1].search(msg):
+                    # the prompt (plus the cap) does not fit the window: not retried, the caller re-renders
+                    detail = msg if ctx[0] is not None else f"{msg} {_body_text(exc)}"
+                    return (CallResult(ok=False, error=_one_line(detail, 1000), error_kind="context",
+                                       latency_s=time.perf_counter() - t_start),
+                            {"ok": False, "text": None, "error": _one_line(detail, 1000), "error_kind": "context",
+                             "usage": {}, "tries": tries, "response": None,
+                             "latency_s": time.perf_counter() - t_start})
                 for param, pat in _UNSUPPORTED:
                     present = (self.state().token_param in req) if param == "max_tokens_drop" else param in req
                     if present and pat.search(msg):
@@ -579,6 +877,26 @@ class ChatEngine:
                 self.reached = True
                 msg = _one_line(_err_message(exc))
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
+                body = _body_text(exc)
+                ctx5 = parse_context_error(msg + " " + body) if exc.status_code >= 500 else None
+                if ctx5 is not None and ctx5[0] is not None:
+                    # a context-length error sent as a 5xx (llama-cpp-python's raw "Requested tokens (P) exceed
+                    # context window of M"): not retried, the caller re-renders
+                    full = _one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    return (CallResult(ok=False, error=full, error_kind="context",
+                                       latency_s=time.perf_counter() - t_start),
+                            {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
+                             "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
+                if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
+                        and _UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
+                    # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
+                    # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
+                    full = _one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    return (CallResult(ok=False, error=full, error_kind="unsupported",
+                                       latency_s=time.perf_counter() - t_start),
+                            {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
+                             "unsupported": "response_format", "usage": {}, "tries": tries, "response": None,
+                             "latency_s": time.perf_counter() - t_start})
                 last_err = f"HTTP {exc.status_code}: {msg}"
                 if exc.status_code >= 500 or exc.status_code in (408, 409):
                     last_kind = "server"
@@ -615,6 +933,38 @@ class ChatEngine:
                  "response": None, "latency_s": lat})
 
 
+def rung_of(req: dict) -> str:
+    """The structured-output rung a request body was built at (:data:`RUNGS`)."""
+    rf = req.get("response_format")
+    if not isinstance(rf, dict):
+        return "text"
+    if rf.get("type") == "json_schema":
+        return "json_schema"
+    return "json_object_schema" if "schema" in rf else "json_object"
+
+
+def _truncation_warning(req: dict, usage: dict) -> str | None:
+    """A warning when the server counted far fewer prompt tokens than were sent (a silent cut).
+
+    The floor [project choice] is the larger of (bytes sent / ``TRUNCATION_BYTES_PER_TOKEN``) and
+    (the estimate / ``TRUNCATION_ESTIMATE_RATIO``): the estimate is at most 1.54 times the SmolLM2
+    count on the bundled prompts and about 2.2 times a large-vocabulary count on number tables, so
+    an uncut prompt never falls below it; a cut to less than 40 % of the prompt always does.
+    """
+    from quantgym.agents.llm.tokens import messages_tokens
+
+    pt = (usage or {}).get("prompt_tokens")
+    if not pt:
+        return None
+    msgs = req.get("messages") or []
+    sent = sum(len(str(m.get("content") or "").encode("utf-8")) for m in msgs)
+    floor = int(max(sent / TRUNCATION_BYTES_PER_TOKEN, messages_tokens(msgs) / TRUNCATION_ESTIMATE_RATIO))
+    if pt < floor:
+        return (f"prompt truncated by the server? it counted {pt} prompt tokens for {sent} bytes sent (at least "
+                f"{floor} expected): raise its context (Ollama: num_ctx) or pass --context-window")
+    return None
+
+
 def _is_connect_timeout(exc: BaseException) -> bool:
     """An ``APITimeoutError`` raised while opening the connection (httpx ``ConnectTimeout``)."""
     cause = exc.__cause__ or exc.__context__
@@ -638,6 +988,17 @@ def _err_message(exc: Any) -> str:
         if isinstance(err, str):
             return err
     return str(getattr(exc, "message", None) or exc)
+
+
+def _body_text(exc: Any) -> str:
+    """The error response's body as compact JSON text (for pattern matching), '' when there is none."""
+    body = getattr(exc, "body", None)
+    if body is None:
+        return ""
+    try:
+        return json.dumps(body, default=str)[:4000]
+    except (TypeError, ValueError):
+        return str(body)[:4000]
 
 
 def _retry_after(exc: Any) -> float | None:
@@ -699,6 +1060,13 @@ class ReplayEngine(ChatEngine):
         for r in calls:
             self._queues.setdefault(r["hash"], []).append(r)
         self._pos: dict[str, int] = {}
+        self._probes = list(header.get("_probes") or [])
+
+    def _probe_metadata(self) -> tuple[int | None, str | None, list[dict]]:
+        """The recorded metadata probe (no network)."""
+        for p in self._probes:
+            return p.get("context_window"), p.get("source"), list(p.get("tried") or [])
+        return None, None, []
 
     def _resolve(self, req: dict, h: str, nonce: int) -> tuple[CallResult, dict]:
         with self._lock:
@@ -715,9 +1083,9 @@ class ReplayEngine(ChatEngine):
                          latency_s=float(rec.get("latency_s") or 0.0), cached=bool(rec.get("cache_hit")),
                          structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
         out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
-                                       "finish_reason")}
+                                       "finish_reason", "warning")}
         return res, out
 
 
-__all__ = ["LLMConfig", "CallResult", "ChatEngine", "ReplayEngine", "Transcript", "read_transcript",
+__all__ = ["RUNGS", "STRUCTURED_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "ReplayEngine", "Transcript", "read_transcript",
            "canonical_hash", "LLMConfigError", "ReplayMismatchError", "LLM_AGENT_VERSION"]

@@ -117,7 +117,32 @@ def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[
                                                "coerced": 0})
         d[t["status"]] = d.get(t["status"], 0) + 1
         d["coerced"] += bool(t.get("coercions"))
-    return {"result": res, "usage": usage, "episode": label, "parse_stats": text_stats}
+    return {"result": res, "usage": usage, "episode": label, "parse_stats": text_stats,
+            "llm": llm_summary(agent, label)}
+
+
+def llm_summary(agent: Any, label: str | None) -> dict[str, Any] | None:
+    """Per-episode record of what the context budget and the endpoint chose: prompt styles, structured
+    rungs, re-rendered prompts, cut caps and warnings (e.g. a server that truncated a prompt)."""
+    if label is None or not hasattr(agent, "logs"):
+        return None
+    styles: dict[str, int] = {}
+    rungs: dict[str, int] = {}
+    warnings: list[str] = []
+    refits = cut = 0
+    for e in agent.logs.get(label, []):
+        if e.get("prompt_style"):
+            styles[e["prompt_style"]] = styles.get(e["prompt_style"], 0) + 1
+        if e.get("rung"):
+            rungs[e["rung"]] = rungs.get(e["rung"], 0) + 1
+        refits += bool(e.get("refit"))
+        cut += bool(e.get("cap_cut"))
+        if e.get("warning") and e["warning"] not in warnings:
+            warnings.append(e["warning"])
+    eng = getattr(agent, "engine", None)
+    return {"prompt_styles": styles, "rungs": rungs, "refits": refits, "caps_cut": cut, "warnings": warnings,
+            "context_window": eng.context_window() if eng is not None else None,
+            "context_source": eng.context_source() if eng is not None else None}
 
 
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
@@ -144,6 +169,7 @@ def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | 
         label = agent.current_episode
         return {"env_id": env_id, "final": info, "S": S, "feedback": feedback, "episode": label,
                 "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
+                "llm": llm_summary(agent, label),
                 "record_path": None if u.record_path is None else str(u.record_path)}
     finally:
         env.close()
@@ -168,7 +194,8 @@ def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[
             r.update(agent=agent.name, strategy=u.strategy, round=u.round_number)
             recs.append(r)
         return {"env_id": env_id, "round": rnd, "records": recs, "round_record": info["record"], "episode": label,
-                "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, [])}
+                "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
+                "llm": llm_summary(agent, label)}
     finally:
         env.close()
 
@@ -358,8 +385,8 @@ def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
     lock = threading.Lock()
 
     def listener(rec: dict) -> None:
-        if rec.get("error_kind") == "unsupported":
-            return  # an endpoint adaptation, resent at once
+        if rec.get("adapted") or rec.get("error_kind") == "unsupported":
+            return  # an endpoint adaptation (rung, parameter, re-rendered prompt), resent at once
         with lock:
             counts["calls"] += 1
             counts["failed"] += not rec.get("ok")
@@ -403,9 +430,9 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
         table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
         cols = ["profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
-                "S4", "S5", "refused", "unparse", "calls", "tokens", "gate"]
+                "S4", "S5", "refused", "unparse", "calls", "tokens", "warn", "gate"]
         if not _is_llm(agent):  # no text protocol, no LLM calls
-            cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens")]
+            cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens", "warn")]
             if getattr(agent, "direct_allocation", False):  # no stage scores either
                 cols = [c for c in cols if c not in ("CEPS", "S1", "S2", "S3", "S4", "S5")]
         for col in cols:
@@ -423,7 +450,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
         sec.rows.append(row)
         base = baselines.get((r.env_id, r.period))
         d = r.to_dict()
-        d.update(usage=run["usage"], episode=run["episode"], parse_stats=run["parse_stats"],
+        d.update(usage=run["usage"], episode=run["episode"], parse_stats=run["parse_stats"], llm=run.get("llm"),
                  transcript=agent.usage().get("transcript") if hasattr(agent, "usage") else None)
         sec.runs.append(d)
         if base is not None:
@@ -442,6 +469,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                      "refused": str(m.get("refused_steps", "")),
                      "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
                      "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
+                     "warn": str(u.get("warnings", 0) or ""),
                      "gate": "" if gate is None else ("✓" if gate else "✗")}
             table.add_row(*[cells[c] for c in cols])
             if base is not None:
@@ -459,7 +487,18 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             sec.extra.setdefault("plots", []).append(str(path))
     if console is not None:
         console.print(table)
+        _print_warnings(console, runs)
     return sec
+
+
+def _print_warnings(console: Any, runs: list[dict]) -> None:
+    """One line per distinct LLM warning of the runs (a truncated prompt is never silent)."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        for w in (run.get("llm") or {}).get("warnings") or []:
+            seen[w] = seen.get(w, 0) + 1
+    for w, n in seen.items():
+        console.print(f"warning ({n} episode(s)): {w}", markup=False, highlight=False)
 
 
 def _qa_section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
@@ -489,6 +528,7 @@ def _qa_section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
                           _fmt(m.get("sharpe")), str(u.get("calls", "")), str(u.get("total_tokens", "")))
     if console is not None:
         console.print(table)
+        _print_warnings(console, runs)
     return sec
 
 
@@ -518,7 +558,8 @@ def _mb_section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> S
             t.add_row(str(row["strategy"]), fmt(row.get(f"pass@{k}")), fmt(row.get("pass@1")),
                       fmt(row.get("mean_mae_solved")), fmt(row.get("avg_attempt")))
         console.print(t)
+        _print_warnings(console, runs)
     return sec
 
 
-__all__ = ["EvalPlan", "run_eval", "run_portbench", "run_quant_arena", "run_market_bench", "task_of", "parse_period"]
+__all__ = ["llm_summary", "EvalPlan", "run_eval", "run_portbench", "run_quant_arena", "run_market_bench", "task_of", "parse_period"]

@@ -1,0 +1,246 @@
+"""``quantgym eval --dry-run``: the calls a run would make, their tokens, cost and wall time, before any call.
+
+Nothing is sent and nothing is written. How each task is planned:
+
+- **PortBench**: the episode is really run, with an engine that sends nothing and answers every stage
+  with a refusal (the env then takes the §4.0 fallback and moves on), so every stage prompt is rendered
+  exactly as in a real run, in the style the context budget chooses. One call per stage and date is
+  the floor; format re-asks (at most 3 attempts per stage) can triple it, shown as the upper bound.
+- **Quant-Arena**: the brief is rendered; an iterative run makes ``budget`` candidate calls plus a
+  freeze call (``--rounds`` caps the candidates), each turn's prompt holding the conversation so far,
+  estimated as the brief plus, per earlier turn, the code cap and :data:`FEEDBACK_TOKENS`; one-shot: one call.
+- **Market-Bench**: each round's prompt is rendered; ``attempts`` calls per round.
+
+Tokens are :func:`~quantgym.agents.llm.tokens.estimate_tokens` (an over-estimate on these prompts,
+see that module). Completion tokens: the caps are the upper bound; the expected value takes each
+JSON cap back to its widest plausible answer (cap minus ``CAP_EXTRA``, over ``CAP_MARGIN``) and each
+code cap at half. Cost: ``--price-in`` / ``--price-out`` (USD per 1M tokens). Wall time: prompt
+tokens / ``prompt_tokens_per_s`` + completion tokens / ``tokens_per_s``, one call at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quantgym.agents.llm.client import CallResult, ChatEngine
+
+#: estimated tokens of one Quant-Arena research feedback message in a conversation [project choice]
+FEEDBACK_TOKENS = 600
+
+
+class DryRunEngine(ChatEngine):
+    """A :class:`ChatEngine` that sends nothing: it records each request's estimated prompt tokens and cap
+    and answers with a refusal (so a PortBench episode moves on without re-asks)."""
+
+    def __init__(self, config):
+        super().__init__(config, api_key="dry-run", transcript=None, cache=False)
+        self.planned: list[dict] = []
+        self._probed = True  # no metadata probe: the window is the configured one (or unknown)
+
+    def _resolve(self, req: dict, h: str, nonce: int):
+        from quantgym.agents.llm.tokens import messages_tokens
+
+        self.planned.append({"episode": self.episode, "prompt_tokens": messages_tokens(req["messages"]),
+                             "max_tokens": req.get("max_tokens") or req.get("max_completion_tokens")})
+        text = "I cannot provide an answer in a dry run."
+        res = CallResult(ok=True, text=text, usage={}, request_hash=h)
+        return res, {"ok": True, "text": text, "usage": {}, "response": None, "tries": [], "latency_s": 0.0}
+
+
+def _cap(opts: dict, auto: int) -> int | None:
+    """The cap a code call sends: the task's own (``max_tokens="auto"``), the user's N, or None (not sent)."""
+    mt = opts.get("max_tokens", "auto")
+    return auto if mt == "auto" else mt
+
+
+def _add(r: dict, calls_min: int, calls_max: int, prompt: float, prompt_max: float, completion: float,
+         completion_max: float, style: str | None) -> None:
+    """Accumulate one episode's plan into the task row (floor columns, most-calls columns)."""
+    r["episodes"] += 1
+    r["calls_min"] += calls_min
+    r["calls_max"] += calls_max
+    r["prompt_tokens"] += prompt
+    r["prompt_tokens_max"] += prompt_max
+    r["completion_tokens"] += completion
+    r["completion_tokens_max"] += completion_max
+    if style:
+        r["styles"][style] = r["styles"].get(style, 0) + calls_min
+
+
+def _expected_completion(cap: int | None, kind: str) -> float:
+    from quantgym.agents.llm.tokens import CAP_EXTRA, CAP_MARGIN
+
+    if not cap:
+        return 0.0
+    return max(0.0, (cap - CAP_EXTRA) / CAP_MARGIN) if kind == "json" else cap / 2
+
+
+def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = None, tokens_per_s: float = 50.0,
+                 prompt_tokens_per_s: float = 1000.0) -> dict[str, Any]:
+    """Plan of ``quantgym eval`` for ``agent_spec`` (``openai:MODEL``) and ``plan`` (an ``EvalPlan``).
+
+    Returns
+    -------
+    dict with ``rows`` (one per task: episodes, calls (min, max), prompt / completion tokens (expected,
+    upper bound), cost in USD or None, wall seconds), ``total`` (the same summed), ``context_window``
+    and ``notes`` (what the estimate assumes).
+
+    Raises
+    ------
+    ValueError
+        An agent that is not ``openai:MODEL``, or an env id of no task.
+    """
+    import gymnasium as gym
+
+    from quantgym.agents.base import evaluate
+    from quantgym.agents.llm.agents import OUTPUT_CAPS, SYSTEM_MARKET_BENCH, SYSTEM_QUANT_ARENA, build_agent
+    from quantgym.agents.llm.runner import parse_period, task_of
+    from quantgym.agents.llm.tokens import estimate_tokens
+
+    if not (isinstance(agent_spec, str) and agent_spec.startswith("openai:")):
+        raise ValueError("--dry-run plans an openai:MODEL agent (a replay makes no calls; a baseline makes no LLM calls)")
+    model = agent_spec.partition(":")[2]
+    opts = {k: v for k, v in dict(agent_options or {}).items()
+            if k not in ("api_key", "cache_from", "cache", "transcript")}
+    rows: dict[str, dict[str, Any]] = {}
+
+    def row(task: str) -> dict[str, Any]:
+        return rows.setdefault(task, {"task": task, "episodes": 0, "calls_min": 0, "calls_max": 0,
+                                      "prompt_tokens": 0, "prompt_tokens_max": 0, "completion_tokens": 0.0,
+                                      "completion_tokens_max": 0, "styles": {}})
+
+    window = None
+    for env_id in plan.env_ids:
+        task = task_of(env_id)
+        agent = build_agent(model, task, transcript=False, **opts)
+        agent.engine = DryRunEngine(agent.engine.config)
+        window = agent.engine.context_window()
+        r = row(task)
+        if task == "portbench":
+            for p in plan.periods:
+                n0 = len(agent.engine.planned)
+                evaluate(env_id, agent, seed=plan.seed, period=parse_period(p), **dict(plan.env_kwargs))
+                calls = agent.engine.planned[n0:]
+                pt = sum(c["prompt_tokens"] for c in calls)
+                _add(r, len(calls), 3 * len(calls), pt, 3 * pt,
+                     sum(_expected_completion(c["max_tokens"], "json") for c in calls),
+                     3 * sum(c["max_tokens"] or 0 for c in calls), None)
+            for lab, log in agent.logs.items():
+                for e in log:
+                    st = e.get("prompt_style")
+                    if st:
+                        r["styles"][st] = r["styles"].get(st, 0) + 1
+        elif task == "quant_arena":
+            env = gym.make(env_id, record_dir=False, **dict(plan.env_kwargs))
+            try:
+                brief, info = env.reset(seed=plan.seed)
+                briefs = {st: env.unwrapped.render_prompt(st) for st in agent._styles(env)}
+            finally:
+                env.close()
+            mode = (info.get("brief") or {}).get("mode", "iterative")
+            budget = int((info.get("brief") or {}).get("budget") or 5)
+            cand = min(budget, int(opts.get("rounds") or budget))
+            turns = 1 if mode == "oneshot" else cand + 1
+            cap = _cap(opts, OUTPUT_CAPS["quant_arena"])
+            _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_QUANT_ARENA},
+                                               {"role": "user", "content": briefs[st]}], tuple(briefs), cap, window)
+            b = f1["prompt_tokens_est"]
+            # each later turn adds the code and the feedback; with a known window the conversation is rendered
+            # to fit it (older code dropped), so a turn never holds more than the window minus the cap
+            prompts = [b + k * ((c1 or 0) + FEEDBACK_TOKENS) for k in range(turns)]
+            if window is not None:
+                prompts = [min(p, max(b, window - (c1 or 0) - 16)) for p in prompts]
+            _add(r, turns, turns, sum(prompts), sum(prompts), turns * _expected_completion(c1, "code"),
+                 turns * (c1 or 0), f1["prompt_style"])
+        else:
+            cap = _cap(opts, OUTPUT_CAPS["market_bench"])
+            for rnd in plan.rounds:
+                env = gym.make(env_id, round=int(rnd), attempts=plan.attempts, feedback=plan.feedback,
+                               **dict(plan.env_kwargs))
+                try:
+                    env.reset(seed=plan.seed)
+                    texts = {st: env.unwrapped.render_prompt(st) for st in agent._styles(env)}
+                finally:
+                    env.close()
+                _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_MARKET_BENCH},
+                                                   {"role": "user", "content": texts[st]}], tuple(texts), cap, window)
+                pt, k = f1["prompt_tokens_est"], int(plan.attempts)
+                # floor: the first attempt runs and ends the round; most: every attempt (repair mode: the
+                # conversation grows by the code and its trace each time)
+                grow = (c1 or 0) + 400 if plan.feedback else 0
+                _add(r, 1, k, pt, sum(pt + i * grow for i in range(k)), _expected_completion(c1, "code"),
+                     k * (c1 or 0), f1["prompt_style"])
+    price_in, price_out = opts.get("price_in"), opts.get("price_out")
+    if opts.get("prices") and price_in is None and price_out is None:
+        from quantgym.agents.llm.agents import price_for
+
+        price_in, price_out = price_for(model, opts["prices"])
+    priced = price_in is not None or price_out is not None
+    out_rows = []
+    for r in rows.values():
+        r["completion_tokens"] = int(round(r["completion_tokens"]))
+        r["prompt_tokens"] = int(round(r["prompt_tokens"]))
+        r["cost_usd"] = ((r["prompt_tokens"] * (price_in or 0) + r["completion_tokens"] * (price_out or 0)) / 1e6
+                         if priced else None)
+        r["wall_s"] = r["prompt_tokens"] / prompt_tokens_per_s + r["completion_tokens"] / tokens_per_s
+        out_rows.append(r)
+    keys = ("episodes", "calls_min", "calls_max", "prompt_tokens", "prompt_tokens_max", "completion_tokens",
+            "completion_tokens_max", "wall_s")
+    total = {k: sum(r[k] for r in out_rows) for k in keys}
+    total["cost_usd"] = sum(r["cost_usd"] for r in out_rows) if priced else None
+    notes = []
+    if opts.get("max_tokens", "auto") is None:
+        notes.append("--max-tokens none: no cap is sent, so completion tokens (and wall time) have no bound here")
+    notes += [f"tokens: quantgym's estimate (over-counts, see docs/llm-agents.md); wall time at {tokens_per_s:g} "
+             f"completion and {prompt_tokens_per_s:g} prompt tokens/s, one call at a time"]
+    if window is None:
+        notes.append("context window unknown (pass --context-window): planned with the full prompts; a run "
+                     "learns the window from the server and may send smaller ones")
+    return {"model": model, "context_window": window, "rows": out_rows, "total": total, "notes": notes}
+
+
+def _fmt_tokens(n: float) -> str:
+    n = float(n)
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.1f}k" if n >= 1e3 else f"{n:.0f}"
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def render_plan(report: dict[str, Any], console: Any) -> None:
+    """Print ``report`` (from :func:`dry_run_plan`) as a table that fits 80 columns."""
+    from rich.table import Table
+
+    t = Table(title=f"Dry run: openai:{report['model']} (no call sent)", title_justify="left")
+    for col in ("task", "ep.", "calls", "prompt", "compl.", "≤compl.", "USD", "wall"):
+        t.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
+    short = {"portbench": "PortBench", "quant_arena": "Quant-Arena", "market_bench": "Market-Bench"}
+
+    def cells(r: dict, name: str) -> list[str]:
+        calls = f"{r['calls_min']}" + (f"-{r['calls_max']}" if r["calls_max"] != r["calls_min"] else "")
+        cost = "" if r.get("cost_usd") is None else (f"{r['cost_usd']:.2f}" if r["cost_usd"] >= 1
+                                                      else f"{r['cost_usd']:.4f}")
+        return [short.get(name, name), str(r["episodes"]), calls, _fmt_tokens(r["prompt_tokens"]),
+                _fmt_tokens(r["completion_tokens"]), _fmt_tokens(r["completion_tokens_max"]), cost,
+                _fmt_s(r["wall_s"])]
+
+    for r in report["rows"]:
+        t.add_row(*cells(r, r["task"]))
+    if len(report["rows"]) > 1:
+        t.add_row(*cells(report["total"], "total"))
+    console.print(t)
+    console.print("calls: the floor (no re-ask; Market-Bench: the first attempt runs) and the most (every "
+                  "re-ask / attempt); prompt, compl.: estimated tokens of the floor; ≤compl.: the caps of the "
+                  "most; k = 1,000", highlight=False)
+    for r in report["rows"]:
+        if r.get("styles"):
+            console.print(f"{r['task']} prompt styles: "
+                          + ", ".join(f"{k} {v}" for k, v in sorted(r["styles"].items())), highlight=False)
+    cw = report["context_window"]
+    console.print(f"context window: {cw if cw else 'unknown'}", highlight=False)
+    for n in report["notes"]:
+        console.print(f"note: {n}", highlight=False, soft_wrap=False)
+
+
+__all__ = ["DryRunEngine", "dry_run_plan", "render_plan", "FEEDBACK_TOKENS"]
