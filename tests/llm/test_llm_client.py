@@ -319,6 +319,13 @@ def test_cache_from_an_earlier_run_keeps_its_latency(server, tmp_path):
     eng2.chat(MSG)  # a second identical request: still the earlier run's answer
     _, calls = read_transcript(tmp_path / "b.jsonl")
     assert calls[1]["cache_source"] == "cache_from"
+    eng2.transcript.close()
+    # a resume of the resumed run still has the first run's answer and latency
+    eng3 = ChatEngine(cfg, api_key="test-key", transcript=tmp_path / "c.jsonl", cache_from=[tmp_path / "b.jsonl"])
+    third = eng3.chat(MSG)
+    assert third.cached and third.text == "earlier answer" and len(server.requests) == 1
+    _, calls = read_transcript(tmp_path / "c.jsonl")
+    assert calls[0]["cache_source"] == "cache_from" and calls[0]["cached_latency_s"] >= 0.2
 
 
 def test_stale_refusal_does_not_skip_a_rung(tmp_path):

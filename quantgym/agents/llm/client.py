@@ -440,10 +440,14 @@ class ChatEngine:
         for p in cache_from or []:
             _, recs = read_transcript(p)
             for r in recs:
-                if r.get("ok") and r.get("text") is not None and not r.get("cache_hit"):
+                # answers the model gave: sent in that run, or reused there from a run before it (a resume of
+                # a resume); in-run cache hits repeat an answer already in the file
+                asked = not r.get("cache_hit") or r.get("cache_source") == "cache_from"
+                if r.get("ok") and r.get("text") is not None and asked:
                     self._cache.setdefault(r["hash"], {"text": r["text"], "usage": r.get("usage") or {},
                                                        "finish_reason": r.get("finish_reason"),
-                                                       "latency_s": r.get("latency_s"), "source": "cache_from"})
+                                                       "latency_s": r.get("latency_s") or r.get("cached_latency_s"),
+                                                       "source": "cache_from"})
         self.transcript = None
         if transcript is not None:
             from quantgym.results import environment_info
