@@ -207,11 +207,6 @@ class LLMAgent:
     def _hash_subs(self) -> tuple[tuple[str, str], ...]:
         return ()
 
-    def _call(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
-              nonce: int = 0, cap: int | None = None):
-        return self.engine.chat(messages, schema=schema, meta=meta, nonce=nonce, hash_subs=self._hash_subs(),
-                                max_tokens=cap)
-
     def _styles(self, env: Any) -> tuple[str, ...]:
         """Prompt styles to try, richest first: the configured one, or every style the env renders."""
         from quantgym.spaces import PROMPT_STYLES
@@ -447,7 +442,6 @@ class QuantArenaLLMAgent(LLMAgent):
         self._log(action="call", **meta, **_fit_log(res), ok=res.ok, error=res.error, usage=res.usage,
                   warning=res.warning)
         st["turns"].append({"role": "assistant", "text": res.text if res.ok else ""})
-        st["messages"] = self._build(st)("full")
         return res
 
     def act(self, observation: Any, info: dict) -> Any:
@@ -527,7 +521,6 @@ class MarketBenchLLMAgent(LLMAgent):
                     msgs.append({"role": "user", "content": t["variants"].get(style, t["variants"]["full"])})
             return msgs
 
-        st["messages"] = build("full")
         res = self._fitted_call(build, cap=OUTPUT_CAPS["market_bench"],
                                 meta={"task": "market_bench", "attempt": used + 1, "mode": mode}, nonce=nonce)
         st["last"] = res.text if res.ok else ""

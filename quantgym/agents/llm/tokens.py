@@ -36,8 +36,6 @@ ESTIMATE_MARGIN = 1.10
 LETTERS_PER_PIECE = 3
 _PIECES = re.compile(r"[A-Za-z]+|[0-9]|\n|[^\sA-Za-z0-9]")
 
-#: environment variable naming a GGUF file whose vocabulary counts tokens (tests, benchmarks)
-TOKENIZER_ENV = "QUANTGYM_TOKENIZER_GGUF"
 
 TokenCounter = Callable[[str], int]
 
@@ -149,17 +147,5 @@ def gguf_token_counter(path: str | os.PathLike) -> TokenCounter:
     return count
 
 
-def default_counter() -> tuple[TokenCounter, str]:
-    """(counter, name): the GGUF vocabulary of ``$QUANTGYM_TOKENIZER_GGUF`` or the test model when
-    llama-cpp-python is installed, else the estimate (name ``"estimate"``)."""
-    p = os.environ.get(TOKENIZER_ENV) or find_test_model()
-    if p:
-        try:
-            return gguf_token_counter(str(p)), f"gguf:{Path(p).name}"
-        except (ImportError, OSError, ValueError, RuntimeError):
-            pass
-    return estimate_tokens, "estimate"
-
-
 __all__ = ["ESTIMATE_MARGIN", "estimate_tokens", "messages_tokens", "find_test_model", "gguf_token_counter",
-           "default_counter", "TokenCounter", "schema_token_bound", "CAP_MARGIN", "CAP_EXTRA"]
+           "TokenCounter", "schema_token_bound", "CAP_MARGIN", "CAP_EXTRA"]
