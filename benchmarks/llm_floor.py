@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------------ tables
 def _replay(transcripts: Path, work: Path) -> dict[str, dict]:
     """Replay every shipped transcript into ``work``; {job name: results.json}."""
-    from quantgym.agents.llm.runner import EvalPlan, run_eval
+    from quantgym.evaluation import EvalPlan, run_eval
     from quantgym.agents.llm.client import read_transcript
 
     out: dict[str, dict] = {}
@@ -134,7 +134,7 @@ def _f(x, nd=2) -> str:
 
 def tables(transcripts: Path) -> str:
     """The markdown of the floor section, regenerated from the transcripts (offline replay)."""
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.agents.baselines import make_baseline
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,7 @@
 
 1. Train PPO (stable-baselines3) on random half-year weekly episodes of 2016-2023 with the four
    bench periods cut out (normal_2024 and the three stress windows never seen in training).
-2. Evaluate with quantgym.agents.base.evaluate on normal_2024 and the stress windows (full S1-S5
+2. Evaluate with quantgym.evaluation.evaluate on normal_2024 and the stress windows (full S1-S5
    scoring; S1/S2 answers derived from the weights), beside the Equal-Weight baseline.
 3. Replay normal_2024 with RecordEpisode to get NAV, weights and stage scores per step.
 
@@ -18,7 +18,7 @@ import sys
 import gymnasium as gym
 
 import quantgym  # noqa: F401 - registers the env ids
-from quantgym.agents.base import evaluate
+from quantgym.evaluation import evaluate
 from quantgym.agents.registry import make_agent
 from quantgym.agents.rl import train_sb3
 from quantgym.wrappers import RecordEpisode

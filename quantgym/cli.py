@@ -42,22 +42,11 @@ def _root() -> None:
     """quantgym: Gymnasium benchmarks of LLM agents and RL policies on real finance work."""
 
 
-#: task name -> module path of its bench section (order = order of the printed report)
-BENCH_SECTIONS: dict[str, str] = {
-    "portbench": "quantgym.envs.portbench.bench",
-    "quant_arena": "quantgym.envs.quant_arena.bench",
-    "market_bench": "quantgym.envs.market_bench.bench",
-}
-
-
-#: modules that add commands: each exposes ``register(app: typer.Typer)``; a missing module is skipped
+#: generic commands: modules exposing ``register(app: typer.Typer)`` (a task adds its own commands through
+#: its record's ``commands``, :mod:`quantgym.tasks`); a missing module is skipped
 PLUGINS: tuple[str, ...] = (
-    "quantgym.envs.portbench.qa.cli",  # quantgym qa
     "quantgym.agents.llm.cli",  # quantgym eval
-    "quantgym.agents.rl.cli",  # quantgym train
-    "quantgym.live.cli",  # quantgym data refresh, quantgym live
     "quantgym.sweep.cli",  # quantgym sweep, quantgym report
-    "quantgym.envs.portbench.paper.cli",  # quantgym reproduce
 )
 
 
@@ -71,9 +60,18 @@ class BenchContext:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+def _bench_tasks() -> list[str]:
+    from quantgym.tasks import iter_with
+
+    return [t.name for t in iter_with("bench")]
+
+
 def _available_sections() -> dict[str, Any]:
+    from quantgym.tasks import iter_with
+
     found = {}
-    for task, mod in BENCH_SECTIONS.items():
+    for t in iter_with("bench"):
+        task, mod = t.name, t.bench
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as exc:
@@ -96,7 +94,7 @@ def bench(
         None, "--out", "-o", help="Output folder (default: results/bench-<UTC timestamp>/)."
     ),
     tasks: Optional[str] = typer.Option(
-        None, "--tasks", help="Comma-separated tasks to run (default: all): portbench, quant_arena, market_bench."
+        None, "--tasks", help=f"Comma-separated tasks to run (default: all): {', '.join(_bench_tasks())}."
     ),
     profiles: Optional[str] = typer.Option(
         None, "--profiles", help="PortBench: comma-separated profiles (default: conservative,balanced,aggressive)."
@@ -127,9 +125,9 @@ def bench(
     out_dir = Path(out) if out else Path("results") / f"bench-{stamp}"
     sections = _available_sections()
     wanted = _split(tasks) or list(sections)
-    unknown = [t for t in wanted if t not in BENCH_SECTIONS]
+    unknown = [t for t in wanted if t not in _bench_tasks()]
     if unknown:
-        raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {list(BENCH_SECTIONS)}", param_hint="--tasks")
+        raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {_bench_tasks()}", param_hint="--tasks")
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
                "extra_agents": list(agent or [])}
     for task in wanted:  # validate every option before anything runs or is written
@@ -202,7 +200,9 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
 
 
 def _register_plugins() -> None:
-    for mod in PLUGINS:
+    from quantgym.tasks import tasks
+
+    for mod in (*PLUGINS, *(m for t in tasks() for m in t.commands)):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as exc:

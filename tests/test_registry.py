@@ -1,4 +1,4 @@
-"""Every registered quantgym id (one table: quantgym.envs.ENV_SPECS): makes, resets reproducibly,
+"""Every registered quantgym id (the task registry, quantgym.tasks): makes, resets reproducibly,
 returns observations inside its space, and documents itself in Gymnasium's docstring style.
 Per-task suites run the full env checker, rollouts and pickling (tests/<task>/)."""
 
@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import quantgym
-from quantgym.envs import ENV_SPECS
+from quantgym.tasks import tasks
+
+ENV_SPECS = {e: spec for t in tasks() for e, spec in t.envs.items()}
 
 SECTIONS = ("## Description", "## Action Space", "## Observation Space", "## Rewards", "## Starting State",
             "## Episode End", "## Arguments")

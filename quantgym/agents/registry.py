@@ -35,7 +35,8 @@ def _load(target: str) -> Callable[..., Any]:
 
 
 def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
-    """Build a policy from an agent spec (see module docstring).
+    """Build a policy from an agent spec (see module docstring); plain names are the classical agents of
+    ``task`` (its record's ``baselines`` in :mod:`quantgym.tasks`).
 
     Raises
     ------
@@ -47,8 +48,10 @@ def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
         return _load(SCHEMES[scheme])(arg, task=task, **options)
     if sep:
         raise ValueError(f"unknown agent scheme {scheme!r} in {spec!r}; known: {sorted(SCHEMES)} or a baseline name")
-    if task != "portbench":
-        raise ValueError(f"agent {spec!r}: classical baselines exist for PortBench only")
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.tasks import get_task, load_ref, tasks
 
-    return make_baseline(spec)
+    record = get_task(task)
+    if record.baselines is None:
+        have = ", ".join(t.title for t in tasks() if t.baselines)
+        raise ValueError(f"agent {spec!r}: classical baselines exist for {have} only")
+    return load_ref(record.baselines)(spec)

@@ -46,10 +46,10 @@ class EnvCreator:
 
 
 def env_ids() -> list[str]:
-    """Every quantgym env id (the keys of :data:`quantgym.envs.ENV_SPECS`)."""
-    from quantgym.envs import ENV_SPECS
+    """Every quantgym env id (of every task in :mod:`quantgym.tasks`)."""
+    from quantgym.tasks import env_ids as _ids
 
-    return list(ENV_SPECS)
+    return _ids()
 
 
 def register_envs(ids: Iterable[str] | None = None, *, prefix: str = "",

@@ -37,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 
-from quantgym.agents.base import EvalResult, policy_name
+from quantgym.evaluation import EvalResult, policy_name
 from quantgym.data.portbench import PortBenchData, load_portbench_data
 from quantgym.envs.portbench.config import LivePeriod, resolve_live
 from quantgym.envs.portbench.env import STAGES, STATUS_UNPARSEABLE, PortBenchEnv

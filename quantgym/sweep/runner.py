@@ -14,7 +14,7 @@ Backends
 --------
 ``local``: a :class:`concurrent.futures.ProcessPoolExecutor` (``forkserver`` start method,
 which preloads the env modules once; ``spawn`` where fork is unavailable), one worker per
-CPU by default; the PortBench data is loaded once in the driver and handed to each worker
+CPU by default; a task's shared data (PortBench's data set, through its sweep hooks) is loaded once in the driver and handed to each worker
 once by the pool initializer. As with any ``multiprocessing`` code, a script that calls
 :func:`run_sweep` must guard its entry point with ``if __name__ == "__main__":``. ``ray``: Ray Core remote tasks; ``ray.init(address=...)``
 connects to a running cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) or
@@ -58,41 +58,34 @@ class SweepError(RuntimeError):
 
 
 def task_of(env_id: str) -> str:
-    """The task name of an env id from its entry point (``portbench``, ``portbench_qa``, ``quant_arena``, ...).
-
-    Unknown ids give ``"other"``; the id's registration is not required to exist here.
-    """
-    import gymnasium as gym
-
-    import quantgym  # noqa: F401  (registers the ids)
+    """The task name of an env id (:func:`quantgym.tasks.task_of`); ids of no quantgym task (any other
+    Gymnasium env) give ``"other"``."""
+    from quantgym.tasks import task_of as _task_of
 
     try:
-        ep = gym.spec(env_id).entry_point
-    except Exception:
+        return _task_of(env_id).name
+    except ValueError:
         return "other"
-    ep = ep if isinstance(ep, str) else f"{getattr(ep, '__module__', '')}:"
-    mod = ep.partition(":")[0]
-    if mod.startswith("quantgym.envs.portbench.qa"):
-        return "portbench_qa"
-    parts = mod.split(".")
-    if len(parts) >= 3 and parts[:2] == ["quantgym", "envs"]:
-        return parts[2]
-    return "other"
 
 
-def uses_portbench_data(env_id: str) -> bool:
-    """True for env ids whose env takes a :class:`~quantgym.data.portbench.PortBenchData` as ``data=``."""
-    return task_of(env_id) == "portbench"
+def sweep_hooks(task: str) -> Any:
+    """The task's sweep hooks (its record's ``sweep``), or None: a generic episode is run."""
+    from quantgym.tasks import get_task, load_ref
+
+    if task == "other":
+        return None
+    ref = get_task(task).sweep
+    return load_ref(ref) if ref else None
 
 
 # --------------------------------------------------------------------------- one run (worker side)
 
 
 def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], SummaryRow]:
-    """Generic Gymnasium episode for non-PortBench envs: total reward, steps and the last info."""
+    """Generic Gymnasium episode (tasks without sweep hooks, other envs): total reward, steps and the last info."""
     import gymnasium as gym
 
-    from quantgym.agents.base import policy_name
+    from quantgym.evaluation import policy_name
 
     kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **dict(spec.env_kwargs)}
     env = gym.make(spec.env_id, **kwargs)
@@ -126,7 +119,7 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str
     Parameters
     ----------
     spec_dict : :meth:`RunSpec.to_dict` of the run.
-    data : the shared PortBench data (a :class:`PortBenchData`), or None to use the worker's
+    data : the task's shared data (PortBench: a :class:`PortBenchData`), or None to use the worker's
         pool-initialised data / the spec's data directory / the bundled data.
     transcript_dir : folder for the JSONL transcript of an ``openai:`` agent whose options set no
         ``transcript`` (file ``<run_id>.jsonl``; on a cluster, on the node that ran the task). Replay it
@@ -152,17 +145,10 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str
             if transcript_dir and spec.agent.startswith("openai:") and "transcript" not in options:
                 options["transcript"] = str(Path(transcript_dir) / f"{spec.run_id}.jsonl")
                 rec["transcript"] = options["transcript"]
-            policy = make_agent(spec.agent, task=rec["task"] if rec["task"] != "other" else "portbench", **options)
-            if rec["task"] == "portbench":
-                from quantgym.agents.base import evaluate
-
-                shared = data if data is not None else _WORKER_DATA
-                kw = dict(spec.env_kwargs)
-                kw["data"] = shared if shared is not None else spec.data
-                res = evaluate(spec.env_id, policy, seed=spec.seed, **kw)
-                m = res.metrics
-                gate = bool(m["dd_within_tolerance"]) if m.get("is_stress_period") else None
-                result, row = res.to_dict(), res.summary_row(gate=gate)
+            policy = make_agent(spec.agent, **({} if rec["task"] == "other" else {"task": rec["task"]}), **options)
+            hooks = sweep_hooks(rec["task"])
+            if hooks is not None:
+                result, row = hooks.run(spec, policy, data if data is not None else _WORKER_DATA)
             else:
                 result, row = _episode(spec, policy, data)
         rec["result"] = to_jsonable(result)
@@ -230,11 +216,18 @@ def _default_workers() -> int:
 
 
 #: modules the fork server imports once, so each pool worker starts without re-importing them
-PRELOAD = ("quantgym.sweep.runner", "quantgym.agents.base", "quantgym.agents.baselines", "quantgym.envs.portbench.env")
+PRELOAD = ("quantgym.sweep.runner", "quantgym.evaluation")
+
+
+def _preload() -> tuple[str, ...]:
+    """:data:`PRELOAD` and the modules of every task's sweep hooks."""
+    from quantgym.tasks import iter_with, load_ref
+
+    return PRELOAD + tuple(m for t in iter_with("sweep") for m in getattr(load_ref(t.sweep), "preload", ()))
 
 
 def _pool_context() -> Any:
-    """``forkserver`` (fork-safe: the server is single-threaded; preloads :data:`PRELOAD`), else ``spawn``."""
+    """``forkserver`` (fork-safe: the server is single-threaded; preloads :func:`_preload`), else ``spawn``."""
     try:
         ctx = mp.get_context("forkserver")
     except ValueError:  # pragma: no cover - platforms without fork
@@ -242,7 +235,7 @@ def _pool_context() -> Any:
     from multiprocessing import forkserver
 
     if getattr(forkserver._forkserver, "_forkserver_pid", None) is None:  # not started yet: set what it preloads
-        ctx.set_forkserver_preload(list(PRELOAD))
+        ctx.set_forkserver_preload(list(_preload()))
     return ctx
 
 
@@ -335,22 +328,25 @@ class SweepOutcome:
 
 
 def load_shared_data(specs: Iterable[RunSpec]) -> Any:
-    """Load the PortBench data once if any run needs it (None otherwise).
+    """Load a task's shared data once if any run needs it (None otherwise): the runs of a task whose sweep
+    hooks have ``load_data`` (PortBench) share one data set.
 
     Raises
     ------
     SweepError
-        Runs with different ``data`` directories in one sweep.
+        Runs with different ``data`` directories in one sweep, or two tasks that each share data.
     """
-    needed = {s.data for s in specs if uses_portbench_data(s.env_id)}
-    if not needed:
+    specs = list(specs)
+    tasks = {t for t in (task_of(s.env_id) for s in specs) if hasattr(sweep_hooks(t), "load_data")}
+    if not tasks:
         return None
+    if len(tasks) > 1:
+        raise SweepError(f"one sweep shares the data of one task; got {sorted(tasks)}")
+    task = next(iter(tasks))
+    needed = {s.data for s in specs if task_of(s.env_id) == task}
     if len(needed) > 1:
-        raise SweepError(f"one sweep uses one PortBench data set; got {sorted(map(str, needed))}")
-    from quantgym.data.portbench import load_portbench_data
-
-    path = next(iter(needed))
-    return load_portbench_data(path) if path is not None else load_portbench_data()
+        raise SweepError(f"one sweep uses one {task} data set; got {sorted(map(str, needed))}")
+    return sweep_hooks(task).load_data(next(iter(needed)))
 
 
 def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", address: str | None = None,
@@ -373,8 +369,9 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     on_result : called in the driver with each new record (progress bars).
     ray_init : extra ``ray.init`` kwargs (``runtime_env``, ``num_cpus``...).
     meta : extra entries for ``results.json``'s ``meta``.
-    data : an already loaded :class:`~quantgym.data.portbench.PortBenchData` shared by the PortBench runs
-        (default: loaded once from the grid's ``data`` directory or the bundled data).
+    data : already loaded shared data of the task whose runs share one (PortBench: a
+        :class:`~quantgym.data.portbench.PortBenchData`; default: loaded once from the grid's ``data``
+        directory or the bundled data).
 
     Returns
     -------
@@ -431,31 +428,19 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
 # --------------------------------------------------------------------------- results in the common schema
 
 
-def _portbench_normal_gates(records: list[dict[str, Any]]) -> dict[str, bool]:
-    """§7.2 gate of ``normal_2024`` rows: the same (agent, env, other kwargs, seed) passes all three stress windows."""
-    from quantgym.envs.portbench.config import STRESS_PERIODS
-
-    groups: dict[str, dict[str, bool]] = {}
-    normal: dict[str, str] = {}
-    for r in records:
-        if r.get("status") != "ok" or r.get("task") != "portbench":
-            continue
-        s = r["spec"]
-        m = r["result"]["metrics"]
-        per = r["result"].get("period")
-        key = json.dumps([s["agent"], s["env_id"], {k: v for k, v in s["env_kwargs"].items() if k != "period"},
-                          s["seed"], s["agent_options"]], sort_keys=True)
-        if per in STRESS_PERIODS:
-            groups.setdefault(key, {})[per] = bool(m.get("dd_within_tolerance"))
-        elif per == "normal_2024":
-            normal[r["run_id"]] = key
-    return {rid: all(groups[k].values()) for rid, k in normal.items()
-            if k in groups and set(groups[k]) >= set(STRESS_PERIODS)}
+def _gates(records: list[dict[str, Any]]) -> dict[str, bool]:
+    """Run id -> gate set by the tasks' sweep hooks from the whole grid (PortBench: normal_2024's §7.2 gate)."""
+    out: dict[str, bool] = {}
+    for task in dict.fromkeys(r.get("task") for r in records if r.get("status") == "ok"):
+        hooks = sweep_hooks(task or "other")
+        if hooks is not None and hasattr(hooks, "gates"):
+            out.update(hooks.gates([r for r in records if r.get("status") == "ok" and r.get("task") == task]))
+    return out
 
 
 def sections_from_records(records: list[dict[str, Any]]) -> list[SectionResult]:
     """Group run records by task into :class:`SectionResult` (ok runs -> rows + runs; failures -> extra)."""
-    gates = _portbench_normal_gates(records)
+    gates = _gates(records)
     sections: dict[str, SectionResult] = {}
     for r in records:
         task = r.get("task") or "other"

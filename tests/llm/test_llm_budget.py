@@ -10,7 +10,7 @@ import pytest
 
 from typer.testing import CliRunner
 
-from quantgym.agents.base import evaluate
+from quantgym.evaluation import evaluate
 from quantgym.agents.llm import make_openai_agent
 from quantgym.agents.llm.client import read_transcript
 from quantgym.agents.llm.parsing import stage_json_schema
@@ -98,7 +98,7 @@ def test_dry_run_sends_nothing_and_writes_nothing(tmp_path):
 
 def test_dry_run_plan_numbers():
     from quantgym.agents.llm.dryrun import dry_run_plan
-    from quantgym.agents.llm.runner import EvalPlan
+    from quantgym.evaluation import EvalPlan
 
     rep = dry_run_plan("openai:m", EvalPlan(env_ids=["PortBench-Balanced-v0", "MarketBench-Pairs-v0"],
                                             periods=[PERIOD], rounds=[1, 2], attempts=3),

@@ -358,7 +358,7 @@ def test_context_error_sent_as_500_is_a_context_error(server, tmp_path):
 
 
 def test_unnumbered_context_error_bounds_the_window_and_no_identical_resend(tmp_path):
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.agents.llm import make_openai_agent
 
     from . import pb_script as S
@@ -381,7 +381,7 @@ def test_unnumbered_context_error_bounds_the_window_and_no_identical_resend(tmp_
 
 
 def test_fixed_cap_is_sent_as_given_and_none_still_reserves_room(tmp_path):
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.agents.llm import make_openai_agent
 
     from . import pb_script as S

@@ -10,7 +10,7 @@ import gymnasium as gym
 import pandas as pd
 import pytest
 
-from quantgym.agents.base import evaluate
+from quantgym.evaluation import evaluate
 from quantgym.agents.llm import make_openai_agent, make_replay_agent
 from quantgym.agents.llm.client import read_transcript
 from quantgym.results import to_jsonable
@@ -162,7 +162,7 @@ def test_market_bench_repair_mode_sends_the_trace(server, tmp_path):
 
 
 def test_quant_arena_oneshot_through_the_eval_runner(server, tmp_path, qa_small, monkeypatch):
-    from quantgym.agents.llm.runner import EvalPlan, run_eval
+    from quantgym.evaluation import EvalPlan, run_eval
     from quantgym.envs.quant_arena.examples import example_source
 
     server.script("```python\n" + example_source("low_volatility") + "```")

@@ -14,7 +14,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from quantgym.agents.base import evaluate
+from quantgym.evaluation import evaluate
 from quantgym.agents.llm import make_openai_agent, make_replay_agent
 from quantgym.agents.llm.client import read_transcript
 from quantgym.cli import app

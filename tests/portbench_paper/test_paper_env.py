@@ -174,7 +174,7 @@ def test_mdd_flag_in_env_metrics_and_s5():
 
 
 def test_full_paper_episode_through_the_env_matches_direct_run():
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.agents.baselines import make_baseline
     from quantgym.envs.portbench.paper.simulator import run_direct
 

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 torch = pytest.importorskip("torch")
 
-from quantgym.agents.base import evaluate  # noqa: E402
+from quantgym.evaluation import evaluate  # noqa: E402
 from quantgym.agents.registry import make_agent  # noqa: E402
 from quantgym.agents.rl import load_sb3_agent, make_sb3_vec_env, train_sb3  # noqa: E402
 

@@ -82,7 +82,7 @@ def bench_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def eval_dir(tmp_path_factory, pb_data):
     """An eval-style output: two stage-scored pipeline agents on the same period (common results schema)."""
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.results import SectionResult, write_results
 
     out = tmp_path_factory.mktemp("eval")

@@ -55,11 +55,11 @@ def test_register_envs_makes_every_id_buildable_in_a_ray_worker(ray_session):
     pytest.importorskip("ray.tune")
     from ray.tune.registry import ENV_CREATOR, _global_registry
 
-    from quantgym.envs import ENV_SPECS
+    from quantgym.tasks import env_ids
     from quantgym.integrations.ray import EnvCreator, register_envs
 
     names = register_envs()
-    assert names == list(ENV_SPECS)
+    assert names == env_ids()
     assert all(_global_registry.contains(ENV_CREATOR, n) for n in names)
     with pytest.raises(ValueError, match="not quantgym env ids"):
         register_envs(["CartPole-v1"])

@@ -6,7 +6,7 @@ Factories (registry schemes ``openai:`` and ``replay:``, :mod:`quantgym.agents.r
 
     from quantgym.agents.llm import make_openai_agent, make_replay_agent
     agent = make_openai_agent("gpt-4o-mini", task="portbench", base_url=None, transcript="run.jsonl")
-    res = quantgym.agents.base.evaluate("PortBench-Balanced-v0", agent, period="covid_2020")
+    res = quantgym.evaluation.evaluate("PortBench-Balanced-v0", agent, period="covid_2020")
     again = make_replay_agent("run.jsonl", task="portbench")   # offline, identical results
 """
 
@@ -39,7 +39,7 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     Returns
     -------
     LLMAgent
-        A policy for :func:`quantgym.agents.base.evaluate` (PortBench: carries ``env_kwargs`` and
+        A policy for :func:`quantgym.evaluation.evaluate` (PortBench: carries ``env_kwargs`` and
         ``wrap_env``).
 
     Raises

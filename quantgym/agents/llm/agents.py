@@ -1,6 +1,6 @@
 """LLM agents: one chat engine, one adapter per task (PortBench, Quant-Arena, Market-Bench, PortBench-QA).
 
-Each agent is a policy for :func:`quantgym.agents.base.evaluate` (``reset(env)``, ``act(obs, info)``)
+Each agent is a policy for :func:`quantgym.evaluation.evaluate` (``reset(env)``, ``act(obs, info)``)
 and may be shared by several threads, each running its own episodes: per-episode state lives in
 thread-local storage, the engine (HTTP client, transcript, cache, budget) is shared.
 
@@ -31,8 +31,6 @@ from typing import Any, Callable
 
 from quantgym.agents.llm.client import ChatEngine, LLMConfig, ReplayEngine
 from quantgym.agents.llm.code import extract_code, extract_freeze, failure_source
-
-TASKS = ("portbench", "portbench_qa", "quant_arena", "market_bench")
 
 #: completion caps of the free-text and code answers with ``max_tokens="auto"`` [project choice]; PortBench's
 #: JSON stage answers get :func:`~quantgym.agents.llm.tokens.schema_token_bound` of their schema instead
@@ -114,7 +112,7 @@ class LLMAgent:
     Attributes
     ----------
     name : label in result tables (``openai:<model>`` by default; a replay keeps the recorded name).
-    task : one of :data:`TASKS`.
+    task : a task name of :mod:`quantgym.tasks` whose record names this class as its ``llm`` adapter.
     engine : :class:`~quantgym.agents.llm.client.ChatEngine` (or :class:`ReplayEngine`).
     """
 
@@ -175,6 +173,29 @@ class LLMAgent:
         if label is not None:
             with self._lock:
                 self.logs.setdefault(label, []).append(rec)
+
+    def llm_summary(self, label: str | None) -> dict[str, Any] | None:
+        """Per-episode record of what the context budget and the endpoint chose: prompt styles, structured
+        rungs, re-rendered prompts, cut caps and warnings (e.g. a server that truncated a prompt)."""
+        if label is None:
+            return None
+        styles: dict[str, int] = {}
+        rungs: dict[str, int] = {}
+        warnings: list[str] = []
+        refits = cut = 0
+        for e in self.logs.get(label, []):
+            if e.get("prompt_style"):
+                styles[e["prompt_style"]] = styles.get(e["prompt_style"], 0) + 1
+            if e.get("rung"):
+                rungs[e["rung"]] = rungs.get(e["rung"], 0) + 1
+            refits += bool(e.get("refit"))
+            cut += bool(e.get("cap_cut"))
+            if e.get("warning") and e["warning"] not in warnings:
+                warnings.append(e["warning"])
+        eng = self.engine
+        return {"prompt_styles": styles, "rungs": rungs, "refits": refits, "caps_cut": cut, "warnings": warnings,
+                "context_window": eng.context_window() if eng is not None else None,
+                "context_source": eng.context_source() if eng is not None else None}
 
     def episode_usage(self, label: str | None = None) -> dict[str, Any]:
         """Calls, cache hits, failures, tokens, cost and latency of one episode (default: the current one)."""
@@ -532,8 +553,21 @@ class MarketBenchLLMAgent(LLMAgent):
         return code
 
 
-_ADAPTERS = {"portbench": PortBenchLLMAgent, "portbench_qa": PortBenchQALLMAgent, "quant_arena": QuantArenaLLMAgent,
-             "market_bench": MarketBenchLLMAgent}
+def _adapter(task: str) -> type[LLMAgent]:
+    """The LLM adapter class of ``task`` (its record's ``llm`` in :mod:`quantgym.tasks`).
+
+    Raises
+    ------
+    ValueError
+        Unknown task, or a task without an LLM adapter.
+    """
+    from quantgym.tasks import get_task, load_ref, tasks
+
+    record = get_task(task)
+    if record.llm is None:
+        have = ", ".join(t.name for t in tasks() if t.llm)
+        raise ValueError(f"task {task!r} has no LLM agent; tasks with one: {have}")
+    return load_ref(record.llm)
 _ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "context_window", "prompt_style", "timeout", "retries", "backoff_base", "backoff_max",
                 "connect_timeout", "unreachable_tries", "unreachable_delay", "structured", "seed", "max_calls",
                 "max_total_tokens", "price_in", "price_out")
@@ -573,8 +607,7 @@ def build_agent(model: str, task: str = "portbench", *, api_key: str | None = No
                 cache: bool = True, cache_from: Any = None, name: str | None = None, header: dict | None = None,
                 **options: Any) -> LLMAgent:
     """An LLM agent for ``task`` on ``model`` (see :func:`quantgym.agents.llm.make_openai_agent`)."""
-    if task not in _ADAPTERS:
-        raise ValueError(f"unknown task {task!r}; choose from {TASKS}")
+    adapter_cls = _adapter(task)
     unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS) - {"prices"}
     if unknown:
         raise ValueError(f"unknown LLM agent option(s) {sorted(unknown)}; known: "
@@ -595,7 +628,7 @@ def build_agent(model: str, task: str = "portbench", *, api_key: str | None = No
     engine = ChatEngine(cfg, api_key=api_key, transcript=transcript, cache=cache, cache_from=cache_from,
                         header_extra={**(header or {}), "task": task, "agent_name": label,
                                       "adapter_options": adapter})
-    return _ADAPTERS[task](engine, name=label, **adapter)
+    return adapter_cls(engine, name=label, **adapter)
 
 
 def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: str | None = None) -> LLMAgent:
@@ -605,9 +638,9 @@ def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: s
     if task is not None and rec_task is not None and task != rec_task:
         raise ValueError(f"transcript {path} was recorded for task {rec_task!r}, not {task!r}")
     task = task or rec_task or "portbench"
-    return _ADAPTERS[task](engine, name=name or engine.header.get("agent_name"),
+    return _adapter(task)(engine, name=name or engine.header.get("agent_name"),
                            **dict(engine.header.get("adapter_options") or {}))
 
 
 __all__ = ["LLMAgent", "PortBenchLLMAgent", "PortBenchQALLMAgent", "QuantArenaLLMAgent", "MarketBenchLLMAgent",
-           "build_agent", "build_replay_agent", "default_transcript_path", "price_for", "TASKS"]
+           "build_agent", "build_replay_agent", "default_transcript_path", "price_for"]

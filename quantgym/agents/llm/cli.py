@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
             except ImportError:
                 fail("LLM agents need the 'openai' package: pip install 'quantgym[llm]'")
         from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
-        from quantgym.agents.llm.runner import EvalPlan, run_eval
+        from quantgym.evaluation import EvalPlan, run_eval
 
         try:
             extra_kw = json.loads(env_kwargs) if env_kwargs else {}

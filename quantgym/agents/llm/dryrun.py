@@ -92,10 +92,10 @@ def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = Non
     """
     import gymnasium as gym
 
-    from quantgym.agents.base import evaluate
+    from quantgym.evaluation import evaluate
     from quantgym.agents.llm.agents import OUTPUT_CAPS, SYSTEM_MARKET_BENCH, SYSTEM_QUANT_ARENA, build_agent
-    from quantgym.agents.llm.runner import parse_period, task_of
-    from quantgym.agents.llm.tokens import estimate_tokens
+    from quantgym.evaluation import parse_period
+    from quantgym.tasks import task_of
 
     if not (isinstance(agent_spec, str) and agent_spec.startswith("openai:")):
         raise ValueError("--dry-run plans an openai:MODEL agent (a replay makes no calls; a baseline makes no LLM calls)")
@@ -111,7 +111,7 @@ def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = Non
 
     window = None
     for env_id in plan.env_ids:
-        task = task_of(env_id)
+        task = task_of(env_id).name
         agent = build_agent(model, task, transcript=False, **opts)
         agent.engine = DryRunEngine(agent.engine.config)
         window = agent.engine.context_window()

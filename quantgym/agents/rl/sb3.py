@@ -4,7 +4,7 @@ Training never sees the evaluation periods: episodes are drawn (seeded) inside
 :func:`quantgym.wrappers.allocation.train_windows` — by default 2016-01-01..2023-12-31 minus
 normal_2024 and the three stress windows of spec §2.3, each followed by a 90-day lookback buffer
 (no training observation holds evaluation returns) — and the trained policy is then evaluated
-with the one evaluation loop :func:`quantgym.agents.base.evaluate` on the bench periods, exactly
+with the one evaluation loop :func:`quantgym.evaluation.evaluate` on the bench periods, exactly
 like the classical baselines. See docs/rl.md.
 """
 
@@ -25,7 +25,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecMonitor
 
 import quantgym  # noqa: F401 - registers the env ids
-from quantgym.agents.base import EvalResult, evaluate
+from quantgym.evaluation import EvalResult, evaluate
 from quantgym.envs.portbench.config import STRESS_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
 from quantgym.wrappers.allocation import (
@@ -211,7 +211,7 @@ def make_sb3_vec_env(env_id: str = "PortBench-Balanced-v0", n_envs: int = 8, *, 
 
 # --------------------------------------------------------------------------------------- policy
 class SB3Policy:
-    """A trained SB3 model as a :class:`~quantgym.agents.base.Policy` for PortBench.
+    """A trained SB3 model as a :class:`~quantgym.evaluation.Policy` for PortBench.
 
     ``wrap_env`` applies :class:`AllocationWrapper` with the training options, ``env_kwargs`` asks
     for S1–S5 scoring (S1/S2 answers derived from the weights), ``act`` is the deterministic

@@ -135,6 +135,7 @@ class MarketBenchEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    task_name = "market_bench"
 
     def __init__(self, strategy: str = "scheduled", round: int = 1, attempts: int = 3, feedback: bool = False,
                  data: dict[str, Any] | None = None, sandbox: SandboxConfig = SandboxConfig(),
@@ -357,6 +358,13 @@ class MarketBenchEnv(gym.Env):
                 "mean_rel_error": rec["mean_rel_error"], "fence_stripped": rec["fence_stripped"],
                 "record": self._round_record(), "prompt_style": self.prompt_style}
         return self._obs(), float(rec["reward"]), terminated, False, info
+
+    def episode_result(self) -> dict[str, Any]:
+        """The round for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): the round record
+        (solved, best MAE, first successful / correct attempt, statuses) as metrics and the attempt records
+        (without their per-metric errors)."""
+        return {"metrics": self._round_record(), "period": TASK_VERSION,
+                "records": [{k: v for k, v in r.items() if k != "metrics"} for r in self.records]}
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:
         """This episode's attempts as rows of the scorer's attempt table."""

@@ -704,6 +704,13 @@ class PortBenchEnv(gym.Env):
         """NAV curve (currency units) of the current episode."""
         return self.sim.nav_series()
 
+    def episode_result(self) -> dict[str, Any]:
+        """The episode for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): :meth:`episode_metrics`,
+        per-stage means, CEPS, the NAV curve, profile and period."""
+        m = self.episode_metrics()
+        return {"metrics": m, "stage_scores": m.get("stage_means"), "ceps": m.get("ceps"), "nav": self.nav_series(),
+                "profile": self.profile.name, "period": self.period.name}
+
     def render(self):
         if self.render_mode != "ansi" or self.snapshot is None:
             return None

@@ -408,6 +408,7 @@ class QuantArenaEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    task_name = "quant_arena"
 
     def __init__(self, mode: str = "iterative", data: Any = None, *, windows: Windows | None = None,
                  research_start: str | None = None, research_end: str | None = None,
@@ -642,6 +643,23 @@ class QuantArenaEnv(gym.Env):
         info = json.loads(json.dumps(final))  # a fresh copy (no shared objects between calls)
         info["prompt_style"] = self.prompt_style
         return json.dumps(final, ensure_ascii=False), float(final["S"]), True, False, info
+
+    def episode_result(self) -> dict[str, Any]:
+        """The run for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): the final scores
+        (S, S_in, S_out, frozen candidate, sealed and research metrics) plus the sealed window's Sharpe and
+        return / drawdown / volatility in percent, and the research candidates as records.
+
+        Raises ``RuntimeError`` before the run has ended (no freeze yet)."""
+        if self._final is None:
+            raise RuntimeError("the research run has not ended yet (no candidate frozen)")
+        m = dict(self._final)
+        sealed = m.get("sealed") or {}
+        pct = {k: None if sealed.get(src) is None else 100 * sealed[src]
+               for k, src in (("ret_pct", "total_return"), ("maxdd_pct", "max_drawdown"), ("vol_pct", "volatility"))}
+        m.update(sharpe=sealed.get("sharpe"), **pct)
+        return {"metrics": m, "period": "sealed",
+                "records": [{"candidate": c["index"], "sha256": c["sha256"], "status": c["research"].status,
+                             "research": c["research"].metrics} for c in self.candidates]}
 
     def log_event(self, event: str = "model_call", **fields: Any) -> None:
         """Append an event to the run's record (spec §7: e.g. every model call of the agent).

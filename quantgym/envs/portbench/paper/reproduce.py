@@ -3,7 +3,7 @@
 :func:`reproduce` runs the six classical baselines (§8) on the four published periods in paper mode
 (:meth:`PaperFidelity.paper`, through the repo-style direct runner :func:`run_direct`) and in clean mode
 (through exactly the code path of ``quantgym bench``: :func:`quantgym.envs.portbench.bench.run_baselines`
-→ :func:`quantgym.agents.base.evaluate` on the default env), and compares paper mode with §10.2/§10.3;
+→ :func:`quantgym.evaluation.evaluate` on the default env), and compares paper mode with §10.2/§10.3;
 :func:`ablation` switches one paper flag at a time on top of clean mode (and, cumulatively, all flags
 up to it) for the equal-weight 2024 run (direct runner); :func:`universe_check` re-measures
 §11.1's evidence table; :func:`to_markdown` renders everything as docs-ready markdown.
@@ -89,7 +89,7 @@ def _row(r: DirectResult, key: str) -> dict:
 
 
 def _eval_row(r, key: str) -> dict:
-    """Row dict (same keys as :meth:`DirectResult.row`) of an :class:`~quantgym.agents.base.EvalResult`."""
+    """Row dict (same keys as :meth:`DirectResult.row`) of an :class:`~quantgym.evaluation.EvalResult`."""
     m = r.metrics
     return {"agent": r.agent, "period": r.period, "fidelity": r.config.get("config", {}).get("fidelity", "clean"),
             "sharpe": m["sharpe"], "ret_pct": m["ret_pct"], "maxdd_pct": m["maxdd_pct"], "vol_pct": m["vol_pct"],

@@ -77,6 +77,7 @@ class PortBenchQAEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    task_name = "portbench_qa"
 
     def __init__(self, split: str = "test", templates=None, n_per_template: int | None = 50,
                  restricted: bool | str = False, fidelity: str = "clean", data: Any = None,
@@ -115,6 +116,7 @@ class PortBenchQAEnv(gym.Env):
         self._item: QAItem | None = None
         self._index = -1
         self._done = True
+        self._last_info: dict | None = None
 
     @property
     def n_items(self) -> int:
@@ -169,6 +171,7 @@ class PortBenchQAEnv(gym.Env):
         self._index = idx
         self._item = self.items[idx]
         self._done = False
+        self._last_info = None
         return self._obs(self._item), self._base_info(self._item)
 
     def step(self, action: Any):
@@ -182,7 +185,15 @@ class PortBenchQAEnv(gym.Env):
         info = self._base_info(item)
         info.update(score=res.score, correct=res.correct, truth=item.pair.answer,
                     truth_numeric=item.pair.answer_numeric, prediction=res.prediction, error=res.error)
+        self._last_info = info
         return self._obs(item), float(res.score), True, False, info
+
+    def episode_result(self) -> dict[str, Any]:
+        """The answered question for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): its score
+        (0..1), correctness and template."""
+        info = self._last_info or {}
+        return {"metrics": {k: info.get(k) for k in ("score", "correct", "template", "id", "complexity", "regime")},
+                "period": info.get("split")}
 
     def render(self):
         if self.render_mode == "ansi" and self._item is not None:

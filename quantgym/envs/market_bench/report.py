@@ -1,0 +1,74 @@
+"""Market-Bench's section of ``quantgym report`` (:mod:`quantgym.sweep.report`): pass@k / correct@k / MAE
+tables (from ``results.json``, spec market_bench §6)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from quantgym.sweep.report import Section, Source, Table, _fmt, _ordered
+
+
+# --------------------------------------------------------------------------- Market-Bench
+
+
+def _mb_scores(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    scores: list[dict[str, Any]] = []
+    for s in sources:
+        t = s.task_doc("market_bench")
+        if t.get("scores"):
+            scores += [dict(x, _source=s.name) for x in t["scores"] if isinstance(x, dict)]
+        elif t.get("runs"):
+            try:  # recompute from attempt records when the table was not stored
+                from quantgym.envs.market_bench.bench import records_to_attempts
+                from quantgym.envs.market_bench.scoring import score_table
+
+                recs = [x for r in t["runs"] for x in (r.get("records") if isinstance(r.get("records"), list)
+                                                          else [r])]
+                df = score_table(records_to_attempts(recs))
+                from quantgym.results import to_jsonable
+
+                scores += [dict(x, _source=s.name) for x in to_jsonable(df.to_dict(orient="records"))]
+            except Exception:
+                continue
+    return scores
+
+
+def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
+    scores = _mb_scores(sources)
+    if not scores and not any(r["task"] == "market_bench" for r in rows):
+        return None
+    sec = Section("Market-Bench", "market-bench")
+    if not scores:
+        sec.notes.append("Market-Bench rows present but no pass@k/MAE scores stored in results.json.")
+        return sec
+    pass_cols = sorted({k for x in scores for k in x if k.startswith("pass@")}, key=lambda k: -int(k[5:])
+                       if k[5:].isdigit() else 0)
+    # correct@k (every metric within tolerance of the reference) where stored: pass@k counts a stub as solved
+    pass_cols += sorted({k for x in scores for k in x if k.startswith("correct@")},
+                        key=lambda k: -int(k[8:]) if k[8:].isdigit() else 0)
+    strategies = _ordered((x.get("strategy") for x in scores), ("overall",))
+    multi = len({x["_source"] for x in scores}) > 1
+    for strat in strategies:
+        sub = sorted((x for x in scores if x.get("strategy") == strat),
+                     key=lambda x: (x.get("rank") is None, x.get("rank") or 0))
+        cols = ["#", "agent"] + pass_cols + ["mean MAE (solved)", "avg attempt"] + (["source"] if multi else [])
+        body = []
+        for x in sub:
+            mae = x.get("mean_mae_solved")
+            body.append([_fmt(x.get("rank"), 0) if isinstance(x.get("rank"), (int, float)) else "–",
+                         str(x.get("agent")), *[_fmt(x.get(c)) for c in pass_cols],
+                         "–" if mae is None else f"{mae:.3g}", _fmt(x.get("avg_attempt"))]
+                        + ([x["_source"]] if multi else []))
+        sec.tables.append(Table(f"Market-Bench — {strat}", cols, body, anchor=f"mb-{strat}",
+                                note="pass@k: share of rounds solved within k attempts (ran and returned every "
+                                     "metric); correct@k: within tolerance of the reference; MAE over solved rounds "
+                                     "(spec market_bench §6). Read from results.json (summary.csv has no "
+                                     "Market-Bench metric)." if strat == "overall" else ""))
+    return sec
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+
+

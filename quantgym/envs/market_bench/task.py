@@ -1,0 +1,20 @@
+"""Market-Bench's record in the task registry (:mod:`quantgym.tasks`), spec market_bench.md. Imports nothing
+heavy: every reference is a string."""
+
+from __future__ import annotations
+
+from quantgym.tasks import Task
+
+_ENV = "quantgym.envs.market_bench.env:MarketBenchEnv"
+
+TASK = Task(
+    name="market_bench",
+    title="Market-Bench",
+    envs={f"MarketBench-{k}-v0": (_ENV, {"strategy": s})
+          for k, s in (("Scheduled", "scheduled"), ("Pairs", "pairs"), ("DeltaHedge", "delta_hedge"))},
+    bench="quantgym.envs.market_bench.bench",
+    eval="quantgym.envs.market_bench.eval:ADAPTER",
+    llm="quantgym.agents.llm.agents:MarketBenchLLMAgent",
+    report="quantgym.envs.market_bench.report:section",
+    docs="docs/market_bench.md",
+)

@@ -1,0 +1,143 @@
+"""PortBench's part of ``quantgym eval`` (its :class:`~quantgym.evaluation.EvalAdapter`): one episode per
+(env id, period) through :func:`quantgym.evaluation.evaluate`, Equal-Weight beside the agent for the NAV
+plots, and the result table with the stress gate (spec portbench §7.2)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, job_label, llm_summary, parse_period,
+                                 period_label, policy_name, print_warnings as _print_warnings)
+from quantgym.results import SectionResult
+
+
+def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[str, Any]:
+    """One PortBench episode through :func:`quantgym.evaluation.evaluate`."""
+    kw = {k: v for k, v in plan.env_kwargs.items()}
+    res = evaluate(env_id, agent, seed=plan.seed, period=period, **kw)
+    # a baseline / sb3 policy has no episode labels or token usage
+    label = getattr(agent, "current_episode", None)
+    usage = agent.episode_usage(label) if hasattr(agent, "episode_usage") else None
+    text_stats: dict[str, dict[str, int]] = {}
+    for st in res.steps:
+        t = st.get("text") or {}
+        if not t:
+            continue
+        d = text_stats.setdefault(t["stage"], {"ok": 0, "refused": 0, "unparseable": 0, "invalid": 0, "retry": 0,
+                                               "coerced": 0})
+        d[t["status"]] = d.get(t["status"], 0) + 1
+        d["coerced"] += bool(t.get("coercions"))
+    return {"result": res, "usage": usage, "episode": label, "parse_stats": text_stats,
+            "llm": llm_summary(agent, label)}
+
+
+
+def _is_llm(agent: Any) -> bool:
+    return hasattr(agent, "engine") and hasattr(agent, "episode_usage")
+
+
+class PortBenchEval:
+    """:class:`~quantgym.evaluation.EvalAdapter` of PortBench."""
+
+    reference_name = "Equal-Weight"
+
+    def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
+        return [(job_label(env_id, period_label(parse_period(p))),
+                 (lambda e=env_id, p=p: run_portbench(ctx.new_agent(), e, parse_period(p), plan)))
+                for p in plan.periods]
+
+    def reference_jobs(self, env_ids: list[str], agent: Any, plan: EvalPlan) -> list[tuple[str, Any, Callable[[], Any]]]:
+        if not plan.baseline or policy_name(agent) == "Equal-Weight":
+            return []
+        from quantgym.agents.baselines import make_baseline
+
+        return [(job_label(e, period_label(parse_period(p))), (e, period_label(parse_period(p))),
+                 (lambda e=e, p=p: evaluate(e, make_baseline("equal_weight"), seed=plan.seed, period=parse_period(p))))
+                for e in env_ids for p in plan.periods]
+
+    def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
+        return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)
+
+
+def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: Path, plan: EvalPlan,
+                       console: Any) -> SectionResult:
+    from quantgym.envs.portbench.bench import stress_gate
+    from quantgym.envs.portbench.config import STRESS_PERIODS
+    from quantgym.envs.portbench.profiles import PROFILES
+
+    sec = SectionResult(task="portbench")
+    table = None
+    if console is not None:
+        from rich.table import Table
+
+        how = ("stagewise S1→S2→S3, text protocol" if _is_llm(agent) else
+               "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
+        table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
+        cols = ["profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
+                "S4", "S5", "refused", "unparse", "calls", "tokens", "warn", "gate"]
+        if not _is_llm(agent):  # no text protocol, no LLM calls
+            cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens", "warn")]
+            if getattr(agent, "direct_allocation", False):  # no stage scores either
+                cols = [c for c in cols if c not in ("CEPS", "S1", "S2", "S3", "S4", "S5")]
+        for col in cols:
+            table.add_column(col, justify="left" if col in ("profile", "period", "agent") else "right")
+    by_profile: dict[str, dict[str, float]] = {}
+    for run in runs:
+        r = run["result"]
+        by_profile.setdefault(r.profile, {})[r.period] = r.metrics["max_drawdown"]
+    for run in runs:
+        r = run["result"]
+        tol = PROFILES[r.profile].max_drawdown
+        gate = (abs(r.metrics["max_drawdown"]) <= tol + 1e-12) if r.period in STRESS_PERIODS else (
+            stress_gate(by_profile[r.profile], tol) if r.period == "normal_2024" else None)
+        row = r.summary_row(gate=gate)
+        sec.rows.append(row)
+        base = baselines.get((r.env_id, r.period))
+        d = r.to_dict()
+        d.update(usage=run["usage"], episode=run["episode"], parse_stats=run["parse_stats"], llm=run.get("llm"),
+                 transcript=agent.usage().get("transcript") if hasattr(agent, "usage") else None)
+        sec.runs.append(d)
+        if base is not None:
+            sec.rows.append(base.summary_row(gate=None))
+            sec.rows[-1].profile = r.profile
+            bd = base.to_dict()
+            bd["note"] = "Equal-Weight reference for the plot (direct allocation, no stage scores)"
+            sec.runs.append(bd)
+        if table is not None:
+            ss = r.stage_scores or {}
+            u = run["usage"] or {}
+            m = r.metrics
+            cells = {"profile": r.profile, "period": r.period, "agent": r.agent, "Sharpe": _fmt(m["sharpe"], 3),
+                     "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]), "Vol%": _fmt(m["vol_pct"]),
+                     "CEPS": _fmt(r.ceps, 3), **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
+                     "refused": str(m.get("refused_steps", "")),
+                     "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
+                     "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
+                     "warn": str(u.get("warnings", 0) or ""),
+                     "gate": "" if gate is None else ("✓" if gate else "✗")}
+            table.add_row(*[cells[c] for c in cols])
+            if base is not None:
+                bm = base.metrics
+                bcells = {"agent": base.agent, "Sharpe": _fmt(bm["sharpe"], 3), "Ret%": _fmt(bm["ret_pct"]),
+                          "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"])}
+                table.add_row(*[bcells.get(c, "") for c in cols])
+        if plan.plots:
+            from quantgym.envs.portbench.plots import plot_nav
+
+            curves = [r] + ([base] if base is not None else [])
+            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{r.agent}_{r.profile}_{r.period}")
+            path = plot_nav(curves, f"PortBench {r.period} — {r.profile}: {r.agent}", out_dir / f"portbench_nav_{safe}.png",
+                            tol)
+            sec.extra.setdefault("plots", []).append(str(path))
+    if console is not None:
+        console.print(table)
+        _print_warnings(console, runs)
+    return sec
+
+
+
+ADAPTER = PortBenchEval()
+
+__all__ = ["ADAPTER", "PortBenchEval", "run_portbench"]

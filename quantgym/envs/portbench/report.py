@@ -1,0 +1,316 @@
+"""PortBench's sections of ``quantgym report`` (:mod:`quantgym.sweep.report`): the leaderboard per profile
+(Sharpe per period, mean Sharpe, Sharpe minus Equal-Weight's, worst stress drawdown, stress gate (spec
+portbench §7.2), CEPS); NAV per period with the baselines and, when two or more stage-scored agents exist,
+their shaded min–max band (the paper's LLM band); per-stage S1–S5 bars and CEPS; worst stress drawdown
+against the Conservative gate; Sharpe relative to Equal-Weight per period; and the static QA layer's
+per-template accuracies (from ``results.json``: summary.csv carries no QA metric)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Sequence
+
+from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _mean, _num, _ordered, _plt, _png
+
+#: ordering of PortBench periods and profiles in tables and plots (others follow, sorted)
+PERIOD_ORDER = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
+PROFILE_ORDER = ("conservative", "balanced", "aggressive")
+EQW = "Equal-Weight"
+
+
+def _baseline_names() -> set[str]:
+    try:
+        from quantgym.agents.baselines import BASELINES
+
+        return {c.name for c in BASELINES.values()}
+    except Exception:  # pragma: no cover - baselines module always present in the package
+        return {EQW}
+
+
+def _stress_periods() -> tuple[str, ...]:
+    from quantgym.envs.portbench.config import STRESS_PERIODS
+
+    return tuple(STRESS_PERIODS)
+
+
+def _tolerance(profile: str) -> float | None:
+    from quantgym.envs.portbench.profiles import PROFILES
+
+    p = PROFILES.get(profile)
+    return None if p is None else float(p.max_drawdown)
+
+
+# --------------------------------------------------------------------------- PortBench
+
+
+def _pb_runs(sources: Sequence[Source]) -> list[dict[str, Any]]:
+    runs = []
+    for s in sources:
+        for r in s.task_doc("portbench").get("runs") or []:
+            if isinstance(r, dict) and r.get("agent"):
+                runs.append({**r, "_source": s.name})
+    return runs
+
+
+def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
+    """One leaderboard table per profile: Sharpe per period, mean, minus EqW, worst stress MaxDD, gate, CEPS."""
+    pb = [r for r in rows if r["task"] == "portbench" and r["agent"]]
+    if not pb:
+        return []
+    stress = set(_stress_periods())
+    periods = _ordered((r["period"] for r in pb), PERIOD_ORDER)
+    tables = []
+    for prof in _ordered((r["profile"] for r in pb), PROFILE_ORDER) + ([None] if any(
+            r["profile"] is None for r in pb) else []):
+        sub = [r for r in pb if r["profile"] == prof]
+        by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+        for r in sub:
+            by[r["agent"]][r["period"]].append(r)
+        eqw = {p: _mean(x["sharpe"] for x in by.get(EQW, {}).get(p, [])) for p in periods}
+        entries = []
+        for agent, per in by.items():
+            sh = {p: _mean(x["sharpe"] for x in per.get(p, [])) for p in periods}
+            mean_sh = _mean(sh.values())
+            rel = _mean(sh[p] - eqw[p] for p in periods if sh[p] is not None and eqw[p] is not None)
+            mdds = [x["maxdd_pct"] for p in periods if p in stress for x in per.get(p, [])]
+            worst = min((m for m in mdds if m is not None), default=None)
+            sgates = [x["gate"] for p in periods if p in stress for x in per.get(p, [])]
+            ngates = [x["gate"] for x in per.get("normal_2024", []) if x["gate"] is not None]
+            if sgates and stress <= set(per) and all(g is not None for g in sgates):
+                gate = all(sgates)
+            elif ngates:
+                gate = all(ngates)
+            elif any(g is False for g in sgates):
+                gate = False
+            else:
+                gate = None
+            ceps = _mean(x["ceps"] for p in per for x in per[p])
+            n = sum(len(v) for v in per.values())
+            entries.append((agent, sh, mean_sh, rel, worst, gate, ceps, n))
+        entries.sort(key=lambda e: -math.inf if e[2] is None else e[2], reverse=True)
+        tol = _tolerance(prof) if prof else None
+        cols = ["#", "agent"] + [f"Sharpe {p}" for p in periods] + ["mean Sharpe", "Δ vs EqW", "worst stress MaxDD%",
+                                                                   "gate", "CEPS", "runs"]
+        body = [[str(i + 1), a, *[_fmt(sh[p], 3) for p in periods], _fmt(m, 3), _fmt(rel, 3), _fmt(w), _fmt(g),
+                 _fmt(c, 3), str(n)] for i, (a, sh, m, rel, w, g, c, n) in enumerate(entries)]
+        title = f"PortBench — {prof.capitalize() if prof else 'no profile'}" + (
+            f" (drawdown tolerance {tol:.0%})" if tol is not None else "")
+        tables.append(Table(title=title, columns=cols, rows=body, anchor=f"pb-{prof or 'none'}",
+                            note="Sorted by mean Sharpe over the periods shown (rf 4%, 252 d). Δ vs EqW: mean of "
+                                 "(Sharpe − Equal-Weight's Sharpe) over periods. gate: |MaxDD| ≤ the profile's "
+                                 "tolerance in all three stress windows (spec §7.2); – when not all were run. "
+                                 "Several runs of one cell (seeds, sources) are averaged."))
+    return tables
+
+
+def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
+    """NAV (start = 1) per period: baselines as lines, stage-scored agents as a shaded min–max band when ≥ 2."""
+    import numpy as np
+    import pandas as pd
+
+    navs = []
+    for r in runs:
+        nav = r.get("nav") or {}
+        dates, vals = nav.get("dates"), nav.get("values")
+        if not dates or not vals or r.get("period") is None:
+            continue
+        s = pd.Series([np.nan if v is None else v for v in vals], index=pd.to_datetime(dates), dtype=float)
+        if not np.isfinite(s.iloc[0]) or s.iloc[0] == 0:
+            continue
+        navs.append((r["period"], r["agent"], s / s.iloc[0]))
+    if not navs:
+        return None
+    plt = _plt()
+    base = _baseline_names()
+    periods = _ordered((p for p, _, _ in navs), PERIOD_ORDER)
+    ncol = 2 if len(periods) > 1 else 1
+    nrow = math.ceil(len(periods) / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 3.6 * nrow), squeeze=False)
+    for ax, per in zip(axes.flat, periods):
+        seen = set()
+        agents = [(a, s) for p, a, s in navs if p == per]
+        others = [(a, s) for a, s in agents if a not in base]
+        for a, s in agents:
+            if a in base and a not in seen:
+                seen.add(a)
+                style = {"lw": 2.0, "color": "black"} if a == EQW else {"lw": 1.1}
+                ax.plot(s.index, s.values, label=a, **style)
+        if len({a for a, _ in others}) >= 2:
+            df = pd.concat([s for _, s in others], axis=1).sort_index().ffill()
+            ax.fill_between(df.index, df.min(axis=1), df.max(axis=1), color="tab:cyan", alpha=0.28,
+                            label=f"agents band ({len({a for a, _ in others})} agents, min–max)")
+            ax.plot(df.index, df.median(axis=1), color="teal", lw=1.2, ls="--", label="agents median")
+        else:
+            for a, s in others:
+                ax.plot(s.index, s.values, lw=1.6, ls="--", label=a)
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_title(per)
+        ax.grid(alpha=0.3)
+        ax.tick_params(axis="x", labelrotation=25, labelsize=7)
+        ax.legend(fontsize=6.5, loc="best")
+    for ax in list(axes.flat)[len(periods):]:
+        ax.axis("off")
+    fig.suptitle("PortBench NAV per period (start = 1): baselines and agents")
+    fig.tight_layout()
+    return Figure("portbench_nav", "NAV per period with the six baselines (Equal-Weight in black); when two or "
+                  "more stage-scored agents exist their runs form the shaded min–max band (median dashed).",
+                  _png(fig))
+
+
+def plot_stage_scores(runs: list[dict[str, Any]]) -> Figure | None:
+    """Grouped bars: mean S1–S5 stage score and CEPS per stage-scored agent."""
+    import numpy as np
+
+    by: dict[str, list[dict]] = defaultdict(list)
+    for r in runs:
+        if isinstance(r.get("stage_scores"), dict):
+            by[r["agent"]].append(r)
+    if not by:
+        return None
+    plt = _plt()
+    stages = ["S1", "S2", "S3", "S4", "S5", "CEPS"]
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / len(by)
+    for i, (agent, rs) in enumerate(sorted(by.items())):
+        vals = [_mean(r["stage_scores"].get(s) for r in rs) for s in stages[:5]] + [_mean(r.get("ceps") for r in rs)]
+        ax.bar(np.arange(len(stages)) + i * width, [np.nan if v is None else v for v in vals], width, label=agent)
+    ax.set_xticks(np.arange(len(stages)) + 0.4 - width / 2, stages)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("mean score (0–1)")
+    ax.set_title("PortBench per-stage scores and CEPS (mean over runs)")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return Figure("portbench_stages", "Mean S1–S5 stage scores and CEPS per agent (spec §6–§7). Classical baselines "
+                  "bypass the pipeline (§4.6) and have none.", _png(fig))
+
+
+def plot_stress_drawdown(rows: list[dict[str, Any]]) -> Figure | None:
+    """Horizontal bars: worst MaxDD over the stress windows per agent vs the Conservative gate."""
+    stress = set(_stress_periods())
+    pb = [r for r in rows if r["task"] == "portbench" and r["period"] in stress and r["maxdd_pct"] is not None]
+    if not pb:
+        return None
+    cons = [r for r in pb if r["profile"] == "conservative"]
+    use = cons or pb
+    worst: dict[str, float] = {}
+    for r in use:
+        worst[r["agent"]] = min(worst.get(r["agent"], 0.0), r["maxdd_pct"])
+    tol = 100 * (_tolerance("conservative") or 0.10)
+    plt = _plt()
+    items = sorted(worst.items(), key=lambda kv: kv[1])
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(items) + 1.4))
+    ax.barh([a for a, _ in items], [v for _, v in items],
+            color=["tab:green" if v >= -tol else "tab:red" for _, v in items])
+    ax.axvline(-tol, color="black", ls="--", lw=1.2, label=f"Conservative gate −{tol:.0f}%")
+    ax.set_xlabel("worst max drawdown over the stress windows (%)")
+    ax.set_title("Worst-case stress drawdown vs the Conservative gate"
+                 + ("" if cons else " (all profiles)"))
+    ax.legend(fontsize=8, loc="lower left")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return Figure("portbench_stress_dd", f"Worst MaxDD over {', '.join(sorted(stress))} per agent "
+                  f"({'Conservative profile' if cons else 'all profiles'}); green passes the −{tol:.0f}% gate.",
+                  _png(fig))
+
+
+def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
+    """Grouped bars: Sharpe minus Equal-Weight's per period for every other agent."""
+    import numpy as np
+
+    pb = [r for r in rows if r["task"] == "portbench" and r["sharpe"] is not None and r["period"]]
+    periods = _ordered((r["period"] for r in pb), PERIOD_ORDER)
+    sh: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for r in pb:
+        sh[(r["agent"], r["period"])].append(r["sharpe"])
+    eqw = {p: _mean(sh.get((EQW, p), [])) for p in periods}
+    agents = sorted({a for a, _ in sh if a != EQW})
+    if not agents or all(v is None for v in eqw.values()):
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / len(agents)
+    for i, a in enumerate(agents):
+        vals = [(_mean(sh[(a, p)]) - eqw[p]) if sh.get((a, p)) and eqw[p] is not None else np.nan for p in periods]
+        ax.bar(np.arange(len(periods)) + i * width, vals, width, label=a)
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(np.arange(len(periods)) + 0.4 - width / 2, periods)
+    ax.set_ylabel("Sharpe − Equal-Weight Sharpe")
+    ax.set_title("Sharpe relative to Equal-Weight across periods")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return Figure("portbench_sharpe_vs_eqw", "Sharpe minus Equal-Weight's Sharpe per period (mean over profiles, seeds "
+                  "and sources); above zero beats EqW.", _png(fig))
+
+
+def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
+    runs = _pb_runs(sources)
+    tables = portbench_tables(rows)
+    if not tables and not runs:
+        return None
+    sec = Section("PortBench", "portbench", tables=tables)
+    for f in (plot_nav_periods(runs), plot_stage_scores(runs), plot_stress_drawdown(rows), plot_sharpe_vs_eqw(rows)):
+        if f is not None:
+            sec.figures.append(f)
+    if not any(isinstance(r.get("stage_scores"), dict) for r in runs):
+        sec.notes.append("No stage-scored (S1–S5) runs in the inputs: only classical baselines, which bypass the "
+                         "pipeline (spec §4.6), so no stage bars, CEPS or agents band.")
+    return sec
+
+
+# --------------------------------------------------------------------------- PortBench-QA
+
+#: per-template table of the static QA (spec portbench §9.5/§10.4): accuracy columns in the page's order
+QA_COLUMNS = ("T1", "T2", "T3", "T4", "T5", "T6", "T7", "Mean", "T4_r", "T5_r", "F", "J")
+QA_REGIMES = ("Bull", "Bear", "Side.", "Crisis")
+
+
+def static_qa_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
+    """PortBench-QA accuracies per template from ``results.json`` (``tasks.portbench_qa.runs[*].metrics``).
+
+    ``summary.csv`` holds only (agent, split) for QA — no accuracy fits its common columns — so the
+    table is built from the runs written by ``quantgym qa`` (quantgym/envs/portbench/qa/cli.py):
+    ``metrics`` maps T1..T7, Mean, T4_r, T5_r, F, J and the regime columns to accuracies in [0, 1]
+    (null when a column had no item), ``n`` the items per template.
+    """
+    runs = [(s, r) for s in sources for r in (s.task_doc("portbench_qa").get("runs") or [])
+            if isinstance(r, dict) and r.get("agent") is not None]
+    qrows = [r for r in rows if r["task"] == "portbench_qa"]
+    if not runs and not qrows:
+        return None
+    sec = Section("PortBench-QA", "portbench-qa")
+    if not runs:
+        sec.notes.append("PortBench-QA rows present but no per-template accuracies stored in results.json "
+                         "(summary.csv carries no QA metric).")
+        return sec
+    multi = len({s.name for s, _ in runs}) > 1
+    regimes = [c for c in QA_REGIMES if any(_num((r.get("metrics") or {}).get(c)) is not None for _, r in runs)]
+    entries = []
+    for s, r in runs:
+        m = r.get("metrics") or {}
+        n = r.get("n") or {}
+        n_items = sum(int(v) for k, v in n.items() if k in QA_COLUMNS[:7] and isinstance(v, (int, float)))
+        entries.append((_num(m.get("Mean")), [str(r["agent"]), *[_fmt(_num(m.get(c)), 3) for c in QA_COLUMNS],
+                                               *[_fmt(_num(m.get(c)), 3) for c in regimes], str(n_items)]
+                        + ([s.name] if multi else [])))
+    entries.sort(key=lambda e: -math.inf if e[0] is None else e[0], reverse=True)
+    body = [[str(i + 1), *cells] for i, (_, cells) in enumerate(entries)]
+    cfgs = {s.name: s.task_doc("portbench_qa").get("config") or {} for s, _ in runs}
+    desc = "; ".join(sorted({f"split {c.get('split', '?')}, {c.get('n_per_template', '?')} per template, "
+                             f"fidelity {c.get('fidelity', '?')}" for c in cfgs.values()}))
+    sec.tables.append(Table("PortBench-QA — accuracy per template", ["#", "agent", *QA_COLUMNS, *regimes, "items"]
+                            + (["source"] if multi else []), body, anchor="pbqa-table",
+                            note="Share of items answered correctly (score ≥ 0.99), spec portbench §9.5/§10.4: "
+                                 "T1–T7 templates, Mean over T1–T7, T4_r/T5_r the restricted variants, F = formula "
+                                 "templates, J = judgment templates, then per market regime. Sorted by Mean. "
+                                 + (f"Settings: {desc}." if desc else "")))
+    for s, _ in runs[:1]:
+        sp = s.task_doc("portbench_qa").get("spearman_qa_ceps")
+        if isinstance(sp, dict) and _num(sp.get("rho")) is not None:
+            sec.notes.append(f"QA–CEPS (Balanced) Spearman ρ = {sp['rho']:.4f} over {sp.get('n')} agents "
+                             "(paper: −0.47).")
+    return sec
+
+

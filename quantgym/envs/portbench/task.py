@@ -1,0 +1,36 @@
+"""PortBench's records in the task registry (:mod:`quantgym.tasks`): the staged allocation env and the
+static correlation QA layer (spec portbench.md). Imports nothing heavy: every reference is a string."""
+
+from __future__ import annotations
+
+from quantgym.tasks import Task
+
+_ENV = "quantgym.envs.portbench.env:PortBenchEnv"
+_VEC = "quantgym.wrappers.allocation:make_portbench_vector_env"
+
+TASK = Task(
+    name="portbench",
+    title="PortBench",
+    envs={f"PortBench-{p.capitalize()}-v0": (_ENV, {"profile": p}) for p in ("conservative", "balanced", "aggressive")},
+    vector_entry_points={f"PortBench-{p}-v0": _VEC for p in ("Conservative", "Balanced", "Aggressive")},
+    bench="quantgym.envs.portbench.bench",
+    eval="quantgym.envs.portbench.eval:ADAPTER",
+    llm="quantgym.agents.llm.agents:PortBenchLLMAgent",
+    report="quantgym.envs.portbench.report:section",
+    classical=True,
+    baselines="quantgym.agents.baselines:make_baseline",
+    sweep="quantgym.envs.portbench.sweep:HOOKS",
+    docs="docs/portbench.md",
+    commands=("quantgym.agents.rl.cli", "quantgym.live.cli", "quantgym.envs.portbench.paper.cli"),
+)
+
+STATIC_QA_TASK = Task(
+    name="portbench_qa",
+    title="PortBench-QA",
+    envs={"PortBench-QA-v0": ("quantgym.envs.portbench.qa.env:PortBenchQAEnv", {})},
+    eval_refusal="PortBench-QA-v0 is evaluated with `quantgym qa` (static questions), not `quantgym eval`",
+    llm="quantgym.agents.llm.agents:PortBenchQALLMAgent",
+    report="quantgym.envs.portbench.report:static_qa_section",
+    docs="docs/qa.md",
+    commands=("quantgym.envs.portbench.qa.cli",),
+)

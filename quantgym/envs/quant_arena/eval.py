@@ -1,0 +1,89 @@
+"""Quant-Arena's part of ``quantgym eval`` (its :class:`~quantgym.evaluation.EvalAdapter`): one research run
+(submit / feedback / freeze, or the one-shot track) per env id, and the result table (S_in, S_out, S and the
+sealed window's metrics, spec quant_arena §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from quantgym.evaluation import EvalContext, EvalPlan, fmt as _fmt, job_label, llm_summary, print_warnings as _print_warnings
+from quantgym.results import SectionResult, SummaryRow
+
+
+def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
+    """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission."""
+    import gymnasium as gym
+
+    kw = dict(plan.env_kwargs)
+    kw.setdefault("record_dir", record_dir if record_dir is not None else False)
+    kw.setdefault("agent", agent.name)
+    kw.setdefault("model", getattr(agent.engine.config, "model", None))
+    kw.setdefault("framework", "quantgym.agents.llm")
+    env = gym.make(env_id, **kw)
+    try:
+        obs, info = env.reset(seed=plan.seed)
+        agent.reset(env)
+        feedback, done, S = [], False, 0.0
+        while not done:
+            action = agent.act(obs, info)
+            obs, reward, done, _, info = env.step(action)
+            if not done:
+                feedback.append({"reward": reward, **(info.get("feedback") or {})})
+            S = reward
+        u = env.unwrapped
+        label = agent.current_episode
+        return {"env_id": env_id, "final": info, "S": S, "feedback": feedback, "episode": label,
+                "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
+                "llm": llm_summary(agent, label),
+                "record_path": None if u.record_path is None else str(u.record_path)}
+    finally:
+        env.close()
+
+
+class QuantArenaEval:
+    """:class:`~quantgym.evaluation.EvalAdapter` of Quant-Arena (run records in ``OUT/quant_arena_records``)."""
+
+    def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
+        rec_dir = ctx.out_dir / "quant_arena_records"
+        return [(job_label(env_id), (lambda: run_quant_arena(agent, env_id, plan, rec_dir)))]
+
+    def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
+        return _section(runs, agent, ctx.console)
+
+
+def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
+    sec = SectionResult(task="quant_arena")
+    table = None
+    if console is not None:
+        from rich.table import Table
+
+        table = Table(title=f"Quant-Arena — {agent.name}", title_justify="left")
+        for col in ("env", "candidates", "frozen", "S_in", "S_out", "S", "sealed ARR%", "Sharpe", "calls", "tokens"):
+            table.add_column(col, justify="left" if col == "env" else "right")
+    for run in runs:
+        fin = run["final"] or {}
+        m = fin.get("sealed") or {}
+        sec.rows.append(SummaryRow(
+            task="quant_arena", agent=agent.name, profile=None, period="sealed",
+            sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
+            maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
+            vol_pct=None if m.get("volatility") is None else 100 * m["volatility"]))
+        sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
+                         "transcript": agent.usage().get("transcript")})
+        if table is not None:
+            u = run["usage"] or {}
+            table.add_row(run["env_id"], str(len(run["feedback"]) + (1 if fin.get("frozen_candidate") else 0)),
+                          str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
+                          _fmt(fin.get("S")), _fmt(None if m.get("arr") is None else 100 * m["arr"]),
+                          _fmt(m.get("sharpe")), str(u.get("calls", "")), str(u.get("total_tokens", "")))
+    if console is not None:
+        console.print(table)
+        _print_warnings(console, runs)
+    return sec
+
+
+
+ADAPTER = QuantArenaEval()
+
+__all__ = ["ADAPTER", "QuantArenaEval", "run_quant_arena"]

@@ -1,0 +1,81 @@
+"""Quant-Arena's section of ``quantgym report`` (:mod:`quantgym.sweep.report`): the table, quantile return
+curves and NAV vs market of the sealed window (spec quant_arena §10)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _plt, _png
+
+
+# --------------------------------------------------------------------------- Quant-Arena
+
+
+def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
+    import numpy as np
+    import pandas as pd
+
+    runs = [r for s in sources for r in (s.task_doc("quant_arena").get("runs") or []) if isinstance(r, dict)]
+    qrows = [r for r in rows if r["task"] == "quant_arena"]
+    if not runs and not qrows:
+        return None
+    sec = Section("Quant-Arena", "quant-arena")
+
+    def pct(x):
+        return None if x is None else 100 * x
+
+    # bench runs carry the final scores at top level; eval runs under "final"
+    runs = [{**(r.get("final") or {}), **{k: v for k, v in r.items() if k != "final"}} if isinstance(
+        r.get("final"), dict) else r for r in runs]
+    body = []
+    for r in runs:
+        m = r.get("sealed") or {}
+        body.append([str(r.get("agent")), _fmt(pct(m.get("arr")), 1), _fmt(pct(m.get("excess_arr")), 1),
+                     _fmt(m.get("sharpe")), _fmt(pct(m.get("max_drawdown")), 1), _fmt(m.get("rankic_mean"), 3),
+                     _fmt(r.get("S_in"), 1), _fmt(r.get("S_out"), 1), _fmt(r.get("S"), 1)])
+    if not body:
+        body = [[r["agent"], "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–"] for r in qrows]
+    sec.tables.append(Table("Quant-Arena — sealed window", ["agent", "ARR%", "excess ARR%", "Sharpe", "MaxDD%",
+                                                             "RankIC", "S_in", "S_out", "S"], body,
+                            note="Sealed-window metrics net of costs (spec quant_arena §10); S = 0.5 S_in + 0.5 S_out.",
+                            anchor="qa-table"))
+    quant = {str(r.get("agent")): (r.get("sealed") or {}).get("quantile_returns_bp") for r in runs}
+    quant = {a: q for a, q in quant.items() if q}
+    plt = _plt()
+    if quant:
+        fig, ax = plt.subplots(figsize=(8, 3.6))
+        for a, q in quant.items():
+            ax.plot([f"Q{i + 1}" for i in range(len(q))], [np.nan if v is None else v for v in q], marker="o", label=a)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_ylabel("mean next-day return (bp)")
+        ax.set_title("Quant-Arena: next-day return by score quantile (Q1 = top)")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        sec.figures.append(Figure("quant_arena_quantiles", "Quantile return curves of the sealed window: a useful "
+                                  "score falls from Q1 to the last quantile.", _png(fig)))
+    navs = []
+    for r in runs:
+        nav = r.get("sealed_nav") or {}
+        vals = nav.get("nav")
+        if nav.get("dates") and vals:
+            s = pd.Series([np.nan if v is None else v for v in vals], index=pd.to_datetime(nav["dates"]), dtype=float)
+            if np.isfinite(s.iloc[0]) and s.iloc[0] != 0:
+                navs.append((str(r.get("agent")), s / s.iloc[0]))
+    if navs:
+        fig, ax = plt.subplots(figsize=(8, 3.8))
+        for a, s in navs:
+            ref = a in ("market_reference", "market")
+            ax.plot(s.index, s.values, label="market (EW, no costs)" if ref else a,
+                    **({"color": "black", "ls": "--", "lw": 1.6} if ref else {"lw": 1.2}))
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_ylabel("NAV (start = 1)")
+        ax.set_title("Quant-Arena: NAV vs market, sealed window")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        sec.figures.append(Figure("quant_arena_nav", "Sealed-window NAV of each submission against the equal-weight "
+                                  "market reference.", _png(fig)))
+    return sec
+
+

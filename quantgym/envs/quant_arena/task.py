@@ -1,0 +1,19 @@
+"""Quant-Arena's record in the task registry (:mod:`quantgym.tasks`), spec quant_arena.md. Imports nothing
+heavy: every reference is a string."""
+
+from __future__ import annotations
+
+from quantgym.tasks import Task
+
+_ENV = "quantgym.envs.quant_arena.env:QuantArenaEnv"
+
+TASK = Task(
+    name="quant_arena",
+    title="Quant-Arena",
+    envs={"QuantArena-v0": (_ENV, {"mode": "iterative"}), "QuantArena-OneShot-v0": (_ENV, {"mode": "oneshot"})},
+    bench="quantgym.envs.quant_arena.bench",
+    eval="quantgym.envs.quant_arena.eval:ADAPTER",
+    llm="quantgym.agents.llm.agents:QuantArenaLLMAgent",
+    report="quantgym.envs.quant_arena.report:section",
+    docs="docs/quant_arena.md",
+)

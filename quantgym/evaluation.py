@@ -1,0 +1,503 @@
+"""The evaluation loop shared by every task: one episode (:func:`evaluate`) and a plan of episodes
+(:func:`run_eval`, the engine of ``quantgym eval``).
+
+A policy is anything with ``act(observation, info) -> action`` (and optionally ``reset(env)`` and a
+``name``); :func:`evaluate` runs one episode of any registered env and returns an :class:`EvalResult` in
+the results schema of :mod:`quantgym.results`. Every env implements :class:`Evaluable`
+(``episode_result()``), so the loop needs no task knowledge. :func:`run_eval` asks each task's eval
+adapter (:class:`EvalAdapter`, the ``eval`` entry of its record in :mod:`quantgym.tasks`) for the
+episodes of a plan and for its result section.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import datetime as _dt
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import gymnasium as gym
+import pandas as pd
+
+from quantgym.results import SectionResult, SummaryRow, write_results
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A policy: ``act`` maps the observation (and the last ``info``) to an action.
+
+    Attributes
+    ----------
+    name : label used in result tables.
+    direct_allocation : True for classical allocators that bypass the S1–S5 pipeline (PortBench
+        baselines, spec §4.6): :func:`evaluate` then builds the env with ``scoring=False``.
+    env_kwargs : optional dict of env kwargs the policy needs (e.g. ``{"stagewise": True}`` for LLM
+        agents); merged under the caller's kwargs by :func:`evaluate`.
+    wrap_env : optional ``wrap_env(env) -> env`` applied after ``gym.make`` (e.g. a text-action or
+        Box-action wrapper).
+    """
+
+    name: str
+
+    def act(self, observation: Any, info: dict) -> Any: ...
+
+
+@runtime_checkable
+class Evaluable(Protocol):
+    """What every quantgym env (``env.unwrapped``) implements for :func:`evaluate`.
+
+    ``task_name`` is the env's task (:mod:`quantgym.tasks`); ``episode_result()``, called after the last
+    step, returns a dict with ``metrics`` (terminal metrics; PortBench also ``stage_means``) and optionally
+    ``stage_scores``, ``ceps``, ``nav`` (pandas Series of NAV by date), ``profile``, ``period`` and
+    ``records`` (list of dicts).
+    """
+
+    task_name: str
+
+    def episode_result(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class EvalResult:
+    """One evaluated episode.
+
+    Attributes
+    ----------
+    task, agent, env_id, profile, period : identification.
+    metrics : terminal metrics (§7: total_return, sharpe, max_drawdown, volatility, ..., ceps, pas).
+    stage_scores : per-stage mean scores (None for direct-allocation baselines).
+    ceps : run CEPS (mean of per-step CEPS) or None.
+    nav : NAV curve (currency units) indexed by date (empty for tasks without one).
+    steps : per-step ``info`` records (orders dropped).
+    config : env kwargs and config used.
+    records : the env's own episode records (Market-Bench attempts, ...; empty when it has none).
+    """
+
+    task: str
+    agent: str
+    env_id: str
+    profile: str | None
+    period: str | None
+    metrics: dict[str, Any]
+    stage_scores: dict[str, float] | None
+    ceps: float | None
+    nav: pd.Series
+    steps: list[dict] = field(default_factory=list)
+    config: dict[str, Any] = field(default_factory=dict)
+    records: list[dict] = field(default_factory=list)
+
+    def summary_row(self, gate: bool | None = None) -> SummaryRow:
+        m = self.metrics
+        return SummaryRow(
+            task=self.task, agent=self.agent, profile=self.profile, period=self.period,
+            sharpe=m.get("sharpe"), ret_pct=m.get("ret_pct"), maxdd_pct=m.get("maxdd_pct"), vol_pct=m.get("vol_pct"),
+            ceps=self.ceps, gate=gate,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task, "agent": self.agent, "env_id": self.env_id, "profile": self.profile,
+            "period": self.period, "metrics": self.metrics, "stage_scores": self.stage_scores, "ceps": self.ceps,
+            "nav": {"dates": [d.strftime("%Y-%m-%d") for d in self.nav.index], "values": self.nav.to_numpy()},
+            "steps": self.steps, "config": self.config,
+        }
+
+
+def policy_name(policy: Any) -> str:
+    return getattr(policy, "name", None) or type(policy).__name__
+
+
+def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **env_kwargs: Any) -> EvalResult:
+    """Run one episode of ``policy`` and collect the results.
+
+    Parameters
+    ----------
+    env_or_id : a registered env id (``"PortBench-Balanced-v0"``) or an env instance.
+    policy : a :class:`Policy` (``act(obs, info)``; optional ``reset(env)``; optional
+        ``step_record() -> dict`` whose keys are merged into the step's record after each step), or a
+        plain callable ``f(obs, info) -> action``.
+    seed : passed to ``env.reset``.
+    **env_kwargs : passed to ``gym.make`` when ``env_or_id`` is an id (e.g. ``period="covid_2020"``).
+
+    Returns
+    -------
+    EvalResult
+
+    Raises
+    ------
+    ValueError
+        For env kwargs the env rejects (unknown period, profile, ...).
+    """
+    if isinstance(env_or_id, str):
+        if getattr(policy, "direct_allocation", False):
+            env_kwargs.setdefault("scoring", False)
+        env_kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **env_kwargs}
+        env = gym.make(env_or_id, **env_kwargs)
+        if callable(getattr(policy, "wrap_env", None)):
+            env = policy.wrap_env(env)
+        env_id = env_or_id
+    else:
+        env = env_or_id
+        env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    act = policy.act if hasattr(policy, "act") else policy
+    obs, info = env.reset(seed=seed)
+    if hasattr(policy, "reset"):
+        policy.reset(env)
+    steps: list[dict] = []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        action = act(obs, info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        rec = {k: v for k, v in info.items() if k not in ("orders", "episode_metrics")}
+        rec["reward"] = float(reward)
+        note = policy.step_record() if callable(getattr(policy, "step_record", None)) else None
+        if note:  # what the policy itself did at this step (an LLM agent: prompt style sent, cap, rung)
+            rec.update(note)
+        steps.append(rec)
+    base = env.unwrapped
+    if not isinstance(base, Evaluable):
+        env.close()
+        raise TypeError(f"{type(base).__name__} does not implement episode_result() / task_name "
+                        "(quantgym.evaluation.Evaluable), so evaluate() cannot summarise its episode")
+    ep = base.episode_result()
+    metrics = ep["metrics"]
+    nav = ep.get("nav")
+    result = EvalResult(
+        task=base.task_name,
+        agent=policy_name(policy),
+        env_id=env_id,
+        profile=ep.get("profile"),
+        period=ep.get("period"),
+        metrics={k: v for k, v in metrics.items() if k != "stage_means"},
+        stage_scores=ep.get("stage_scores", metrics.get("stage_means")),
+        ceps=ep.get("ceps", metrics.get("ceps")),
+        nav=nav if nav is not None else pd.Series(dtype=float),
+        steps=steps,
+        config={"env_kwargs": {k: v for k, v in env_kwargs.items() if k != "data"},
+                "config": base.config.to_dict() if hasattr(getattr(base, "config", None), "to_dict") else {}},
+        records=list(ep.get("records") or []),
+    )
+    env.close()
+    return result
+
+
+# ------------------------------------------------------------------------------------------ plans of episodes
+_PERIOD_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})(?::(daily|weekly|monthly))?$")
+
+
+def parse_period(p: str | dict) -> str | dict:
+    """A period name (``covid_2020``) or ``START:END[:FREQ]`` (``2020-03-01:2020-03-31:weekly``)."""
+    if isinstance(p, dict):
+        return p
+    m = _PERIOD_RE.match(p.strip())
+    if m:
+        return {"start": m.group(1), "end": m.group(2), "freq": m.group(3) or "monthly"}
+    return p.strip()
+
+
+@dataclass
+class EvalPlan:
+    """What to run.
+
+    Attributes
+    ----------
+    env_ids : registered ids (one task or several).
+    periods : PortBench periods (names or dicts; default ``["normal_2024"]``).
+    rounds : Market-Bench rounds (default 1..5).
+    attempts : Market-Bench K (default 3). feedback : Market-Bench repair mode.
+    seed : env seed. env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
+    baseline : PortBench: also run Equal-Weight for the NAV plots and tables.
+    plots : write PNGs.
+    """
+
+    env_ids: list[str]
+    periods: list[Any] = field(default_factory=lambda: ["normal_2024"])
+    rounds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    attempts: int = 3
+    feedback: bool = False
+    seed: int = 0
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    baseline: bool = True
+    plots: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["env_kwargs"] = {k: v for k, v in self.env_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EvalPlan":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def period_label(p: Any) -> str:
+    if isinstance(p, dict):
+        return f"{p['start']}_{p['end']}_{p.get('freq', 'monthly')}"
+    return str(p)
+
+
+
+class EvalContext:
+    """What :func:`run_eval` gives a task's :class:`EvalAdapter`.
+
+    Attributes
+    ----------
+    out_dir : the run's output folder.
+    console : rich Console or None (no tables printed).
+    new_agent : ``new_agent()`` -> the agent for one more episode: a fresh instance when the run built a
+        classical / sb3 policy from a spec (it may keep per-episode state), else the shared agent.
+    references : key -> result of the adapter's reference jobs (filled before ``section`` is called).
+    """
+
+    def __init__(self, out_dir: Path, console: Any, new_agent: Callable[[], Any]):
+        self.out_dir = out_dir
+        self.console = console
+        self.new_agent = new_agent
+        self.references: dict[Any, Any] = {}
+
+
+class EvalAdapter(Protocol):
+    """A task's part of ``quantgym eval`` (the ``eval`` entry of its :class:`quantgym.tasks.Task`).
+
+    ``jobs(env_id, agent, plan, ctx)`` returns ``[(label, fn), ...]``: the episodes of ``env_id`` in
+    ``plan``; each ``fn()`` runs one and returns a JSON-able run dict (it may carry ``usage`` for the
+    progress line). ``section(runs, agent, plan, ctx)`` turns the runs (in job order) into the task's
+    :class:`~quantgym.results.SectionResult` and prints its table to ``ctx.console``. Optionally
+    ``reference_jobs(env_ids, agent, plan)`` returns ``[(label, key, fn), ...]`` run after the agent's
+    episodes (PortBench: Equal-Weight beside the agent), results in ``ctx.references[key]``, and
+    ``reference_name`` labels them in the progress lines.
+    """
+
+    def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]: ...
+
+    def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult: ...
+
+
+def fmt(x: Any, nd: int = 2) -> str:
+    """A table cell: ``""`` for None, else fixed-point with ``nd`` decimals."""
+    return "" if x is None else f"{x:.{nd}f}"
+
+
+def print_warnings(console: Any, runs: list[dict]) -> None:
+    """One line per distinct LLM warning of the runs (a truncated prompt is never silent)."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        for w in (run.get("llm") or {}).get("warnings") or []:
+            seen[w] = seen.get(w, 0) + 1
+    for w, n in seen.items():
+        console.print(f"warning ({n} episode(s)): {w}", markup=False, highlight=False)
+
+
+def llm_summary(agent: Any, label: str | None) -> dict[str, Any] | None:
+    """The agent's per-episode record of its LLM calls (``agent.llm_summary(label)``), or None for a
+    policy that makes none."""
+    fn = getattr(agent, "llm_summary", None)
+    return fn(label) if callable(fn) and label is not None else None
+
+
+# ------------------------------------------------------------------------------------------ driver
+def _make(spec_or_agent: Any, task: str, options: dict) -> Any:
+    if not isinstance(spec_or_agent, str):
+        return spec_or_agent
+    from quantgym.agents.registry import make_agent
+
+    return make_agent(spec_or_agent, task=task, **options)
+
+
+def _is_llm(agent: Any) -> bool:
+    return hasattr(agent, "engine") and hasattr(agent, "episode_usage")
+
+
+def job_label(env_id: str, extra: Any = None) -> str:
+    """The progress label of an episode: ``env_id`` or ``"env_id extra"``."""
+    return env_id if extra is None else f"{env_id} {extra}"
+
+
+def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
+             agent_options: dict | None = None, console: Any = None, progress: Any = None,
+             meta: dict | None = None, log: Callable[[str], None] | None = None) -> list[SectionResult]:
+    """Run ``plan`` with the agent ``agent_spec`` (a spec string or agent object(s)) and write results.
+
+    Parameters
+    ----------
+    agent_spec : ``openai:MODEL`` | ``replay:FILE`` | any :mod:`quantgym.agents.registry` spec, an agent
+        object, or a dict task -> agent object.
+    plan : :class:`EvalPlan`.
+    out_dir : output folder (created).
+    concurrency : worker threads (episodes in flight).
+    agent_options : options for the factory (``base_url``, ``api_key``, ...). For ``openai:`` specs the
+        transcript defaults to ``OUT/transcripts/<task>-<model>-<stamp>.jsonl``.
+    console, progress : rich Console / Progress (optional).
+    log : called with one progress line per episode started / finished and per failed LLM call (after
+        its retries), e.g. ``print`` (None: silent). Besides, the progress task's description counts the
+        LLM calls so far.
+
+    Returns
+    -------
+    list of SectionResult (also written as ``summary.csv`` / ``results.json``).
+
+    Raises
+    ------
+    LLMConfigError, ReplayMismatchError
+        Configuration problems (wrong key, unknown model, an endpoint that cannot be reached before it
+        ever answered, diverged replay): the run stops.
+    ValueError
+        An env id of no task, PortBench-QA, or an agent that does not exist for a task (classical
+        baselines and ``sb3:`` agents exist for PortBench only).
+    """
+    from quantgym.tasks import load_ref, task_of, tasks as _registered
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    records = {e: task_of(e) for e in plan.env_ids}
+    order = [t.name for t in _registered()]
+    tasks = sorted(dict.fromkeys(r.name for r in records.values()), key=order.index)
+    by_name = {r.name: r for r in records.values()}
+    for task in tasks:
+        if by_name[task].eval is None:
+            raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
+    adapters = {task: load_ref(by_name[task].eval) for task in tasks}
+    agents: dict[str, Any] = {}
+    for task in tasks:
+        opts = dict(agent_options or {})
+        if isinstance(agent_spec, dict):
+            agents[task] = agent_spec[task]
+            continue
+        if isinstance(agent_spec, str) and agent_spec.startswith("openai:"):
+            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            model = agent_spec.partition(":")[2]
+            opts.setdefault("transcript", out_dir / "transcripts" /
+                            f"{task}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)}-{stamp}.jsonl")
+            opts.setdefault("header", {"eval": {**plan.to_dict(), "env_ids": [e for e in plan.env_ids
+                                                                                if records[e].name == task]}})
+        if (not by_name[task].classical and isinstance(agent_spec, str)
+                and agent_spec.partition(":")[0] not in ("openai", "replay")):
+            classical = ", ".join(t.title for t in _registered() if t.classical)
+            raise ValueError(f"agent {agent_spec!r} cannot run {task}: only LLM agents (openai:MODEL, replay:FILE) "
+                             f"do; classical baselines and sb3 agents run on {classical} only (or: quantgym bench "
+                             "--agents NAME,...)")
+        agents[task] = _make(agent_spec, task, opts)
+
+    def _new_agent(task: str) -> Callable[[], Any]:
+        # a classical / sb3 policy may keep per-episode state: one instance per episode when we built it
+        if isinstance(agent_spec, str) and not _is_llm(agents[task]):
+            return lambda: _make(agent_spec, task, dict(agent_options or {}))
+        return lambda: agents[task]
+
+    ctxs = {task: EvalContext(out_dir, console, _new_agent(task)) for task in tasks}
+    jobs: list[tuple[str, str, Callable[[], dict]]] = []
+    for env_id in plan.env_ids:
+        task = records[env_id].name
+        jobs += [(task, label, fn) for label, fn in adapters[task].jobs(env_id, agents[task], plan, ctxs[task])]
+    ref_jobs: list[tuple[str, str, Any, Callable[[], Any]]] = []
+    for task in tasks:
+        make_refs = getattr(adapters[task], "reference_jobs", None)
+        if make_refs is not None:
+            env_ids = [e for e in plan.env_ids if records[e].name == task]
+            ref_jobs += [(task, label, key, fn) for label, key, fn in make_refs(env_ids, agents[task], plan)]
+    ref_names = ", ".join(dict.fromkeys(getattr(adapters[t], "reference_name", "reference") for t, *_ in ref_jobs))
+    n_total = len(jobs) + len(ref_jobs)
+    tid = progress.add_task("eval", total=n_total) if progress is not None else None
+    detach = _attach_progress(agents, progress, tid, log)
+    if log is not None:
+        names = ", ".join(dict.fromkeys(policy_name(a) for a in agents.values()))
+        where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if _is_llm(a)
+                                        and not hasattr(a.engine, "source")))
+        log(f"eval: {len(jobs)} episode(s) of {names}" + (f" at {where}" if where else "")
+            + (f" + {len(ref_jobs)} {ref_names} reference run(s)" if ref_jobs else "") + f" -> {out_dir}")
+    done = [0]
+    done_lock = threading.Lock()
+
+    def _finished(label: str, t_start: float, run: dict | None) -> None:
+        with done_lock:
+            done[0] += 1
+            k = done[0]
+        if log is not None:
+            u = (run or {}).get("usage") or {}
+            calls = f"{u.get('calls', 0)} LLM calls, {u.get('failures', 0)} failed, " if u else ""
+            log(f"  [{k}/{n_total}] done {label}: {calls}{time.perf_counter() - t_start:.1f} s")
+        if progress is not None:
+            progress.advance(tid)
+
+    def _run(label: str, fn: Callable[[], dict]) -> dict:
+        if log is not None:
+            log(f"  start {label}")
+        t1 = time.perf_counter()
+        run = fn()
+        _finished(label, t1, run)
+        return run
+
+    results: list[Any] = [None] * len(jobs)
+    try:
+        with cf.ThreadPoolExecutor(max_workers=max(1, int(concurrency))) as pool:
+            futs = {pool.submit(_run, label, fn): i for i, (_, label, fn) in enumerate(jobs)}
+            try:
+                for f in cf.as_completed(futs):
+                    results[futs[f]] = f.result()
+            except BaseException:
+                for f in futs:
+                    f.cancel()
+                raise
+    finally:
+        detach()
+    for task, label, key, fn in ref_jobs:
+        t1 = time.perf_counter()
+        ctxs[task].references[key] = fn()
+        _finished(f"{label} ({getattr(adapters[task], 'reference_name', 'reference')})", t1, None)
+    sections = []
+    for task in tasks:
+        runs = [r for (tt, _, _), r in zip(jobs, results) if tt == task]
+        sections.append(adapters[task].section(runs, agents[task], plan, ctxs[task]))
+    usage = {t: a.usage() if hasattr(a, "usage") else None for t, a in agents.items()}
+    for s in sections:
+        s.extra["usage"] = usage.get(s.task)
+        s.extra["agent_config"] = (agents[s.task].engine.config.to_dict()
+                                   if hasattr(agents[s.task], "engine") else None)
+    write_results(out_dir, sections, meta={**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,
+                                           "usage": usage, "elapsed_s": time.perf_counter() - t0})
+    if isinstance(agent_spec, str):  # close only the agents made here (their transcripts)
+        for a in agents.values():
+            if hasattr(a, "close"):
+                a.close()
+    return sections
+
+
+def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
+                     log: Callable[[str], None] | None) -> Callable[[], None]:
+    """Count the LLM calls in the progress description; log a line per failed call (after its retries).
+
+    Returns the function that detaches the listener again (agent objects may outlive the run).
+    """
+    counts = {"calls": 0, "failed": 0}
+    lock = threading.Lock()
+
+    def listener(rec: dict) -> None:
+        if rec.get("adapted") or rec.get("error_kind") == "unsupported":
+            return  # an endpoint adaptation (rung, parameter, re-rendered prompt), resent at once
+        with lock:
+            counts["calls"] += 1
+            counts["failed"] += not rec.get("ok")
+            c, f = counts["calls"], counts["failed"]
+        if progress is not None and tid is not None:
+            progress.update(tid, description=f"eval · {c} LLM call(s)" + (f", {f} failed" if f else ""))
+        if log is not None and not rec.get("ok"):
+            log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {rec.get('error')}")
+
+    engines = [e for e in {id(a.engine): a.engine for a in agents.values() if _is_llm(a)}.values()
+               if hasattr(e, "listeners")]
+    for engine in engines:
+        engine.listeners.append(listener)
+
+    def detach() -> None:
+        for engine in engines:
+            if listener in engine.listeners:
+                engine.listeners.remove(listener)
+
+    return detach
+
+

@@ -1,0 +1,233 @@
+"""The task registry: one record per task, and the only place that lists the tasks.
+
+A task (PortBench, its static QA layer, Quant-Arena, Market-Bench, or your own) lives in one folder
+and describes itself with a :class:`Task` record. The generic layers iterate over the registry and
+name no task:
+
+- :mod:`quantgym.envs` registers every record's env ids with Gymnasium;
+- ``quantgym bench`` runs every record's ``bench`` section (:mod:`quantgym.cli`);
+- ``quantgym eval`` asks the record's ``eval`` adapter for its episodes and its result section
+  (:mod:`quantgym.evaluation`);
+- an LLM agent for a task is the record's ``llm`` adapter class (:mod:`quantgym.agents.llm.agents`);
+- ``quantgym sweep`` / ``report`` find a run's task with :func:`task_of` and the record's ``report``
+  section (:mod:`quantgym.sweep`);
+- the CLI adds the record's ``commands``.
+
+Every reference is a lazy ``"module:attribute"`` (or ``"module"``) string, so ``import quantgym``
+imports no task code. A new task touches its own folder and adds one line to :data:`BUILTIN`. A task
+from outside the package is added by :func:`register_task` (this process only), or, so that every
+process sees it (``quantgym`` commands, sweep workers), by an entry point in the group
+``quantgym.tasks`` or the environment variable ``QUANTGYM_TASKS`` (comma-separated
+``"module:attribute"`` references of :class:`Task` records).
+
+Example::
+
+    from quantgym.tasks import Task, register_task
+    register_task(Task(name="toy", title="Toy", envs={"Toy-v0": ("mypkg.toy:ToyEnv", {})},
+                       bench="mypkg.toy_bench", eval="mypkg.toy_eval:ADAPTER"))
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+#: the built-in tasks, one line each: "module:attribute" of their :class:`Task` record (order = order
+#: of the bench report, the eval sections and the leaderboard)
+BUILTIN: tuple[str, ...] = (
+    "quantgym.envs.portbench.task:TASK",
+    "quantgym.envs.portbench.task:STATIC_QA_TASK",
+    "quantgym.envs.quant_arena.task:TASK",
+    "quantgym.envs.market_bench.task:TASK",
+)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a task contributes to the generic layers.
+
+    Attributes
+    ----------
+    name : task key, as written in ``summary.csv``'s ``task`` column and accepted by ``--tasks``.
+    title : display name (report headings).
+    envs : env id -> (Gymnasium entry point ``"module:Class"``, default kwargs).
+    vector_entry_points : env id -> ``"module:function"`` for ``gym.make_vec(..., "vector_entry_point")``.
+    bench : module with ``run_section(ctx) -> SectionResult`` and optional ``validate(options)``
+        (``quantgym bench``), or None when the task has no bench section.
+    eval : ``"module:attribute"`` of an :class:`EvalAdapter` (``quantgym eval``), or None.
+    eval_refusal : the one-line message ``quantgym eval`` gives for this task's ids when ``eval`` is None.
+    llm : ``"module:Class"`` of the task's LLM adapter (a subclass of
+        :class:`quantgym.agents.llm.agents.LLMAgent`), or None.
+    report : ``"module:function"`` of ``section(sources, rows) -> Section | None`` for
+        ``quantgym report`` (:mod:`quantgym.sweep.report`), or None.
+    classical : True when the task has classical (non-LLM) agents, i.e. ``make_agent`` may resolve plain
+        names and ``sb3:`` specs for it.
+    baselines : ``"module:function"`` of ``make(name) -> policy`` for the task's classical agents, or None.
+    sweep : ``"module:attribute"`` of the task's sweep hooks (shared data, per-run evaluation, gates),
+        or None: the sweep then runs a generic episode (total reward, steps, last info).
+    columns : extra result columns the task writes (documentation of its results).
+    docs : the task's docs page (relative to the repository).
+    commands : modules exposing ``register(app)`` that add the task's own CLI commands.
+    """
+
+    name: str
+    title: str
+    envs: Mapping[str, tuple[str, dict]]
+    vector_entry_points: Mapping[str, str] = field(default_factory=dict)
+    bench: str | None = None
+    eval: str | None = None
+    eval_refusal: str | None = None
+    llm: str | None = None
+    report: str | None = None
+    classical: bool = False
+    baselines: str | None = None
+    sweep: str | None = None
+    columns: tuple[str, ...] = ()
+    docs: str = ""
+    commands: tuple[str, ...] = ()
+
+
+_TASKS: dict[str, Task] = {}
+_LOADED = False
+
+
+def load_ref(ref: str) -> Any:
+    """Import a ``"module:attribute"`` (or ``"module"``) reference.
+
+    Raises
+    ------
+    ModuleNotFoundError, AttributeError
+        The module or attribute does not exist.
+    """
+    mod, _, attr = ref.partition(":")
+    module = importlib.import_module(mod)
+    return getattr(module, attr) if attr else module
+
+
+def _load_builtin() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    refs = list(BUILTIN)
+    try:
+        from importlib.metadata import entry_points
+
+        refs += [ep.value for ep in entry_points(group="quantgym.tasks")]
+    except Exception:  # pragma: no cover - broken metadata must not break the built-in tasks
+        pass
+    refs += [r.strip() for r in os.environ.get("QUANTGYM_TASKS", "").split(",") if r.strip()]
+    for ref in refs:
+        try:
+            task = load_ref(ref)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"task record {ref!r} cannot be loaded: {exc}") from exc
+        if not isinstance(task, Task):
+            raise ValueError(f"task record {ref!r} is a {type(task).__name__}, not a quantgym.tasks.Task")
+        _TASKS.setdefault(task.name, task)
+
+
+def register_task(task: Task, *, replace: bool = False) -> Task:
+    """Add a task to the registry and register its env ids with Gymnasium.
+
+    Raises
+    ------
+    ValueError
+        A task of that name (or one of its env ids) is already registered, unless ``replace``.
+    """
+    _load_builtin()
+    if not replace:
+        if task.name in _TASKS:
+            raise ValueError(f"task {task.name!r} is already registered")
+        taken = {e: t.name for t in _TASKS.values() for e in t.envs}
+        dup = sorted(e for e in task.envs if e in taken)
+        if dup:
+            raise ValueError(f"env id(s) {dup} of task {task.name!r} are already registered by "
+                             f"{sorted({taken[e] for e in dup})}")
+    _TASKS[task.name] = task
+    _register_envs(task, replace=replace)
+    return task
+
+
+def unregister_task(name: str) -> None:
+    """Remove a task (and its env ids from Gymnasium); unknown names are ignored."""
+    import gymnasium as gym
+
+    task = _TASKS.pop(name, None)
+    if task is not None:
+        for env_id in task.envs:
+            gym.registry.pop(env_id, None)
+
+
+def _register_envs(task: Task, replace: bool = False) -> None:
+    import gymnasium as gym
+
+    for env_id, (entry_point, kwargs) in task.envs.items():
+        if env_id in gym.registry:
+            if not replace:
+                continue
+            gym.registry.pop(env_id)
+        gym.register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs), disable_env_checker=False,
+                     vector_entry_point=task.vector_entry_points.get(env_id))
+
+
+def tasks() -> list[Task]:
+    """Every registered task, built-in ones first (in :data:`BUILTIN` order)."""
+    _load_builtin()
+    return list(_TASKS.values())
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``.
+
+    Raises
+    ------
+    ValueError
+        Unknown name (the message lists the registered ones).
+    """
+    _load_builtin()
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; choose from {', '.join(_TASKS)}") from None
+
+
+def task_names() -> list[str]:
+    return [t.name for t in tasks()]
+
+
+def task_of(env_id: str) -> Task:
+    """The task that registers ``env_id``.
+
+    Raises
+    ------
+    ValueError
+        An id that no registered task has (the message lists the known ids).
+    """
+    for t in tasks():
+        if env_id in t.envs:
+            return t
+    known = [e for t in tasks() for e in t.envs]
+    raise ValueError(f"unknown env id {env_id!r}; known: {', '.join(known)}")
+
+
+def env_ids() -> list[str]:
+    """Every registered env id (in task order)."""
+    return [e for t in tasks() for e in t.envs]
+
+
+def register_envs() -> None:
+    """Register the env ids of every task with Gymnasium (idempotent)."""
+    for t in tasks():
+        _register_envs(t)
+
+
+def iter_with(attr: str) -> Iterator[Task]:
+    """The tasks whose record sets ``attr`` (``"bench"``, ``"eval"``, ``"report"``, ...)."""
+    return (t for t in tasks() if getattr(t, attr))
+
+
+__all__ = ["BUILTIN", "Task", "register_task", "unregister_task", "tasks", "get_task", "task_names", "task_of",
+           "env_ids", "register_envs", "iter_with", "load_ref"]
