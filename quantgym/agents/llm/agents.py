@@ -1,21 +1,15 @@
-"""LLM agents: one chat engine, one adapter per task (PortBench, Quant-Arena, Market-Bench, PortBench-QA).
+"""LLM agents: one chat engine and the base of the per-task adapters.
 
 Each agent is a policy for :func:`quantgym.evaluation.evaluate` (``reset(env)``, ``act(obs, info)``)
 and may be shared by several threads, each running its own episodes: per-episode state lives in
 thread-local storage, the engine (HTTP client, transcript, cache, budget) is shared.
 
-- :class:`PortBenchLLMAgent` — the stagewise S1 → S2 → S3 protocol (spec portbench §4): the env is built
-  with ``stagewise=True`` and wrapped in :class:`~quantgym.wrappers.TextStageAction`; each stage prompt
-  (rendered by the env, holding the agent's own previous outputs) is sent as one user message with the
-  stage's JSON schema as ``response_format`` when the endpoint supports it; the raw reply goes to the
-  wrapper, which parses, coerces, re-asks (format-correction suffix) or falls back. An empty reply
-  gets one extra call (§4.0); a failed call becomes ``None`` (a failed attempt).
-- :class:`QuantArenaLLMAgent` — the research loop: brief → module → feedback → revised module … up to
-  the budget (or ``rounds``), then ``FREEZE k`` (the model's choice; if it gives none, the candidate
-  with the best research excess ARR). One-shot track: one module, no feedback.
-- :class:`MarketBenchLLMAgent` — K independent one-shot attempts (fresh conversation each; the attempt
-  number enters the request hash so the cache never serves an earlier attempt), or, when the env runs
-  ``feedback=True``, a repair conversation with the failure trace.
+The adapters live with their tasks and are found through the task registry (the ``llm`` entry of a
+:class:`quantgym.tasks.Task`): PortBench's stagewise protocol and static QA in
+:mod:`quantgym.envs.portbench.llm`, the Quant-Arena research loop in :mod:`quantgym.envs.quant_arena.llm`,
+Market-Bench's attempts in :mod:`quantgym.envs.market_bench.llm`. An adapter subclasses :class:`LLMAgent`,
+sets ``task``, ``output_cap`` (its completion cap with ``max_tokens="auto"``), implements ``act`` and
+``dry_run`` (``quantgym eval --dry-run``).
 """
 
 from __future__ import annotations
@@ -30,56 +24,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from quantgym.agents.llm.client import ChatEngine, LLMConfig, ReplayEngine
-from quantgym.agents.llm.code import extract_code, extract_freeze, failure_source
 
-#: completion caps of the free-text and code answers with ``max_tokens="auto"`` [project choice]; PortBench's
-#: JSON stage answers get :func:`~quantgym.agents.llm.tokens.schema_token_bound` of their schema instead
-OUTPUT_CAPS = {"portbench_qa": 256, "quant_arena": 2048, "market_bench": 3072}
 #: tokens kept free between prompt + cap and the context window [project choice]
 CONTEXT_MARGIN = 16
 #: smallest completion cap the fitting may shrink a cap to [project choice]
 MIN_CAP = 64
 
-SYSTEM_PORTBENCH = (
-    "You are a portfolio manager taking part in PortBench, a benchmark of staged portfolio decisions on "
-    "historical market data (no real money). Each message is one stage of the pipeline. Answer with exactly one "
-    "JSON object that follows the stated schema, and nothing else."
-)
-SYSTEM_QA = (
-    "You answer questions about a portfolio and market snapshot. Follow the answer format stated in the question."
-)
-SYSTEM_QUANT_ARENA = (
-    "You are a quantitative researcher in Quant-Arena. You write Python modules that score every stock every "
-    "trading day, read the research feedback, and improve your module. Always reply either with the complete "
-    "module in one ```python code block, or (to stop researching) with the single line FREEZE <k>."
-)
-SYSTEM_MARKET_BENCH = (
-    "You are a quantitative developer. Implement the backtester exactly as specified. Reply with the complete "
-    "Python module in one ```python code block."
-)
 
-QA_FIRST = ("\n\n---\nReply with the complete Python module in one ```python code block (it must define FEATURES, "
-            "compute_features and score).")
-QA_ONESHOT = "\n\n---\nOne-shot track: reply with the complete Python module in one ```python code block."
-
-
-def _qa_feedback_msg(obs: str, k: int, budget_left: int, n: int, must_freeze: bool) -> str:
-    fence = "json" if obs.lstrip().startswith("{") else ""  # the minimal style's feedback is plain text lines
-    head = f"Research feedback for candidate {k}:\n```{fence}\n{obs}\n```\n"
-    if must_freeze:
-        return head + (f"No more candidates can be submitted. Reply with the single line FREEZE <k> (k in 1..{n}) "
-                       "naming the candidate to evaluate on the sealed window.")
-    return head + (f"Budget left: {budget_left} candidate(s). Reply with an improved complete module in one "
-                   f"```python block, or with the single line FREEZE <k> (k in 1..{n}) to stop and freeze "
-                   "candidate k.")
-
-
-def _mb_repair_msg(feedback: str, limit: int = 20000) -> str:
-    return ("Your backtester was run on the input files:\n" + feedback[:limit]
-            + "\n\nFix it and reply with the complete corrected module in one ```python code block.")
-
-
-def _fit_log(res: Any) -> dict:
+def fit_log(res: Any) -> dict:
     """What the context budget chose for a call (for the agent's decision log)."""
     m = getattr(res, "meta", None) or {}
     return {k: m[k] for k in ("prompt_style", "prompt_tokens_est", "max_tokens", "cap_cut", "refit") if k in m}
@@ -95,7 +47,7 @@ def default_transcript_path(task: str, model: str, folder: str | os.PathLike = "
     return Path(folder) / f"{task}-{_safe(model)}-{stamp}-{os.getpid()}.jsonl"
 
 
-def _find_wrapper(env: Any, cls_name: str) -> Any:
+def find_wrapper(env: Any, cls_name: str) -> Any:
     e = env
     for _ in range(20):
         if e is None:
@@ -118,6 +70,8 @@ class LLMAgent:
 
     task = ""
     system_prompt = ""
+    #: completion cap of a free-text or code answer with ``max_tokens="auto"`` [project choice, per adapter]
+    output_cap = 256
 
     def __init__(self, engine: ChatEngine, name: str | None = None, **adapter_options: Any):
         self.engine = engine
@@ -312,247 +266,6 @@ class LLMAgent:
             self.engine.transcript.close()
 
 
-class PortBenchLLMAgent(LLMAgent):
-    """PortBench stagewise agent (see module docstring). ``env_kwargs = {"stagewise": True}``."""
-
-    task = "portbench"
-    env_kwargs = {"stagewise": True}
-
-    @staticmethod
-    def wrap_env(env):
-        from quantgym.wrappers.text import TextStageAction
-
-        return TextStageAction(env)
-
-    def act(self, observation: Any, info: dict) -> str | None:
-        self._st()
-        env = getattr(self._local, "env", None)
-        wrapper = _find_wrapper(env, "TextStageAction")
-        stage = int(observation["stage"])
-        attempt = wrapper.attempt if wrapper is not None else int(info.get("attempt", 0)) + 1
-        stage_schema = wrapper.json_schema() if wrapper is not None else None
-        schema = stage_schema if self.engine.config.structured != "off" else None
-        from quantgym.agents.llm.tokens import schema_token_bound
-
-        cap = schema_token_bound(stage_schema) if stage_schema is not None else OUTPUT_CAPS["portbench_qa"]
-        base = getattr(env, "unwrapped", None)
-        snap = getattr(base, "snapshot", None)
-        # the decision date of this prompt (info["date"] still names the date just finished when a new S1 starts)
-        date = str(snap.decision_date.date()) if snap is not None else info.get("date")
-        meta = {"task": "portbench", "date": date, "stage": ("S1", "S2", "S3")[stage], "attempt": attempt}
-        full = str(observation["prompt"])
-
-        def build(style: str) -> list[dict]:
-            if style == "full" or base is None:
-                text = full  # what the env (and the wrapper's re-ask suffix) put in the observation
-            else:
-                from quantgym.envs.portbench.prompts import FORMAT_CORRECTION_SUFFIX
-
-                text = base.render_prompt(style=style) + (FORMAT_CORRECTION_SUFFIX if attempt > 1 else "")
-            return [{"role": "system", "content": SYSTEM_PORTBENCH}, {"role": "user", "content": text}]
-
-        # the re-ask prompt is the same on attempts 2 and 3 (§11.5): the attempt enters the request hash so
-        # the cache never answers a re-ask with the answer that just failed
-        nonce = 2 * (attempt - 1)
-        res = self._fitted_call(build, cap=cap, schema=schema, meta=meta, nonce=nonce)
-        extra = False
-        if res.ok and not (res.text or "").strip():
-            extra = True  # §4.0: an empty API response gets one extra call before it counts as a refusal
-            res = self._fitted_call(build, cap=cap, schema=schema, meta={**meta, "extra_call": True}, nonce=nonce + 1)
-        self._log(**meta, **_fit_log(res), ok=res.ok, error=res.error, error_kind=res.error_kind, extra_call=extra,
-                  structured=res.structured, rung=res.rung, usage=res.usage, cached=res.cached, warning=res.warning,
-                  finish_reason=res.finish_reason)
-        if not res.ok:
-            return None
-        return res.text or ""
-
-
-class PortBenchQALLMAgent(LLMAgent):
-    """PortBench-QA (static questions): one call per question; the env scores the text."""
-
-    task = "portbench_qa"
-
-    def act(self, observation: Any, info: dict) -> str:
-        self._st()
-        prompt = observation["prompt"] if isinstance(observation, dict) else str(observation)
-        base = getattr(getattr(self._local, "env", None), "unwrapped", None)
-
-        def build(style: str) -> list[dict]:
-            text = str(prompt) if style == "full" or base is None else base.render_prompt(style=style)
-            return [{"role": "system", "content": SYSTEM_QA}, {"role": "user", "content": text}]
-
-        res = self._fitted_call(build, cap=OUTPUT_CAPS["portbench_qa"], meta={"task": "portbench_qa"})
-        self._log(**_fit_log(res), ok=res.ok, error=res.error, usage=res.usage, warning=res.warning)
-        return (res.text or "") if res.ok else ""
-
-
-class QuantArenaLLMAgent(LLMAgent):
-    """Quant-Arena research loop / one-shot agent (see module docstring).
-
-    Adapter options
-    ---------------
-    rounds : int or None — most candidates to submit (default: the env's budget).
-    """
-
-    task = "quant_arena"
-
-    def _best(self, st: dict) -> int | None:
-        best, best_v = None, None
-        for k, fb in st["feedback"].items():
-            if fb.get("status") == "ok" and fb.get("window"):
-                v = fb["window"].get("excess_arr")
-                if v is not None and (best_v is None or v > best_v):
-                    best, best_v = k, v
-        return best or (st["n"] or None)
-
-    def _freeze(self, st: dict, k: int | None, how: str) -> dict:
-        if k is None or not 1 <= k <= st["n"]:
-            if k is not None:
-                how += f"; index {k} out of range -> best research excess ARR"
-            k = self._best(st)
-        self._log(action="freeze", candidate=k, how=how)
-        st["frozen"] = True
-        return {"freeze": k}
-
-    def _submit(self, st: dict, reply: str | None, err: str | None) -> str:
-        code = extract_code(reply, "score") if reply else None
-        if code is None:
-            code = failure_source(err or "the reply held no Python code block")
-        st["n"] += 1
-        self._log(action="submit", candidate=st["n"], has_code=not code.startswith("raise RuntimeError"),
-                  chars=len(code))
-        return code
-
-    def _variants(self, text: str) -> dict[str, str]:
-        """The current observation in every prompt style the env renders (``full`` = ``text``)."""
-        env = getattr(self._local, "env", None)
-        base = getattr(env, "unwrapped", None)
-        out = {"full": text}
-        for style in self._styles(env):
-            if style != "full":
-                out[style] = base.render_prompt(style=style)
-        return out
-
-    def _build(self, st: dict) -> Callable[[str], list[dict]]:
-        """Conversation renderer: ``full`` sends every turn as it was; ``compact`` keeps the code of the
-        last two candidates and renders brief and feedback compactly; ``minimal`` keeps only the last
-        candidate's code (earlier ones are named, not repeated) [project choice]."""
-        turns = list(st["turns"])
-
-        def build(style: str) -> list[dict]:
-            keep_code = {"full": None, "compact": 2, "minimal": 1}.get(style, 1)
-            codes = [i for i, t in enumerate(turns) if t["role"] == "assistant"]
-            drop = set(codes[:-keep_code]) if keep_code is not None and len(codes) > keep_code else set()
-            msgs = [{"role": "system", "content": SYSTEM_QUANT_ARENA}]
-            k = 0
-            for i, t in enumerate(turns):
-                if t["role"] == "assistant":
-                    k += 1
-                    text = (f"[candidate {k}: code omitted to fit the context window; its feedback follows]"
-                            if i in drop else t["text"])
-                    msgs.append({"role": "assistant", "content": text})
-                else:
-                    v = t["variants"]
-                    msgs.append({"role": "user", "content": v.get(style, v["full"]) + t.get("suffix", "")})
-            return msgs
-
-        return build
-
-    def _turn(self, st: dict, meta: dict):
-        res = self._fitted_call(self._build(st), cap=OUTPUT_CAPS["quant_arena"], meta=meta)
-        self._log(action="call", **meta, **_fit_log(res), ok=res.ok, error=res.error, usage=res.usage,
-                  warning=res.warning)
-        st["turns"].append({"role": "assistant", "text": res.text if res.ok else ""})
-        return res
-
-    def act(self, observation: Any, info: dict) -> Any:
-        st = self._st()
-        if "brief" in info or not st:
-            facts = info.get("brief") or {}
-            env = getattr(self._local, "env", None)
-            mode = facts.get("mode") or getattr(getattr(env, "unwrapped", None), "mode", "iterative")
-            budget = int(facts.get("budget") or info.get("budget_left") or 5)
-            rounds = self.adapter_options.get("rounds")
-            st.clear()
-            st.update(mode=mode, cap=min(budget, int(rounds)) if rounds else budget, n=0, feedback={},
-                      turns=[{"role": "user", "variants": self._variants(str(observation)),
-                              "suffix": QA_ONESHOT if mode == "oneshot" else QA_FIRST}])
-            res = self._turn(st, {"task": "quant_arena", "turn": 1})
-            return self._submit(st, res.text if res.ok else None, None if res.ok else f"call failed: {res.error}")
-        # a research feedback observation
-        fb = info.get("feedback")
-        if isinstance(fb, dict):
-            st["feedback"][int(fb.get("candidate", st["n"]))] = fb
-        budget_left = int(info.get("budget_left", 0))
-        must_freeze = budget_left <= 0 or st["n"] >= st["cap"]
-        variants = {k: _qa_feedback_msg(v, st["n"], budget_left, st["n"], must_freeze)
-                    for k, v in self._variants(str(observation)).items()}
-        st["turns"].append({"role": "user", "variants": variants})
-        res = self._turn(st, {"task": "quant_arena", "turn": st["n"] + 1, "must_freeze": must_freeze})
-        if not res.ok:
-            return self._freeze(st, None, f"rule (call failed: {res.error})")
-        found, k = extract_freeze(res.text)
-        code = extract_code(res.text, "score")
-        if must_freeze or (found and code is None):
-            return self._freeze(st, k if found else None, "model" if found else "rule (no FREEZE line)")
-        return self._submit(st, res.text, None)
-
-
-class MarketBenchLLMAgent(LLMAgent):
-    """Market-Bench agent: K independent attempts, or repair mode when the env gives feedback."""
-
-    task = "market_bench"
-
-    def _hash_subs(self) -> tuple[tuple[str, str], ...]:
-        # the prompt names the env's temporary input folder: hash it as <WORKDIR> so that a replay or a
-        # cache hit does not depend on the folder name
-        env = getattr(self._local, "env", None)
-        wd = getattr(getattr(env, "unwrapped", None), "workdir", None)
-        return ((str(wd), "<WORKDIR>"),) if wd else ()
-
-    def _prompt_variants(self, text: str) -> dict[str, str]:
-        env = getattr(self._local, "env", None)
-        base = getattr(env, "unwrapped", None)
-        return {s: (text if s == "full" else base.render_prompt(style=s)) for s in self._styles(env)}
-
-    def act(self, observation: Any, info: dict) -> str:
-        st = self._st()
-        used = int(observation.get("attempt", 0))
-        feedback = str(observation.get("feedback") or "")
-        if used == 0 or "turns" not in st:
-            st.clear()
-            st["turns"] = [{"role": "user", "variants": self._prompt_variants(str(observation["prompt"]))}]
-            st["last"] = None
-        if feedback and st.get("last") is not None:  # repair mode: continue the conversation
-            st["turns"] += [{"role": "assistant", "text": st["last"]},
-                            {"role": "user", "feedback": feedback}]
-            turns, nonce, mode = list(st["turns"]), 0, "repair"
-        else:
-            turns, nonce, mode = st["turns"][:1], used, "independent"
-
-        def build(style: str) -> list[dict]:
-            msgs = [{"role": "system", "content": SYSTEM_MARKET_BENCH}]
-            for t in turns:
-                if t["role"] == "assistant":
-                    msgs.append({"role": "assistant", "content": t["text"]})
-                elif "feedback" in t:  # [project choice] the failure trace is cut to fit the style
-                    limit = {"full": 20000, "compact": 4000}.get(style, 1500)
-                    msgs.append({"role": "user", "content": _mb_repair_msg(t["feedback"], limit)})
-                else:
-                    msgs.append({"role": "user", "content": t["variants"].get(style, t["variants"]["full"])})
-            return msgs
-
-        res = self._fitted_call(build, cap=OUTPUT_CAPS["market_bench"],
-                                meta={"task": "market_bench", "attempt": used + 1, "mode": mode}, nonce=nonce)
-        st["last"] = res.text if res.ok else ""
-        code = extract_code(res.text, "run_backtest") if res.ok else None
-        self._log(attempt=used + 1, mode=mode, **_fit_log(res), ok=res.ok, error=res.error, has_code=code is not None,
-                  usage=res.usage, warning=res.warning)
-        if code is None:
-            code = failure_source(f"call failed: {res.error}" if not res.ok else "the reply held no Python code block")
-        return code
-
-
 def _adapter(task: str) -> type[LLMAgent]:
     """The LLM adapter class of ``task`` (its record's ``llm`` in :mod:`quantgym.tasks`).
 
@@ -642,5 +355,4 @@ def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: s
                            **dict(engine.header.get("adapter_options") or {}))
 
 
-__all__ = ["LLMAgent", "PortBenchLLMAgent", "PortBenchQALLMAgent", "QuantArenaLLMAgent", "MarketBenchLLMAgent",
-           "build_agent", "build_replay_agent", "default_transcript_path", "price_for"]
+__all__ = ["LLMAgent", "build_agent", "build_replay_agent", "default_transcript_path", "price_for", "fit_log", "find_wrapper"]

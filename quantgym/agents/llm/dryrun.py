@@ -1,6 +1,7 @@
 """``quantgym eval --dry-run``: the calls a run would make, their tokens, cost and wall time, before any call.
 
-Nothing is sent and nothing is written. How each task is planned:
+Nothing is sent and nothing is written. Each task's LLM adapter plans its episodes (its ``dry_run``
+method, with :func:`add_episode`, :func:`code_cap` and :func:`expected_completion` from here):
 
 - **PortBench**: the episode is really run, with an engine that sends nothing and answers every stage
   with a refusal (the env then takes the §4.0 fallback and moves on), so every stage prompt is rendered
@@ -47,13 +48,13 @@ class DryRunEngine(ChatEngine):
         return res, {"ok": True, "text": text, "usage": {}, "response": None, "tries": [], "latency_s": 0.0}
 
 
-def _cap(opts: dict, auto: int) -> int | None:
+def code_cap(opts: dict, auto: int) -> int | None:
     """The cap a code call sends: the task's own (``max_tokens="auto"``), the user's N, or None (not sent)."""
     mt = opts.get("max_tokens", "auto")
     return auto if mt == "auto" else mt
 
 
-def _add(r: dict, calls_min: int, calls_max: int, prompt: float, prompt_max: float, completion: float,
+def add_episode(r: dict, calls_min: int, calls_max: int, prompt: float, prompt_max: float, completion: float,
          completion_max: float, style: str | None) -> None:
     """Accumulate one episode's plan into the task row (floor columns, most-calls columns)."""
     r["episodes"] += 1
@@ -67,7 +68,7 @@ def _add(r: dict, calls_min: int, calls_max: int, prompt: float, prompt_max: flo
         r["styles"][style] = r["styles"].get(style, 0) + calls_min
 
 
-def _expected_completion(cap: int | None, kind: str) -> float:
+def expected_completion(cap: int | None, kind: str) -> float:
     from quantgym.agents.llm.tokens import CAP_EXTRA, CAP_MARGIN
 
     if not cap:
@@ -90,11 +91,7 @@ def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = Non
     ValueError
         An agent that is not ``openai:MODEL``, or an env id of no task.
     """
-    import gymnasium as gym
-
-    from quantgym.evaluation import evaluate
-    from quantgym.agents.llm.agents import OUTPUT_CAPS, SYSTEM_MARKET_BENCH, SYSTEM_QUANT_ARENA, build_agent
-    from quantgym.evaluation import parse_period
+    from quantgym.agents.llm.agents import build_agent
     from quantgym.tasks import task_of
 
     if not (isinstance(agent_spec, str) and agent_spec.startswith("openai:")):
@@ -115,61 +112,10 @@ def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = Non
         agent = build_agent(model, task, transcript=False, **opts)
         agent.engine = DryRunEngine(agent.engine.config)
         window = agent.engine.context_window()
-        r = row(task)
-        if task == "portbench":
-            for p in plan.periods:
-                n0 = len(agent.engine.planned)
-                evaluate(env_id, agent, seed=plan.seed, period=parse_period(p), **dict(plan.env_kwargs))
-                calls = agent.engine.planned[n0:]
-                pt = sum(c["prompt_tokens"] for c in calls)
-                _add(r, len(calls), 3 * len(calls), pt, 3 * pt,
-                     sum(_expected_completion(c["max_tokens"], "json") for c in calls),
-                     3 * sum(c["max_tokens"] or 0 for c in calls), None)
-            for lab, log in agent.logs.items():
-                for e in log:
-                    st = e.get("prompt_style")
-                    if st:
-                        r["styles"][st] = r["styles"].get(st, 0) + 1
-        elif task == "quant_arena":
-            env = gym.make(env_id, record_dir=False, **dict(plan.env_kwargs))
-            try:
-                brief, info = env.reset(seed=plan.seed)
-                briefs = {st: env.unwrapped.render_prompt(st) for st in agent._styles(env)}
-            finally:
-                env.close()
-            mode = (info.get("brief") or {}).get("mode", "iterative")
-            budget = int((info.get("brief") or {}).get("budget") or 5)
-            cand = min(budget, int(opts.get("rounds") or budget))
-            turns = 1 if mode == "oneshot" else cand + 1
-            cap = _cap(opts, OUTPUT_CAPS["quant_arena"])
-            _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_QUANT_ARENA},
-                                               {"role": "user", "content": briefs[st]}], tuple(briefs), cap, window)
-            b = f1["prompt_tokens_est"]
-            # each later turn adds the code and the feedback; with a known window the conversation is rendered
-            # to fit it (older code dropped), so a turn never holds more than the window minus the cap
-            prompts = [b + k * ((c1 or 0) + FEEDBACK_TOKENS) for k in range(turns)]
-            if window is not None:
-                prompts = [min(p, max(b, window - (c1 or 0) - 16)) for p in prompts]
-            _add(r, turns, turns, sum(prompts), sum(prompts), turns * _expected_completion(c1, "code"),
-                 turns * (c1 or 0), f1["prompt_style"])
-        else:
-            cap = _cap(opts, OUTPUT_CAPS["market_bench"])
-            for rnd in plan.rounds:
-                env = gym.make(env_id, round=int(rnd), attempts=plan.attempts, feedback=plan.feedback,
-                               **dict(plan.env_kwargs))
-                try:
-                    env.reset(seed=plan.seed)
-                    texts = {st: env.unwrapped.render_prompt(st) for st in agent._styles(env)}
-                finally:
-                    env.close()
-                _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_MARKET_BENCH},
-                                                   {"role": "user", "content": texts[st]}], tuple(texts), cap, window)
-                pt, k = f1["prompt_tokens_est"], int(plan.attempts)
-                # floor: the first attempt runs and ends the round; most: every attempt (repair mode: the
-                # conversation grows by the code and its trace each time)
-                grow = (c1 or 0) + 400 if plan.feedback else 0
-                _add(r, 1, k, pt, sum(pt + i * grow for i in range(k)), _expected_completion(c1, "code"),
-                     k * (c1 or 0), f1["prompt_style"])
+        plan_episodes = getattr(agent, "dry_run", None)
+        if plan_episodes is None:
+            raise ValueError(f"{env_id}: the {task} LLM adapter has no dry_run() plan")
+        plan_episodes(env_id, plan, opts, window, row(task))
     price_in, price_out = opts.get("price_in"), opts.get("price_out")
     if opts.get("prices") and price_in is None and price_out is None:
         from quantgym.agents.llm.agents import price_for
@@ -215,7 +161,9 @@ def render_plan(report: dict[str, Any], console: Any) -> None:
     t = Table(title=f"Dry run: openai:{report['model']} (no call sent)", title_justify="left")
     for col in ("task", "ep.", "calls", "prompt", "compl.", "≤compl.", "USD", "wall"):
         t.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
-    short = {"portbench": "PortBench", "quant_arena": "Quant-Arena", "market_bench": "Market-Bench"}
+    from quantgym.tasks import task_names, get_task
+
+    short = {n: get_task(n).title for n in task_names()}
 
     def cells(r: dict, name: str) -> list[str]:
         calls = f"{r['calls_min']}" + (f"-{r['calls_max']}" if r["calls_max"] != r["calls_min"] else "")
@@ -243,4 +191,5 @@ def render_plan(report: dict[str, Any], console: Any) -> None:
         console.print(f"note: {n}", highlight=False, soft_wrap=False)
 
 
-__all__ = ["DryRunEngine", "dry_run_plan", "render_plan", "FEEDBACK_TOKENS"]
+__all__ = ["DryRunEngine", "dry_run_plan", "render_plan", "FEEDBACK_TOKENS", "add_episode", "code_cap",
+           "expected_completion"]

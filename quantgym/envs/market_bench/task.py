@@ -14,7 +14,7 @@ TASK = Task(
           for k, s in (("Scheduled", "scheduled"), ("Pairs", "pairs"), ("DeltaHedge", "delta_hedge"))},
     bench="quantgym.envs.market_bench.bench",
     eval="quantgym.envs.market_bench.eval:ADAPTER",
-    llm="quantgym.agents.llm.agents:MarketBenchLLMAgent",
+    llm="quantgym.envs.market_bench.llm:MarketBenchLLMAgent",
     report="quantgym.envs.market_bench.report:section",
     docs="docs/market_bench.md",
 )

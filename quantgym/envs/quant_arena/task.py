@@ -13,7 +13,7 @@ TASK = Task(
     envs={"QuantArena-v0": (_ENV, {"mode": "iterative"}), "QuantArena-OneShot-v0": (_ENV, {"mode": "oneshot"})},
     bench="quantgym.envs.quant_arena.bench",
     eval="quantgym.envs.quant_arena.eval:ADAPTER",
-    llm="quantgym.agents.llm.agents:QuantArenaLLMAgent",
+    llm="quantgym.envs.quant_arena.llm:QuantArenaLLMAgent",
     report="quantgym.envs.quant_arena.report:section",
     docs="docs/quant_arena.md",
 )
