@@ -35,9 +35,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-sandbox", action="store_true")
     args = ap.parse_args()
-    from quantgym.envs.quant_arena.arena import evaluate_scores, evaluate_submission
+    from quantgym.envs.quant_arena.executor import evaluate_scores, evaluate_submission
     from quantgym.envs.quant_arena.data import _bundled, load_dataset
-    from quantgym.envs.quant_arena.evaluator import labels, run_account, window_rows
+    from quantgym.envs.quant_arena.account import labels, run_account, window_rows
     from quantgym.envs.quant_arena.examples import example_source
     from quantgym.envs.quant_arena.metrics import signal_metrics
 
@@ -77,7 +77,7 @@ def main() -> None:
         t_ip, _ = _best(lambda: evaluate_submission(example_source("low_volatility"), sealed, "2024-01-01",
                                                     "2024-12-31", executor="inprocess"), 1)
         rows.append(("the same in-process (trusted executor, no sandbox)", t_ip))
-        from quantgym.envs.quant_arena.harness import RUNNER, build_payload
+        from quantgym.envs.quant_arena.handoff import RUNNER, build_payload
         from quantgym.sandbox import SandboxLimits, run_in_sandbox
 
         lim = SandboxLimits(cpu_seconds=600, wall_seconds=600, memory_mb=4096)

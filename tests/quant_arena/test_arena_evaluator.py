@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.config import CostModel, ExecutionModel, ImpactModel
-from quantgym.envs.quant_arena.data import r2
-from quantgym.envs.quant_arena.evaluator import (book_params, labels, order_fees, run_account, select_top,
-                                                 walk_book, window_rows)
+from quantgym.envs.quant_arena.account import labels, run_account, select_top, window_rows
+from quantgym.envs.quant_arena.exchange import book_params, order_fees, r2, walk_book
 from quantgym.envs.quant_arena.metrics import account_metrics
 
 from .conftest import make_panel
