@@ -152,7 +152,7 @@ def main(argv=None) -> None:
             vb = json.loads(proc.stdout.strip().splitlines()[-1])
             fills_per_s = vb["mb_fills"] / vb["mb_s"]
             rows += [
-                (f"vectorbt {vb['vectorbt']} from_orders, same QA orders", f"{1e3 * vb['qa_s']:.1f} ms",
+                (f"vectorbt {vb['vectorbt']} from_orders, same Quant-Arena orders", f"{1e3 * vb['qa_s']:.1f} ms",
                  f"size_granularity=100; first call (numba compile) {vb['qa_first_call_s']:.1f} s; {vb['qa_orders']} "
                  f"orders filled; final value {vb['qa_final_value']:,.0f} vs evaluator NAV {qa['final_nav']:,.0f} "
                  "(from_orders applies no dividends/splits; the evaluator does, §10.7)"),

@@ -270,7 +270,7 @@ def test_failed_keeper_setup_scrubs_later_rows_and_never_runs_unprotected():
     assert res["message"].startswith("look-ahead isolation unavailable (keeper set-up failed")
 
 
-def test_qa_runner_works_under_the_sandbox_frame_policy(sealed):
+def test_arena_runner_works_under_the_sandbox_frame_policy(sealed):
     # with the sandbox's frame-introspection refusal forced on, the frame-walking probe is refused
     # outright, and an honest submission still runs with the keeper and a valid commit tag
     import secrets

@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
-from quantgym.envs.market_bench.lob import book_columns, clean_book, read_lobster, sse_book
 from quantgym.envs.market_bench.config import DATASETS, LEVELS, TICK, DeltaSeriesConfig, PairsBookConfig
+from quantgym.envs.market_bench.lob import book_columns, clean_book, read_lobster, sse_book
 
 #: Default location of the shared raw sources (override with ``QUANTGYM_SHARED_DATA``); only the
 #: build script reads it.

@@ -1,4 +1,6 @@
-"""The executor of Quant-Arena: one evaluation of a submission on one window (spec quant_arena.md §4–§6, §10.4, §10.11–§10.14).
+"""The executor of Quant-Arena: one evaluation of a submission on one window.
+
+Spec quant_arena.md §4–§6, §10.4, §10.11–§10.14.
 
 :func:`evaluate_submission` is the path every candidate takes: build the payload (only
 rows up to D_{n−1}; for research the dataset is already cut at the research end;

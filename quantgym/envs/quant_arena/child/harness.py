@@ -3,9 +3,10 @@
 :func:`run_days` is imported by the sandbox child **before** lockdown (through
 :mod:`~quantgym.envs.quant_arena.child.runner`) and called after it with the agent's
 module namespace and the evaluation payload (built by
-:func:`~quantgym.envs.quant_arena.handoff.build_payload` in the host). It replays the decision dates of one window:
-for each date it appends that day's row to a private :class:`ViewBuffer` (so the
-view the agent sees never holds a later row), calls ``compute_features(view)`` and
+:func:`~quantgym.envs.quant_arena.handoff.build_payload` in the host). It replays the
+decision dates of one window: for each date it appends that day's row to a private
+:class:`~quantgym.envs.quant_arena.pit.ViewBuffer` (so the view the agent sees never
+holds a later row), calls ``compute_features(view)`` and
 ``score(features, view)``, validates both (§10.4 output checks) and stores the
 score vector; on diversity sample dates (§10.13) it also stores the feature matrix.
 
@@ -146,7 +147,7 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
     agent : dict
         The submission module's namespace (``FEATURES``, ``compute_features``, ``score``).
     payload : dict
-        From :func:`build_payload` (in the sandbox: its public part, rows up to D_0).
+        From :func:`~quantgym.envs.quant_arena.handoff.build_payload` (in the sandbox: its public part, rows up to D_0).
     feeder : LocalFeeder or KeeperFeeder
         Source of the later rows; each date's scores are committed to it before the
         next row is revealed (:mod:`quantgym.envs.quant_arena.child.runner`).
