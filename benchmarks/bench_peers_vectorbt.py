@@ -9,7 +9,7 @@ its setup); this script calls itself there with ``--child`` and exchanges arrays
 vectorbt's kernels on first use: that compile time is reported separately).
 
 1. **Quant-Arena, sealed 2024** (bundled panel, 800 stocks × 243 execution days): the public
-   evaluator ``quantgym.envs.quant_arena.evaluator.run_account`` on a seeded 20-day momentum
+   evaluator ``quantgym.envs.quant_arena.account.run_account`` on a seeded 20-day momentum
    score (top-N selection, T+1, price limits, book-walk fills, fees), versus
    ``vbt.Portfolio.from_orders(size_granularity=100)`` on the *same orders* (signed filled shares
    at the evaluator's effective fill prices, per-order fees as fixed fees, one cash-sharing group,
@@ -71,7 +71,7 @@ def child(npz: str, repeat: int) -> None:
 def quant_arena(repeat: int) -> tuple[dict, dict]:
     from quantgym.envs.quant_arena.config import Windows
     from quantgym.envs.quant_arena.data import load_dataset
-    from quantgym.envs.quant_arena.evaluator import run_account, window_rows
+    from quantgym.envs.quant_arena.account import run_account, window_rows
 
     ds = load_dataset()
     w = Windows()
@@ -152,7 +152,7 @@ def main(argv=None) -> None:
             vb = json.loads(proc.stdout.strip().splitlines()[-1])
             fills_per_s = vb["mb_fills"] / vb["mb_s"]
             rows += [
-                (f"vectorbt {vb['vectorbt']} from_orders, same QA orders", f"{1e3 * vb['qa_s']:.1f} ms",
+                (f"vectorbt {vb['vectorbt']} from_orders, same Quant-Arena orders", f"{1e3 * vb['qa_s']:.1f} ms",
                  f"size_granularity=100; first call (numba compile) {vb['qa_first_call_s']:.1f} s; {vb['qa_orders']} "
                  f"orders filled; final value {vb['qa_final_value']:,.0f} vs evaluator NAV {qa['final_nav']:,.0f} "
                  "(from_orders applies no dividends/splits; the evaluator does, §10.7)"),

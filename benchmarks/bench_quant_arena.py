@@ -35,9 +35,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-sandbox", action="store_true")
     args = ap.parse_args()
-    from quantgym.envs.quant_arena.arena import evaluate_scores, evaluate_submission
+    from quantgym.envs.quant_arena.account import labels, run_account, window_rows
     from quantgym.envs.quant_arena.data import _bundled, load_dataset
-    from quantgym.envs.quant_arena.evaluator import labels, run_account, window_rows
+    from quantgym.envs.quant_arena.exchange import price_limits
+    from quantgym.envs.quant_arena.executor import evaluate_scores, evaluate_submission
     from quantgym.envs.quant_arena.examples import example_source
     from quantgym.envs.quant_arena.metrics import signal_metrics
 
@@ -51,7 +52,7 @@ def main() -> None:
         s = -np.std(lr[t - 20:t], axis=0, ddof=1)
         s[ds.suspended[t] | ~ds.has_row[t]] = np.nan
         S[j] = s
-    ds.limits()  # cached per dataset (built once, like the env does)
+    price_limits(ds)  # cached per dataset (built once, like the env does)
     rows = []
     t_full, ev = _best(lambda: evaluate_scores(ds, d0, n, S), args.repeat)
     rows.append(("full sealed-year evaluation, excluding agent code (account + metrics + score)", t_full))
@@ -63,7 +64,7 @@ def main() -> None:
 
     def fresh_limits():
         ds._cache.pop("limits", None)
-        return ds.limits()
+        return price_limits(ds)
 
     t_lim, _ = _best(fresh_limits, args.repeat)
     rows.append(("price limits of the whole panel (969 x 800, once per dataset)", t_lim))
@@ -77,7 +78,7 @@ def main() -> None:
         t_ip, _ = _best(lambda: evaluate_submission(example_source("low_volatility"), sealed, "2024-01-01",
                                                     "2024-12-31", executor="inprocess"), 1)
         rows.append(("the same in-process (trusted executor, no sandbox)", t_ip))
-        from quantgym.envs.quant_arena.harness import RUNNER, build_payload
+        from quantgym.envs.quant_arena.handoff import RUNNER, build_payload
         from quantgym.sandbox import SandboxLimits, run_in_sandbox
 
         lim = SandboxLimits(cpu_seconds=600, wall_seconds=600, memory_mb=4096)

@@ -109,8 +109,9 @@ _FAILING = {
 def arena_prompts(out: dict) -> None:
     import pandas as pd
 
-    from quantgym.envs.quant_arena.data import BUNDLED_DIR, QADataset, load_dataset
-    from quantgym.envs.quant_arena.env import QuantArenaEnv, feedback_text, research_feedback
+    from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
+    from quantgym.envs.quant_arena.env import QuantArenaEnv
+    from quantgym.envs.quant_arena.prompts import feedback_text, research_feedback
     from quantgym.envs.quant_arena.examples import EXAMPLES, example_source
 
     for env_id in ("QuantArena-v0", "QuantArena-OneShot-v0"):
@@ -122,7 +123,7 @@ def arena_prompts(out: dict) -> None:
     df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     syms = sorted(df["symbol"].unique())[::20][:40]
     df = df[df["symbol"].isin(syms) & (df["date"] >= pd.Timestamp("2021-10-01").date())]
-    ds = QADataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), name="slice-40")
+    ds = ArenaDataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), name="slice-40")
     env = QuantArenaEnv(data=ds, executor="inprocess", record_dir=False, warmup_start="2021-10-01",
                         max_candidates=len(EXAMPLES) + len(_FAILING))
     env.reset(seed=0)

@@ -10,15 +10,15 @@ Run: ``python examples/quant_arena_own_panel.py``.
 
 import pandas as pd
 
-from quantgym.envs.quant_arena.arena import evaluate_submission
+from quantgym.envs.quant_arena.executor import evaluate_submission
 from quantgym.envs.quant_arena.config import ArenaConfig, CostModel, ImpactModel
-from quantgym.envs.quant_arena.data import BUNDLED_DIR, QADataset, load_dataset
+from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 from quantgym.envs.quant_arena.env import QuantArenaEnv
 from quantgym.envs.quant_arena.examples import example_source
 
 panel = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
 panel = panel[(panel["date"] >= pd.Timestamp("2023-01-01").date())]          # any panel in this schema
-ds = QADataset.from_frame(panel, info=load_dataset().info.reset_index(), name="my-panel")
+ds = ArenaDataset.from_frame(panel, info=load_dataset().info.reset_index(), name="my-panel")
 # (or: load_dataset("path/to/daily.parquet") / a qlib-format folder)
 
 windows = dict(research_start="2023-07-01", research_end="2023-12-31", sealed_start="2024-01-01",

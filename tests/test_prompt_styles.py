@@ -238,13 +238,13 @@ def test_qa_styles():
 # ------------------------------------------------------------------------------ Quant-Arena
 @pytest.fixture(scope="module")
 def arena_data():
-    from quantgym.envs.quant_arena.data import BUNDLED_DIR, QADataset, load_dataset
+    from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 
     df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     syms = sorted(df["symbol"].unique())[::40][:20]
     df = df[df["symbol"].isin(syms) & (df["date"] >= pd.Timestamp("2023-09-01").date())
             & (df["date"] <= pd.Timestamp("2024-02-29").date())]
-    return QADataset.from_frame(df.reset_index(drop=True), info=load_dataset().info.reset_index(), name="tiny-real")
+    return ArenaDataset.from_frame(df.reset_index(drop=True), info=load_dataset().info.reset_index(), name="tiny-real")
 
 
 _WINDOWS = dict(research_start="2023-11-01", research_end="2023-12-31", sealed_start="2024-01-01",
@@ -254,7 +254,8 @@ _FAIL = ('FEATURES = ["x"]\n\ndef compute_features(view):\n    return {"x": view
 
 
 def test_quant_arena_styles(arena_data):
-    from quantgym.envs.quant_arena.env import QuantArenaEnv, task_brief
+    from quantgym.envs.quant_arena.env import QuantArenaEnv
+    from quantgym.envs.quant_arena.prompts import task_brief
     from quantgym.envs.quant_arena.examples import example_source
 
     a = QuantArenaEnv(data=arena_data, executor="inprocess", record_dir=False, **_WINDOWS)
@@ -311,8 +312,8 @@ def test_quant_arena_brief_budgets():
 
 
 def test_quant_arena_feedback_worst_case():
-    from quantgym.envs.quant_arena.arena import WindowResult
-    from quantgym.envs.quant_arena.env import FEEDBACK_WINDOW_KEYS, feedback_text, research_feedback
+    from quantgym.envs.quant_arena.executor import WindowResult
+    from quantgym.envs.quant_arena.prompts import FEEDBACK_WINDOW_KEYS, feedback_text, research_feedback
 
     tb = "Traceback (most recent call last):\n" + '  File "<submission>", line 9, in f\n    return f(n - 1)\n' * 60
     tb += "RecursionError: too deep"

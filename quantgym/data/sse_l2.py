@@ -5,7 +5,7 @@ PROVENANCE section; fpga2u/AXOrderBook, commit 31411ec6, MIT). The raw CSVs keep
 exchange's scaled integers (prices CNY x 1000, quantities shares x 1000, value CNY x 100000,
 times ``HHMMSS`` / ``HHMMSScc`` Asia/Shanghai). This module converts them into three tidy
 tables in plain units, which are also what ``quantgym/data/bundled/sse_600519_20230207/``
-ships as parquet (built by :mod:`quantgym.data.build_market_bench`).
+ships as parquet (built by :mod:`quantgym.envs.market_bench.build_data`).
 
 Units of every returned table
 -----------------------------

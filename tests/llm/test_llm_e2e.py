@@ -60,14 +60,14 @@ def test_portbench_episode_and_replay(server_no_rf, tmp_path):
 @pytest.fixture(scope="module")
 def qa_small():
     """40 real stocks, 2023-09 .. 2024-02 (research Nov-Dec 2023, sealed Jan-Feb 2024)."""
-    from quantgym.envs.quant_arena.data import BUNDLED_DIR, QADataset, load_dataset
+    from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 
     full = load_dataset()
     df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     syms = sorted(df["symbol"].unique())[::20][:40]
     df = df[df["symbol"].isin(syms) & (df["date"] >= pd.Timestamp("2023-09-01").date())
             & (df["date"] <= pd.Timestamp("2024-02-29").date())]
-    return QADataset.from_frame(df.reset_index(drop=True), info=full.info.reset_index(), name="small-real")
+    return ArenaDataset.from_frame(df.reset_index(drop=True), info=full.info.reset_index(), name="small-real")
 
 
 QA_WINDOWS = dict(research_start="2023-11-01", research_end="2023-12-31", sealed_start="2024-01-01",

@@ -4,9 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data.lob import book_columns, clean_book, lobster_time_to_ns, read_databento_mbp, read_lobster, sse_book
 from quantgym.data.sse_l2 import load_sse_l2_day
 from quantgym.envs.market_bench.data import real_book, source_path
+from quantgym.envs.market_bench.lob import (book_columns, clean_book, lobster_time_to_ns, read_databento_mbp,
+                                           read_lobster, sse_book)
 
 
 def _msft_raw():

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.envs.quant_arena.data import BUNDLED_DIR, QADataset, load_dataset
+from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 
 
-def make_panel(rows: list[dict], info: dict | None = None, reference=None) -> QADataset:
+def make_panel(rows: list[dict], info: dict | None = None, reference=None) -> ArenaDataset:
     """Build a dataset from a list of row dicts (defaults: volume 1e6, factor 1, not suspended).
 
     Each row needs ``date, symbol, open, close``; ``high``/``low`` default to max/min of open/close.
@@ -28,7 +28,7 @@ def make_panel(rows: list[dict], info: dict | None = None, reference=None) -> QA
     inf = None
     if info is not None:
         inf = pd.DataFrame([{"symbol": s, **v} for s, v in info.items()])
-    return QADataset.from_frame(df, info=inf, reference=reference, name="tiny")
+    return ArenaDataset.from_frame(df, info=inf, reference=reference, name="tiny")
 
 
 def flat_rows(symbols, dates, price=10.0, **kw) -> list[dict]:
@@ -52,7 +52,7 @@ def small_real(bundled):
     syms = sorted(df["symbol"].unique())[:: 20][:40]
     df = df[df["symbol"].isin(syms) & (df["date"] >= pd.Timestamp("2023-09-01").date())
             & (df["date"] <= pd.Timestamp("2024-02-29").date())]
-    return QADataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), name="small-real")
+    return ArenaDataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), name="small-real")
 
 
 SMALL_WINDOWS = dict(research_start="2023-11-01", research_end="2023-12-31", sealed_start="2024-01-01",

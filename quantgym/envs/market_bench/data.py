@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
-from quantgym.data.lob import book_columns, clean_book, read_lobster, sse_book
 from quantgym.envs.market_bench.config import DATASETS, LEVELS, TICK, DeltaSeriesConfig, PairsBookConfig
+from quantgym.envs.market_bench.lob import book_columns, clean_book, read_lobster, sse_book
 
 #: Default location of the shared raw sources (override with ``QUANTGYM_SHARED_DATA``); only the
 #: build script reads it.
@@ -103,7 +103,7 @@ def randomise_sizes(book: pd.DataFrame, rng: np.random.Generator) -> pd.DataFram
 def paper_preprocess(book: pd.DataFrame, rng: np.random.Generator, levels: int = LEVELS) -> pd.DataFrame:
     """The paper's preprocessing on any book-schema frame: keep the top ``levels`` levels, randomise sizes.
 
-    Applies :func:`quantgym.data.lob.clean_book` (spec §9.2.4 a-d) then :func:`randomise_sizes`
+    Applies :func:`quantgym.envs.market_bench.lob.clean_book` (spec §9.2.4 a-d) then :func:`randomise_sizes`
     (§9.3.2). Use it to turn your own L10 data into a Market-Bench-style book.
     """
     return randomise_sizes(clean_book(book, levels), rng)

@@ -3,7 +3,7 @@
 A round = input files (``book.csv`` + ``schedule.csv`` | ``option_delta.csv``), the round's
 parameters, metadata, and the reference outputs. :func:`build_round` produces a round from the
 raw sources and the seeds of (task version, strategy, round); the rounds are built once by
-``python -m quantgym.data.build_market_bench`` and shipped as package data
+``python -m quantgym.envs.market_bench.build_data`` and shipped as package data
 (``quantgym/data/bundled/market_bench/<version>/<strategy>/round_<r>/``: ``*.csv.gz``,
 ``params.json``, ``meta.json``, ``reference.json.gz``) with a sha256 manifest.
 :func:`load_round` reads the shipped round; :func:`write_inputs` writes plain ``.csv`` copies
@@ -191,7 +191,7 @@ def load_round(strategy: str, round_: int, root: Path = BUNDLED_ROOT) -> Round:
     round_config(strategy, round_)  # validates the round number
     d = round_dir(strategy, round_, root)
     if not d.exists():
-        raise FileNotFoundError(f"round data missing: {d} (rebuild with python -m quantgym.data.build_market_bench)")
+        raise FileNotFoundError(f"round data missing: {d} (rebuild with python -m quantgym.envs.market_bench.build_data)")
     inputs = {name: pd.read_csv(d / f"{name}.gz") for name in INPUT_FILES[strategy]}
     params = json.loads((d / "params.json").read_text())
     meta = json.loads((d / "meta.json").read_text())

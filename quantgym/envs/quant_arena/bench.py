@@ -21,10 +21,10 @@ from rich.table import Table
 
 from quantgym.results import SectionResult, SummaryRow
 
-from .arena import reference_only
-from .config import QA_VERSION, Windows
+from .config import ARENA_VERSION, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
+from .executor import reference_only
 
 PERIOD = "sealed_2024"
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
@@ -95,7 +95,7 @@ def run_section(ctx) -> SectionResult:
             runs[futs[f]] = f.result()
             ctx.progress.advance(tid)
     rows: list[SummaryRow] = []
-    table = Table(title=f"Quant-Arena {QA_VERSION}: sealed 2024 (bundled {ds.N} stocks, net of costs)")
+    table = Table(title=f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {ds.N} stocks, net of costs)")
     for col in ("agent", "ARR", "xARR", "Sharpe", "MaxDD", "RankIC", "S_out", "S"):
         table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
     rtable = Table(title="Research 2022-2023 (the feedback the agent saw)")
@@ -155,7 +155,7 @@ def run_section(ctx) -> SectionResult:
                     "research": {k: v for k, v in ref_research.items() if k not in ("path", "dates")},
                     "sealed_nav": {"dates": ref_sealed["dates"], "nav": ref_sealed["path"]}})
     return SectionResult(task="quant_arena", rows=rows, runs=details,
-                         extra={"version": QA_VERSION, "windows": {"research": [w.research_start, w.research_end],
+                         extra={"version": ARENA_VERSION, "windows": {"research": [w.research_start, w.research_end],
                                                                    "sealed": [w.sealed_start, w.sealed_end]},
                                 "dataset": ds.name, "survivorship": SURVIVORSHIP_NOTE, "plots": plots,
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 #: Version of the scoring/cost rules (spec §6: "version the scoring config").
-QA_VERSION = "qa-v1"
+ARENA_VERSION = "qa-v1"
 
 
 def _date(x: Any) -> _dt.date:
@@ -190,7 +190,7 @@ class ScoringConfig:
         like every status ≠ ``ok`` the window's S = 0 and its metrics are null (§10.4).
     """
 
-    version: str = QA_VERSION
+    version: str = ARENA_VERSION
     n_ann: int = 242
     scale_r: float = 0.20
     scale_sr: float = 1.0
@@ -293,5 +293,5 @@ class ArenaConfig:
         return dataclasses.asdict(self)
 
 
-__all__ = ["QA_VERSION", "CostModel", "ImpactModel", "ExecutionModel", "ScoringConfig", "SandboxConfig",
+__all__ = ["ARENA_VERSION", "CostModel", "ImpactModel", "ExecutionModel", "ScoringConfig", "SandboxConfig",
            "Windows", "ArenaConfig"]

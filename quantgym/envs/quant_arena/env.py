@@ -1,14 +1,14 @@
 """The Quant-Arena Gymnasium environment (spec quant_arena.md §9, §10.14).
 
 Registered ids: ``QuantArena-v0`` (``mode="iterative"``) and ``QuantArena-OneShot-v0``
-(``mode="oneshot"``).
+(``mode="oneshot"``). The brief and feedback text it returns are rendered by
+:mod:`~quantgym.envs.quant_arena.prompts`; each candidate runs through
+:mod:`~quantgym.envs.quant_arena.executor`.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from typing import Any
 
 import gymnasium as gym
@@ -16,327 +16,32 @@ import numpy as np
 
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
-from .arena import WindowResult, evaluate_submission, source_hash
-from .config import (QA_VERSION, ArenaConfig, CostModel, ExecutionModel, ImpactModel, SandboxConfig, ScoringConfig,
+from .config import (ArenaConfig, CostModel, ExecutionModel, ImpactModel, SandboxConfig, ScoringConfig,
                      Windows)
-from .data import VIEW_FIELDS, QADataset, load_dataset
+from .data import ArenaDataset, load_dataset
+from .executor import WindowResult, evaluate_submission, source_hash
 from .metrics import total_score
+from .prompts import round6, feedback_text, research_feedback, task_brief
 from .records import RunRecorder
 
 #: Longest submission (characters) the action space accepts.
 MAX_SOURCE_CHARS = 200_000
 #: Longest observation text.
 MAX_OBS_CHARS = 1_000_000
-#: Research feedback window keys (spec §10.14).
-FEEDBACK_WINDOW_KEYS = ("arr", "reference_arr", "excess_arr", "rankic_mean", "rankic_ir", "ls_sharpe", "turnover",
-                        "coverage", "active_days", "n_ic_days")
 
-_TRUNC_CACHE: dict[tuple[int, str], QADataset] = {}
+_TRUNC_CACHE: dict[tuple[int, str], ArenaDataset] = {}
 
 #: The action types the env accepts (named in :class:`InvalidActionError` messages).
 EXPECTED_ACTIONS = "source text (str) or {'freeze': k} (dict; k = 1-based candidate index or None)"
 
 
-def _truncated(ds: QADataset, end: str) -> QADataset:
+def _truncated(ds: ArenaDataset, end: str) -> ArenaDataset:
     key = (id(ds), end)
     if key not in _TRUNC_CACHE:
         if len(_TRUNC_CACHE) > 8:
             _TRUNC_CACHE.clear()
         _TRUNC_CACHE[key] = ds.truncate(end)
     return _TRUNC_CACHE[key]
-
-
-def _r6(x: Any) -> Any:
-    if isinstance(x, bool) or x is None:
-        return x
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return round(float(x), 6) if math.isfinite(float(x)) else None
-    if isinstance(x, dict):
-        return {k: _r6(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_r6(v) for v in x]
-    return x
-
-
-def research_feedback(res: WindowResult, candidate: int, budget_left: int) -> dict:
-    """The bounded feedback of one research candidate (spec §5, §10.14).
-
-    Keys: ``candidate, budget_left, status, years, window, errors, n_errors``. ``years``
-    and ``window`` are ``None`` when the status is not ``ok``. Errors: the first 20
-    ``{date, phase, type, message (≤ 500 chars)}``, the first 3 with ``traceback``
-    (last 2,000 chars). Floats rounded to 6 decimals. Nothing else (no Sharpe,
-    drawdown, exposure, daily path, per-stock data or stdout).
-    """
-    errs = []
-    for i, e in enumerate(res.errors[:20]):
-        d = {k: e.get(k) for k in ("date", "phase", "type")}
-        d["message"] = str(e.get("message", ""))[:500]
-        if i < 3 and e.get("traceback"):
-            d["traceback"] = str(e["traceback"])[-2000:]
-        errs.append(d)
-    ok = res.status == "ok" and res.metrics is not None
-    return _r6({
-        "candidate": candidate,
-        "budget_left": budget_left,
-        "status": res.status,
-        "years": res.years if ok else None,
-        "window": {k: res.metrics[k] for k in FEEDBACK_WINDOW_KEYS} if ok else None,
-        "errors": errs,
-        "n_errors": res.n_errors,
-    })
-
-
-#: research feedback kept by the short styles [project choice]: errors shown, characters per message,
-#: tracebacks shown, characters per traceback (its last whole lines within that many characters)
-FEEDBACK_LIMITS = {"compact": (10, 300, 3, 800), "minimal": (3, 50, 1, 300)}
-
-
-def _tail_lines(text: str, max_chars: int) -> str:
-    """The last whole lines of ``text`` within ``max_chars`` (the last ``max_chars`` characters if even
-    the last line is longer)."""
-    text = text.rstrip("\n")
-    if len(text) <= max_chars:
-        return text
-    out: list[str] = []
-    total = 0
-    for line in reversed(text.split("\n")):
-        add = len(line) + (1 if out else 0)
-        if total + add > max_chars:
-            break
-        out.append(line)
-        total += add
-    return "\n".join(reversed(out)) if out else text[-max_chars:]
-
-
-_MARKER_LINE = re.compile(r"^[ \t]*[~^]+[ \t~^]*$\n?", re.M)
-
-
-def _short_errors(errors: list, style: str) -> list[dict]:
-    """The first errors with cut messages and tracebacks (Python 3.11+ ``^~~`` marker lines removed)."""
-    n_err, n_msg, n_tb, n_tb_chars = FEEDBACK_LIMITS[style]
-    out, shown = [], 0
-    for e in (errors or [])[:n_err]:
-        d = {k: v for k, v in e.items() if k != "traceback"}
-        d["message"] = str(d.get("message", ""))[:n_msg]
-        tb = e.get("traceback")
-        if tb and shown < n_tb:
-            tb = _MARKER_LINE.sub("", str(tb))
-            d["traceback"] = _tail_lines(tb, n_tb_chars)
-            shown += 1
-        out.append(d)
-    return out
-
-
-def _kv(d: dict | None) -> str:
-    return "n/a" if d is None else ", ".join(f"{k} {'n/a' if v is None else v}" for k, v in d.items())
-
-
-def feedback_text(fb: dict, style: str = "full") -> str:
-    """The observation text of a research feedback dict (:func:`research_feedback`) in ``style``.
-
-    ``full``: ``json.dumps(fb)`` (the reference observation). ``compact``: the same dict as JSON without
-    spaces, ``errors`` cut to the first 10, messages to 300 characters, the tracebacks of the first 3
-    to their last lines within 800 characters. ``minimal``: the same keys and numbers as short text
-    lines (``candidate``, ``years``, ``window``, ``errors``), the first 3 errors with 50-character
-    messages (consecutive equal ones on one line) and the last lines of the first traceback within
-    300 characters.
-    Both drop the ``^~~`` marker lines of tracebacks; ``n_errors`` always counts every error.
-
-    Raises
-    ------
-    ValueError
-        Unknown ``style``.
-    """
-    if check_prompt_style(style) == "full":
-        return json.dumps(fb, ensure_ascii=False)
-    errs = _short_errors(fb.get("errors") or [], style)
-    if style == "compact":
-        return json.dumps({**fb, "errors": errs}, ensure_ascii=False, separators=(",", ":"))
-    years = fb.get("years") or None
-    if years is None:
-        year_line = "years: n/a"
-    else:  # one header of the per-year keys, then the values per year
-        cols = list(next(iter(years.values())) or {})
-        year_line = f"years ({', '.join(cols)}): " + "; ".join(
-            f"{y} " + " ".join("n/a" if (v or {}).get(c) is None else str(v[c]) for c in cols) for y, v in years.items())
-    lines = [f"candidate {fb.get('candidate')}: status {fb.get('status')}, budget_left {fb.get('budget_left')}",
-             year_line,
-             "window: " + _kv(fb.get("window")),
-             f"n_errors {fb.get('n_errors', 0)}" + (f", first {len(errs)}:" if errs else "")]
-    groups: list[tuple[list, tuple]] = []  # consecutive errors with the same phase, type and message: one line
-    for e in errs:
-        key = (e.get("phase"), e.get("type"), e.get("message"))
-        if groups and groups[-1][1] == key:
-            groups[-1][0].append(e.get("date"))
-        else:
-            groups.append(([e.get("date")], key))
-    lines += [f"- {', '.join(map(str, dates))} {ph} {ty}: {msg}" for dates, (ph, ty, msg) in groups]
-    lines += [f"traceback (last lines):\n{e['traceback']}" for e in errs if "traceback" in e]
-    return "\n".join(lines)
-
-
-def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: QADataset,
-               style: str = "full") -> tuple[str, dict]:
-    """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict.
-
-    ``style`` (:data:`quantgym.spaces.PROMPT_STYLES`): ``full`` is the reference brief; ``compact`` says
-    the same in terser wording (objective, windows, budget, track, interface, imports, limits, the view
-    API, the example); ``minimal`` also drops the example. The facts dict does not depend on it.
-    Raises ``ValueError`` for an unknown style.
-    """
-    w = cfg.windows
-    from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
-
-    if check_prompt_style(style) != "full":
-        return _short_brief(cfg, mode, max_candidates, ds, style), task_brief(cfg, mode, max_candidates, ds)[1]
-
-    budget = max_candidates if mode == "iterative" else 1
-    facts = {
-        "task": "quant_arena", "version": QA_VERSION, "mode": mode, "budget": budget,
-        "windows": {"warmup_start": w.warmup_start, "research": [w.research_start, w.research_end],
-                    "sealed": [w.sealed_start, w.sealed_end]},
-        "allowed_imports": list(DEFAULT_ALLOWED_IMPORTS), "view_fields": list(VIEW_FIELDS),
-        "max_lookback": w.max_lookback, "max_features": cfg.scoring.max_features, "top_n": cfg.execution.top_n,
-        "dataset": ds.name, "n_symbols": ds.N,
-    }
-    feedback_txt = ("After each candidate you see: calendar-year returns of the account and the market "
-                    "reference in the research window, ARR, excess ARR, mean RankIC, its IR, long-short quintile "
-                    "Sharpe, turnover, coverage, active days, and the execution errors (with tracebacks). "
-                    "Nothing else.") if mode == "iterative" else (
-                    "One-shot track: your single submission is evaluated on the research and the sealed "
-                    "windows without any feedback; the episode then ends with the final scores.")
-    text = f"""# Quant-Arena ({QA_VERSION}, {mode} track)
-
-## Objective
-Write a Python module that scores every stock every trading day; higher = more attractive.
-Each day the top {cfg.execution.top_n} scores are bought at the next day's open (each slot = 1/{cfg.execution.top_n} of
-the account's value; fewer eligible names leave the rest in cash), long only, in a cash account
-with lots of 100 shares, commission (2.5 bp, min 5 CNY), transfer fee, sell-side stamp duty,
-market impact from a simulated order book, and daily price limits (a stock at its up-limit at
-the open cannot be bought, at its down-limit cannot be sold; suspended stocks cannot trade).
-Goal: beat the equal-weight market after costs in the sealed window that you never see.
-Score 0-100: mostly excess annual return over the market, then Sharpe, RankIC, its IR,
-long-short Sharpe, low turnover, scaled up a little by feature diversity.
-
-## Windows and budget
-- Warm-up history from {w.warmup_start}; research window {w.research_start} .. {w.research_end};
-  sealed window {w.sealed_start} .. {w.sealed_end} (evaluated once, after you freeze).
-- Budget: {budget} candidate(s). Every submission consumes one, whatever its outcome.
-- {feedback_txt}
-- Iterative track: action = source text (a candidate) or {{"freeze": k}} (k = 1-based candidate
-  index, None = latest). Freezing runs the sealed evaluation once and ends the episode.
-  Final score S = 0.5*S_in (research) + 0.5*S_out (sealed).
-
-## Submission interface
-The module must define:
-- FEATURES: list of at most {cfg.scoring.max_features} unique feature names (strings).
-- compute_features(view) -> dict[name, pandas.Series]   (index = stock symbols, names from FEATURES)
-- score(features, view) -> pandas.Series                  (index = view.symbols; NaN = not eligible;
-  ±inf is invalid: the date becomes a day error)
-Your code runs once per decision date, after its close, and sees only rows up to that date.
-Allowed imports: {", ".join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access.
-Limits: {cfg.sandbox.day_seconds:g} s wall per decision date, {cfg.sandbox.memory_mb} MiB memory.
-
-## The view (point in time)
-- view.date: the decision date (pandas.Timestamp); view.symbols: stocks with a row that day
-  (suspended included), ascending, e.g. 'SH600519', 'SZ000001'.
-- view.history(field, lookback) -> DataFrame (dates x view.symbols, last row = view.date),
-  lookback 1..{w.max_lookback}. Fields: {", ".join(VIEW_FIELDS)}.
-  open/high/low/close are raw CNY; volume in shares; adj_* are forward-adjusted as of view.date
-  (last row = raw); suspended and in_csi300 are 1.0/0.0; up_limit/down_limit in CNY.
-- view.info: DataFrame (index = view.symbols) with industry (2026 snapshot), board, list_date.
-- view.intraday(table, date): 'snapshots' | 'trades' | 'orders' where the dataset has them
-  (bundled: SH600519 on 2023-02-07 only). Reading after view.date raises LookAheadError.
-
-## Example
-```python
-import numpy as np
-import pandas as pd
-
-FEATURES = ["vol_20d"]
-
-def compute_features(view):
-    px = view.history("adj_close", 21)
-    vol = np.log(px).diff().iloc[1:].std(ddof=1, skipna=False)
-    vol[view.history("suspended", 1).iloc[-1] == 1.0] = np.nan
-    return {{"vol_20d": vol}}
-
-def score(features, view):
-    return -features["vol_20d"]
-```
-Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are absent.
-"""
-    return text, facts
-
-
-def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: QADataset, style: str) -> str:
-    """The compact / minimal brief (see :func:`task_brief`)."""
-    from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
-
-    w, n = cfg.windows, cfg.execution.top_n
-    budget = max_candidates if mode == "iterative" else 1
-    if mode == "iterative" and style == "compact":
-        track = (f"Budget: {budget} candidate(s); every submission uses one. After each you see only: research-window "
-                 "calendar-year returns (account, market reference), ARR, excess ARR, mean RankIC, its IR, long-short "
-                 "quintile Sharpe, turnover, coverage, active days, execution errors (with tracebacks).\n"
-                 'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate index, None = latest); '
-                 "freezing runs the sealed evaluation once and ends the episode. S = 0.5*S_in (research) + 0.5*S_out "
-                 "(sealed).")
-    elif mode == "iterative":
-        track = (f"Budget: {budget} candidates, one per submission. Feedback: research-window yearly returns "
-                 "(account, market), ARR, excess ARR, RankIC mean and IR, long-short Sharpe, turnover, coverage, "
-                 "active days, errors.\n"
-                 'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate, None = latest): runs '
-                 "the sealed evaluation once, ends the episode. S = 0.5*S_in (research) + 0.5*S_out (sealed).")
-    else:
-        track = ("Budget: 1 candidate (one-shot track): your single submission is evaluated on the research and "
-                 "sealed windows without feedback; the episode then ends with the final scores.")
-    if style == "compact":
-        task = (f"Task: a Python module that scores every stock every trading day (higher = more attractive). Each "
-                f"day the top {n} are bought at the next open (1/{n} of account value each; fewer eligible names "
-                "leave cash), long only, cash account, lots of 100, commission 2.5 bp (min 5 CNY), transfer fee, "
-                "sell stamp duty, order-book impact, price limits (no buy at the up-limit, no sell at the down-limit "
-                "at the open; suspended stocks do not trade). Goal: beat the equal-weight market after costs in the "
-                "sealed window you never see. Score 0-100: mostly excess annual return, then Sharpe, RankIC, its "
-                "IR, long-short Sharpe, low turnover, a little feature diversity.")
-    else:
-        task = (f"Task: a Python module scoring every stock each trading day (higher = better). Daily the top {n} "
-                f"are bought at the next open (1/{n} of account value each, rest cash), long only, cash account, "
-                "lots of 100, costs (commission 2.5 bp min 5 CNY, transfer fee, sell stamp duty, order-book impact), "
-                "price limits (no buy at up-limit, no sell at down-limit at the open; suspended: no trade). Goal: "
-                "beat the equal-weight market after costs in the unseen sealed window. Score 0-100: mostly excess "
-                "annual return, then Sharpe, RankIC, IR, long-short Sharpe, low turnover, feature diversity.")
-    lines = [
-        f"# Quant-Arena ({QA_VERSION}, {mode} track)",
-        task,
-        f"Windows: warm-up from {w.warmup_start}; research {w.research_start}..{w.research_end}; sealed "
-        f"{w.sealed_start}..{w.sealed_end} (evaluated once, after you freeze).",
-        track,
-        f"Interface: FEATURES = list of <= {cfg.scoring.max_features} unique names (str); "
-        "compute_features(view) -> dict[name, pandas.Series] (index = stock symbols, names from FEATURES); "
-        "score(features, view) -> pandas.Series (index = view.symbols; NaN = not eligible; +-inf = a day error). "
-        "Runs once per decision date after its close; sees rows up to that date only.",
-        f"Allowed imports: {', '.join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access. "
-        f"Limits: {cfg.sandbox.day_seconds:g} s wall per date, {cfg.sandbox.memory_mb} MiB.",
-        "View: view.date (pandas.Timestamp); view.symbols (stocks with a row that day, suspended included, "
-        "ascending, e.g. 'SH600519'); view.history(field, lookback) -> DataFrame (dates x view.symbols, last "
-        f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "
-        "raw CNY, volume shares, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0, "
-        "up_limit/down_limit CNY. view.info: DataFrame (index view.symbols): industry, board, list_date. "
-        "view.intraday(table, date): 'snapshots'|'trades'|'orders' (bundled: SH600519 on 2023-02-07 only); "
-        "reading after view.date raises LookAheadError.",
-    ]
-    if style == "compact":
-        lines.append("Example:\n```python\nimport numpy as np\n\nFEATURES = [\"vol_20d\"]\n\n"
-                     "def compute_features(view):\n    px = view.history(\"adj_close\", 21)\n"
-                     "    vol = np.log(px).diff().iloc[1:].std(ddof=1, skipna=False)\n"
-                     "    vol[view.history(\"suspended\", 1).iloc[-1] == 1.0] = np.nan\n"
-                     "    return {\"vol_20d\": vol}\n\ndef score(features, view):\n"
-                     "    return -features[\"vol_20d\"]\n```")
-    lines.append(f"Data: {ds.name} ({ds.N} stocks); stocks delisted before 2026 are absent.")
-    return "\n".join(lines) + "\n"
 
 
 class QuantArenaEnv(gym.Env):
@@ -376,7 +81,7 @@ class QuantArenaEnv(gym.Env):
 
     ## Arguments
     mode : {"iterative", "oneshot"}
-    data : None | QADataset | DataFrame | path — None = bundled 800-stock universe.
+    data : None | ArenaDataset | DataFrame | path — None = bundled 800-stock universe.
     research_start, research_end, sealed_start, sealed_end, warmup_start : str — window kwargs
         (or ``windows=Windows(...)``).
     cost, impact, execution, scoring, sandbox : config objects (``CostModel.off()`` and
@@ -454,7 +159,7 @@ class QuantArenaEnv(gym.Env):
         self.action_space = AnyText(MAX_SOURCE_CHARS)
         self.observation_space = AnyText(MAX_OBS_CHARS)
         # window sanity on this panel (raises a clear ValueError now, not mid-episode)
-        from .evaluator import window_rows
+        from .account import window_rows
 
         window_rows(self.dataset, w.research_start, w.research_end)
         window_rows(self.dataset, w.sealed_start, w.sealed_end)
@@ -479,10 +184,10 @@ class QuantArenaEnv(gym.Env):
             self.dataset = load_dataset(self._data_arg)
 
     # ------------------------------------------------------------------ helpers
-    def _research_data(self) -> QADataset:
+    def _research_data(self) -> ArenaDataset:
         return _truncated(self.dataset, self.cfg.windows.research_end)
 
-    def _sealed_data(self) -> QADataset:
+    def _sealed_data(self) -> ArenaDataset:
         return _truncated(self.dataset, self.cfg.windows.sealed_end)
 
     def _record(self, event: str, **fields: Any) -> None:
@@ -636,7 +341,7 @@ class QuantArenaEnv(gym.Env):
 
     def _end(self, final: dict) -> tuple[str, float, bool, bool, dict]:
         self._done = True
-        final = _r6(final)
+        final = round6(final)
         self._final = final
         self._current = ("final", final)
         self._record("final", **final)
@@ -695,4 +400,4 @@ class QuantArenaEnv(gym.Env):
         super().close()
 
 
-__all__ = ["QuantArenaEnv", "InvalidActionError", "research_feedback", "task_brief", "feedback_text"]
+__all__ = ["QuantArenaEnv", "InvalidActionError"]

@@ -211,7 +211,7 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     scores : ndarray (n, N)
         Scores of decision dates D_0..D_{n−1}.
     labels : ndarray (n−1, N)
-        Labels of D_0..D_{n−2} (:func:`~quantgym.envs.quant_arena.evaluator.labels`).
+        Labels of D_0..D_{n−2} (:func:`~quantgym.envs.quant_arena.account.labels`).
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
     """

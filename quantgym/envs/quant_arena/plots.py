@@ -1,6 +1,6 @@
 """Diagnostics plots of Quant-Arena (issue §3): NAV vs market, exposure, return by score quantile.
 
-All functions take the ``daily`` dict of a :class:`~quantgym.envs.quant_arena.arena.WindowResult`
+All functions take the ``daily`` dict of a :class:`~quantgym.envs.quant_arena.executor.WindowResult`
 (``dates, nav, reference, exposure``) and/or its metrics (``quantile_returns_bp``) and
 write a PNG with matplotlib's Agg backend. They never show a window.
 """

@@ -1,8 +1,12 @@
-"""One evaluation of a submission on one window (spec quant_arena.md §4–§6, §10.4, §10.11–§10.14).
+"""The executor of Quant-Arena: one evaluation of a submission on one window.
+
+Spec quant_arena.md §4–§6, §10.4, §10.11–§10.14.
 
 :func:`evaluate_submission` is the path every candidate takes: build the payload (only
-rows up to D_{n−1}; for research the dataset is already cut at the research end), run
-the agent in the sandbox with :func:`~quantgym.envs.quant_arena.harness.score_days`,
+rows up to D_{n−1}; for research the dataset is already cut at the research end;
+:mod:`~quantgym.envs.quant_arena.handoff`), run the agent in the sandbox child
+(:mod:`~quantgym.envs.quant_arena.child`; in process:
+:func:`~quantgym.envs.quant_arena.child.harness.score_days`),
 re-validate the returned scores in the host, then run the cash account, the metrics
 and the score. :func:`evaluate_scores` is the host-only part (no agent code), used by
 the speed benchmark and the market reference.
@@ -19,14 +23,15 @@ from typing import Any
 import numpy as np
 
 from .config import ArenaConfig
-from .data import QADataset
-from .evaluator import AccountResult, labels, reference_path, run_account, window_rows
-from .harness import RUNNER, ChildOutputError, build_payload, score_days, validate_child_value
+from .account import AccountResult, labels, reference_path, run_account, window_rows
+from .child.harness import score_days
+from .data import ArenaDataset
+from .handoff import RUNNER, ChildOutputError, build_payload, validate_child_value
 from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
 
 #: Statuses of an evaluation (spec §10.4).
 STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed", "no_signal")
-_SANDBOX_TO_QA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
+_SANDBOX_TO_ARENA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
                   "bad_output": "violation", "crashed": "failed"}
 
 
@@ -83,13 +88,13 @@ class WindowResult:
         return out
 
 
-def evaluate_scores(ds: QADataset, d0: int, n: int, scores: np.ndarray, cfg: ArenaConfig | None = None,
+def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, cfg: ArenaConfig | None = None,
                     features: np.ndarray | None = None, sample_days: np.ndarray | None = None) -> dict[str, Any]:
     """Account, metrics and score of a validated score matrix (host only, no agent code).
 
     Parameters
     ----------
-    ds : QADataset
+    ds : ArenaDataset
     d0, n : int
         Row of D_0 and number of execution days.
     scores : ndarray (n, ds.N)
@@ -158,7 +163,7 @@ def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> t
     return res.status, res.message, res.value, rec
 
 
-def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: ArenaConfig | None = None, *,
+def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg: ArenaConfig | None = None, *,
                         phase: str = "research", executor: str = "sandbox") -> WindowResult:
     """Evaluate one submission on one window (spec §10.2–§10.4, §10.11–§10.13).
 
@@ -167,7 +172,7 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
     source : str
         Submission source (module text defining ``FEATURES``, ``compute_features``,
         ``score``).
-    ds : QADataset
+    ds : ArenaDataset
         Panel already truncated at ``end`` by the caller when later rows must not be
         read (research).
     start, end : date-like
@@ -208,7 +213,7 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
         message = (f"violation: the submission printed more than {cfg.sandbox.max_output_bytes} bytes "
                    "(output is capped; see the spec's output limit)")
     if status != "ok":
-        qa = _SANDBOX_TO_QA.get(status, "failed")
+        qa = _SANDBOX_TO_ARENA.get(status, "failed")
         # the record's ``type`` is the sandbox status: its message drops the same leading "<status>: "
         # (SandboxResult.message starts with it), so a reader never sees "error: error: SyntaxError ..."
         detail = str(message).removeprefix(f"{status}: ")
@@ -281,7 +286,7 @@ def evaluate_submission(source: str, ds: QADataset, start: Any, end: Any, cfg: A
                         **base)
 
 
-def reference_only(ds: QADataset, start: Any, end: Any, cfg: ArenaConfig | None = None) -> dict[str, float]:
+def reference_only(ds: ArenaDataset, start: Any, end: Any, cfg: ArenaConfig | None = None) -> dict[str, float]:
     """Metrics of the cost-free market reference on a window (ARR, Sharpe, MaxDD, total return)."""
     from quantgym import metrics as qm
 

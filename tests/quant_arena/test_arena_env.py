@@ -11,9 +11,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401 - registers the ids
-from quantgym.envs.quant_arena.arena import evaluate_submission
+from quantgym.envs.quant_arena.executor import evaluate_submission
 from quantgym.envs.quant_arena.config import CostModel, ImpactModel, SandboxConfig
-from quantgym.envs.quant_arena.env import FEEDBACK_WINDOW_KEYS, InvalidActionError, QuantArenaEnv
+from quantgym.envs.quant_arena.env import InvalidActionError, QuantArenaEnv
+from quantgym.envs.quant_arena.prompts import FEEDBACK_WINDOW_KEYS
 from quantgym.envs.quant_arena.examples import EXAMPLES, example_source
 from quantgym.envs.quant_arena.records import read_record
 from quantgym.results import to_jsonable

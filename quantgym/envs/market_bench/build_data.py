@@ -12,7 +12,7 @@ Writes
 
 Usage::
 
-    python -m quantgym.data.build_market_bench [--shared /work/shared/data] [--check]
+    python -m quantgym.envs.market_bench.build_data [--shared /work/shared/data] [--check]
 
 ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
 """

@@ -1,4 +1,4 @@
-"""Hand-worked evaluator vectors (spec quant_arena.md §10.5–§10.9, worked examples §10.16)."""
+"""Hand-worked exchange and cash-account vectors (spec quant_arena.md §10.5–§10.9, worked examples §10.16)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.config import CostModel, ExecutionModel, ImpactModel
-from quantgym.envs.quant_arena.data import r2
-from quantgym.envs.quant_arena.evaluator import (book_params, labels, order_fees, run_account, select_top,
-                                                 walk_book, window_rows)
+from quantgym.envs.quant_arena.account import labels, run_account, select_top, window_rows
+from quantgym.envs.quant_arena.exchange import book_params, order_fees, price_limits, r2, walk_book
 from quantgym.envs.quant_arena.metrics import account_metrics
 
 from .conftest import make_panel
@@ -171,7 +170,7 @@ def test_account_limit_up_blocks_buy_and_suspended_day():
     # listed long before the panel (without list_date the first row counts as the listing day, §10.6)
     old = {"list_date": "2010-01-04"}
     ds = make_panel(rows, info={"SH600000": old, "SH600004": old, "SZ300001": old})
-    up, down, base = ds.limits()
+    up, down, base = price_limits(ds)
     assert (up[1, 0], down[1, 0]) == (11.06, 9.05)
     assert (up[1, 2], down[1, 2]) == (12.06, 8.04)
     assert np.isnan(up[0]).all()  # no previous close on the panel's first day

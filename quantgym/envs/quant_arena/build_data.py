@@ -13,7 +13,7 @@ Writes into ``quantgym/data/bundled/quant_arena/`` (spec quant_arena.md §10.1, 
 - ``market_reference.csv``: ``date, ret, n`` the equal-weight market reference of
   §10.10 computed from the **full** 5,086-stock panel.
 
-Run: ``python -m quantgym.data.build_quant_arena [--src DIR] [--out DIR]``.
+Run: ``python -m quantgym.envs.quant_arena.build_data [--src DIR] [--out DIR]``.
 Deterministic: re-running on the same source gives byte-identical CSVs and an
 identical parquet table.
 """
@@ -28,10 +28,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from quantgym.envs.quant_arena.data import board_of
+from quantgym.envs.quant_arena.data import BUNDLED_DIR, board_of
 
 DEFAULT_SRC = Path("/work/shared/data/quant_arena")
-DEFAULT_OUT = Path(__file__).resolve().parent / "bundled" / "quant_arena"
+DEFAULT_OUT = BUNDLED_DIR
 N_UNIVERSE = 800
 MIN_WARMUP_ROWS = 120
 WARMUP_END = pd.Timestamp("2021-12-31")

@@ -9,15 +9,16 @@ import pandas as pd
 import pytest
 
 from quantgym.envs.quant_arena.config import ImpactModel
-from quantgym.envs.quant_arena.data import (BUNDLED_DIR, VIEW_FIELDS, LookAheadError, QADataset, load_dataset,
-                                            make_view)
+from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
+from quantgym.envs.quant_arena.exchange import book_inputs, price_limits
+from quantgym.envs.quant_arena.pit import VIEW_FIELDS, LookAheadError, make_view
 
 from .conftest import make_panel
 
 SHARED = Path("/work/shared/data/quant_arena/daily.parquet")
 
 
-def _ex_date_panel() -> QADataset:
+def _ex_date_panel() -> ArenaDataset:
     # stock A: close 20.00 with f = 1.00, then an ex-date (f 1.05) opening at 19.10; B plain
     d = ["2024-03-01", "2024-03-04", "2024-03-05", "2024-03-06", "2024-03-07"]
     rows = [
@@ -44,7 +45,7 @@ def test_adjusted_prices_point_in_time():
     full = ds.fields["close"][:4, 0] * ds.fields["adj_factor"][:4, 0]
     assert np.allclose(adj.pct_change().to_numpy()[1:], pd.Series(full).pct_change().to_numpy()[1:])
     # limits on the ex-date: base r2(20.00*1.00/1.05) = r2(19.0476) = 19.05 -> up 20.96 (not 22.00)
-    up, down, base = ds.limits()
+    up, down, base = price_limits(ds)
     assert base[2, 0] == 19.05 and up[2, 0] == 20.96 and down[2, 0] == 17.15
     assert v.history("up_limit", 3)["SH600000"].tolist() == [22.0, 20.96, pytest.approx(19.2 * 1.1, abs=0.006)]
 
@@ -101,7 +102,7 @@ def test_suspended_flag_includes_zero_volume_and_missing_rows():
     v0 = make_view(ds, "2024-03-01")
     assert list(v0.symbols) == ["SH600000"]  # symbols with a row on view.date
     # the listing day has no limits
-    up, _, _ = ds.limits()
+    up, _, _ = price_limits(ds)
     assert np.isnan(up[1, 1])
 
 
@@ -110,7 +111,7 @@ def test_registration_ipo_five_free_rows():
     rows = [{"date": d, "symbol": "SH688999", "open": 50.0, "close": 50.0} for d in dates]
     rows += [{"date": d, "symbol": "SH600999", "open": 5.0, "close": 5.0} for d in dates]
     ds = make_panel(rows, info={"SH688999": {"list_date": dates[0]}, "SH600999": {"list_date": dates[0]}})
-    up, _, _ = ds.limits()
+    up, _, _ = price_limits(ds)
     assert list(ds.symbols) == ["SH600999", "SH688999"]
     assert np.isnan(up[:5, 1]).all() and up[5, 1] == 60.0       # STAR: 20 %, first 5 rows free
     assert np.isnan(up[:5, 0]).all() and up[5, 0] == 5.5        # main board listed after 2023-04-10
@@ -127,7 +128,7 @@ def test_bundled_universe(bundled):
     # §10.8 calibration inputs for 600519 at t = 2023-02-06: σ = 0.015527, ADV = 2,916,841
     t = bundled.index_of("2023-02-06")
     j = int(np.searchsorted(bundled.symbols, "SH600519"))
-    sig, adv = bundled.book_inputs([t], ImpactModel())
+    sig, adv = book_inputs(bundled, [t], ImpactModel())
     assert sig[0, j] == pytest.approx(0.015527, abs=1e-6) and adv[0, j] == pytest.approx(2_916_841, abs=1)
     # spot check: 600519 close 1524.00 on 2024-12-31
     assert bundled.fields["close"][bundled.index_of("2024-12-31"), j] == 1524.00
@@ -153,9 +154,9 @@ def test_load_dataset_from_parquet_path(tmp_path):
     ds2 = load_dataset(p)
     assert np.array_equal(ds2.fields["close"], ds.fields["close"])
     with pytest.raises(ValueError, match="missing required column"):
-        QADataset.from_frame(df.drop(columns=["open"]))
+        ArenaDataset.from_frame(df.drop(columns=["open"]))
     with pytest.raises(ValueError, match="duplicate"):
-        QADataset.from_frame(pd.concat([df, df.iloc[:1]]))
+        ArenaDataset.from_frame(pd.concat([df, df.iloc[:1]]))
     with pytest.raises(FileNotFoundError):
         load_dataset(tmp_path / "nope.parquet")
 
@@ -170,7 +171,7 @@ def test_truncate_removes_later_rows(bundled):
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
 def test_build_script_reproduces_the_bundled_universe(tmp_path):
-    from quantgym.data.build_quant_arena import build
+    from quantgym.envs.quant_arena.build_data import build
 
     out = build(SHARED.parent, tmp_path)
     assert out["n_symbols"] == 800 and out["n_csi300_2021"] == 317
@@ -187,7 +188,7 @@ def test_st_flag_uses_five_percent_on_the_main_board():
         rows.append({"date": "2024-03-01", "symbol": s, "open": 10.0, "close": 10.05, "st": True})
         rows.append({"date": "2024-03-04", "symbol": s, "open": 10.0, "close": 10.0, "st": True})
     ds = make_panel(rows, info={"SH600000": {"list_date": "2000-01-04"}, "SZ300001": {"list_date": "2010-01-04"}})
-    up, down, _ = ds.limits()
+    up, down, _ = price_limits(ds)
     assert (up[1, 0], down[1, 0]) == (10.55, 9.55)
     assert (up[1, 1], down[1, 1]) == (12.06, 8.04)
 
@@ -221,7 +222,7 @@ def test_limit_anchors_on_the_full_panel():
     # 110 ex-date closes sit exactly on the computed up-limit
     ds = load_dataset(SHARED)
     assert ds.N == 5086 and ds.info["list_date"].notna().sum() == 5085
-    up, down, _ = ds.limits()
+    up, down, _ = price_limits(ds)
     o, tr = ds.fields["open"], ds.tradable
     y = ds.dates >= np.datetime64("2024-01-01")
     with np.errstate(invalid="ignore"):

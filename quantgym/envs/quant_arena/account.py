@@ -1,6 +1,6 @@
-"""The cash-account evaluator of Quant-Arena (spec quant_arena.md §4, §10.2, §10.5–§10.9).
+"""The cash account of Quant-Arena: the sealed backtester's state (spec quant_arena.md §4, §10.2, §10.5, §10.7).
 
-Input: a dataset (:class:`~quantgym.envs.quant_arena.data.QADataset`), a window and
+Input: a dataset (:class:`~quantgym.envs.quant_arena.data.ArenaDataset`), a window and
 a score matrix ``(n, N)`` — one row per decision date ``D_0..D_{n−1}``, one column per
 dataset symbol, NaN = not eligible. Output: an :class:`AccountResult` with the NAV
 path and the daily trading aggregates. Agent code is not involved: this runs in the
@@ -8,9 +8,11 @@ host on already validated scores.
 
 Order of operations on execution day ``d = D_{k+1}`` (§10.7): corporate actions →
 ``NAV_open`` → sells (exits, then trims; symbol order) → buys (selection order,
-greedy on cash) → mark at the close. Fills walk a simulated order book (§10.8); fees
-follow §10.9. Everything is per order in plain Python floats (a few thousand orders a
-year); everything per stock and day is vectorised numpy.
+greedy on cash) → mark at the close. Orders are sized here in lots of
+``ExecutionModel.lot`` shares; the exchange (:mod:`~quantgym.envs.quant_arena.exchange`)
+prices them: price limits (§10.6), the simulated book walk (§10.8) and fees (§10.9).
+Everything is per order in plain Python floats (a few thousand orders a year);
+everything per stock and day is vectorised numpy.
 """
 
 from __future__ import annotations
@@ -23,101 +25,12 @@ import numpy as np
 import pandas as pd
 
 from .config import CostModel, ExecutionModel, ImpactModel
-from .data import QADataset
-
-
-def _r2(x: float) -> float:
-    return math.floor(x * 100.0 + 0.5 + 1e-9) / 100.0
-
-
-# ---------------------------------------------------------------------- book and fees
-def book_params(P: float, sigma: float, adv: float, impact: ImpactModel) -> tuple[float, float]:
-    """Level spacing Δ (CNY) and depth q (shares) of the simulated book (spec §10.8).
-
-    ``Δ = 0.01·max(1, floor(k_s·σ·P/0.01 + 0.5))``;
-    ``q = 100·max(1, floor(k_d·ADV·Δ/(σ·P)/100))``.
-
-    Examples
-    --------
-    >>> book_params(37.85, 0.025, 4_000_000, ImpactModel())   # §10.16 A
-    (0.01, 800.0)
-    """
-    tick = impact.tick
-    delta = tick * max(1, math.floor(impact.k_spacing * sigma * P / tick + 0.5))
-    q = 100.0 * max(1, math.floor(impact.k_depth * adv * delta / (sigma * P) / 100.0))
-    return round(delta, 10), q
-
-
-def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: float,
-              impact: ImpactModel) -> tuple[float, float]:
-    """Walk the simulated book for one order (spec §10.8).
-
-    Parameters
-    ----------
-    side : +1 (buy) or −1 (sell)
-    qty : float
-        Shares wanted (may be fractional for a full exit).
-    P : float
-        Reference price = raw open of the execution day (CNY), the book's mid.
-    sigma, adv : float
-        Daily log-return volatility and average daily volume (shares) up to t.
-    limit : float
-        Up-limit (buy) or down-limit (sell) of the day in CNY; NaN = no limit.
-        Levels beyond it (and sell levels below 0.01) do not exist.
-    impact : ImpactModel
-
-    Returns
-    -------
-    filled, value : float
-        Shares filled (≤ qty; a partial fill drops the rest) and their value in CNY
-        (Σ level price × size). Impact = ``value − filled·P`` (buy) or
-        ``filled·P − value`` (sell).
-    """
-    if qty <= 0:
-        return 0.0, 0.0
-    if not impact.enabled:
-        return qty, qty * P
-    delta, q = book_params(P, sigma, adv, impact)
-    L = impact.levels
-    if side > 0:
-        room = (limit - P) if math.isfinite(limit) else math.inf
-    else:
-        lo = max(limit, impact.tick) if math.isfinite(limit) else impact.tick
-        room = P - lo
-    if math.isfinite(room):
-        # level k exists iff (k − ½)Δ ≤ room
-        L = min(L, max(0, math.floor(room / delta + 0.5 + 1e-9)))
-    filled = min(qty, L * q)
-    j = math.floor(filled / q + 1e-12)
-    rem = filled - j * q
-    value = q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
-    return filled, value
-
-
-def order_fees(value: float, side: int, day: Any, cost: CostModel) -> tuple[float, float, float]:
-    """Commission, transfer fee and stamp duty of one order (spec §10.9), CNY.
-
-    Commission ``max(5.00, r2(0.00025·value))``; transfer ``r2(rate·value)`` (0.00002
-    before 2022-04-29, 0.00001 from then); stamp ``r2(rate·value)`` on sells only
-    (0.001 before 2023-08-28, 0.0005 on and after). ``day`` = execution day.
-
-    Examples
-    --------
-    >>> order_fees(2956.50, -1, "2023-08-25", CostModel())  # §10.16 B
-    (5.0, 0.03, 2.96)
-    >>> order_fees(2956.50, -1, "2023-08-28", CostModel())
-    (5.0, 0.03, 1.48)
-    """
-    if not cost.enabled or value <= 0:
-        return 0.0, 0.0, 0.0
-    comm = max(cost.commission_min, _r2(cost.commission_rate * value))
-    transfer = _r2(cost.transfer_rate(day) * value)
-    stamp = _r2(cost.stamp_rate(day) * value) if side < 0 else 0.0
-    return comm, transfer, stamp
+from .data import ArenaDataset
+from .exchange import book_inputs, order_fees, price_limits, walk_book
 
 
 # ---------------------------------------------------------------------- windows and selection
-def window_rows(ds: QADataset, start: Any, end: Any) -> tuple[int, int]:
+def window_rows(ds: ArenaDataset, start: Any, end: Any) -> tuple[int, int]:
     """Row of D_0 and number of execution days n of the window [start, end] (spec §10.2).
 
     Execution days D_1..D_n are the panel days inside the window; D_0 is the last
@@ -194,14 +107,14 @@ class AccountResult:
         return self.nav[1:] / self.nav[:-1] - 1.0
 
 
-def run_account(ds: QADataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
+def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
                 cost: CostModel | None = None, impact: ImpactModel | None = None,
                 record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
     Parameters
     ----------
-    ds : QADataset
+    ds : ArenaDataset
         The panel (for research: truncated at the research end, §10.2).
     d0 : int
         Row of D_0 in ``ds``; D_k = row ``d0 + k``.
@@ -238,11 +151,11 @@ def run_account(ds: QADataset, d0: int, n: int, scores: np.ndarray, *, execution
         raise ValueError("scores must be finite or NaN")
     O, C, F = ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor")
     has_row, trad = ds.has_row, ds.tradable
-    up, down, base = ds.limits()
+    up, down, base = price_limits(ds)
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    sig, adv = ds.book_inputs(np.arange(d0, d0 + n), impact)
+    sig, adv = book_inputs(ds, np.arange(d0, d0 + n), impact)
     N = ds.N
     top_n, band, lot = int(ex.top_n), float(ex.rebalance_band), float(ex.lot)
     cash = float(ex.initial_capital)
@@ -379,7 +292,7 @@ def run_account(ds: QADataset, d0: int, n: int, scores: np.ndarray, *, execution
                          final_shares=shares, stale=stale, trades=trades, **out, **cnt)
 
 
-def labels(ds: QADataset, d0: int, n: int) -> np.ndarray:
+def labels(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:
     """RankIC labels for decision dates D_0..D_{n−2} (spec §10.11).
 
     ``y_t = adj_open(t+2)/adj_open(t+1) − 1`` if the stock is tradable on both days,
@@ -400,7 +313,7 @@ def labels(ds: QADataset, d0: int, n: int) -> np.ndarray:
     return np.where(ok, y, np.nan)
 
 
-def reference_path(ds: QADataset, d0: int, n: int) -> np.ndarray:
+def reference_path(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:
     """Market reference NAV over D_0..D_n, compounded from 1 (spec §10.10).
 
     Raises
@@ -416,5 +329,4 @@ def reference_path(ds: QADataset, d0: int, n: int) -> np.ndarray:
     return np.concatenate([[1.0], np.cumprod(1.0 + r.to_numpy())])
 
 
-__all__ = ["AccountResult", "run_account", "walk_book", "book_params", "order_fees", "select_top", "window_rows",
-           "labels", "reference_path"]
+__all__ = ["AccountResult", "run_account", "select_top", "window_rows", "labels", "reference_path"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantgym.envs.quant_arena.arena import evaluate_submission
+from quantgym.envs.quant_arena.executor import evaluate_submission
 from quantgym.envs.quant_arena.config import ArenaConfig, SandboxConfig, ScoringConfig
 from quantgym.envs.quant_arena.data import BUNDLED_DIR
 
@@ -150,7 +150,7 @@ import collections
 def compute_features(view):
     return {'x': view.history('close', 1).iloc[-1]}
 def score(features, view):
-    h = collections._sys.modules['quantgym.envs.quant_arena._child_runner']
+    h = collections._sys.modules['quantgym.envs.quant_arena.child.runner']
     cls = h.KeeperFeeder
     if not getattr(cls, '_patched', False):
         orig = cls.final
@@ -166,8 +166,8 @@ def score(features, view):
 
 
 def test_research_payload_has_no_sealed_rows(small_real):
-    from quantgym.envs.quant_arena.evaluator import window_rows
-    from quantgym.envs.quant_arena.harness import build_payload
+    from quantgym.envs.quant_arena.account import window_rows
+    from quantgym.envs.quant_arena.handoff import build_payload
 
     ds = small_real.truncate("2023-12-31")
     d0, n = window_rows(ds, "2023-11-01", "2023-12-31")
@@ -192,13 +192,13 @@ def score(features, view):
 def test_intraday_tables_reach_the_child_with_their_day(bundled):
     # a small real slice around 2023-02-07 with the bundled Level-2 day of 600519
     from quantgym.envs.quant_arena.data import _default_intraday
-    from quantgym.envs.quant_arena.data import QADataset
+    from quantgym.envs.quant_arena.data import ArenaDataset
     import pandas as pd
 
     df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     df = df[df["symbol"].isin(["SH600519", "SH600000", "SZ000001", "SH601318", "SZ000858", "SH600036"])
             & (df["date"] >= pd.Timestamp("2022-12-01").date()) & (df["date"] <= pd.Timestamp("2023-02-28").date())]
-    ds = QADataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), intraday=_default_intraday)
+    ds = ArenaDataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(), intraday=_default_intraday)
     r = evaluate_submission(HEAD + """
 def compute_features(view):
     return {'x': view.history('close', 1).iloc[-1]}
@@ -217,8 +217,8 @@ def score(features, view):
 
 
 def test_payload_starts_at_the_declared_warmup(small_real):
-    from quantgym.envs.quant_arena.evaluator import window_rows
-    from quantgym.envs.quant_arena.harness import build_payload
+    from quantgym.envs.quant_arena.account import window_rows
+    from quantgym.envs.quant_arena.handoff import build_payload
 
     d0, n = window_rows(small_real, "2024-01-01", "2024-02-29")
     p = build_payload(small_real, d0, n, warmup_start="2023-10-09")
@@ -245,7 +245,7 @@ def test_runner_uses_the_sandbox_prepare_hook_not_frame_walking():
     # the keeper is forked by the supported pre-lockdown hook; the runner never walks the child's frames
     import inspect
 
-    from quantgym.envs.quant_arena import _child_runner as cr
+    from quantgym.envs.quant_arena.child import runner as cr
 
     assert cr.score_days.sandbox_prepare is cr._prepare
     src = inspect.getsource(cr)
@@ -256,7 +256,7 @@ def test_runner_uses_the_sandbox_prepare_hook_not_frame_walking():
 def test_failed_keeper_setup_scrubs_later_rows_and_never_runs_unprotected():
     # a payload the keeper cannot be built from (no symbols): later rows are wiped before any agent
     # code exists and the runner refuses to evaluate ("look-ahead isolation unavailable")
-    from quantgym.envs.quant_arena import _child_runner as cr
+    from quantgym.envs.quant_arena.child import runner as cr
 
     close = np.arange(12.0).reshape(6, 2)
     payload = {"isolate": True, "key": b"k" * 32, "first": 2, "n": 4, "sample_every": 5, "max_features": 3,
@@ -270,13 +270,13 @@ def test_failed_keeper_setup_scrubs_later_rows_and_never_runs_unprotected():
     assert res["message"].startswith("look-ahead isolation unavailable (keeper set-up failed")
 
 
-def test_qa_runner_works_under_the_sandbox_frame_policy(sealed):
+def test_arena_runner_works_under_the_sandbox_frame_policy(sealed):
     # with the sandbox's frame-introspection refusal forced on, the frame-walking probe is refused
     # outright, and an honest submission still runs with the keeper and a valid commit tag
     import secrets
 
-    from quantgym.envs.quant_arena.evaluator import window_rows
-    from quantgym.envs.quant_arena.harness import RUNNER, build_payload, validate_child_value
+    from quantgym.envs.quant_arena.account import window_rows
+    from quantgym.envs.quant_arena.handoff import RUNNER, build_payload, validate_child_value
     from quantgym.sandbox import SandboxLimits, run_in_sandbox
 
     limits = SandboxLimits(cpu_seconds=30.0, wall_seconds=60.0, memory_mb=4096, allow_frame_introspection=False)

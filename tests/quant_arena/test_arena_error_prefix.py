@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from quantgym.envs.quant_arena.arena import evaluate_submission
+from quantgym.envs.quant_arena.executor import evaluate_submission
 
 MODULE = "FEATURES = ['a']\ndef compute_features(view):\n{body}\ndef score(view, features):\n    return {{}}\n"
 

@@ -54,7 +54,7 @@ import numpy as np
 from . import harness
 
 #: Runner path passed to ``run_in_sandbox``.
-RUNNER_PATH = "quantgym.envs.quant_arena._child_runner:score_days"
+RUNNER_PATH = "quantgym.envs.quant_arena.child.runner:score_days"
 
 _COMMIT_MAGIC = b"QACM"
 _HDR = struct.Struct("<4sqqq")  # magic, j, flag (0 ok / 1 day error), n_feature_rows (0 or F)
@@ -194,7 +194,7 @@ def _prepare(payload: Any) -> Any:
     Parameters
     ----------
     payload : dict
-        From :func:`~quantgym.envs.quant_arena.harness.build_payload`.
+        From :func:`~quantgym.envs.quant_arena.handoff.build_payload`.
 
     Returns
     -------
@@ -250,7 +250,7 @@ class KeeperFeeder:
 
 
 def score_days(agent: dict, payload: dict) -> dict:
-    """Sandbox runner: :func:`~quantgym.envs.quant_arena.harness.run_days` with the keeper when present."""
+    """Sandbox runner: :func:`~quantgym.envs.quant_arena.child.harness.run_days` with the keeper when present."""
     if payload.get("isolate"):
         if _KEEPER is None or payload.get("isolation_failed"):
             return {"status": "isolation_error", "message": f"look-ahead isolation unavailable ({_ISOLATION_NOTE})"}
@@ -268,6 +268,6 @@ def _seed() -> None:
 
 score_days.sandbox_prepare = _prepare  # type: ignore[attr-defined] - the sandbox's pre-lockdown hook
 # Two layers guard look-ahead: the keeper (later rows never exist in the agent's process) and the
-# sandbox's refusal of frame introspection, which arena.py requests through
+# sandbox's refusal of frame introspection, which executor.py requests through
 # SandboxConfig.frame_introspection (default False = refused). With True the keeper alone still holds
-# (tests/quant_arena/test_qa_sandbox.py, test_frame_walking_finds_no_later_rows).
+# (tests/quant_arena/test_arena_sandbox.py, test_frame_walking_finds_no_later_rows).
