@@ -55,7 +55,7 @@ PLUGINS: tuple[str, ...] = (
     "quantgym.envs.portbench.qa.cli",  # quantgym qa
     "quantgym.agents.llm.cli",  # quantgym eval
     "quantgym.agents.rl.cli",  # quantgym train
-    "quantgym.live.cli",  # quantgym data refresh, quantgym live
+    "quantgym.envs.portbench.live.cli",  # quantgym data refresh, quantgym live
     "quantgym.sweep.cli",  # quantgym sweep, quantgym report
     "quantgym.envs.portbench.paper.cli",  # quantgym reproduce
 )

@@ -49,6 +49,6 @@ def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
         raise ValueError(f"unknown agent scheme {scheme!r} in {spec!r}; known: {sorted(SCHEMES)} or a baseline name")
     if task != "portbench":
         raise ValueError(f"agent {spec!r}: classical baselines exist for PortBench only")
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
 
     return make_baseline(spec)

@@ -26,9 +26,9 @@ ENV_SPECS: dict[str, tuple[str, dict]] = {
 
 #: env id -> batched vector entry point (``gym.make_vec(id, num_envs, vectorization_mode="vector_entry_point")``)
 VECTOR_ENTRY_POINTS: dict[str, str] = {
-    "PortBench-Conservative-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
-    "PortBench-Balanced-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
-    "PortBench-Aggressive-v0": "quantgym.wrappers.allocation:make_portbench_vector_env",
+    "PortBench-Conservative-v0": "quantgym.envs.portbench.vector:make_portbench_vector_env",
+    "PortBench-Balanced-v0": "quantgym.envs.portbench.vector:make_portbench_vector_env",
+    "PortBench-Aggressive-v0": "quantgym.envs.portbench.vector:make_portbench_vector_env",
 }
 
 

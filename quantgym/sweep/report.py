@@ -180,7 +180,7 @@ def _fmt(x: Any, nd: int = 2) -> str:
 
 def _baseline_names() -> set[str]:
     try:
-        from quantgym.agents.baselines import BASELINES
+        from quantgym.envs.portbench.baselines import BASELINES
 
         return {c.name for c in BASELINES.values()}
     except Exception:  # pragma: no cover - baselines module always present in the package

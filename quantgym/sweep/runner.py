@@ -230,7 +230,7 @@ def _default_workers() -> int:
 
 
 #: modules the fork server imports once, so each pool worker starts without re-importing them
-PRELOAD = ("quantgym.sweep.runner", "quantgym.agents.base", "quantgym.agents.baselines", "quantgym.envs.portbench.env")
+PRELOAD = ("quantgym.sweep.runner", "quantgym.agents.base", "quantgym.envs.portbench.baselines", "quantgym.envs.portbench.env")
 
 
 def _pool_context() -> Any:
@@ -347,7 +347,7 @@ def load_shared_data(specs: Iterable[RunSpec]) -> Any:
         return None
     if len(needed) > 1:
         raise SweepError(f"one sweep uses one PortBench data set; got {sorted(map(str, needed))}")
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
 
     path = next(iter(needed))
     return load_portbench_data(path) if path is not None else load_portbench_data()

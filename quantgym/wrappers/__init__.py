@@ -1,4 +1,6 @@
-"""Gymnasium wrappers: text-answer protocol for LLM agents, Box spaces for SB3, recording.
+"""Gymnasium wrappers: text-answer protocol for LLM agents, recording.
+
+PortBench's Box spaces for RL live with the task: :mod:`quantgym.envs.portbench.allocation`.
 
 Names are imported lazily so that importing :mod:`quantgym.wrappers` stays cheap.
 """
@@ -10,10 +12,7 @@ from typing import Any
 
 _LAZY = {
     "TextStageAction": "quantgym.wrappers.text",
-    "AllocationWrapper": "quantgym.wrappers.allocation",
     "RecordEpisode": "quantgym.wrappers.recording",
-    "RandomPeriod": "quantgym.wrappers.allocation",
-    "PortBenchVectorEnv": "quantgym.wrappers.allocation",
 }
 
 

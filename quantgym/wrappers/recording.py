@@ -14,7 +14,7 @@ STAGE_KEYS = ("S1", "S2", "S3", "S4", "S5")
 class RecordEpisode(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Record NAV, executed weights and stage scores of every rebalance step of a PortBench env.
 
-    Works on the raw env, on :class:`~quantgym.wrappers.allocation.AllocationWrapper` and on the
+    Works on the raw env, on :class:`~quantgym.envs.portbench.allocation.AllocationWrapper` and on the
     text wrapper (stagewise S1/S2 sub-steps are skipped: a row is written when a decision is
     traded). Columns: ``episode``, ``step``, ``date`` (decision date), ``nav_after_trade`` (NAV at the
     decision close after costs), ``nav`` (NAV at the end of the hold period, i.e. at the next decision

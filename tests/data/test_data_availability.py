@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data.portbench import PortBenchData, availability_matrix, available_mask, market_regime
+from quantgym.envs.portbench.data import PortBenchData
+from quantgym.envs.portbench.availability import availability_matrix, available_mask, market_regime
 
 
 def _data():

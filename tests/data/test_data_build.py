@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from quantgym.data.build_portbench import build
-from quantgym.data.portbench import bundled_portbench_path
+from quantgym.envs.portbench.build_data import build
+from quantgym.envs.portbench.raw import bundled_portbench_path
 
 SOURCE = Path("/work/shared/data/portbench")
 

@@ -11,20 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data import (
-    ASSET_CLASSES,
-    CANONICAL_TICKERS,
-    MACRO_KEYS,
-    UNIVERSE,
+from quantgym.envs.portbench.universe import ASSET_CLASSES, CANONICAL_TICKERS, MACRO_KEYS, UNIVERSE
+from quantgym.envs.portbench.data import (
     PortBenchData,
     PortBenchDataWarning,
-    availability_matrix,
     load_portbench_data,
     load_portbench_market,
-    load_portbench_raw,
-    market_regime,
 )
-from quantgym.data.portbench import bundled_portbench_path
+from quantgym.envs.portbench.availability import availability_matrix, market_regime
+from quantgym.envs.portbench.raw import load_portbench_raw
+from quantgym.envs.portbench.raw import bundled_portbench_path
 
 
 @pytest.fixture(scope="module")

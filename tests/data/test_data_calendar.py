@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data.portbench import CLASS_LABEL_MAP, PortBenchData, PortBenchDataWarning
+from quantgym.envs.portbench.universe import CLASS_LABEL_MAP
+from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning
 
 # NYSE days of the toy calendar: Thu 4, Fri 5, Mon 8, Tue 9, Wed 10 Jan 2024, then
 # Thu 11, Fri 12, (Mon 15 = Martin Luther King day, closed), Tue 16 Jan 2024.

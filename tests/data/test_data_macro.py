@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data.portbench import (
+from quantgym.envs.portbench.universe import (
     MACRO_KEYS,
     MACRO_SOURCES,
-    PortBenchData,
     collapse_plateaus,
     lagged_asof,
     macro_observations,
 )
+from quantgym.envs.portbench.data import PortBenchData
 
 K = {k: j for j, k in enumerate(MACRO_KEYS)}
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantgym.data.portbench import CANONICAL_TICKERS, PortBenchData, bundled_portbench_path
+from quantgym.envs.portbench.universe import CANONICAL_TICKERS
+from quantgym.envs.portbench.data import PortBenchData
+from quantgym.envs.portbench.raw import bundled_portbench_path
 
 
 @pytest.fixture(scope="module")

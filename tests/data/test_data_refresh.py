@@ -14,9 +14,9 @@ import pytest
 
 requests = pytest.importorskip("requests")
 
-import quantgym.data.refresh as refresh_mod  # noqa: E402
-from quantgym.data import load_portbench_data  # noqa: E402
-from quantgym.data.refresh import RefreshError, parse_fred_csv, refresh_portbench_data  # noqa: E402
+import quantgym.envs.portbench.live.refresh as refresh_mod  # noqa: E402
+from quantgym.envs.portbench.data import load_portbench_data  # noqa: E402
+from quantgym.envs.portbench.live.refresh import RefreshError, parse_fred_csv, refresh_portbench_data  # noqa: E402
 
 FIX = Path(__file__).parent / "fixtures"
 TICKERS = ["SPY", "TLT", "BTC-USD", "^VIX"]

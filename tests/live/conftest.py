@@ -84,7 +84,7 @@ def http_sources(monkeypatch):
     ``stop()`` (shut the server down: later requests get "connection refused").
     """
     requests = pytest.importorskip("requests")
-    import quantgym.data.refresh as refresh_mod
+    import quantgym.envs.portbench.live.refresh as refresh_mod
 
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(var, raising=False)

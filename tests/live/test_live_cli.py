@@ -7,7 +7,7 @@ import json
 import typer
 from typer.testing import CliRunner
 
-from quantgym.live.cli import register
+from quantgym.envs.portbench.live.cli import register
 
 
 def _app() -> typer.Typer:

@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from quantgym.data import load_portbench_data
-from quantgym.live.cli import register
-from quantgym.live.data import RefreshError, check_data_dir, package_dir, refresh_live_data
+from quantgym.envs.portbench.data import load_portbench_data
+from quantgym.envs.portbench.live.cli import register
+from quantgym.envs.portbench.live.data import RefreshError, check_data_dir, package_dir, refresh_live_data
 
 TICKERS = ["SPY", "TLT", "BTC-USD", "^VIX"]
 FRED = ["DGS10", "CPIAUCSL", "TEDRATE"]
@@ -117,7 +117,7 @@ def test_missing_calendar_day_is_rejected(http_sources, tmp_path):
 
 
 def test_check_data_dir_on_bundle_and_stale_series(tmp_path):
-    from quantgym.data.portbench import bundled_portbench_path
+    from quantgym.envs.portbench.raw import bundled_portbench_path
 
     rep = check_data_dir(str(bundled_portbench_path()), since="2025-01-01")
     assert rep["errors"] == [] and rep["last_date"] == "2025-12-31"

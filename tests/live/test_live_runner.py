@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data import load_portbench_data
-from quantgym.live.journal import FolderLock
-from quantgym.live.runner import LiveAgentError, LiveError, run_live
+from quantgym.envs.portbench.data import load_portbench_data
+from quantgym.envs.portbench.live.journal import FolderLock
+from quantgym.envs.portbench.live.runner import LiveAgentError, LiveError, run_live
 from quantgym.results import SUMMARY_COLUMNS, read_summary_csv
 from quantgym.spaces import AnyText
 
@@ -242,8 +242,9 @@ def test_torn_last_line_is_repaired(tmp_path):
 
 
 def test_replay_detects_a_data_vintage_change(tmp_path):
-    from quantgym.data import load_portbench_raw
-    from quantgym.data.portbench import CANONICAL_TICKERS, PortBenchData
+    from quantgym.envs.portbench.raw import load_portbench_raw
+    from quantgym.envs.portbench.universe import CANONICAL_TICKERS
+    from quantgym.envs.portbench.data import PortBenchData
 
     run = tmp_path / "m"
     run_live(Momentum(), run, days=4, as_of="2025-12-24", plots=False)
@@ -333,7 +334,7 @@ class RealTextAgent(Momentum):
 
 def test_llm_style_text_agent_outage_is_retried(tmp_path):
     pytest.importorskip("quantgym.wrappers.text")
-    from quantgym.data.portbench import CANONICAL_TICKERS
+    from quantgym.envs.portbench.universe import CANONICAL_TICKERS
 
     RealTextAgent.tickers = tuple(load_portbench_data().tickers)
     assert set(RealTextAgent.tickers) <= set(CANONICAL_TICKERS)
@@ -352,7 +353,7 @@ def test_llm_style_text_agent_outage_is_retried(tmp_path):
 
 
 def test_universe_change_is_refused(tmp_path):
-    from quantgym.data.portbench import CANONICAL_TICKERS
+    from quantgym.envs.portbench.universe import CANONICAL_TICKERS
 
     run = tmp_path / "m"
     run_live(Momentum(), run, days=2, as_of="2025-12-30", plots=False)
@@ -374,7 +375,7 @@ def test_resume_after_sigkill(tmp_path):
 import os, signal, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_live_runner import Momentum
-from quantgym.live.runner import run_live
+from quantgym.envs.portbench.live.runner import run_live
 
 class Killer(Momentum):
     def act(self, obs, info):
@@ -396,8 +397,8 @@ run_live(Killer(), {str(run)!r}, days=4, as_of={LAST!r}, plots=False)
 
 def test_box_action_policy_through_allocation_wrapper(tmp_path):
     """An RL-style policy (Box action through the project's AllocationWrapper) resumes as well."""
-    pytest.importorskip("quantgym.wrappers.allocation")
-    from quantgym.wrappers.allocation import AllocationWrapper
+    pytest.importorskip("quantgym.envs.portbench.allocation")
+    from quantgym.envs.portbench.allocation import AllocationWrapper
 
     class BoxPolicy:
         name = "TestBox"

@@ -345,7 +345,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     baselines: dict[tuple[str, str], Any] = {}
     if base_jobs:
         from quantgym.agents.base import evaluate
-        from quantgym.agents.baselines import make_baseline
+        from quantgym.envs.portbench.baselines import make_baseline
 
         for e, p in base_jobs:
             t1 = time.perf_counter()

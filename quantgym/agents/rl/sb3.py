@@ -1,7 +1,7 @@
 """stable-baselines3 training and evaluation on PortBench (imports SB3 and torch; extra ``rl``).
 
 Training never sees the evaluation periods: episodes are drawn (seeded) inside
-:func:`quantgym.wrappers.allocation.train_windows` — by default 2016-01-01..2023-12-31 minus
+:func:`quantgym.envs.portbench.training.train_windows` — by default 2016-01-01..2023-12-31 minus
 normal_2024 and the three stress windows of spec §2.3, each followed by a 90-day lookback buffer
 (no training observation holds evaluation returns) — and the trained policy is then evaluated
 with the one evaluation loop :func:`quantgym.agents.base.evaluate` on the bench periods, exactly
@@ -28,9 +28,9 @@ import quantgym  # noqa: F401 - registers the env ids
 from quantgym.agents.base import EvalResult, evaluate
 from quantgym.envs.portbench.config import STRESS_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
-from quantgym.wrappers.allocation import (
-    LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, AllocationWrapper, RandomPeriod, _BatchCore, train_windows,
-)
+from quantgym.envs.portbench.training import LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, RandomPeriod, train_windows
+from quantgym.envs.portbench.allocation import AllocationWrapper
+from quantgym.envs.portbench.vector import _BatchCore
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "a2c": A2C}
 EVAL_PERIODS: tuple[str, ...] = ("normal_2024",) + STRESS_PERIODS
@@ -69,7 +69,7 @@ class TrainConfig:
 
 # --------------------------------------------------------------------------------------- VecEnvs
 class PortBenchSB3VecEnv(VecEnv):
-    """SB3 ``VecEnv`` over the batched numpy core of :class:`~quantgym.wrappers.allocation.PortBenchVectorEnv`.
+    """SB3 ``VecEnv`` over the batched numpy core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
 
     Same observations, actions and rewards as ``AllocationWrapper(RandomPeriod(gym.make(id)))`` per
     sub-env (no S1–S5 scoring); SB3 autoreset semantics (``terminal_observation`` in ``infos``).
@@ -82,7 +82,7 @@ class PortBenchSB3VecEnv(VecEnv):
                  data: Any = None, config: Any = None):
         from gymnasium import spaces
 
-        from quantgym.wrappers.allocation import _bounds
+        from quantgym.envs.portbench.allocation import _bounds
 
         self.core = _BatchCore(num_envs, profile, period, reward, action_mode, windows, freq, episode_len,
                                risk_penalty, data, config)
@@ -331,7 +331,7 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
         three stress windows), ``eval_periods`` and ``exclude`` are cut out of it (:func:`train_windows`),
         so training and evaluation never overlap. Training on data *after* a stress window is not a
         walk-forward test of it; for one, end ``train_period`` before the window starts
-        (:func:`~quantgym.wrappers.allocation.walk_forward_windows`, docs/rl.md).
+        (:func:`~quantgym.envs.portbench.training.walk_forward_windows`, docs/rl.md).
     lookback_buffer_days : calendar days cut after each excluded period so that no training decision's
         60-row lookback holds evaluation returns (default 90, :data:`LOOKBACK_BUFFER_DAYS`).
     reward : "log_return" | "risk_adjusted" | "ceps" (the last one trains on scored envs, slower).
@@ -340,7 +340,7 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     eval_periods : bench periods to evaluate on (default normal_2024 + the three stress windows).
     algo_kwargs : override :class:`TrainConfig` hyperparameters of ``algo``.
     n_envs, episode_len, freq : override :class:`TrainConfig`.
-    data : optional :class:`~quantgym.data.PortBenchData` (default bundled real data).
+    data : optional :class:`~quantgym.envs.portbench.data.PortBenchData` (default bundled real data).
 
     Returns
     -------

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
-from quantgym.data.portbench import MACRO_KEYS, as_portbench_data
+from quantgym.envs.portbench.universe import MACRO_KEYS
+from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
@@ -20,8 +21,8 @@ from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
 from quantgym.envs.portbench.simulator import PortfolioSimulator
+from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.stages import (
-    _single_thread_blas,
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score, turnover,
 )
@@ -91,7 +92,7 @@ class PortBenchEnv(gym.Env):
     - ``paper``: a :class:`PaperFidelity` (or dict of its flags) to switch single paper items on top of
       clean mode (overrides ``config.paper``); ``fidelity="paper"`` with ``paper`` given uses those flags.
     - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return".
-    - ``data``: None (bundled real data), a :class:`~quantgym.data.PortBenchData` or a directory in the
+    - ``data``: None (bundled real data), a :class:`~quantgym.envs.portbench.data.PortBenchData` or a directory in the
       documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
     - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
     - ``text_provider``: optional callable ``(decision_date) -> str`` returning news strictly before ``d``.
@@ -539,7 +540,7 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (see stages._single_thread_blas)
+        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (see optimize._single_thread_blas)
             with _single_thread_blas():
                 return self._step(action)
         return self._step(action)

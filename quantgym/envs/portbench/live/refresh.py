@@ -42,15 +42,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import (
-    CANONICAL_TICKERS,
-    FRED_IDS,
-    UNIVERSE,
-    VIX_TICKER,
-    PortBenchDataWarning,
-    _load_from_root,
-    bundled_portbench_path,
-)
+from quantgym.envs.portbench.universe import CANONICAL_TICKERS, FRED_IDS, UNIVERSE, VIX_TICKER
+from quantgym.envs.portbench.data import PortBenchDataWarning, _load_from_root
+from quantgym.envs.portbench.raw import bundled_portbench_path
 
 __all__ = ["RefreshError", "refresh_portbench_data", "FRED_CSV_URL", "DEFAULT_START"]
 

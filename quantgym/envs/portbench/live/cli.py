@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from quantgym.live.config import default_portbench_dir
+from quantgym.envs.portbench.live.config import default_portbench_dir
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
         The existing data are replaced only by a complete, validated download (atomic swap).
         """
-        from quantgym.live.data import RefreshError, refresh_live_data
+        from quantgym.envs.portbench.live.data import RefreshError, refresh_live_data
 
         console = Console(highlight=False, soft_wrap=True)
         target = dest if dest is not None else default_portbench_dir()
@@ -94,8 +94,8 @@ def register(app: typer.Typer) -> None:
 
         Safe to call daily from cron: re-running the same day changes nothing, a crash loses nothing already recorded.
         """
-        from quantgym.live.data import resolve_data_source
-        from quantgym.live.runner import LiveError, run_live
+        from quantgym.envs.portbench.live.data import resolve_data_source
+        from quantgym.envs.portbench.live.runner import LiveError, run_live
 
         console = Console(highlight=False, soft_wrap=True)
         try:

@@ -38,14 +38,14 @@ import numpy as np
 import pandas as pd
 
 from quantgym.agents.base import EvalResult, policy_name
-from quantgym.data.portbench import PortBenchData, load_portbench_data
+from quantgym.envs.portbench.data import PortBenchData, load_portbench_data
 from quantgym.envs.portbench.config import LivePeriod, resolve_live
 from quantgym.envs.portbench.env import STAGES, STATUS_UNPARSEABLE, PortBenchEnv
 from quantgym.envs.portbench.simulator import rebalance_rows
-from quantgym.live.config import LIVE_VERSION, LiveConfig
-from quantgym.live.data import data_vintage
-from quantgym.live.journal import FolderLock, Journal, JournalError, write_json_atomic
-from quantgym.live.plots import plot_live_ceps, plot_live_nav
+from quantgym.envs.portbench.live.config import LIVE_VERSION, LiveConfig
+from quantgym.envs.portbench.live.data import data_vintage
+from quantgym.envs.portbench.live.journal import FolderLock, Journal, JournalError, write_json_atomic
+from quantgym.envs.portbench.live.plots import plot_live_ceps, plot_live_nav
 from quantgym.results import SectionResult, to_jsonable, write_results
 
 __all__ = ["run_live", "LiveResult", "LiveError", "LiveAgentError", "ActionTap", "RECORD_SCHEMA"]
@@ -169,7 +169,7 @@ class LiveResult:
     ceps : run CEPS = mean per-decision lookback CEPS (None for baselines).
     records : per-decision env records of the whole window, in date order.
     nav : NAV curve (currency units) over the window plus the initial point.
-    data : vintage of the data used (:func:`~quantgym.live.data.data_vintage`).
+    data : vintage of the data used (:func:`~quantgym.envs.portbench.live.data.data_vintage`).
     files : paths written.
     """
 
@@ -290,12 +290,12 @@ def run_live(
         policy's name).
     profile : investor profile (default ``config.profile`` = ``"balanced"``, the paper's live profile).
     data : None (bundled real data), ``"bundled"``, a data directory (``quantgym data refresh``) or a
-        :class:`~quantgym.data.PortBenchData`.
+        :class:`~quantgym.envs.portbench.data.PortBenchData`.
     days : length of the first window in trading days (default ``config.days`` = 12); used only by the
         call that creates the run folder.
     as_of : last decision date (ISO; the last trading day ≤ it is used). Default: the data's last day.
     plots : write ``live_ceps.png`` and ``live_nav.png``.
-    config : :class:`~quantgym.live.config.LiveConfig`.
+    config : :class:`~quantgym.envs.portbench.live.config.LiveConfig`.
     on_decision : optional callback receiving each new journal record right after it is made durable.
 
     Returns

@@ -23,7 +23,7 @@ DATA_ENV_VAR = "QUANTGYM_DATA"
 
 @dataclass(frozen=True)
 class DataChecks:
-    """Validation of a refreshed PortBench data directory, on top of :mod:`quantgym.data.refresh`'s own
+    """Validation of a refreshed PortBench data directory, on top of :mod:`quantgym.envs.portbench.live.refresh`'s own
     checks (unique ascending dates, positive prices, |daily return| < 100 % outside crypto, SPY present).
 
     Attributes
@@ -81,7 +81,7 @@ class LiveConfig:
         **[project choice]** A stage whose every attempt got *no answer* (the agent's API call failed:
         ``None`` through :class:`~quantgym.wrappers.text.TextStageAction`) is an outage, not a model
         decision. ``"retry"`` (default): the decision is not recorded, the call stops with
-        :class:`~quantgym.live.runner.LiveAgentError` and the next call retries the same date (the data
+        :class:`~quantgym.envs.portbench.live.runner.LiveAgentError` and the next call retries the same date (the data
         seen are the same, so no leak). ``"score"``: record it as the §4.0 unparseable failure
         (score 0), as ``evaluate`` does for historical periods.
     journal : str

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m quantgym.data.build_portbench --source /work/shared/data/portbench
+    python -m quantgym.envs.portbench.build_data --source /work/shared/data/portbench
     # optional: --dest quantgym/data/bundled/portbench
 
 Writes (zstd parquet, float64, values exactly as in the source; no fill):
@@ -32,10 +32,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from quantgym.data.portbench import CANONICAL_TICKERS, FRED_IDS, VIX_TICKER
+from quantgym.envs.portbench.universe import CANONICAL_TICKERS, FRED_IDS, VIX_TICKER
 
 DEFAULT_SOURCE = Path("/work/shared/data/portbench")
-DEFAULT_DEST = Path(__file__).resolve().parent / "bundled" / "portbench"
+DEFAULT_DEST = Path(__file__).resolve().parents[2] / "data" / "bundled" / "portbench"
 START, END = "2014-01-01", "2025-12-31"
 ASSET_COLUMNS = [
     "ticker", "name", "asset_class", "sub_class", "price_kind",
@@ -109,7 +109,7 @@ def build(source: Path = DEFAULT_SOURCE, dest: Path = DEFAULT_DEST) -> dict:
         "source_snapshot": "2026-11-29 (PROVENANCE.md: 'Snapshot assembled')",
         "adjustment_vintage": "Yahoo adjusted closes as of 2026-08-03 (source snapshot)",
         "built_utc": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "builder": "python -m quantgym.data.build_portbench",
+        "builder": "python -m quantgym.envs.portbench.build_data",
         "quantgym_version": qg_version,
         "window": [START, END],
         "prices": {"rows": int(px.shape[0]), "columns": list(px.columns), "first": str(px.index[0].date()), "last": str(px.index[-1].date())},

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from quantgym.envs.portbench.stages import max_sharpe
+from quantgym.envs.portbench.optimize import max_sharpe
 
 RIDGE = 1e-4
 MIN_OBS = 20

@@ -1,9 +1,9 @@
 """Live data: refresh the user's PortBench data directory with extra checks and a vintage journal.
 
-:func:`refresh_live_data` wraps :func:`quantgym.data.refresh.refresh_portbench_data` (Yahoo Finance
+:func:`refresh_live_data` wraps :func:`quantgym.envs.portbench.live.refresh.refresh_portbench_data` (Yahoo Finance
 via yfinance, FRED ``fredgraph.csv``; extra ``quantgym[refresh]``):
 
-* the destination defaults to the user data directory (:func:`~quantgym.live.config.default_portbench_dir`),
+* the destination defaults to the user data directory (:func:`~quantgym.envs.portbench.live.config.default_portbench_dir`),
   never the installed package;
 * an existing directory is refreshed incrementally (from ``since``, default: its last date minus
   :attr:`DataChecks.since_overlap_days`), a missing one in full;
@@ -13,7 +13,7 @@ via yfinance, FRED ``fredgraph.csv``; extra ``quantgym[refresh]``):
 * every successful refresh appends its vintage (download time, per-series last dates, warnings,
   content hash) to ``vintages.jsonl`` and writes it to ``vintage.json``.
 
-:func:`data_vintage` summarises the vintage of a loaded :class:`~quantgym.data.PortBenchData` for the
+:func:`data_vintage` summarises the vintage of a loaded :class:`~quantgym.envs.portbench.data.PortBenchData` for the
 live decision journal.
 """
 
@@ -32,15 +32,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import (
-    CLASS_LABEL_MAP,
-    VIX_TICKER,
-    PortBenchData,
-    PortBenchDataWarning,
-    load_portbench_data,
-)
-from quantgym.data.refresh import RefreshError, refresh_portbench_data, swap_directory
-from quantgym.live.config import DataChecks, default_portbench_dir
+from quantgym.envs.portbench.universe import CLASS_LABEL_MAP, VIX_TICKER
+from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning, load_portbench_data
+from quantgym.envs.portbench.live.refresh import RefreshError, refresh_portbench_data, swap_directory
+from quantgym.envs.portbench.live.config import DataChecks, default_portbench_dir
 
 __all__ = [
     "RefreshError",
@@ -108,7 +103,7 @@ def check_data_dir(
     Parameters
     ----------
     path : directory in the documented schema (``prices.parquet``, ``assets.csv``, ...).
-    checks : thresholds (:class:`~quantgym.live.config.DataChecks`).
+    checks : thresholds (:class:`~quantgym.envs.portbench.live.config.DataChecks`).
     since : first date of the refreshed window (None: the whole file for the calendar checks and the
         last 252 trading days for the warnings).
     previous_last : last trading day of the data this directory replaces; the new data must not end
@@ -231,14 +226,14 @@ def refresh_live_data(
 
     Parameters
     ----------
-    dest : directory (default :func:`~quantgym.live.config.default_portbench_dir`). Must not lie inside
+    dest : directory (default :func:`~quantgym.envs.portbench.live.config.default_portbench_dir`). Must not lie inside
         the installed package.
     since : first day to download; the older history of ``dest`` is kept and spliced (see
-        :func:`quantgym.data.refresh.refresh_portbench_data`). Default: incremental from the existing
+        :func:`quantgym.envs.portbench.live.refresh.refresh_portbench_data`). Default: incremental from the existing
         last date minus ``checks.since_overlap_days``, or the full history if ``dest`` has no data.
     full : force a full download (ignores ``since``).
     timeout : seconds per HTTP request (the connectivity probe uses at most 5 s).
-    tickers, fred_ids, end : passed to :func:`~quantgym.data.refresh.refresh_portbench_data`.
+    tickers, fred_ids, end : passed to :func:`~quantgym.envs.portbench.live.refresh.refresh_portbench_data`.
     checks : validation thresholds.
 
     Returns
