@@ -11,8 +11,9 @@ from quantgym.envs.portbench.profiles import PROFILES, adapt_score, pas_step
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.stages import (
     BUY, HOLD, SELL, RiskReport, correlation_score, s1_score, s1_truth, s2_score, s2_truth,
-    s3_score, s3_truth, s4_score, s5_score, turnover,
+    s3_score, s3_truth, s4_score, s5_score,
 )
+from quantgym.envs.portbench.execution import turnover
 from quantgym.metrics import max_drawdown, sharpe
 
 

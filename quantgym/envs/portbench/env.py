@@ -16,6 +16,7 @@ from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
+from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
 from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
@@ -24,7 +25,7 @@ from quantgym.envs.portbench.simulator import PortfolioSimulator
 from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.stages import (
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
-    s5_score, turnover,
+    s5_score,
 )
 from quantgym.metrics import performance_summary
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
@@ -502,11 +503,7 @@ class PortBenchEnv(gym.Env):
 
     def _fallback_weights(self) -> np.ndarray:
         """S3 fallback (§11.6): current weights with non-available assets set to 0, renormalised."""
-        a = self.snapshot.available
-        w = np.where(a, self.snapshot.current_weights, 0.0)
-        if w.sum() <= 0:
-            w = a.astype(np.float64)
-        return w / w.sum() if w.sum() > 0 else w
+        return fallback_weights(self.snapshot.current_weights, self.snapshot.available)
 
     def _process_weights(self, weights: np.ndarray, status: int) -> tuple[np.ndarray, bool]:
         a = self.snapshot.available
@@ -595,14 +592,7 @@ class PortBenchEnv(gym.Env):
         containing ``BIL``, else the first cash asset) reduced by ``K/NAV = rate·τ`` (floored at 0), round 4."""
         if not (self.config.paper.cash_cost_drag and self.scoring):  # direct allocation bypasses S4 (§4.6)
             return w
-        tick = self.view.tickers
-        cash = next((i for i, t in enumerate(tick) if "BIL" in t), None)
-        if cash is None:
-            cash = next((i for i, c in enumerate(self.view.classes) if c == "cash"), None)
-        out = np.array(w, dtype=np.float64)
-        if cash is not None:
-            out[cash] = max(out[cash] - rate * tau, 0.0)
-        return np.round(out, 4)
+        return cash_cost_drag(w, tau, rate, cash_key(self.view.tickers, self.view.classes))
 
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
         snap, sim, sc = self.snapshot, self.sim, self.config.scoring

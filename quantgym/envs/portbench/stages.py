@@ -168,12 +168,6 @@ def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha
 
 
 # --------------------------------------------------------------------------------------- S4
-def turnover(target: np.ndarray, current: np.ndarray, min_trade: float = 1e-6) -> float:
-    """``τ = Σ |w^T − w^0|`` over assets with ``|Δ| ≥ 1e−6`` (spec §4.4)."""
-    d = np.abs(np.asarray(target) - np.asarray(current))
-    return float(d[d >= min_trade].sum())
-
-
 def s4_score(tau_hat: float, tau_star: float) -> float:
     """``S4 = clip(1 − |τ̂ − τ*| / max(τ̂, τ*, 1e−4), 0, 1)``, both rounded to 4 (spec §4.4).
 

@@ -18,6 +18,7 @@ from gymnasium.vector.utils import batch_space
 from quantgym.envs.portbench.allocation import (
     ACTION_MODES, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
 )
+from quantgym.envs.portbench.execution import execute_trade, fallback_weights
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec, train_windows
 
@@ -160,20 +161,14 @@ class _BatchCore:
             bad = ~np.isfinite(raw).all(axis=1) | (raw < 0).any(axis=1) | (raw > 1).any(axis=1) | ~(tot > 0)
         if bad.any():
             target = np.round(np.divide(raw, tot[:, None], out=np.zeros_like(raw), where=~bad[:, None]), 4)
-            fb = np.where(avail[bad], w0[bad], 0.0)
-            sm = fb.sum(axis=1)
-            fb = np.where((sm <= 0)[:, None], avail[bad].astype(np.float64), fb)
-            sm = fb.sum(axis=1)
-            target[bad] = np.divide(fb, sm[:, None], out=fb.copy(), where=sm[:, None] > 0)
+            target[bad] = fallback_weights(w0[bad], avail[bad])
         else:
             target = np.round(raw / tot[:, None], 4)
-        # simulator.trade
+        # the simulator's trade (execution.execute_trade, batched)
         nav_pre = self.nav[sel].copy()
-        delta = np.abs(target - w0)
-        tau = np.where(delta >= self.min_trade, delta, 0.0).sum(axis=1)
-        self.nav[sel] = nav_pre - self.rate * tau * nav_pre
-        ts = target.sum(axis=1)
-        self.w[sel] = np.where((ts > 0)[:, None], target / np.where(ts > 0, ts, 1.0)[:, None], w0)
+        ex = execute_trade(w0, target, nav_pre, self.rate, self.min_trade)
+        self.nav[sel] = ex.nav
+        self.w[sel] = ex.weights
         # advance to the next decision row or the episode's last row
         self.k[sel] += 1
         k = self.k[sel]
