@@ -537,7 +537,7 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (see optimize._single_thread_blas)
+        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas)
             with _single_thread_blas():
                 return self._step(action)
         return self._step(action)

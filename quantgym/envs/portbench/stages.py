@@ -77,7 +77,7 @@ def s3_truth(
     2. Data: ``lookback`` → the snapshot's window returns; ``ex_post`` → ``forward_returns``
        (scoring only); ``equal_weight`` → none.
     3. Inner-join on dates; < 2 series or < 2 rows → ``round4(1/|B|)`` on ``B``.
-    4. Max-Sharpe (:func:`~quantgym.envs.portbench.optimize.max_sharpe_weights`); if ``max μ ≤ 0`` on ``B`` (clean mode) or the
+    4. Max-Sharpe (:func:`~.optimize.max_sharpe_weights`); if ``max μ ≤ 0`` on ``B`` (clean mode) or the
        solver fails → equal weight on ``B``. Clip, renormalise, round 4.
 
     Returns

@@ -20,7 +20,8 @@ from quantgym.envs.portbench.allocation import (
 )
 from quantgym.envs.portbench.execution import execute_trade, fallback_weights
 from quantgym.envs.portbench.market import MarketView
-from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec, train_windows
+from quantgym.envs.portbench import training
+from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
 
 # --------------------------------------------------------------------------------------- batched env
 class _BatchCore:
@@ -230,7 +231,7 @@ class PortBenchVectorEnv(VectorEnv):
                              "for the paper-fidelity mode")
         if ignored.get("scoring"):
             raise ValueError("PortBenchVectorEnv has no S1-S5 scoring; use vectorization_mode='sync' for scoring")
-        wins = globals()["train_windows"]() if train_windows is True else train_windows
+        wins = training.train_windows() if train_windows is True else train_windows
         self.core = _BatchCore(num_envs, profile, period, reward, action_mode, wins, freq, episode_len,
                                risk_penalty, data, config)
         n = self.core.N

@@ -2,9 +2,11 @@
 
 See ``docs/live.md``. Names are imported lazily so that ``import quantgym.envs.portbench.live`` stays cheap:
 
-- :func:`run_live`, :class:`LiveResult`, :class:`LiveError`, :class:`LiveAgentError` (``quantgym.envs.portbench.live.runner``);
-- :func:`refresh_live_data`, :func:`check_data_dir`, :func:`data_vintage` (``quantgym.envs.portbench.live.data``);
-- :class:`LiveConfig`, :class:`DataChecks`, :func:`default_portbench_dir` (``quantgym.envs.portbench.live.config``).
+- :func:`run_live`, :class:`LiveResult`, :class:`LiveError`, :class:`LiveAgentError` (:mod:`.runner`);
+- :func:`refresh_live_data`, :func:`check_data_dir`, :func:`data_vintage` (:mod:`.data`);
+- :class:`LiveConfig`, :class:`DataChecks`, :func:`default_portbench_dir` (:mod:`.config`).
+
+The online download of the market data itself is :func:`.refresh.refresh_portbench_data` (docs/data.md §8).
 """
 
 from __future__ import annotations

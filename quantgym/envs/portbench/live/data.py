@@ -1,10 +1,10 @@
 """Live data: refresh the user's PortBench data directory with extra checks and a vintage journal.
 
-:func:`refresh_live_data` wraps :func:`quantgym.envs.portbench.live.refresh.refresh_portbench_data` (Yahoo Finance
-via yfinance, FRED ``fredgraph.csv``; extra ``quantgym[refresh]``):
+:func:`refresh_live_data` wraps :func:`.refresh.refresh_portbench_data` (Yahoo Finance via yfinance, FRED
+``fredgraph.csv``; extra ``quantgym[refresh]``):
 
-* the destination defaults to the user data directory (:func:`~quantgym.envs.portbench.live.config.default_portbench_dir`),
-  never the installed package;
+* the destination defaults to the user data directory (:func:`~.config.default_portbench_dir`), never the
+  installed package;
 * an existing directory is refreshed incrementally (from ``since``, default: its last date minus
   :attr:`DataChecks.since_overlap_days`), a missing one in full;
 * the work happens in a staging copy next to the destination; the §11.6 / calendar checks of

@@ -1,7 +1,7 @@
 """Shared fixtures of the live tests: a local HTTP server standing in for FRED and Yahoo Finance.
 
 Offline only: the server listens on 127.0.0.1 and serves the recorded responses of
-``tests/data/fixtures`` (real values; see its README). ``yfinance`` is replaced by a tiny module
+``tests/portbench/data/fixtures`` (real values; see its README). ``yfinance`` is replaced by a tiny module
 whose ``download`` fetches the closes from that server over HTTP, so the whole refresh path down to
 the socket is exercised, including truncated bodies and refused connections.
 """
