@@ -14,7 +14,10 @@ import argparse
 import pandas as pd
 
 from _common import best_time
-from quantgym.data import portbench as pb
+from quantgym.envs.portbench import availability as av
+from quantgym.envs.portbench import data as pb
+from quantgym.envs.portbench.raw import bundled_portbench_path
+from quantgym.envs.portbench.universe import CANONICAL_TICKERS
 
 
 def main() -> None:
@@ -26,7 +29,7 @@ def main() -> None:
         pb._load_cached.cache_clear()
         pb.load_portbench_data()
 
-    root = pb.bundled_portbench_path()
+    root = bundled_portbench_path()
     raw = pd.read_parquet(root / "prices.parquet")
     assets = pd.read_csv(root / "assets.csv")
     macro = pd.read_parquet(root / "macro.parquet")
@@ -38,9 +41,9 @@ def main() -> None:
         ("cold load_portbench_data() [bundled]", best_time(cold, args.repeat)),
         ("cached load_portbench_data()", best_time(pb.load_portbench_data, args.repeat)),
         ("from_frames (80 tickers, 15 FRED + VIX)", best_time(lambda: pb.PortBenchData.from_frames(
-            raw, classes, macro=macro, tickers=pb.CANONICAL_TICKERS), args.repeat)),
-        ("availability_matrix (3018 x 80)", best_time(lambda: pb.availability_matrix(data), args.repeat)),
-        (f"available_mask x{n_calls}", best_time(lambda: [pb.available_mask(data, t) for _ in range(n_calls)], args.repeat)),
+            raw, classes, macro=macro, tickers=CANONICAL_TICKERS), args.repeat)),
+        ("availability_matrix (3018 x 80)", best_time(lambda: av.availability_matrix(data), args.repeat)),
+        (f"available_mask x{n_calls}", best_time(lambda: [av.available_mask(data, t) for _ in range(n_calls)], args.repeat)),
     ]
     for name, sec in rows:
         print(f"{name:45s} {sec * 1e3:9.2f} ms")

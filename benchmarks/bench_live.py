@@ -18,9 +18,9 @@ import tempfile
 import numpy as np
 
 from _common import best_time
-from quantgym.data.portbench import bundled_portbench_path
-from quantgym.live.data import check_data_dir
-from quantgym.live.runner import run_live
+from quantgym.envs.portbench.raw import bundled_portbench_path
+from quantgym.envs.portbench.live.data import check_data_dir
+from quantgym.envs.portbench.live.runner import run_live
 
 
 class Momentum:

@@ -42,7 +42,7 @@ from gymnasium.utils.performance import benchmark_step
 
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.portbench.env import PortBenchEnv
-from quantgym.wrappers.allocation import AllocationWrapper
+from quantgym.envs.portbench.allocation import AllocationWrapper
 from _common import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,22 +113,22 @@ def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[f
     """ms per full S1–S5 scored allocation step on the bench periods: cold (fresh caches) and warm.
 
     ``blas_default=True`` measures the cold steps without the single-threaded BLAS context of
-    :func:`quantgym.envs.portbench.stages._single_thread_blas` (the behaviour before issue 6).
+    :func:`quantgym.envs.portbench.optimize._single_thread_blas` (the behaviour before issue 6).
     """
     import contextlib
 
     from quantgym.envs.portbench import env as env_mod
-    from quantgym.envs.portbench import market, stages
+    from quantgym.envs.portbench import market, optimize
 
     market._SHARED.clear()
-    saved = (stages._single_thread_blas, env_mod._single_thread_blas)
+    saved = (optimize._single_thread_blas, env_mod._single_thread_blas)
     if blas_default:
-        stages._single_thread_blas = env_mod._single_thread_blas = contextlib.nullcontext
+        optimize._single_thread_blas = env_mod._single_thread_blas = contextlib.nullcontext
     out = {"cold": [], "warm": []}
     try:
         return _scored(seed, out, ("cold",) if blas_default else ("cold", "warm"))
     finally:
-        stages._single_thread_blas, env_mod._single_thread_blas = saved
+        optimize._single_thread_blas, env_mod._single_thread_blas = saved
         market._SHARED.clear()
 
 
@@ -150,7 +150,7 @@ def _scored(seed: int, out: dict, kinds: tuple[str, ...]) -> dict[str, list[floa
 def peers(duration: float, seed: int) -> dict:
     if not PEERS_PY.exists():
         return {"results": {}, "errors": {"peers venv": f"{PEERS_PY} not found (see bench_peers_gyms.py)"}}
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
 
     d = load_portbench_data()
     px = d.frame("prices").loc["2016-01-01":"2023-12-31"]

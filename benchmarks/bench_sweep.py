@@ -18,7 +18,7 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/bench_sweep")
     ap.add_argument("--grid", default=str(Path(__file__).resolve().parents[1] / "examples" / "sweep_paper_grid.yaml"))
     args = ap.parse_args()
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
     from quantgym.sweep import load_grid, run_sweep
 
     out = Path(args.out)

@@ -135,7 +135,7 @@ def _f(x, nd=2) -> str:
 def tables(transcripts: Path) -> str:
     """The markdown of the floor section, regenerated from the transcripts (offline replay)."""
     from quantgym.evaluation import evaluate
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
 
     with tempfile.TemporaryDirectory() as tmp:
         res = _replay(transcripts, Path(tmp))

@@ -20,8 +20,8 @@ import gymnasium as gym
 import quantgym  # noqa: F401 - registers the env ids
 from quantgym.evaluation import evaluate
 from quantgym.agents.registry import make_agent
-from quantgym.agents.rl import train_sb3
-from quantgym.wrappers import RecordEpisode
+from quantgym.envs.portbench.rl import train_sb3
+from quantgym.envs.portbench.recording import RecordEpisode
 
 timesteps = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
 res = train_sb3("ppo", "PortBench-Balanced-v0", timesteps=timesteps, seed=0, out_dir="results/example-ppo",

@@ -65,6 +65,8 @@ class Task:
     classical : True when the task has classical (non-LLM) agents, i.e. ``make_agent`` may resolve plain
         names and ``sb3:`` specs for it.
     baselines : ``"module:function"`` of ``make(name) -> policy`` for the task's classical agents, or None.
+    schemes : agent spec scheme -> ``"module:function"`` of a factory ``f(argument, task=..., **options)``
+        that only this task has (PortBench: ``sb3:PATH``); ``openai:`` and ``replay:`` are generic.
     sweep : ``"module:attribute"`` of the task's sweep hooks (shared data, per-run evaluation, gates),
         or None: the sweep then runs a generic episode (total reward, steps, last info).
     columns : extra result columns the task writes (documentation of its results).
@@ -83,6 +85,7 @@ class Task:
     report: str | None = None
     classical: bool = False
     baselines: str | None = None
+    schemes: Mapping[str, str] = field(default_factory=dict)
     sweep: str | None = None
     columns: tuple[str, ...] = ()
     docs: str = ""

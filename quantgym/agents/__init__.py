@@ -1,6 +1,7 @@
-"""Policies: the evaluation loop, classical baselines (and, in later modules, LLM and RL agents)."""
+"""Policies that are not a task's own: LLM agents on any OpenAI-compatible endpoint
+(:mod:`quantgym.agents.llm`) and agent specs on the command line (:mod:`quantgym.agents.registry`).
 
-from quantgym.evaluation import EvalResult, Policy, evaluate
-from quantgym.agents.baselines import BASELINES, make_baseline
-
-__all__ = ["EvalResult", "Policy", "evaluate", "BASELINES", "make_baseline"]
+The evaluation loop is :mod:`quantgym.evaluation`; a task's classical baselines, RL training and LLM
+adapter live in its folder (PortBench: :mod:`quantgym.envs.portbench.baselines`,
+:mod:`quantgym.envs.portbench.rl`, :mod:`quantgym.envs.portbench.llm`).
+"""

@@ -6,7 +6,8 @@ only when used:
 
 - ``openai:MODEL`` — LLM agent through the official openai client (extra ``llm``);
 - ``replay:FILE`` — replays a recorded LLM transcript offline (extra ``llm``);
-- ``sb3:PATH`` — a trained stable-baselines3 model (extra ``rl``).
+- a task's own schemes (its record's ``schemes`` in :mod:`quantgym.tasks`), e.g. PortBench's
+  ``sb3:PATH``: a trained stable-baselines3 model (extra ``rl``).
 
 A scheme factory is ``factory(argument: str, task: str, **options) -> policy``.
 """
@@ -20,7 +21,6 @@ from typing import Any, Callable
 SCHEMES: dict[str, str] = {
     "openai": "quantgym.agents.llm:make_openai_agent",
     "replay": "quantgym.agents.llm:make_replay_agent",
-    "sb3": "quantgym.agents.rl:load_sb3_agent",
 }
 
 
@@ -43,14 +43,20 @@ def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
     ValueError
         Unknown baseline or scheme, or a scheme whose optional extra is not installed.
     """
+    from quantgym.tasks import get_task, load_ref, tasks
+
     scheme, sep, arg = spec.partition(":")
     if sep and scheme in SCHEMES:
         return _load(SCHEMES[scheme])(arg, task=task, **options)
-    if sep:
-        raise ValueError(f"unknown agent scheme {scheme!r} in {spec!r}; known: {sorted(SCHEMES)} or a baseline name")
-    from quantgym.tasks import get_task, load_ref, tasks
-
     record = get_task(task)
+    if sep and scheme in record.schemes:
+        return _load(record.schemes[scheme])(arg, task=task, **options)
+    owners = [t.title for t in tasks() if scheme in t.schemes]
+    if sep and owners:
+        raise ValueError(f"agent {spec!r}: the {scheme}: scheme exists for {', '.join(owners)} only")
+    if sep:
+        known = sorted({*SCHEMES, *(k for t in tasks() for k in t.schemes)})
+        raise ValueError(f"unknown agent scheme {scheme!r} in {spec!r}; known: {known} or a baseline name")
     if record.baselines is None:
         have = ", ".join(t.title for t in tasks() if t.baselines)
         raise ValueError(f"agent {spec!r}: classical baselines exist for {have} only")

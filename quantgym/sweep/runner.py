@@ -370,7 +370,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     ray_init : extra ``ray.init`` kwargs (``runtime_env``, ``num_cpus``...).
     meta : extra entries for ``results.json``'s ``meta``.
     data : already loaded shared data of the task whose runs share one (PortBench: a
-        :class:`~quantgym.data.portbench.PortBenchData`; default: loaded once from the grid's ``data``
+        :class:`~quantgym.envs.portbench.data.PortBenchData`; default: loaded once from the grid's ``data``
         directory or the bundled data).
 
     Returns

@@ -98,7 +98,7 @@ def test_eval_baseline_on_portbench_goes_through_evaluate(tmp_path):
 
 def test_eval_baseline_matches_bench_loop(tmp_path):
     from quantgym.evaluation import evaluate
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
 
     out = tmp_path / "rp"
     r = CliRunner().invoke(app, ["eval", "--agent", "risk_parity", "--env", "PortBench-Balanced-v0",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from quantgym.agents.llm.code import extract_code, extract_freeze, failure_source
-from quantgym.agents.llm.parsing import (
+from quantgym.envs.portbench.parsing import (
     coerce_s1, coerce_s2, coerce_s3, extract_json, is_refusal, stage_json_schema,
 )
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from quantgym.envs.portbench.prompts import FORMAT_CORRECTION_SUFFIX
-from quantgym.wrappers import TextStageAction
+from quantgym.envs.portbench.text_protocol import TextStageAction
 
 from . import pb_script as S
 

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from quantgym.agents import BASELINES, evaluate, make_baseline
+from quantgym.envs.portbench.baselines import BASELINES, make_baseline
+from quantgym.evaluation import evaluate
 from quantgym.cli import app
 from quantgym.envs.portbench.env import PortBenchEnv
 from quantgym.results import SUMMARY_COLUMNS, read_summary_csv

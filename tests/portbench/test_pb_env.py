@@ -10,7 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401  (registers the ids)
-from quantgym.data.portbench import PortBenchData, bundled_portbench_path
+from quantgym.envs.portbench.data import PortBenchData
+from quantgym.envs.portbench.raw import bundled_portbench_path
 from quantgym.envs.portbench.env import PortBenchEnv
 
 PB_IDS = ["PortBench-Conservative-v0", "PortBench-Balanced-v0", "PortBench-Aggressive-v0"]
@@ -88,7 +89,7 @@ def test_point_in_time_garbage_after_decision_date(oracle):
     g_macro = macro.copy()
     m_after = g_macro.index > d
     g_macro.loc[m_after] = rng.uniform(-50, 50, size=g_macro.loc[m_after].shape)
-    tickers = list(quantgym.data.portbench.CANONICAL_TICKERS)
+    tickers = list(quantgym.envs.portbench.universe.CANONICAL_TICKERS)
     clean = PortBenchData.from_frames(prices, classes, macro=macro, tickers=tickers)
     dirty = PortBenchData.from_frames(g_prices, classes, macro=g_macro, tickers=tickers)
     period = dict(start="2024-03-01", end="2024-06-30", freq="monthly")

@@ -4,14 +4,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.agents.baselines import CovarianceRiskParity, black_litterman_weights
+from quantgym.envs.portbench.baselines import CovarianceRiskParity, black_litterman_weights
 from quantgym.envs.portbench.ceps import ceps, ceps_tier, run_ceps
 from quantgym.envs.portbench.market import MarketSnapshot, class_correlations, pairwise_corr
 from quantgym.envs.portbench.profiles import PROFILES, adapt_score, pas_step
+from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.stages import (
-    BUY, HOLD, SELL, RiskReport, correlation_score, max_sharpe_weights, s1_score, s1_truth, s2_score, s2_truth,
-    s3_score, s3_truth, s4_score, s5_score, turnover,
+    BUY, HOLD, SELL, RiskReport, correlation_score, s1_score, s1_truth, s2_score, s2_truth,
+    s3_score, s3_truth, s4_score, s5_score,
 )
+from quantgym.envs.portbench.execution import turnover
 from quantgym.metrics import max_drawdown, sharpe
 
 
@@ -198,9 +200,9 @@ def test_max_sharpe_is_optimal_on_a_black_litterman_window_where_slsqp_stalls():
     # Black-Litterman posterior of the real 2024-08-01 window (§8.6): SciPy's SLSQP (the repo's
     # solver) fails there or stops at a daily Sharpe ≈ 0.37, while the optimum is ≈ 10.7 (cross-checked
     # with cvxpy/Clarabel while testing; the KKT certificate below needs no second solver).
-    from quantgym.agents.baselines import RIDGE, BlackLitterman, _window
+    from quantgym.envs.portbench.baselines import RIDGE, BlackLitterman, _window
     from quantgym.envs.portbench.env import PortBenchEnv
-    from quantgym.envs.portbench.stages import _max_sharpe_slsqp, max_sharpe
+    from quantgym.envs.portbench.optimize import _max_sharpe_slsqp, max_sharpe
 
     env = PortBenchEnv(period=dict(start="2024-08-01", end="2024-08-31", freq="monthly"), scoring=False)
     obs, _ = env.reset(seed=0)

@@ -110,7 +110,7 @@ def test_universe_flag_on_bundled_data_trades_vix():
     v = d.returns[:, 25]
     assert np.isfinite(v[-100:]).all()  # VIX has returns like any ETF
     # everything else is the clean data of those tickers
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
 
     c = load_portbench_data()
     np.testing.assert_array_equal(np.nan_to_num(d.returns[:, 0]), np.nan_to_num(c.returns[:, 0]))

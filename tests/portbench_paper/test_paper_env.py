@@ -175,7 +175,7 @@ def test_mdd_flag_in_env_metrics_and_s5():
 
 def test_full_paper_episode_through_the_env_matches_direct_run():
     from quantgym.evaluation import evaluate
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
     from quantgym.envs.portbench.paper.simulator import run_direct
 
     res = evaluate("PortBench-Balanced-v0", make_baseline("equal_weight"), period="normal_2024", fidelity="paper")

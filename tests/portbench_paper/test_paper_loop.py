@@ -137,7 +137,7 @@ def test_erc_sweep_renorm_2x2_stopping_point():
 
 
 def test_baseline_hooks_eqw_all_assets_and_erc():
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
 
     rng = np.random.default_rng(0)
     r = rng.normal(0, 0.01, (60, 4)) * np.array([1.0, 2.0, 0.5, 1.5])

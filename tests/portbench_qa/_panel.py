@@ -7,7 +7,7 @@ import datetime as _dt
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import PortBenchData
+from quantgym.envs.portbench.data import PortBenchData
 from quantgym.envs.portbench.qa.config import QAConfig
 from quantgym.envs.portbench.qa.context import QAData
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.data.portbench import load_portbench_data
+from quantgym.envs.portbench.data import load_portbench_data
 from quantgym.envs.portbench.qa.config import TEMPLATES, QAConfig
 from quantgym.envs.portbench.qa.context import candidate_order, compute_splits
 from quantgym.envs.portbench.qa.generator import QAGenerator, dumps_jsonl, get_generator

@@ -176,7 +176,7 @@ def test_failing_contexts_return_none():
     ctx = context(prices_ok)
     assert t4_pair.build(ctx, ["SPY", "SPY"], 0, CFG, "clean") is None  # same asset twice
     import pandas as pd
-    from quantgym.data.portbench import PortBenchData
+    from quantgym.envs.portbench.data import PortBenchData
 
     px = pd.DataFrame({"SPY": 100 * np.cumprod(1 + r), "BTC-USD": 100 * np.cumprod(1 + np.nan_to_num(btc))},
                       index=DATES)

@@ -7,8 +7,8 @@ import sys
 
 from typer.testing import CliRunner
 
-import quantgym.agents.rl as rl_pkg
-from quantgym.agents.rl.cli import TORCH_CPU_HINT, missing_extra_message
+import quantgym.envs.portbench.rl as rl_pkg
+from quantgym.envs.portbench.rl.cli import TORCH_CPU_HINT, missing_extra_message
 from quantgym.cli import app
 
 
@@ -20,8 +20,8 @@ def test_missing_extra_message_text():
 
 
 def test_train_without_the_extra_prints_the_full_hint(monkeypatch, tmp_path):
-    # make `from quantgym.agents.rl import sb3` fail as it does when stable-baselines3 / torch are absent
-    monkeypatch.setitem(sys.modules, "quantgym.agents.rl.sb3", None)
+    # make `from quantgym.envs.portbench.rl import sb3` fail as it does when stable-baselines3 / torch are absent
+    monkeypatch.setitem(sys.modules, "quantgym.envs.portbench.rl.sb3", None)
     monkeypatch.delattr(rl_pkg, "sb3", raising=False)
     r = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "t"), "--timesteps", "1"])
     assert r.exit_code == 2

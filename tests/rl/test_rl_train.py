@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 
 from quantgym.evaluation import evaluate  # noqa: E402
 from quantgym.agents.registry import make_agent  # noqa: E402
-from quantgym.agents.rl import load_sb3_agent, make_sb3_vec_env, train_sb3  # noqa: E402
+from quantgym.envs.portbench.rl import load_sb3_agent, make_sb3_vec_env, train_sb3  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 ENV_ID = "PortBench-Balanced-v0"

@@ -9,8 +9,12 @@ import pytest
 
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS
-from quantgym.wrappers.allocation import (
-    LOOKBACK_BUFFER_DAYS, EpisodeSampler, RandomPeriod, train_windows, walk_forward_windows,
+from quantgym.envs.portbench.training import (
+    LOOKBACK_BUFFER_DAYS,
+    EpisodeSampler,
+    RandomPeriod,
+    train_windows,
+    walk_forward_windows,
 )
 
 EVAL = ("normal_2024",) + STRESS_PERIODS

@@ -12,11 +12,11 @@ from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS
-from quantgym.wrappers import AllocationWrapper, RecordEpisode
-from quantgym.wrappers.allocation import (
-    LOGIT_SCALE, EpisodeSampler, PortBenchVectorEnv, RandomPeriod, derived_views, masked_softmax, observation_layout,
-    train_windows,
-)
+from quantgym.envs.portbench.recording import RecordEpisode
+from quantgym.envs.portbench.allocation import AllocationWrapper
+from quantgym.envs.portbench.allocation import LOGIT_SCALE, derived_views, masked_softmax, observation_layout
+from quantgym.envs.portbench.training import EpisodeSampler, RandomPeriod, train_windows
+from quantgym.envs.portbench.vector import PortBenchVectorEnv
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 ENV_ID = "PortBench-Balanced-v0"

@@ -15,7 +15,7 @@ SMALL_GRID = {"name": "small", "agents": ["equal_weight", "risk_parity"],
 
 @pytest.fixture(scope="session")
 def pb_data():
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
 
     return load_portbench_data()
 

@@ -1,10 +1,22 @@
-"""Extract Python source and control words from a model's code reply (Quant-Arena, Market-Bench)."""
+"""Extract Python source and control words from a model's reply (the code-submission tasks), and strip
+reasoning blocks (``<think>…</think>``) from any reply."""
 
 from __future__ import annotations
 
 import re
 
-from quantgym.agents.llm.parsing import strip_reasoning
+_THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove ``<think>…</think>`` blocks (and an unterminated leading one) from ``text``."""
+    text = _THINK_RE.sub("", text)
+    low = text.lower()
+    for tag in ("<think>", "<thinking>", "<reasoning>"):
+        if low.lstrip().startswith(tag) and tag.replace("<", "</") not in low:
+            return ""  # only an unfinished reasoning block: no answer
+    return text
+
 
 _BLOCK_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FREEZE_RE = re.compile(r"^\s*\**\s*FREEZE\s*[:#]?\s*(\d+|latest)?\s*\**\s*$", re.IGNORECASE | re.MULTILINE)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from quantgym.evaluation import EvalResult, evaluate
-from quantgym.agents.baselines import BASELINES, make_baseline
+from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS, resolve_period
 from quantgym.envs.portbench.plots import plot_nav

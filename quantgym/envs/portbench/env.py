@@ -11,19 +11,21 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
-from quantgym.data.portbench import MACRO_KEYS, as_portbench_data
+from quantgym.envs.portbench.universe import MACRO_KEYS
+from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
+from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
 from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
 from quantgym.envs.portbench.simulator import PortfolioSimulator
+from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.stages import (
-    _single_thread_blas,
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
-    s5_score, turnover,
+    s5_score,
 )
 from quantgym.metrics import performance_summary
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
@@ -91,7 +93,7 @@ class PortBenchEnv(gym.Env):
     - ``paper``: a :class:`PaperFidelity` (or dict of its flags) to switch single paper items on top of
       clean mode (overrides ``config.paper``); ``fidelity="paper"`` with ``paper`` given uses those flags.
     - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return".
-    - ``data``: None (bundled real data), a :class:`~quantgym.data.PortBenchData` or a directory in the
+    - ``data``: None (bundled real data), a :class:`~quantgym.envs.portbench.data.PortBenchData` or a directory in the
       documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
     - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
     - ``text_provider``: optional callable ``(decision_date) -> str`` returning news strictly before ``d``.
@@ -442,7 +444,7 @@ class PortBenchEnv(gym.Env):
         if not isinstance(action, dict):
             raise InvalidActionError(
                 f"action must be a dict with keys {ACTION_KEYS} (views (N,), signals (N,), weights (N,), status int); "
-                f"got {type(action).__name__}. Text answers go through quantgym.wrappers.TextStageAction."
+                f"got {type(action).__name__}. Text answers go through quantgym.envs.portbench.text_protocol.TextStageAction."
             )
         extra = set(action) - set(ACTION_KEYS)
         if extra:
@@ -501,11 +503,7 @@ class PortBenchEnv(gym.Env):
 
     def _fallback_weights(self) -> np.ndarray:
         """S3 fallback (§11.6): current weights with non-available assets set to 0, renormalised."""
-        a = self.snapshot.available
-        w = np.where(a, self.snapshot.current_weights, 0.0)
-        if w.sum() <= 0:
-            w = a.astype(np.float64)
-        return w / w.sum() if w.sum() > 0 else w
+        return fallback_weights(self.snapshot.current_weights, self.snapshot.available)
 
     def _process_weights(self, weights: np.ndarray, status: int) -> tuple[np.ndarray, bool]:
         a = self.snapshot.available
@@ -539,7 +537,7 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (see stages._single_thread_blas)
+        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas)
             with _single_thread_blas():
                 return self._step(action)
         return self._step(action)
@@ -594,14 +592,7 @@ class PortBenchEnv(gym.Env):
         containing ``BIL``, else the first cash asset) reduced by ``K/NAV = rate·τ`` (floored at 0), round 4."""
         if not (self.config.paper.cash_cost_drag and self.scoring):  # direct allocation bypasses S4 (§4.6)
             return w
-        tick = self.view.tickers
-        cash = next((i for i, t in enumerate(tick) if "BIL" in t), None)
-        if cash is None:
-            cash = next((i for i, c in enumerate(self.view.classes) if c == "cash"), None)
-        out = np.array(w, dtype=np.float64)
-        if cash is not None:
-            out[cash] = max(out[cash] - rate * tau, 0.0)
-        return np.round(out, 4)
+        return cash_cost_drag(w, tau, rate, cash_key(self.view.tickers, self.view.classes))
 
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
         snap, sim, sc = self.snapshot, self.sim, self.config.scoring

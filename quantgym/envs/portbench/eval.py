@@ -51,7 +51,7 @@ class PortBenchEval:
     def reference_jobs(self, env_ids: list[str], agent: Any, plan: EvalPlan) -> list[tuple[str, Any, Callable[[], Any]]]:
         if not plan.baseline or policy_name(agent) == "Equal-Weight":
             return []
-        from quantgym.agents.baselines import make_baseline
+        from quantgym.envs.portbench.baselines import make_baseline
 
         return [(job_label(e, period_label(parse_period(p))), (e, period_label(parse_period(p))),
                  (lambda e=e, p=p: evaluate(e, make_baseline("equal_weight"), seed=plan.seed, period=parse_period(p))))

@@ -2,7 +2,7 @@
 S1 → S2 → S3 text protocol (spec portbench §4) and the static QA layer's one call per question.
 
 - :class:`PortBenchLLMAgent`: the env is built with ``stagewise=True`` and wrapped in
-  :class:`~quantgym.wrappers.TextStageAction`; each stage prompt (rendered by the env, holding the agent's
+  :class:`~quantgym.envs.portbench.text_protocol.TextStageAction`; each stage prompt (rendered by the env, holding the agent's
   own previous outputs) is sent as one user message with the stage's JSON schema as ``response_format``
   when the endpoint supports it; the raw reply goes to the wrapper, which parses, coerces, re-asks
   (format-correction suffix) or falls back. An empty reply gets one extra call (§4.0); a failed call
@@ -35,7 +35,7 @@ class PortBenchLLMAgent(LLMAgent):
 
     @staticmethod
     def wrap_env(env):
-        from quantgym.wrappers.text import TextStageAction
+        from quantgym.envs.portbench.text_protocol import TextStageAction
 
         return TextStageAction(env)
 

@@ -1,7 +1,7 @@
 """Market snapshots and point-in-time views (spec §1.6–§1.9, §11.6).
 
 A :class:`MarketSnapshot` holds everything an agent may see at decision date ``d``:
-it is built from rows ``≤ t`` of :class:`quantgym.data.PortBenchData` only, so a
+it is built from rows ``≤ t`` of :class:`quantgym.envs.portbench.data.PortBenchData` only, so a
 change to any later row cannot change it (tested). Forward data never enter a
 snapshot; the ex-post oracle reads them in :mod:`.stages` (scoring only).
 """
@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import ASSET_CLASSES, available_mask, market_regime
-from quantgym.data.portbench import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
+from quantgym.envs.portbench.universe import ASSET_CLASSES
+from quantgym.envs.portbench.availability import available_mask, market_regime
+from quantgym.envs.portbench.availability import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
@@ -150,7 +151,7 @@ class MarketSnapshot:
 
 
 class MarketView:
-    """Point-in-time view over a :class:`~quantgym.data.PortBenchData` (one per env).
+    """Point-in-time view over a :class:`~quantgym.envs.portbench.data.PortBenchData` (one per env).
 
     Precomputes contiguous arrays once; :meth:`snapshot` reads rows ``≤ t`` only.
     """
@@ -202,7 +203,7 @@ class MarketView:
 
         Everything in a snapshot except the portfolio state (weights, NAV, news) depends on the
         row and the config only, so it is computed once per ``(dataset, config, row)`` and shared
-        by every env over the same :class:`~quantgym.data.PortBenchData` (speed only; the values
+        by every env over the same :class:`~quantgym.envs.portbench.data.PortBenchData` (speed only; the values
         are those of the uncached computation). The dict also holds scorer entries keyed by
         strings (e.g. the lookback oracle, see :mod:`.env`).
         """
@@ -210,7 +211,7 @@ class MarketView:
         parts = cache.get(t)
         if parts is not None:
             return parts
-        from quantgym.envs.portbench.stages import _single_thread_blas  # lazy: stages imports this module
+        from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
 
         with _single_thread_blas():
             parts = self._compute_row_parts(int(t))

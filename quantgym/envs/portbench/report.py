@@ -21,7 +21,7 @@ EQW = "Equal-Weight"
 
 def _baseline_names() -> set[str]:
     try:
-        from quantgym.agents.baselines import BASELINES
+        from quantgym.envs.portbench.baselines import BASELINES
 
         return {c.name for c in BASELINES.values()}
     except Exception:  # pragma: no cover - baselines module always present in the package

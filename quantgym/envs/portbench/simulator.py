@@ -1,5 +1,7 @@
 """NAV accounting: the clean-mode day loop, costs and rebalancing (spec §6).
 
+The trade itself (§6.3 cost and fallback) is the pure :func:`~quantgym.envs.portbench.execution.execute_trade`.
+
 The simulator holds the portfolio truth (NAV, drifted weights, trade history); the
 env composes it with snapshots, the agent's action and the scorer. No I/O here.
 """
@@ -12,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.config import CostModel, Period
+from quantgym.envs.portbench.execution import execute_trade
 
 
 def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
@@ -135,20 +138,17 @@ class PortfolioSimulator:
             self.weight_history.append(self.weights.copy())
 
     def trade(self, target: np.ndarray) -> Trade:
-        """Trade to ``target`` at the close of the current day (§6.3): cost ``K = rate·τ·NAV``."""
-        target = np.asarray(target, dtype=np.float64)
-        delta = target - self.weights
-        traded = np.abs(delta) >= self.costs.min_trade
-        tau = float(np.abs(delta[traded]).sum())
+        """Trade to ``target`` at the close of the current day (§6.3): cost ``K = rate·τ·NAV``
+        (:func:`~quantgym.envs.portbench.execution.execute_trade`)."""
         nav_before = self.nav
-        cost = self.costs.rate * tau * nav_before
-        self.nav = nav_before - cost
-        tot = target.sum()
-        self.weights = target / tot if tot > 0 else self.weights
+        ex = execute_trade(self.weights, target, nav_before, self.costs.rate, self.costs.min_trade)
+        tau, cost = ex.turnover, ex.cost
+        self.nav = ex.nav
+        self.weights = ex.weights
         self.total_cost += cost
         slip, comm = self.costs.slippage_bps / 1e4, self.costs.commission_bps / 1e4
-        idx = np.flatnonzero(traded)
-        d = delta[idx]
+        idx = np.flatnonzero(ex.traded)
+        d = ex.delta[idx]
         notional = np.abs(d) * nav_before
         bps = float(self.costs.slippage_bps)
         buy = (d > 0).tolist()

@@ -13,11 +13,11 @@ class PortBenchSweep:
     """Sweep hooks of PortBench (the ``sweep`` entry of its record in :mod:`quantgym.tasks`)."""
 
     #: modules a sweep's fork server imports once
-    preload = ("quantgym.agents.baselines", "quantgym.envs.portbench.env")
+    preload = ("quantgym.envs.portbench.baselines", "quantgym.envs.portbench.env")
 
     def load_data(self, path: str | None) -> Any:
-        """The :class:`~quantgym.data.portbench.PortBenchData` of ``path`` (None: the bundled real data)."""
-        from quantgym.data.portbench import load_portbench_data
+        """The :class:`~quantgym.envs.portbench.data.PortBenchData` of ``path`` (None: the bundled real data)."""
+        from quantgym.envs.portbench.data import load_portbench_data
 
         return load_portbench_data(path) if path is not None else load_portbench_data()
 

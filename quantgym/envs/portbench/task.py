@@ -6,7 +6,7 @@ from __future__ import annotations
 from quantgym.tasks import Task
 
 _ENV = "quantgym.envs.portbench.env:PortBenchEnv"
-_VEC = "quantgym.wrappers.allocation:make_portbench_vector_env"
+_VEC = "quantgym.envs.portbench.vector:make_portbench_vector_env"
 
 TASK = Task(
     name="portbench",
@@ -18,10 +18,11 @@ TASK = Task(
     llm="quantgym.envs.portbench.llm:PortBenchLLMAgent",
     report="quantgym.envs.portbench.report:section",
     classical=True,
-    baselines="quantgym.agents.baselines:make_baseline",
+    baselines="quantgym.envs.portbench.baselines:make_baseline",
+    schemes={"sb3": "quantgym.envs.portbench.rl:load_sb3_agent"},
     sweep="quantgym.envs.portbench.sweep:HOOKS",
     docs="docs/portbench.md",
-    commands=("quantgym.agents.rl.cli", "quantgym.live.cli", "quantgym.envs.portbench.paper.cli"),
+    commands=("quantgym.envs.portbench.rl.cli", "quantgym.envs.portbench.live.cli", "quantgym.envs.portbench.paper.cli"),
 )
 
 STATIC_QA_TASK = Task(

@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown ablation flag(s) {bad}; choose from {list(PAPER_FLAGS)}")
         ag = _split(agents) or None
         per = _split(periods) or None
-        from quantgym.agents.baselines import BASELINES
+        from quantgym.envs.portbench.baselines import BASELINES
         from quantgym.envs.portbench.config import resolve_period
 
         bad_ag = [a for a in (ag or []) if a not in BASELINES]

@@ -1,6 +1,6 @@
 """Paper-mode data transformation (spec §1.2–§1.4, §6.2, §11.1; Appendix A).
 
-:func:`build_paper_data` turns the raw tables of :func:`quantgym.data.portbench.load_portbench_raw`
+:func:`build_paper_data` turns the raw tables of :func:`quantgym.envs.portbench.raw.load_portbench_raw`
 (plus the 18-stock bundle of :mod:`.build_data`) into a :class:`PaperPortBenchData` according to
 the data flags of a :class:`~quantgym.envs.portbench.paper.config.PaperFidelity`:
 
@@ -31,10 +31,18 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import (
-    CANONICAL_TICKERS, MACRO_KEYS, MACRO_SOURCES, UNIVERSE, VIX_TICKER, PortBenchData, PortBenchDataWarning,
-    _clean_index, _readonly, _to_class_label, lagged_asof, load_portbench_raw, macro_observations,
+from quantgym.envs.portbench.universe import (
+    CANONICAL_TICKERS,
+    MACRO_KEYS,
+    MACRO_SOURCES,
+    UNIVERSE,
+    VIX_TICKER,
+    _to_class_label,
+    lagged_asof,
+    macro_observations,
 )
+from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning, _clean_index, _readonly
+from quantgym.envs.portbench.raw import load_portbench_raw
 from quantgym.envs.portbench.paper.config import PAPER_STOCKS, PaperFidelity
 
 #: §1.4: keys read from the repo's ``bonds.csv`` (winsorised with that file) -- plus ``vix`` (equities.csv)

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from quantgym.agents.baselines import BASELINES
+from quantgym.envs.portbench.baselines import BASELINES
 from quantgym.envs.portbench.paper.config import PAPER_FLAGS, PaperFidelity
 from quantgym.envs.portbench.paper.simulator import DirectResult, run_direct
 

@@ -136,7 +136,7 @@ def paper_data_for(flags: PaperFidelity, data=None):
         from quantgym.envs.portbench.paper.data import load_paper_data
 
         return load_paper_data(flags)
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
 
     return load_portbench_data()
 
@@ -162,7 +162,7 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
     -------
     DirectResult
     """
-    from quantgym.agents.baselines import make_baseline
+    from quantgym.envs.portbench.baselines import make_baseline
 
     t0 = time.perf_counter()
     flags = flags or PaperFidelity()

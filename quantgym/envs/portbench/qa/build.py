@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", action="store_true", help="print the first test prompt of every template")
     args = ap.parse_args(argv)
 
-    from quantgym.data.portbench import load_portbench_data
+    from quantgym.envs.portbench.data import load_portbench_data
     from quantgym.envs.portbench.qa.generator import QAGenerator, QAItem, dumps_jsonl
     from quantgym.envs.portbench.qa.prompt import render_prompt
 

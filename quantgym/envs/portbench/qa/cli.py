@@ -195,7 +195,7 @@ def register(app: typer.Typer) -> None:
         policies = []
         for spec in agent:
             try:
-                from quantgym.data.portbench import load_portbench_data
+                from quantgym.envs.portbench.data import load_portbench_data
 
                 pol = resolve_agent(spec, data=None if env_data is None else load_portbench_data(env_data),
                                     fidelity=fidelity, out_dir=out)

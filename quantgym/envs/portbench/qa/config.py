@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from quantgym.data.portbench import ASSET_CLASSES
+from quantgym.envs.portbench.universe import ASSET_CLASSES
 
 QA_VERSION = "portbench-qa-1.0"
 

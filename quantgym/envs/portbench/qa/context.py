@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from quantgym.data.portbench import ASSET_CLASSES, MACRO_KEYS, PortBenchData, market_regime
+from quantgym.envs.portbench.universe import ASSET_CLASSES, MACRO_KEYS
+from quantgym.envs.portbench.data import PortBenchData
+from quantgym.envs.portbench.availability import market_regime
 from quantgym.envs.portbench.qa.config import QAConfig
 
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")

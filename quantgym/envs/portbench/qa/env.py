@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from quantgym.data.portbench import as_portbench_data
+from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench.qa.config import COMPLEXITY, FIDELITIES, REGIMES, SYSTEM_PROMPT, TEMPLATES, QAConfig
 from quantgym.envs.portbench.qa.generator import QAItem, get_generator
 from quantgym.envs.portbench.qa.prompt import render_prompt
@@ -55,7 +55,7 @@ class PortBenchQAEnv(gym.Env):
     - ``restricted``: ``False`` (full information), ``True`` (only T4_r/T5_r) or ``"both"``.
     - ``fidelity``: ``"clean"`` (default; no answer leak, parsing fixes) or ``"paper"`` (the repo's prompt
       with the leaking ``context_summary`` and its parsing; QA layer only).
-    - ``data``: None (bundled data), a :class:`~quantgym.data.portbench.PortBenchData` or a data directory.
+    - ``data``: None (bundled data), a :class:`~quantgym.envs.portbench.data.PortBenchData` or a data directory.
     - ``complexity``, ``regime``: optional filters (applied before ``n_per_template``).
     - ``config``: :class:`~.config.QAConfig`.
     - ``prompt_style``: "full" (default) | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from quantgym.data.portbench import PortBenchData, load_portbench_data
+from quantgym.envs.portbench.data import PortBenchData, load_portbench_data
 from quantgym.envs.portbench.qa import (
     t1_return, t2_var, t3_sizing, t4_pair, t5_sharpe, t6_rebalance, t7_regime,
 )
@@ -246,7 +246,7 @@ def get_generator(data: PortBenchData | None = None, cfg: QAConfig | None = None
                   fidelity: str = "clean") -> QAGenerator:
     """The process-wide cached :class:`QAGenerator` for (data object, config, fidelity).
 
-    ``data=None`` -> the bundled real data (:func:`quantgym.data.portbench.load_portbench_data`).
+    ``data=None`` -> the bundled real data (:func:`quantgym.envs.portbench.data.load_portbench_data`).
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity must be one of {FIDELITIES}, got {fidelity!r}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from quantgym.data.portbench import ASSET_CLASSES
+from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.qa.base import fmt_weights
 from quantgym.envs.portbench.qa.config import QAConfig
 from quantgym.envs.portbench.qa.generator import get_generator

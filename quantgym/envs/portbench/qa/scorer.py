@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from quantgym.data.portbench import ASSET_CLASSES
+from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.qa.base import QAPair
 
 #: §9.4 T1 keywords in their fixed order -> label

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantgym.data.portbench import ASSET_CLASSES
+from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.qa.base import TemplateOutput, fmt_weights, rnd
 from quantgym.envs.portbench.qa.config import NON_TEXT_CLASSES, TEXT_CLASSES
 

@@ -4,7 +4,7 @@ Shown: annualised means (``252·mean``), the annualised covariance matrix (``252
 6 decimals), rf 4 %, long-only sum-to-one, the regime. Truth: on the dates common to all four assets
 (≥ 30), ``max (wᵀμ - rf) / sqrt(wᵀΣw)`` by SLSQP from ``1/n`` (ftol 1e-9, 500 iterations, equal weight
 on failure), clipped, renormalised, round 4. Clean mode solves with analytic gradients
-(:func:`quantgym.envs.portbench.stages.max_sharpe` on ``μ - rf``, since ``Σw = 1``; §11.9 accepts any
+(:func:`quantgym.envs.portbench.optimize.max_sharpe` on ``μ - rf``, since ``Σw = 1``; §11.9 accepts any
 solver reaching the optimum) and uses equal weight when no asset has a positive excess mean
 (``QAConfig.t5_nonpositive_ew``). Paper mode runs the repo's gradient-free SLSQP.
 
@@ -17,7 +17,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from quantgym.envs.portbench.qa.base import TemplateOutput, fmt_weights, pick_four, rnd
-from quantgym.envs.portbench.stages import max_sharpe
+from quantgym.envs.portbench.optimize import max_sharpe
 
 TEMPLATE = "T5"
 SEED_OFFSET = 4

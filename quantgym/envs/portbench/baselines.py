@@ -1,0 +1,287 @@
+"""The six classical PortBench baselines (spec ``portbench.md`` §8) as policies.
+
+Each baseline reads the same snapshot window as the agent (60 return rows through the
+close of ``d``; ``observation["returns"]`` with ``returns_mask``), allocates over the
+available assets, trades at the same dates with the same costs, and bypasses the
+S1–S5 pipeline (``direct_allocation = True``: no stage scores, CEPS or PAS, §4.6).
+Outputs are rounded to 6 decimals (all but EqW renormalised first).
+
+ERC and minimum variance use skfolio (``RiskBudgeting`` and ``MeanRisk``, variance,
+long-only, fully invested); the covariance ``Σ = 252·cov + 1e−4·mean(diag)·I`` is
+obtained with skfolio's ``ShrunkCovariance(shrinkage=1e−4/(1+1e−4))``, which is
+proportional to it and therefore gives the same weights. Black–Litterman follows §8.6
+with numpy/scipy (§11.9: no library's BL prior matches it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from quantgym.envs.portbench.optimize import max_sharpe
+
+RIDGE = 1e-4
+MIN_OBS = 20
+SIXTY_FORTY_EQUITY = ("SPY", "QQQ", "IWM", "VTI", "EEM", "ACWI")
+SIXTY_FORTY_BONDS = ("TLT", "IEF", "BIL", "LQD", "HYG")
+
+
+def _window(obs: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(returns with NaN for missing (L, N), valid mask, available (N,) bool) from an observation."""
+    mask = np.asarray(obs["returns_mask"], dtype=bool)
+    r = np.where(mask, np.asarray(obs["returns"], dtype=np.float64), np.nan)
+    return r, mask, np.asarray(obs["available"], dtype=bool)
+
+
+def _action(obs: dict, weights: np.ndarray) -> dict[str, Any]:
+    n = weights.size
+    return {"views": np.zeros(n), "signals": np.ones(n, dtype=np.int64), "weights": weights, "status": 0}
+
+
+def _finish(weights: np.ndarray, renormalise: bool = True) -> np.ndarray:
+    w = np.clip(weights, 0.0, None)
+    if renormalise and w.sum() > 0:
+        w = w / w.sum()
+    return np.round(w, 6)
+
+
+def _equal(n: int, idx: np.ndarray) -> np.ndarray:
+    w = np.zeros(n)
+    if idx.size:
+        w[idx] = 1.0 / idx.size
+    return w
+
+
+def _shrunk_prior():
+    from skfolio.moments import ShrunkCovariance
+    from skfolio.prior import EmpiricalPrior
+
+    return EmpiricalPrior(covariance_estimator=ShrunkCovariance(shrinkage=RIDGE / (1.0 + RIDGE)))
+
+
+def _fit_skfolio(model, x: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
+    """Fit a skfolio estimator on the joined window ``x`` of assets ``idx``; equal weight on failure."""
+    w = np.zeros(n)
+    try:
+        w[idx] = model.fit(x).weights_
+    except Exception:  # solver failure -> equal weight (documented fallback, §8.4/§8.5)
+        return _finish(_equal(n, idx))
+    return _finish(w)
+
+
+def _risk_data(r: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """§8.4 data preparation: assets with ≥ 20 observations, inner-joined rows (≥ 20 needed).
+
+    Returns (asset indices, joined returns or None when equal weight applies)."""
+    ok = np.flatnonzero(avail & (np.isfinite(r).sum(axis=0) >= MIN_OBS))
+    if ok.size < 2:
+        return np.flatnonzero(avail), None
+    x = r[:, ok]
+    x = x[np.isfinite(x).all(axis=1)]
+    if x.shape[0] < MIN_OBS:
+        return np.flatnonzero(avail), None
+    return ok, x
+
+
+class _Baseline:
+    name = "baseline"
+    direct_allocation = True
+    tickers: tuple[str, ...] = ()
+    #: paper-mode switches (``PortBenchConfig.paper``; None = clean mode), set by :meth:`reset`
+    paper = None
+
+    def reset(self, env) -> None:
+        self.tickers = tuple(env.unwrapped.view.tickers)
+        self.paper = getattr(env.unwrapped.config, "paper", None)
+
+    def act(self, obs: dict, info: dict) -> dict[str, Any]:
+        r, mask, avail = _window(obs)
+        return _action(obs, self.allocate(r, avail))
+
+    def allocate(self, r: np.ndarray, avail: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class EqualWeight(_Baseline):
+    """§8.1: ``w_i = 1/n`` over the available assets, rebalanced back at every date."""
+
+    name = "Equal-Weight"
+
+    def allocate(self, r, avail):
+        if self.paper is not None and self.paper.eqw_all_assets:  # paper mode (§8.1): every universe asset
+            return _finish(_equal(avail.size, np.arange(avail.size)), renormalise=False)
+        return _finish(_equal(avail.size, np.flatnonzero(avail)), renormalise=False)
+
+
+class SixtyForty(_Baseline):
+    """§8.2: 60 % equally over SPY, QQQ, IWM, VTI, EEM, ACWI; 40 % equally over TLT, IEF, BIL, LQD, HYG.
+
+    Only available tickers count; no equity → its budget goes to bonds; neither → equal weight.
+    """
+
+    name = "60/40"
+
+    def allocate(self, r, avail):
+        n = avail.size
+        pos = {t: i for i, t in enumerate(self.tickers)}
+        eq = np.array([pos[t] for t in SIXTY_FORTY_EQUITY if t in pos and avail[pos[t]]], dtype=int)
+        bd = np.array([pos[t] for t in SIXTY_FORTY_BONDS if t in pos and avail[pos[t]]], dtype=int)
+        w = np.zeros(n)
+        if eq.size and bd.size:
+            w[eq], w[bd] = 0.6 / eq.size, 0.4 / bd.size
+        elif bd.size:
+            w[bd] = 1.0 / bd.size
+        elif eq.size:
+            w[eq] = 1.0 / eq.size
+        else:
+            w = _equal(n, np.flatnonzero(avail))
+        return _finish(w)
+
+
+class RiskParity(_Baseline):
+    """§8.3 inverse volatility: ``w_i ∝ 1/σ_i``, ``σ_i = std(r_i)·√252`` from the window; assets with fewer
+    than 20 observations get the cross-sectional median σ; ``σ ≥ 1e−8``."""
+
+    name = "Risk Parity"
+
+    def allocate(self, r, avail):
+        idx = np.flatnonzero(avail)
+        w = np.zeros(avail.size)
+        if idx.size == 0:
+            return w
+        x = r[:, idx]
+        cnt = np.isfinite(x).sum(axis=0)
+        with np.errstate(invalid="ignore"):
+            sig = np.nanstd(x, axis=0, ddof=1) * np.sqrt(252.0)
+        few = (cnt < MIN_OBS) | ~np.isfinite(sig)
+        if few.any():
+            med = np.median(sig[~few]) if (~few).any() else 1.0
+            sig = np.where(few, med, sig)
+        w[idx] = 1.0 / np.maximum(sig, 1e-8)
+        return _finish(w)
+
+
+class CovarianceRiskParity(_Baseline):
+    """§8.4 equal risk contribution (ERC): ``w_i (Σw)_i`` equal for all i, long-only, fully invested,
+    on ``Σ = 252·cov + 1e−4·mean(diag)·I``; solved to convergence with skfolio ``RiskBudgeting``."""
+
+    name = "Cov. Risk Parity"
+
+    def allocate(self, r, avail):
+        from skfolio import RiskMeasure
+        from skfolio.optimization import RiskBudgeting
+
+        idx, x = _risk_data(r, avail)
+        if x is None:
+            return _finish(_equal(avail.size, idx))
+        if self.paper is not None and self.paper.erc_sweep_renorm:  # paper mode (§8.4): repo's solver
+            from quantgym.envs.portbench.paper.erc import erc_sweep_renorm
+
+            cov = 252.0 * np.cov(x, rowvar=False, ddof=1)
+            w = np.zeros(avail.size)
+            w[idx] = erc_sweep_renorm(cov + RIDGE * np.mean(np.diag(cov)) * np.eye(idx.size))
+            return _finish(w)
+        return _fit_skfolio(RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior()),
+                            x, idx, avail.size)
+
+
+class MinimumVariance(_Baseline):
+    """§8.5 minimum variance ``min wᵀΣw``, ``0 ≤ w ≤ 1``, ``Σw = 1`` (same data and Σ as ERC), skfolio
+    ``MeanRisk(MINIMIZE_RISK, VARIANCE)``; on failure ``1/n``."""
+
+    name = "Min-Variance"
+
+    def allocate(self, r, avail):
+        from skfolio import RiskMeasure
+        from skfolio.optimization import MeanRisk, ObjectiveFunction
+
+        idx, x = _risk_data(r, avail)
+        if x is None:
+            return _finish(_equal(avail.size, idx))
+        model = MeanRisk(objective_function=ObjectiveFunction.MINIMIZE_RISK, risk_measure=RiskMeasure.VARIANCE,
+                         prior_estimator=_shrunk_prior())
+        return _fit_skfolio(model, x, idx, avail.size)
+
+
+def black_litterman_weights(x: np.ndarray) -> np.ndarray:
+    """§8.6 Black–Litterman as in the repo (no market-cap equilibrium).
+
+    Parameters
+    ----------
+    x : (T, n) inner-joined daily returns.
+
+    Returns
+    -------
+    (n,) long-only weights (sum 1, not rounded): prior ``π`` = sample mean, ``Σ`` = sample covariance
+    + 1e−4·mean(diag)·I, ``τ = 1/T``; one absolute view per asset with ``|R_i| > 0.01`` (trailing
+    cumulative return over the rows), ``Q_i = sign(R_i)·0.01``; ``Ω = diag(PτΣPᵀ) + 1e−8·I``;
+    posterior ``μ_BL``; weights = long-only max ``wᵀμ_BL / sqrt(wᵀΣw + 1e−10)``. Equal weight when
+    there are no views, a singular ``Ω``/bracket, or the solver fails.
+    """
+    t, n = x.shape
+    ew = np.full(n, 1.0 / n)
+    pi = x.mean(axis=0)
+    sigma = np.cov(x, rowvar=False, ddof=1).reshape(n, n)
+    sigma = sigma + RIDGE * np.mean(np.diag(sigma)) * np.eye(n)
+    tau = 1.0 / t
+    cum = np.prod(1.0 + x, axis=0) - 1.0
+    views = np.flatnonzero(np.abs(cum) > 0.01)
+    if views.size == 0:
+        return ew
+    p = np.zeros((views.size, n))
+    p[np.arange(views.size), views] = 1.0
+    q = np.sign(cum[views]) * 0.01
+    ts = tau * sigma
+    omega = np.diag(np.diag(p @ ts @ p.T)) + 1e-8 * np.eye(views.size)
+    try:
+        ts_inv = np.linalg.inv(ts)
+    except np.linalg.LinAlgError:
+        ts_inv = np.linalg.pinv(ts)
+    try:
+        om_inv = np.linalg.inv(omega)
+        bracket = np.linalg.inv(ts_inv + p.T @ om_inv @ p)
+    except np.linalg.LinAlgError:
+        return ew
+    mu_bl = bracket @ (ts_inv @ pi + p.T @ om_inv @ q)
+    w = max_sharpe(mu_bl, sigma)
+    return ew if w is None else w
+
+
+class BlackLitterman(_Baseline):
+    """§8.6 Black–Litterman (repo variant: sample-mean prior, ±1 % daily absolute views)."""
+
+    name = "Black-Litterman"
+
+    def allocate(self, r, avail):
+        idx = np.flatnonzero(avail)
+        w = np.zeros(avail.size)
+        if idx.size == 0:
+            return w
+        x = r[:, idx]
+        x = x[np.isfinite(x).all(axis=1)]
+        if idx.size < 2 or x.shape[0] < 2:
+            return _finish(_equal(avail.size, idx))
+        w[idx] = black_litterman_weights(x)
+        return _finish(w)
+
+
+#: name -> class, in the paper's table order
+BASELINES: dict[str, type[_Baseline]] = {
+    "equal_weight": EqualWeight,
+    "sixty_forty": SixtyForty,
+    "risk_parity": RiskParity,
+    "cov_risk_parity": CovarianceRiskParity,
+    "min_variance": MinimumVariance,
+    "black_litterman": BlackLitterman,
+}
+
+
+def make_baseline(name: str) -> _Baseline:
+    """Instantiate a baseline by key (``equal_weight``, ``sixty_forty``, ``risk_parity``,
+    ``cov_risk_parity``, ``min_variance``, ``black_litterman``) or display name."""
+    key = name.lower()
+    for k, cls in BASELINES.items():
+        if key in (k, cls.name.lower()):
+            return cls()
+    raise ValueError(f"unknown baseline {name!r}; choose one of {list(BASELINES)}")

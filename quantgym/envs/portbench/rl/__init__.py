@@ -1,0 +1,41 @@
+"""Reinforcement-learning agents for PortBench with stable-baselines3 (extra ``rl``).
+
+Nothing here imports stable-baselines3 or torch at import time; the functions below import
+:mod:`quantgym.envs.portbench.rl.sb3` on first use and fail with a clear message if the extra is missing.
+
+- :func:`load_sb3_agent` — the ``sb3:PATH`` agent scheme (``quantgym bench --agent sb3:DIR``).
+- :func:`train_sb3` — train PPO / SAC / A2C on the training split and evaluate on the bench periods.
+- :func:`make_sb3_vec_env` — an SB3 ``VecEnv`` over PortBench (batched numpy or one env per worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+EXTRA_HINT = "stable-baselines3 and torch are needed: pip install 'quantgym[rl]' (CPU: pip install torch==2.13.0 first)"
+
+
+def _sb3():
+    try:
+        from quantgym.envs.portbench.rl import sb3
+    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
+        raise ModuleNotFoundError(f"{EXTRA_HINT} ({exc})") from exc
+    return sb3
+
+
+def load_sb3_agent(arg: str, task: str = "portbench", **options: Any):
+    """Agent factory of the ``sb3:PATH`` scheme; see :func:`quantgym.envs.portbench.rl.sb3.load_sb3_agent`."""
+    return _sb3().load_sb3_agent(arg, task=task, **options)
+
+
+def train_sb3(*args: Any, **kwargs: Any):
+    """Train and evaluate; see :func:`quantgym.envs.portbench.rl.sb3.train_sb3`."""
+    return _sb3().train_sb3(*args, **kwargs)
+
+
+def make_sb3_vec_env(*args: Any, **kwargs: Any):
+    """SB3 VecEnv over PortBench; see :func:`quantgym.envs.portbench.rl.sb3.make_sb3_vec_env`."""
+    return _sb3().make_sb3_vec_env(*args, **kwargs)
+
+
+__all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "EXTRA_HINT"]

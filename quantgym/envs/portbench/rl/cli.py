@@ -1,0 +1,95 @@
+"""``quantgym train``: train an SB3 agent on PortBench's training split and evaluate it on the bench periods.
+
+Plugin of :mod:`quantgym.cli` (``register(app)``). Importing this module imports neither
+stable-baselines3 nor torch: they are imported inside the command (extra ``rl``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _split(v: Optional[str]) -> list[str]:
+    return [x.strip() for x in (v or "").split(",") if x.strip()]
+
+
+#: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
+TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
+                  "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
+
+
+def missing_extra_message(exc: ImportError) -> str:
+    """The one-line message of ``quantgym train`` when stable-baselines3 / torch cannot be imported."""
+    what = getattr(exc, "name", None) or str(exc)
+    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): pip install 'quantgym[rl]'; "
+            f"{TORCH_CPU_HINT} ({what} missing)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train`` command to ``app``."""
+
+    @app.command("train")
+    def train_cmd(  # noqa: PLR0913 - a CLI
+        algo: str = typer.Option("ppo", "--algo", help="ppo | sac | a2c (stable-baselines3)."),
+        env: str = typer.Option("PortBench-Balanced-v0", "--env", "-e", help="PortBench allocation env id."),
+        timesteps: int = typer.Option(100_000, "--timesteps", "-n", min=1, help="Environment steps (all envs)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of SB3 (torch, numpy) and of the training episode draws."),
+        out: Path = typer.Option(Path("results/train"), "--out", "-o", help="Output folder: model.zip, rl_meta.json, "
+                                 "summary.csv, results.json."),
+        train_period: str = typer.Option("2016-01-01:2023-12-31", "--train-period", help="START:END of the training "
+                                         "data; the evaluation periods (and --exclude) are cut out of it."),
+        exclude: Optional[str] = typer.Option(None, "--exclude", help="Further periods to keep out of training "
+                                              "(comma-separated names)."),
+        eval_periods: str = typer.Option("normal_2024,china_2015,covid_2020,crypto_2022", "--eval-periods",
+                                         help="Periods evaluated after training (comma-separated)."),
+        reward: str = typer.Option("log_return", "--reward", help="log_return | risk_adjusted | ceps (docs/rl.md)."),
+        risk_penalty: float = typer.Option(1.0, "--risk-penalty", help="κ of the risk_adjusted reward."),
+        action_mode: str = typer.Option("logits", "--action-mode", help="logits (softmax) | weights."),
+        n_envs: int = typer.Option(8, "--n-envs", min=1, help="Parallel training episodes."),
+        episode_len: int = typer.Option(26, "--episode-len", min=1, help="Decisions per training episode."),
+        freq: str = typer.Option("weekly", "--freq", help="Training decision frequency: daily | weekly | monthly."),
+        algo_kwargs: Optional[str] = typer.Option(None, "--algo-kwargs", help="JSON object of SB3 hyperparameters."),
+        verbose: int = typer.Option(0, "--verbose", "-v", help="SB3 verbosity (0, 1, 2)."),
+    ) -> None:
+        """Train PPO/SAC/A2C on PortBench (training split without the evaluation periods), save the model, then
+        evaluate it with the same loop as the baselines on normal_2024 and the three stress windows."""
+        from rich.console import Console
+        from rich.table import Table
+
+        console = Console()
+        try:
+            from quantgym.envs.portbench.rl import sb3 as rl
+        except ImportError as exc:
+            # markup=False: rich would otherwise swallow "[rl]" as a style tag
+            console.print(missing_extra_message(exc), markup=False, highlight=False, soft_wrap=True, style="red")
+            raise typer.Exit(2) from None
+        start, sep, end = train_period.partition(":")
+        if not sep or not start or not end:
+            raise typer.BadParameter("--train-period must be START:END, e.g. 2016-01-01:2023-12-31")
+        try:
+            kwargs = json.loads(algo_kwargs) if algo_kwargs else None
+            if kwargs is not None and not isinstance(kwargs, dict):
+                raise ValueError("--algo-kwargs must be a JSON object")
+            with console.status(f"training {algo.upper()} on {env} for {timesteps} steps"):
+                res = rl.train_sb3(algo, env, timesteps, seed, out, train_period=(start, end), exclude=_split(exclude),
+                                   reward=reward, risk_penalty=risk_penalty, action_mode=action_mode,
+                                   eval_periods=_split(eval_periods), algo_kwargs=kwargs, n_envs=n_envs,
+                                   episode_len=episode_len, freq=freq, verbose=verbose)
+        except ValueError as exc:
+            console.print(f"[red]error: {exc}[/red]")
+            raise typer.Exit(2) from None
+        table = Table(title=f"{res['policy'].name} on {env} (trained {res['train_seconds']:.1f} s, seed {seed})",
+                      title_justify="left", caption="training windows: " + ", ".join(f"{a}..{b}" for a, b in res["windows"]))
+        for col in ("period", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate"):
+            table.add_column(col, justify="left" if col == "period" else "right")
+        for r in res["section"].rows:
+            table.add_row(r.period, *(("" if v is None else f"{v:.3f}") for v in (r.sharpe, r.ret_pct, r.maxdd_pct,
+                                                                                  r.vol_pct, r.ceps)),
+                          "" if r.gate is None else ("✓" if r.gate else "✗"))
+        console.print(table)
+        console.print(f"model: {res['model_path']}  results: {res['out_dir']}/summary.csv, results.json  "
+                      f"(bench beside the baselines: quantgym bench --agent sb3:{res['out_dir']})")

@@ -1,0 +1,25 @@
+"""The committed build script regenerates the bundle (skips when shared/data is absent)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from quantgym.envs.portbench.build_data import build
+from quantgym.envs.portbench.raw import bundled_portbench_path
+
+SOURCE = Path("/work/shared/data/portbench")
+
+
+@pytest.mark.skipif(not (SOURCE / "prices.parquet").is_file(), reason="shared/data/portbench not available")
+def test_build_reproduces_bundle(tmp_path):
+    prov = build(SOURCE, tmp_path)
+    root = bundled_portbench_path()
+    for name in ("prices.parquet", "macro.parquet"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / name), pd.read_parquet(root / name))
+    for name in ("assets.csv", "macro_series.csv", "PROVENANCE.md"):
+        assert (tmp_path / name).read_bytes() == (root / name).read_bytes()
+    assert prov["macro"]["absent"] == ["TEDRATE"]
+    assert len(prov["prices"]["columns"]) == 81  # 80 tradable + ^VIX
