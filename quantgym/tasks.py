@@ -94,6 +94,7 @@ class Task:
 
 _TASKS: dict[str, Task] = {}
 _LOADED = False
+_ENV_SEEN = ""
 
 
 def load_ref(ref: str) -> Any:
@@ -109,19 +110,7 @@ def load_ref(ref: str) -> Any:
     return getattr(module, attr) if attr else module
 
 
-def _load_builtin() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    refs = list(BUILTIN)
-    try:
-        from importlib.metadata import entry_points
-
-        refs += [ep.value for ep in entry_points(group="quantgym.tasks")]
-    except Exception:  # pragma: no cover - broken metadata must not break the built-in tasks
-        pass
-    refs += [r.strip() for r in os.environ.get("QUANTGYM_TASKS", "").split(",") if r.strip()]
+def _load_refs(refs: list[str], register: bool) -> None:
     for ref in refs:
         try:
             task = load_ref(ref)
@@ -129,7 +118,30 @@ def _load_builtin() -> None:
             raise ValueError(f"task record {ref!r} cannot be loaded: {exc}") from exc
         if not isinstance(task, Task):
             raise ValueError(f"task record {ref!r} is a {type(task).__name__}, not a quantgym.tasks.Task")
-        _TASKS.setdefault(task.name, task)
+        if task.name not in _TASKS:
+            _TASKS[task.name] = task
+            if register:
+                _register_envs(task)
+
+
+def _load_builtin() -> None:
+    """Load the built-in records and the entry points once, and the ``QUANTGYM_TASKS`` records whenever
+    that variable has changed (a sweep worker forked before the driver set it still finds them)."""
+    global _LOADED, _ENV_SEEN
+    if not _LOADED:
+        _LOADED = True
+        refs = list(BUILTIN)
+        try:
+            from importlib.metadata import entry_points
+
+            refs += [ep.value for ep in entry_points(group="quantgym.tasks")]
+        except Exception:  # pragma: no cover - broken metadata must not break the built-in tasks
+            pass
+        _load_refs(refs, register=False)
+    env = os.environ.get("QUANTGYM_TASKS", "")
+    if env != _ENV_SEEN:
+        _ENV_SEEN = env
+        _load_refs([r.strip() for r in env.split(",") if r.strip()], register=True)
 
 
 def register_task(task: Task, *, replace: bool = False) -> Task:

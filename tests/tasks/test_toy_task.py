@@ -20,8 +20,8 @@ pytest.importorskip("openai")
 
 @pytest.fixture
 def toy(monkeypatch):
-    monkeypatch.setenv("QUANTGYM_TASKS", "tests.tasks.toy_task:TASK")  # for sweep worker processes
-    qt.register_task(toy_task.TASK)
+    qt.register_task(toy_task.TASK)  # this process
+    monkeypatch.setenv("QUANTGYM_TASKS", "tests.tasks.toy_task:TASK")  # sweep worker processes
     yield toy_task.TASK
     qt.unregister_task("toy")
 
