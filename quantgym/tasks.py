@@ -209,6 +209,11 @@ def get_task(name: str) -> Task:
         raise ValueError(f"unknown task {name!r}; choose from {', '.join(_TASKS)}") from None
 
 
+def default_task() -> str:
+    """The task an agent spec means when none is named: the first registered one (PortBench)."""
+    return tasks()[0].name
+
+
 def task_names() -> list[str]:
     return [t.name for t in tasks()]
 
@@ -244,5 +249,5 @@ def iter_with(attr: str) -> Iterator[Task]:
     return (t for t in tasks() if getattr(t, attr))
 
 
-__all__ = ["BUILTIN", "Task", "register_task", "unregister_task", "tasks", "get_task", "task_names", "task_of",
+__all__ = ["BUILTIN", "Task", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
            "env_ids", "register_envs", "iter_with", "load_ref"]

@@ -34,17 +34,18 @@ def _load(target: str) -> Callable[..., Any]:
     return getattr(module, fn)
 
 
-def make_agent(spec: str, task: str = "portbench", **options: Any) -> Any:
+def make_agent(spec: str, task: str | None = None, **options: Any) -> Any:
     """Build a policy from an agent spec (see module docstring); plain names are the classical agents of
-    ``task`` (its record's ``baselines`` in :mod:`quantgym.tasks`).
+    ``task`` (its record's ``baselines`` in :mod:`quantgym.tasks`; None: :func:`quantgym.tasks.default_task`).
 
     Raises
     ------
     ValueError
         Unknown baseline or scheme, or a scheme whose optional extra is not installed.
     """
-    from quantgym.tasks import get_task, load_ref, tasks
+    from quantgym.tasks import default_task, get_task, load_ref, tasks
 
+    task = task or default_task()
     scheme, sep, arg = spec.partition(":")
     if sep and scheme in SCHEMES:
         return _load(SCHEMES[scheme])(arg, task=task, **options)

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 
-def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
+def make_openai_agent(arg: str, task: str | None = None, **options: Any):
     """LLM agent for ``task`` on model ``arg`` through any OpenAI-compatible endpoint.
 
     Parameters
     ----------
     arg : model name (``gpt-4o-mini``, ``qwen2.5:7b``, ``deepseek-chat``...).
-    task : "portbench" | "portbench_qa" | "quant_arena" | "market_bench".
+    task : a task of :mod:`quantgym.tasks` with an LLM adapter (``portbench``, ``portbench_qa``,
+        ``quant_arena``, ``market_bench``); None: the first registered task (PortBench).
     **options : ``base_url`` (default ``$OPENAI_BASE_URL`` or OpenAI), ``api_key`` (default
         ``$OPENAI_API_KEY``), ``temperature`` (0), ``max_tokens`` ("auto": a cap per call, derived from the
         answer schema and the universe; an int: one cap for every call; None: not sent),
@@ -59,7 +60,7 @@ def make_openai_agent(arg: str, task: str = "portbench", **options: Any):
     return build_agent(arg, task, **options)
 
 
-def make_replay_agent(arg: str, task: str = "portbench", **options: Any):
+def make_replay_agent(arg: str, task: str | None = None, **options: Any):
     """Agent replaying the transcript at path ``arg`` offline (no network; identical env results).
 
     Raises

@@ -316,10 +316,14 @@ def price_for(model: str, prices: Any) -> tuple[float | None, float | None]:
         raise ValueError(f"price table entry for {model!r} must be {{\"input\": USD/1M, \"output\": USD/1M}}") from None
 
 
-def build_agent(model: str, task: str = "portbench", *, api_key: str | None = None, transcript: Any = None,
+def build_agent(model: str, task: str | None = None, *, api_key: str | None = None, transcript: Any = None,
                 cache: bool = True, cache_from: Any = None, name: str | None = None, header: dict | None = None,
                 **options: Any) -> LLMAgent:
-    """An LLM agent for ``task`` on ``model`` (see :func:`quantgym.agents.llm.make_openai_agent`)."""
+    """An LLM agent for ``task`` (None: :func:`quantgym.tasks.default_task`) on ``model`` (see
+    :func:`quantgym.agents.llm.make_openai_agent`)."""
+    from quantgym.tasks import default_task
+
+    task = task or default_task()
     adapter_cls = _adapter(task)
     unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS) - {"prices"}
     if unknown:
@@ -350,7 +354,9 @@ def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: s
     rec_task = engine.header.get("task")
     if task is not None and rec_task is not None and task != rec_task:
         raise ValueError(f"transcript {path} was recorded for task {rec_task!r}, not {task!r}")
-    task = task or rec_task or "portbench"
+    from quantgym.tasks import default_task
+
+    task = task or rec_task or default_task()
     return _adapter(task)(engine, name=name or engine.header.get("agent_name"),
                            **dict(engine.header.get("adapter_options") or {}))
 
