@@ -52,7 +52,7 @@ BENCH_SECTIONS: dict[str, str] = {
 
 #: modules that add commands: each exposes ``register(app: typer.Typer)``; a missing module is skipped
 PLUGINS: tuple[str, ...] = (
-    "quantgym.envs.portbench.qa.cli",  # quantgym qa
+    "quantgym.envs.portbench.static_qa.cli",  # quantgym qa
     "quantgym.agents.llm.cli",  # quantgym eval
     "quantgym.agents.rl.cli",  # quantgym train
     "quantgym.live.cli",  # quantgym data refresh, quantgym live

@@ -13,7 +13,7 @@ ENV_SPECS: dict[str, tuple[str, dict]] = {
     "PortBench-Conservative-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "conservative"}),
     "PortBench-Balanced-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "balanced"}),
     "PortBench-Aggressive-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "aggressive"}),
-    "PortBench-QA-v0": ("quantgym.envs.portbench.qa.env:PortBenchQAEnv", {}),
+    "PortBench-QA-v0": ("quantgym.envs.portbench.static_qa.env:PortBenchQAEnv", {}),
     # Quant-Arena (spec quant_arena.md)
     "QuantArena-v0": ("quantgym.envs.quant_arena.env:QuantArenaEnv", {"mode": "iterative"}),
     "QuantArena-OneShot-v0": ("quantgym.envs.quant_arena.env:QuantArenaEnv", {"mode": "oneshot"}),

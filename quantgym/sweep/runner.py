@@ -72,7 +72,7 @@ def task_of(env_id: str) -> str:
         return "other"
     ep = ep if isinstance(ep, str) else f"{getattr(ep, '__module__', '')}:"
     mod = ep.partition(":")[0]
-    if mod.startswith("quantgym.envs.portbench.qa"):
+    if mod.startswith("quantgym.envs.portbench.static_qa"):
         return "portbench_qa"
     parts = mod.split(".")
     if len(parts) >= 3 and parts[:2] == ["quantgym", "envs"]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.data.portbench import ASSET_CLASSES, MACRO_KEYS, PortBenchData, market_regime
-from quantgym.envs.portbench.qa.config import QAConfig
+from quantgym.envs.portbench.static_qa.config import QAConfig
 
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
 

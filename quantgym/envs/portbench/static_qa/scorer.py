@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from quantgym.data.portbench import ASSET_CLASSES
-from quantgym.envs.portbench.qa.base import QAPair
+from quantgym.envs.portbench.static_qa.base import QAPair
 
 #: §9.4 T1 keywords in their fixed order -> label
 DIRECTION_KEYWORDS: tuple[tuple[str, str], ...] = (
