@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from quantgym._util import unwrap_fence
 from quantgym.envs import register_envs
 from quantgym.envs.market_bench.agents import (MUTANTS, MutantAgent, ReferenceAgent, StubAgent, mutants_for,
                                                reference_source)
 from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, SandboxConfig
-from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv, strip_code_fence
+from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv
 
 from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
 
@@ -82,16 +83,16 @@ def test_markdown_fenced_reply_is_stripped_and_runs():
     env.close()
 
 
-def test_strip_code_fence_rules():
-    assert strip_code_fence("```python\nx = 1\n```") == ("x = 1\n", True)
-    assert strip_code_fence("  ```\nx = 1\n```  \n") == ("x = 1\n", True)  # no language tag, outer blanks
-    assert strip_code_fence("```py\r\nx = 1\r\n```") == ("x = 1\n", True)
+def test_unwrap_fence_rules():
+    assert unwrap_fence("```python\nx = 1\n```") == ("x = 1\n", True)
+    assert unwrap_fence("  ```\nx = 1\n```  \n") == ("x = 1\n", True)  # no language tag, outer blanks
+    assert unwrap_fence("```py\r\nx = 1\r\n```") == ("x = 1\n", True)
     # only one surrounding fence: an inner fence inside a string literal is kept
     inner = 'x = """\n```\nin\n```\n"""'
-    assert strip_code_fence(f"```python\n{inner}\n```") == (inner + "\n", True)
+    assert unwrap_fence(f"```python\n{inner}\n```") == (inner + "\n", True)
     # not a single fenced block: unchanged
     for text in ("x = 1\n", "Here it is:\n```python\nx = 1\n```", "```python\nx = 1\n```\nThanks", "```x = 1```"):
-        assert strip_code_fence(text) == (text, False)
+        assert unwrap_fence(text) == (text, False)
 
 
 def test_every_mutant_pattern_applies_once(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from quantgym.envs.quant_arena.arena import evaluate_scores
 from quantgym.envs.quant_arena.config import QA_VERSION, ScoringConfig
 from quantgym.envs.quant_arena.evaluator import reference_path, window_rows
-from quantgym.envs.quant_arena.metrics import (ann_sharpe, arr, coverage, daily_rank_ic, diversity,
+from quantgym.envs.quant_arena.metrics import (arr, coverage, daily_rank_ic, diversity,
                                                information_ratio, logistic, long_short, score_window, total_score)
 
 
@@ -46,8 +46,11 @@ def test_rankic_edge_cases_and_ir():
     assert information_ratio(np.array([0.1, 0.3, np.nan])) == pytest.approx(0.2 / np.std([0.1, 0.3], ddof=1)
                                                                              * math.sqrt(242))
     assert information_ratio(np.array([0.1])) == 0.0
-    assert ann_sharpe(np.array([0.01, 0.03])) == pytest.approx(0.02 / np.std([0.01, 0.03], ddof=1) * math.sqrt(242))
-    assert ann_sharpe(np.array([0.02, 0.02])) == 0.0
+    from quantgym.metrics import sharpe  # the long-short spread's Sharpe (ls_sharpe)
+
+    assert sharpe([0.01, 0.03, np.nan], 0.0, 242, finite_only=True, form="ratio") == pytest.approx(
+        0.02 / np.std([0.01, 0.03], ddof=1) * math.sqrt(242))
+    assert sharpe([0.02, 0.02], 0.0, 242, finite_only=True, form="ratio") == 0.0
 
 
 def test_long_short_ten_stocks():

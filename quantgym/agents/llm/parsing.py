@@ -27,6 +27,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from quantgym._util import strip_fences
+
 #: §4.0 refusal phrases (lower-cased substring match; English and Chinese). [project choice: the list]
 REFUSAL_PHRASES: tuple[str, ...] = (
     "i cannot provide", "i can't provide", "i can not provide", "i cannot help", "i can't help",
@@ -41,7 +43,6 @@ REFUSAL_PHRASES: tuple[str, ...] = (
 REFUSAL_MIN_CHARS = 120
 #: reasoning blocks some open models emit before the answer (removed before parsing) [project choice]
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
-_FENCE_RE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?|```|~~~[A-Za-z0-9_+-]*\n?")
 
 STAGE_NAMES = ("S1", "S2", "S3")
 REGIME_CHOICES = ("bull", "bear", "sideways", "high-volatility")
@@ -61,7 +62,7 @@ def strip_reasoning(text: str) -> str:
 def clean_text(text: str) -> str:
     """§4.0 pre-processing: drop reasoning blocks, code fences and control characters (keep \\n, \\t)."""
     text = strip_reasoning(text)
-    text = _FENCE_RE.sub("", text)
+    text = strip_fences(text)
     return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import shutil
 import tempfile
 import weakref
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
+from quantgym._util import unwrap_fence
 from quantgym.envs.market_bench.config import (
     ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig,
 )
@@ -29,31 +29,6 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 MAX_PROMPT = 200_000
 MAX_SOURCE = 1_000_000
-
-# one markdown code fence around the whole reply: ```python\n...\n``` (language tag optional)
-_FENCE = re.compile(r"\A\s*```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n(?P<body>.*?)\r?\n[ \t]*```[ \t]*\s*\Z", re.S)
-
-
-def strip_code_fence(source: str) -> tuple[str, bool]:
-    """Remove one markdown code fence that surrounds the whole reply.
-
-    Parameters
-    ----------
-    source : str
-        The agent's reply, e.g. ``"```python\\ndef run_backtest(inputs): ...\\n```"``.
-
-    Returns
-    -------
-    (str, bool)
-        The body inside the fence and True, or ``source`` unchanged and False when the reply
-        is not one fenced block (text before/after the fence, or no fence). Inner fences are
-        kept; only the outermost pair is removed.
-    """
-    m = _FENCE.match(source)
-    if m is None:
-        return source, False
-    return m.group("body") + "\n", True
-
 
 class MarketBenchEnv(gym.Env):
     """
@@ -298,7 +273,7 @@ class MarketBenchEnv(gym.Env):
         if not isinstance(source, str):
             raise InvalidActionError(
                 f"action must be a str (the Python source of the backtester), got {type(source).__name__}")
-        source, fenced = strip_code_fence(source)
+        source, fenced = unwrap_fence(source)
         rec: dict[str, Any] = {"status": FAILED, "mae": None, "reason": "", "sandbox_status": "", "traceback": None,
                                "path_corr": None, "max_rel_error": None, "metric_errors": None,
                                "wall_seconds": None, "cpu_seconds": None, "correct": None,

@@ -70,6 +70,26 @@ PERIOD_ALIASES: dict[str, str] = {
 }
 
 
+def within_tolerance(mdd: float, tolerance: float) -> bool:
+    """§7.2 gate of one stress window: ``|MDD| ≤ tolerance`` (both decimals; 1e-12 slack for rounding)."""
+    return bool(abs(mdd) <= tolerance + 1e-12)
+
+
+def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
+    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows; None if one is missing."""
+    if not all(p in mdd_by_period for p in STRESS_PERIODS):
+        return None
+    return all(within_tolerance(mdd_by_period[p], tolerance) for p in STRESS_PERIODS)
+
+
+def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
+    """§7.2 ``gate`` of a result row: a stress window's own :func:`within_tolerance`; ``normal_2024``'s
+    :func:`stress_gate` over ``mdd_by_period``; None for any other period (and a missing window)."""
+    if period in STRESS_PERIODS:
+        return within_tolerance(mdd_by_period[period], tolerance)
+    return stress_gate(mdd_by_period, tolerance) if period == "normal_2024" else None
+
+
 @dataclass(frozen=True)
 class LivePeriod:
     """Real-time protocol (spec §2.5): the last ``days`` trading days up to ``as_of`` (default: the last

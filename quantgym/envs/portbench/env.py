@@ -15,7 +15,9 @@ from quantgym.data.portbench import MACRO_KEYS, as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
-from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
+from quantgym.envs.portbench.config import (
+    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+)
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
@@ -679,7 +681,7 @@ class PortBenchEnv(gym.Env):
         out.update({
             "ret_pct": 100 * perf["total_return"], "maxdd_pct": 100 * mdd, "vol_pct": 100 * perf["volatility"],
             "total_cost": sim.total_cost, "n_rebalances": len(sim.trades),
-            "final_nav": sim.nav, "dd_within_tolerance": bool(abs(mdd) <= tol + 1e-12),
+            "final_nav": sim.nav, "dd_within_tolerance": within_tolerance(mdd, tol),
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })

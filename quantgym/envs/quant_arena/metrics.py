@@ -140,11 +140,7 @@ def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) ->
 
 def information_ratio(ic: np.ndarray, n_ann: int = 242) -> float:
     """``A = mean/std(ddof 1)·√n_ann`` over valid RankIC days (0 if < 2 days or std 0)."""
-    v = ic[np.isfinite(ic)]
-    if v.size < 2:
-        return 0.0
-    sd = float(np.std(v, ddof=1))
-    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
+    return qm.sharpe(ic, rf=0.0, periods_per_year=n_ann, finite_only=True, form="ratio")
 
 
 def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quantiles: int = 5
@@ -177,16 +173,6 @@ def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quant
             if part.size:
                 qm_[i, g] = float(part.mean())
     return ls, qm_
-
-
-def ann_sharpe(x: np.ndarray, n_ann: int = 242) -> float:
-    """``mean/std(ddof 1)·√n_ann`` over finite values (0 if < 2 values or std 0)."""
-    v = np.asarray(x, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return 0.0
-    sd = float(np.std(v, ddof=1))
-    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
 
 
 def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
@@ -226,7 +212,7 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     return {
         "rankic_mean": float(ic[valid].mean()) if valid.any() else 0.0,
         "rankic_ir": information_ratio(ic, cfg.n_ann),
-        "ls_sharpe": ann_sharpe(ls, cfg.n_ann),
+        "ls_sharpe": qm.sharpe(ls, rf=0.0, periods_per_year=cfg.n_ann, finite_only=True, form="ratio"),
         "coverage": cov,
         "active_days": act,
         "n_ic_days": int(valid.sum()),
@@ -382,5 +368,5 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
 
 
 __all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
-           "long_short", "ann_sharpe", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
+           "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
            "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window"]
