@@ -6,8 +6,6 @@ point, so importing :mod:`quantgym` stays cheap.
 
 from __future__ import annotations
 
-import gymnasium as gym
-
 #: env id -> (entry point, default kwargs)
 ENV_SPECS: dict[str, tuple[str, dict]] = {
     "PortBench-Conservative-v0": ("quantgym.envs.portbench.env:PortBenchEnv", {"profile": "conservative"}),
@@ -34,6 +32,8 @@ VECTOR_ENTRY_POINTS: dict[str, str] = {
 
 def register_envs() -> None:
     """Register every id of :data:`ENV_SPECS` (idempotent)."""
+    import gymnasium as gym
+
     for env_id, (entry_point, kwargs) in ENV_SPECS.items():
         if env_id in gym.registry:
             continue
