@@ -13,7 +13,7 @@ from quantgym._util import unwrap_fence
 from quantgym.envs import register_envs
 from quantgym.envs.market_bench.agents import (MUTANTS, MutantAgent, ReferenceAgent, StubAgent, mutants_for,
                                                reference_source)
-from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, SandboxConfig
+from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, MarketBenchSandboxLimits
 from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv
 
 from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
@@ -128,7 +128,7 @@ def test_failure_kinds_are_failed_attempts_never_crashes():
         "memory": ("import numpy as np\ndef run_backtest(inputs):\n    return np.ones(10**10)\n", "memory", "memory"),
     }
     env = MarketBenchEnv("scheduled", 1, attempts=len(cases), feedback=True,
-                         sandbox=SandboxConfig(cpu_seconds=1, wall_seconds=30, memory_mb=2048))
+                         sandbox=MarketBenchSandboxLimits(cpu_seconds=1, wall_seconds=30, memory_mb=2048))
     env.reset()
     for i, (name, (src, sandbox_status, text)) in enumerate(cases.items(), 1):
         obs, reward, term, trunc, info = env.step(src)
@@ -197,3 +197,28 @@ def test_env_checker_pickle_and_determinism():
         folder = e.workdir
         e.close()
         assert not folder.exists()  # close() removes the env's temporary input folder
+
+
+def test_config_and_kwarg_shortcuts_give_identical_episodes():
+    """``config=MarketBenchConfig(...)`` is the composed form; the six kwargs are shortcuts into it."""
+    from quantgym.envs.market_bench.config import MarketBenchConfig, MarketBenchScoringConfig
+
+    kw = dict(attempts=2, feedback=True, end_on_success=False, prompt_style="compact",
+              sandbox=MarketBenchSandboxLimits(cpu_seconds=60.0), scoring=MarketBenchScoringConfig(correct_atol=1e-3))
+    envs = [MarketBenchEnv("scheduled", 1, **kw), MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw))]
+    assert envs[0].config == envs[1].config == MarketBenchConfig(**kw)
+    assert MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw), attempts=1).config.attempts == 1
+
+    def norm(env, x):
+        return json.loads(json.dumps(x, default=str).replace(str(env.workdir), "<workdir>"))
+
+    first = [e.reset()[0] for e in envs]
+    assert norm(envs[0], first[0]) == norm(envs[1], first[1])
+    for action in (StubAgent().act(first[0]), ReferenceAgent().act(first[0])):
+        steps = []
+        for e in envs:
+            o, r, t, u, info = e.step(action)
+            steps.append((norm(e, o), r, t, u, info["status"], info["correct"]))
+        assert steps[0] == steps[1]
+    for e in envs:
+        e.close()

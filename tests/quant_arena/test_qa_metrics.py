@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.arena import evaluate_scores
-from quantgym.envs.quant_arena.config import QA_VERSION, ScoringConfig
+from quantgym.envs.quant_arena.config import QA_VERSION, ArenaScoringConfig
 from quantgym.envs.quant_arena.evaluator import reference_path, window_rows
 from quantgym.envs.quant_arena.metrics import (arr, coverage, daily_rank_ic, diversity,
                                                information_ratio, logistic, long_short, score_window, total_score)
 
 
 def test_scoring_defaults_are_the_spec():
-    c = ScoringConfig()
+    c = ArenaScoringConfig()
     assert c.version == QA_VERSION == "qa-v1"
     assert (c.n_ann, c.scale_r, c.scale_sr, c.scale_ic, c.scale_a, c.scale_ls, c.scale_to) == (
         242, 0.20, 1.0, 0.03, 2.0, 1.5, 0.15)

@@ -9,23 +9,25 @@ items can be switched on top of clean mode.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+from quantgym.config import Config
 from quantgym.envs.portbench.paper.config import PaperFidelity
 
 SCORING_VERSION = "portbench-clean-1.0"
 
 
 @dataclass(frozen=True)
-class CostModel:
+class PortBenchCostModel(Config):
     """Proportional trading costs on traded notional (spec §4.4, §6.3).
 
     ``slippage_bps`` 10 and ``commission_bps`` 5 give 15 bps of ``τ·NAV``.
     Set both to 0 (or use :meth:`off`) to switch costs off.
     """
+
+    version: ClassVar[str] = SCORING_VERSION
 
     slippage_bps: float = 10.0
     commission_bps: float = 5.0
@@ -37,13 +39,15 @@ class CostModel:
         return (self.slippage_bps + self.commission_bps) / 1e4
 
     @classmethod
-    def off(cls) -> "CostModel":
+    def off(cls) -> "PortBenchCostModel":
         return cls(slippage_bps=0.0, commission_bps=0.0)
 
 
 @dataclass(frozen=True)
-class Period:
+class Period(Config):
     """An evaluation window: ``start``/``end`` (inclusive ISO dates) and the rebalance frequency."""
+
+    version: ClassVar[str] = SCORING_VERSION
 
     name: str
     start: str
@@ -91,9 +95,11 @@ def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) 
 
 
 @dataclass(frozen=True)
-class LivePeriod:
+class LivePeriod(Config):
     """Real-time protocol (spec §2.5): the last ``days`` trading days up to ``as_of`` (default: the last
     date of the data), daily decisions, each on data through the previous close."""
+
+    version: ClassVar[str] = SCORING_VERSION
 
     days: int = 12
     as_of: str | None = None
@@ -166,7 +172,7 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
+class PortBenchScoringConfig(Config):
     """Stage scores, CEPS and thresholds (spec §4, §5). Defaults = spec."""
 
     alpha: float = 0.5  # S3 mix of weight accuracy and correlation score (§4.3)
@@ -181,7 +187,7 @@ class ScoringConfig:
 
 
 @dataclass(frozen=True)
-class PortBenchConfig:
+class PortBenchConfig(Config):
     """Everything that defines a PortBench run besides the agent (spec §1–§7, §11).
 
     Attributes
@@ -210,15 +216,9 @@ class PortBenchConfig:
     regime_days: int = 126
     corr_table: Literal["upper", "full", "none"] = "upper"
     as_of: Literal["close", "previous_close"] = "close"
-    costs: CostModel = field(default_factory=CostModel)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    costs: PortBenchCostModel = field(default_factory=PortBenchCostModel)
+    scoring: PortBenchScoringConfig = field(default_factory=PortBenchScoringConfig)
     rf: float = 0.04  # Sharpe risk-free rate (§7.1)
     paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
     prompt_style: Literal["full", "compact", "minimal"] = "full"  # last: positional calls keep their meaning
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "PortBenchConfig":
-        return dataclasses.replace(self, **changes)

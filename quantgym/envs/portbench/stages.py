@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import minimize, nnls
 
-from quantgym.envs.portbench.config import ScoringConfig
+from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.profiles import InvestorProfile
 from quantgym.metrics import max_drawdown
@@ -311,7 +311,7 @@ class RiskReport:
 
 
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
-                cfg: ScoringConfig = ScoringConfig(), include_start: bool = True) -> RiskReport:
+                cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
 
     ``p_t = Σ_i w_i r_{i,t}`` (missing = 0); ``VaR = q_0.05(p)``, ``DD`` = clean-mode MDD (``P_0 = 1``)

@@ -3,25 +3,26 @@
 Every **[project choice]** constant of the spec lives here, in one of four frozen
 dataclasses that the env accepts as kwargs:
 
-- :class:`CostModel`     — commission, transfer fee, stamp duty by date (§10.9).
+- :class:`ArenaCostModel`     — commission, transfer fee, stamp duty by date (§10.9).
 - :class:`ImpactModel`   — the simulated order book (§10.8).
 - :class:`ExecutionModel`— portfolio size, slot weight, band, lots, capital (§4, §10.5, §10.7).
-- :class:`ScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
-- :class:`SandboxConfig` — limits of the untrusted child process (§10.4).
+- :class:`ArenaScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
+- :class:`ArenaSandboxLimits` — limits of the untrusted child process (§10.4).
 - :class:`Windows`       — warm-up / research / sealed windows (§2, §10.2).
 
-Each concern can be switched off (``CostModel.off()``, ``ImpactModel.off()``) for
+Each concern can be switched off (``ArenaCostModel.off()``, ``ImpactModel.off()``) for
 experiments; the benchmark's defaults are the spec's, and the version string of
-:class:`ScoringConfig` is written into every record so a score is always tied to
+:class:`ArenaScoringConfig` is written into every record so a score is always tied to
 the rules that produced it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+from quantgym.config import Config
 
 #: Version of the scoring/cost rules (spec §6: "version the scoring config").
 QA_VERSION = "qa-v1"
@@ -36,7 +37,7 @@ def _date(x: Any) -> _dt.date:
 
 
 @dataclass(frozen=True)
-class CostModel:
+class ArenaCostModel(Config):
     """Fees per order (one stock, one side, one day) on the walked value (spec §10.9).
 
     Attributes
@@ -54,6 +55,8 @@ class CostModel:
         ``False`` makes every fee zero (cost-free experiments).
     """
 
+    version: ClassVar[str] = QA_VERSION
+
     commission_rate: float = 0.00025
     commission_min: float = 5.00
     transfer_rate_before: float = 0.00002
@@ -65,7 +68,7 @@ class CostModel:
     enabled: bool = True
 
     @classmethod
-    def off(cls) -> "CostModel":
+    def off(cls) -> "ArenaCostModel":
         """All fees zero."""
         return cls(enabled=False)
 
@@ -79,7 +82,7 @@ class CostModel:
 
 
 @dataclass(frozen=True)
-class ImpactModel:
+class ImpactModel(Config):
     """Simulated order book of spec §10.8.
 
     Attributes
@@ -99,6 +102,8 @@ class ImpactModel:
         ``False``: every order fills completely at the open (no impact, no depth cap).
     """
 
+    version: ClassVar[str] = QA_VERSION
+
     levels: int = 10
     k_spacing: float = 0.006
     k_depth: float = 0.02
@@ -116,7 +121,7 @@ class ImpactModel:
 
 
 @dataclass(frozen=True)
-class ExecutionModel:
+class ExecutionModel(Config):
     """Portfolio construction and account rules (spec §4, §10.5–§10.7).
 
     Attributes
@@ -133,6 +138,8 @@ class ExecutionModel:
         Apply daily price limits (§10.6).
     """
 
+    version: ClassVar[str] = QA_VERSION
+
     top_n: int = 75
     rebalance_band: float = 0.25
     lot: int = 100
@@ -141,7 +148,7 @@ class ExecutionModel:
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
+class ArenaScoringConfig(Config):
     """Metrics and the 0–100 score (spec §6, §10.11–§10.13).
 
     Attributes
@@ -223,7 +230,7 @@ class ScoringConfig:
 
 
 @dataclass(frozen=True)
-class SandboxConfig:
+class ArenaSandboxLimits(Config):
     """Limits of the child process that runs agent code (spec §10.4).
 
     Attributes
@@ -245,6 +252,8 @@ class SandboxConfig:
         ``tb_frame``…, docs/security.md) on top of the look-ahead keeper; True: the keeper alone.
     """
 
+    version: ClassVar[str] = QA_VERSION
+
     import_seconds: float = 30.0
     day_seconds: float = 10.0
     eval_seconds: float = 1800.0
@@ -255,12 +264,14 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
-class Windows:
+class Windows(Config):
     """Evaluation windows (spec §2, §10.2). Dates are ISO strings, inclusive.
 
     Default: warm-up 2021, research 2022-01-01..2023-12-31, sealed 2024-01-01..2024-12-31.
     ``max_lookback`` (L_max = 242) is the longest history the view serves.
     """
+
+    version: ClassVar[str] = QA_VERSION
 
     warmup_start: str = "2021-01-01"
     research_start: str = "2022-01-01"
@@ -278,20 +289,18 @@ class Windows:
 
 
 @dataclass(frozen=True)
-class ArenaConfig:
+class ArenaConfig(Config):
     """Everything that defines a Quant-Arena evaluation; serialised into every record."""
 
-    cost: CostModel = field(default_factory=CostModel)
+    version: ClassVar[str] = QA_VERSION
+
+    cost: ArenaCostModel = field(default_factory=ArenaCostModel)
     impact: ImpactModel = field(default_factory=ImpactModel)
     execution: ExecutionModel = field(default_factory=ExecutionModel)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    scoring: ArenaScoringConfig = field(default_factory=ArenaScoringConfig)
+    sandbox: ArenaSandboxLimits = field(default_factory=ArenaSandboxLimits)
     windows: Windows = field(default_factory=Windows)
 
-    def to_dict(self) -> dict:
-        """Plain-dict form (JSON-ready)."""
-        return dataclasses.asdict(self)
 
-
-__all__ = ["QA_VERSION", "CostModel", "ImpactModel", "ExecutionModel", "ScoringConfig", "SandboxConfig",
+__all__ = ["QA_VERSION", "ArenaCostModel", "ImpactModel", "ExecutionModel", "ArenaScoringConfig", "ArenaSandboxLimits",
            "Windows", "ArenaConfig"]

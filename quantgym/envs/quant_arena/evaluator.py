@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import CostModel, ExecutionModel, ImpactModel
+from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import QADataset
 
 
@@ -94,7 +94,7 @@ def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: 
     return filled, value
 
 
-def order_fees(value: float, side: int, day: Any, cost: CostModel) -> tuple[float, float, float]:
+def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple[float, float, float]:
     """Commission, transfer fee and stamp duty of one order (spec §10.9), CNY.
 
     Commission ``max(5.00, r2(0.00025·value))``; transfer ``r2(rate·value)`` (0.00002
@@ -103,9 +103,9 @@ def order_fees(value: float, side: int, day: Any, cost: CostModel) -> tuple[floa
 
     Examples
     --------
-    >>> order_fees(2956.50, -1, "2023-08-25", CostModel())  # §10.16 B
+    >>> order_fees(2956.50, -1, "2023-08-25", ArenaCostModel())  # §10.16 B
     (5.0, 0.03, 2.96)
-    >>> order_fees(2956.50, -1, "2023-08-28", CostModel())
+    >>> order_fees(2956.50, -1, "2023-08-28", ArenaCostModel())
     (5.0, 0.03, 1.48)
     """
     if not cost.enabled or value <= 0:
@@ -195,7 +195,7 @@ class AccountResult:
 
 
 def run_account(ds: QADataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
-                cost: CostModel | None = None, impact: ImpactModel | None = None,
+                cost: ArenaCostModel | None = None, impact: ImpactModel | None = None,
                 record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
@@ -227,7 +227,7 @@ def run_account(ds: QADataset, d0: int, n: int, scores: np.ndarray, *, execution
         Internal invariants (cash never negative, T+1) — a bug, never agent input.
     """
     ex = execution or ExecutionModel()
-    cost = cost or CostModel()
+    cost = cost or ArenaCostModel()
     impact = impact or ImpactModel()
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (n, ds.N):

@@ -75,7 +75,7 @@ def build_payload(ds: QADataset, d0: int, n: int, *, max_lookback: int = 242, ma
     warmup_start : date-like, optional
         First day the agent may see (the declared warm-up history, spec §2).
     inf_score_error : bool
-        ±inf in a score Series is a day error (True, ``ScoringConfig.inf_score_is_day_error``)
+        ±inf in a score Series is a day error (True, ``ArenaScoringConfig.inf_score_is_day_error``)
         instead of NaN.
 
     Returns
@@ -117,7 +117,7 @@ def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int, reject
     """Validate one agent Series against ``view.symbols`` and return a float64 vector (§10.4).
 
     ±inf becomes NaN (§10.4), except with ``reject_inf`` (the score, [project choice]
-    ``ScoringConfig.inf_score_is_day_error``): then ±inf raises ``ValueError``, which the
+    ``ArenaScoringConfig.inf_score_is_day_error``): then ±inf raises ``ValueError``, which the
     caller records as a day error with a clear message instead of silently treating the
     stock as not eligible.
     """

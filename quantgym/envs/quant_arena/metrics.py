@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from quantgym import metrics as qm
 
-from .config import ScoringConfig
+from .config import ArenaScoringConfig
 
 
 # ---------------------------------------------------------------------- account metrics
@@ -189,7 +189,7 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 
 
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
-                   cfg: ScoringConfig | None = None) -> dict[str, Any]:
+                   cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -201,7 +201,7 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
     """
-    cfg = cfg or ScoringConfig()
+    cfg = cfg or ArenaScoringConfig()
     s = scores[: labels.shape[0]]
     ic = daily_rank_ic(s, labels, cfg.ic_min_pairs)
     ls, qmeans = long_short(s, labels, cfg.ic_min_pairs, cfg.quantiles)
@@ -239,9 +239,9 @@ def logistic(x: float, c: float) -> float:
 
 
 def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                     cfg: ScoringConfig | None = None) -> dict[str, float]:
+                     cfg: ArenaScoringConfig | None = None) -> dict[str, float]:
     """The six logistic scores s_R, s_L, s_IC, s_A, s_LS, s_TO (spec §10.12)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return {
         "s_R": logistic(excess_arr, c.scale_r),
         "s_L": logistic(sharpe, c.scale_sr),
@@ -253,21 +253,21 @@ def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, 
     }
 
 
-def quality(s: dict[str, float], cfg: ScoringConfig | None = None) -> float:
+def quality(s: dict[str, float], cfg: ArenaScoringConfig | None = None) -> float:
     """``Q = 0.60·s_R + 0.20·s_L + 0.05·(s_IC + s_A + s_LS + s_TO)`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return c.w_r * s["s_R"] + c.w_l * s["s_L"] + c.w_sig * (s["s_IC"] + s["s_A"] + s["s_LS"] + s["s_TO"])
 
 
-def window_score(q: float, d: float, cfg: ScoringConfig | None = None) -> float:
+def window_score(q: float, d: float, cfg: ArenaScoringConfig | None = None) -> float:
     """``S = 100·Q·(0.9 + 0.1·D)`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return 100.0 * q * (c.diversity_base + c.diversity_weight * d)
 
 
-def total_score(s_in: float, s_out: float, cfg: ScoringConfig | None = None) -> float:
+def total_score(s_in: float, s_out: float, cfg: ArenaScoringConfig | None = None) -> float:
     """``S = 0.5·S_in + 0.5·S_out`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return c.w_in * s_in + c.w_out * s_out
 
 
@@ -290,7 +290,7 @@ def _u(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, measured
 
 
-def diversity(features: np.ndarray, scores: np.ndarray, cfg: ScoringConfig | None = None) -> dict[str, Any]:
+def diversity(features: np.ndarray, scores: np.ndarray, cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """Feature diversity D (spec §6, §10.13).
 
     Parameters
@@ -307,7 +307,7 @@ def diversity(features: np.ndarray, scores: np.ndarray, cfg: ScoringConfig | Non
         ``n_clusters``, ``labels`` (cluster id per feature, −1 = dropped),
         ``rho_score`` (ρ̄ of each feature with the score).
     """
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     features = np.asarray(features, dtype=np.float64)
     if features.ndim != 3 or features.shape[1] == 0 or features.shape[0] == 0:
         F = features.shape[1] if features.ndim == 3 else 0
@@ -358,9 +358,9 @@ class ScoreBreakdown:
 
 
 def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                 K: int, cfg: ScoringConfig | None = None) -> ScoreBreakdown:
+                 K: int, cfg: ArenaScoringConfig | None = None) -> ScoreBreakdown:
     """Components, Q, D and S of one window (spec §6, §10.12). Worked example F in tests."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     s = component_scores(excess_arr, sharpe, rankic, a, ls_sharpe, turnover, c)
     q = quality(s, c)
     d = min(K / c.diversity_scale, 1.0)
