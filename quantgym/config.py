@@ -8,9 +8,9 @@ config class there derives from :class:`Config`, so all of them share one behavi
 - :meth:`Config.from_dict` -> the config back from such a dict (nested configs rebuilt, JSON lists
   turned back into tuples where a field is a tuple), ``from_dict(c.to_dict()) == c``;
 - :meth:`Config.replace` -> a copy with some fields changed;
-- :attr:`Config.version` -> the version string of the rules the config belongs to (a class attribute;
-  a class whose records carry their own ``version`` field has it as a field, whose default is the
-  same class attribute).
+- :attr:`Config.version` -> the version string of the rules the config belongs to: a class keyword
+  (``class ArenaCostModel(Config, version=QA_VERSION)``), or a ``version`` field where the records carry
+  it (its default is then the class attribute).
 
 Standard library only: importing it loads no numpy.
 """
@@ -31,8 +31,14 @@ C = TypeVar("C", bound="Config")
 class Config:
     """Base of every task config: frozen, ``to_dict`` / ``from_dict`` / ``replace``, a ``version``."""
 
-    #: version of the rules this config belongs to (e.g. ``"qa-v1"``); overridden by every subclass
+    #: version of the rules this config belongs to (e.g. ``"qa-v1"``): set by every subclass, either as a
+    #: class keyword (``class ArenaCostModel(Config, version=QA_VERSION)``) or as a ``version`` field
     version: ClassVar[str] = ""
+
+    def __init_subclass__(cls, version: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if version is not None:
+            cls.version = version
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict of every field (``dataclasses.asdict``; JSON-ready for JSON-typed fields)."""

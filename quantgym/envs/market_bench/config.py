@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from quantgym.config import Config
 
@@ -78,14 +77,12 @@ DATASETS: dict[str, dict] = {
 
 # ---------------------------------------------------------------- strategy 1
 @dataclass(frozen=True)
-class ScheduledRound(Config):
+class ScheduledRound(Config, version=TASK_VERSION):
     """Strategy 1 round (spec §9.13): data, starting cash and the order schedule.
 
     ``schedule``: ``(offset, side, qty)`` with offset in ``offset_unit`` ("ms" or "s") from the
     round's first ``ts_event``; side ``"BUY"``/``"SELL"``.
     """
-
-    version: ClassVar[str] = TASK_VERSION
 
     round: int
     data: str
@@ -120,10 +117,8 @@ SCHEDULED_ROUNDS: tuple[ScheduledRound, ...] = (
 
 # ---------------------------------------------------------------- strategy 2
 @dataclass(frozen=True)
-class PairsBookConfig(Config):
+class PairsBookConfig(Config, version=TASK_VERSION):
     """Synthetic pairs-book generator (spec §9.12.1). Symbols KO (leg A) and PEP (leg B) are labels."""
-
-    version: ClassVar[str] = TASK_VERSION
 
     n_rows: int = 6000
     p_a: float = 0.5
@@ -142,10 +137,8 @@ class PairsBookConfig(Config):
 
 
 @dataclass(frozen=True)
-class PairsRound(Config):
+class PairsRound(Config, version=TASK_VERSION):
     """Strategy 2 round (spec §9.13); times in ns, money in USD."""
-
-    version: ClassVar[str] = TASK_VERSION
 
     round: int
     book: PairsBookConfig
@@ -172,10 +165,8 @@ PAIRS_ROUNDS: tuple[PairsRound, ...] = (
 
 # ---------------------------------------------------------------- strategy 3
 @dataclass(frozen=True)
-class DeltaSeriesConfig(Config):
+class DeltaSeriesConfig(Config, version=TASK_VERSION):
     """Seeded random-walk option-delta series (spec §9.12.2): step (ns), start D0, increment sd."""
-
-    version: ClassVar[str] = TASK_VERSION
 
     step_ns: int
     d0: int
@@ -183,10 +174,8 @@ class DeltaSeriesConfig(Config):
 
 
 @dataclass(frozen=True)
-class DeltaHedgeRound(Config):
+class DeltaHedgeRound(Config, version=TASK_VERSION):
     """Strategy 3 round (spec §9.13); times in ns, deltas in shares-equivalent."""
-
-    version: ClassVar[str] = TASK_VERSION
 
     round: int
     data: str
@@ -222,10 +211,8 @@ def round_config(strategy: str, round_: int):
 
 # ---------------------------------------------------------------- sandbox and scoring
 @dataclass(frozen=True)
-class MarketBenchSandboxLimits(Config):
+class MarketBenchSandboxLimits(Config, version=TASK_VERSION):
     """Limits of one attempt (spec §5: execution time limit [project choice] 120 s)."""
-
-    version: ClassVar[str] = TASK_VERSION
 
     cpu_seconds: float = 120.0
     wall_seconds: float = 150.0
@@ -267,7 +254,7 @@ class MarketBenchScoringConfig(Config):
 
 
 @dataclass(frozen=True)
-class MarketBenchConfig(Config):
+class MarketBenchConfig(Config, version=TASK_VERSION):
     """Everything that defines a Market-Bench episode besides the task (strategy, round or ``data``).
 
     Attributes
@@ -286,8 +273,6 @@ class MarketBenchConfig(Config):
     prompt_style : {"full", "compact", "minimal"}
         Rendering of the task prompt (:data:`quantgym.spaces.PROMPT_STYLES`).
     """
-
-    version: ClassVar[str] = TASK_VERSION
 
     sandbox: MarketBenchSandboxLimits = field(default_factory=MarketBenchSandboxLimits)
     scoring: MarketBenchScoringConfig = field(default_factory=MarketBenchScoringConfig)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from quantgym.config import Config
 from quantgym.envs.portbench.paper.config import PaperFidelity
@@ -20,14 +20,12 @@ SCORING_VERSION = "portbench-clean-1.0"
 
 
 @dataclass(frozen=True)
-class PortBenchCostModel(Config):
+class PortBenchCostModel(Config, version=SCORING_VERSION):
     """Proportional trading costs on traded notional (spec §4.4, §6.3).
 
     ``slippage_bps`` 10 and ``commission_bps`` 5 give 15 bps of ``τ·NAV``.
     Set both to 0 (or use :meth:`off`) to switch costs off.
     """
-
-    version: ClassVar[str] = SCORING_VERSION
 
     slippage_bps: float = 10.0
     commission_bps: float = 5.0
@@ -44,10 +42,8 @@ class PortBenchCostModel(Config):
 
 
 @dataclass(frozen=True)
-class Period(Config):
+class Period(Config, version=SCORING_VERSION):
     """An evaluation window: ``start``/``end`` (inclusive ISO dates) and the rebalance frequency."""
-
-    version: ClassVar[str] = SCORING_VERSION
 
     name: str
     start: str
@@ -95,11 +91,9 @@ def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) 
 
 
 @dataclass(frozen=True)
-class LivePeriod(Config):
+class LivePeriod(Config, version=SCORING_VERSION):
     """Real-time protocol (spec §2.5): the last ``days`` trading days up to ``as_of`` (default: the last
     date of the data), daily decisions, each on data through the previous close."""
-
-    version: ClassVar[str] = SCORING_VERSION
 
     days: int = 12
     as_of: str | None = None

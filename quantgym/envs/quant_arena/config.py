@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from quantgym.config import Config
 
@@ -37,7 +37,7 @@ def _date(x: Any) -> _dt.date:
 
 
 @dataclass(frozen=True)
-class ArenaCostModel(Config):
+class ArenaCostModel(Config, version=QA_VERSION):
     """Fees per order (one stock, one side, one day) on the walked value (spec §10.9).
 
     Attributes
@@ -54,8 +54,6 @@ class ArenaCostModel(Config):
     enabled : bool
         ``False`` makes every fee zero (cost-free experiments).
     """
-
-    version: ClassVar[str] = QA_VERSION
 
     commission_rate: float = 0.00025
     commission_min: float = 5.00
@@ -82,7 +80,7 @@ class ArenaCostModel(Config):
 
 
 @dataclass(frozen=True)
-class ImpactModel(Config):
+class ImpactModel(Config, version=QA_VERSION):
     """Simulated order book of spec §10.8.
 
     Attributes
@@ -102,8 +100,6 @@ class ImpactModel(Config):
         ``False``: every order fills completely at the open (no impact, no depth cap).
     """
 
-    version: ClassVar[str] = QA_VERSION
-
     levels: int = 10
     k_spacing: float = 0.006
     k_depth: float = 0.02
@@ -121,7 +117,7 @@ class ImpactModel(Config):
 
 
 @dataclass(frozen=True)
-class ExecutionModel(Config):
+class ExecutionModel(Config, version=QA_VERSION):
     """Portfolio construction and account rules (spec §4, §10.5–§10.7).
 
     Attributes
@@ -137,8 +133,6 @@ class ExecutionModel(Config):
     limits : bool
         Apply daily price limits (§10.6).
     """
-
-    version: ClassVar[str] = QA_VERSION
 
     top_n: int = 75
     rebalance_band: float = 0.25
@@ -230,7 +224,7 @@ class ArenaScoringConfig(Config):
 
 
 @dataclass(frozen=True)
-class ArenaSandboxLimits(Config):
+class ArenaSandboxLimits(Config, version=QA_VERSION):
     """Limits of the child process that runs agent code (spec §10.4).
 
     Attributes
@@ -252,8 +246,6 @@ class ArenaSandboxLimits(Config):
         ``tb_frame``…, docs/security.md) on top of the look-ahead keeper; True: the keeper alone.
     """
 
-    version: ClassVar[str] = QA_VERSION
-
     import_seconds: float = 30.0
     day_seconds: float = 10.0
     eval_seconds: float = 1800.0
@@ -264,14 +256,12 @@ class ArenaSandboxLimits(Config):
 
 
 @dataclass(frozen=True)
-class Windows(Config):
+class Windows(Config, version=QA_VERSION):
     """Evaluation windows (spec §2, §10.2). Dates are ISO strings, inclusive.
 
     Default: warm-up 2021, research 2022-01-01..2023-12-31, sealed 2024-01-01..2024-12-31.
     ``max_lookback`` (L_max = 242) is the longest history the view serves.
     """
-
-    version: ClassVar[str] = QA_VERSION
 
     warmup_start: str = "2021-01-01"
     research_start: str = "2022-01-01"
@@ -289,10 +279,8 @@ class Windows(Config):
 
 
 @dataclass(frozen=True)
-class ArenaConfig(Config):
+class ArenaConfig(Config, version=QA_VERSION):
     """Everything that defines a Quant-Arena evaluation; serialised into every record."""
-
-    version: ClassVar[str] = QA_VERSION
 
     cost: ArenaCostModel = field(default_factory=ArenaCostModel)
     impact: ImpactModel = field(default_factory=ImpactModel)
