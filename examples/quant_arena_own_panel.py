@@ -11,7 +11,7 @@ Run: ``python examples/quant_arena_own_panel.py``.
 import pandas as pd
 
 from quantgym.envs.quant_arena.executor import evaluate_submission
-from quantgym.envs.quant_arena.config import ArenaConfig, CostModel, ImpactModel
+from quantgym.envs.quant_arena.config import ArenaConfig, ArenaCostModel, ImpactModel
 from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 from quantgym.envs.quant_arena.env import QuantArenaEnv
 from quantgym.envs.quant_arena.examples import example_source
@@ -31,5 +31,5 @@ _, S, _, _, final = env.step({"freeze": None})
 print(f"S = {S:.1f}; sealed ARR {final['sealed']['arr']:.3f}")
 
 free = evaluate_submission(example_source("momentum_20d"), ds.truncate("2024-06-30"), "2024-01-01", "2024-06-30",
-                           ArenaConfig(cost=CostModel.off(), impact=ImpactModel.off()))
+                           ArenaConfig(cost=ArenaCostModel.off(), impact=ImpactModel.off()))
 print(f"cost-free, impact-free ARR {free.metrics['arr']:.3f} vs {final['sealed']['arr']:.3f} with costs")

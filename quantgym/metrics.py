@@ -48,11 +48,33 @@ def volatility(r: Any, periods_per_year: int = TRADING_DAYS) -> float:
     return float(np.std(a, ddof=1) * math.sqrt(periods_per_year))
 
 
-def sharpe(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS) -> float:
+def sharpe(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS, *,
+           finite_only: bool = False, form: str = "annual") -> float:
     """Sharpe ratio ``(mean(r)·252 − rf) / (std(r)·√252)`` (spec §7.1).
 
     Arithmetic daily mean, annual risk-free ``rf`` (default 4 %), ddof 1.
     Returns 0 if ``N < 2`` or the volatility is zero.
+
+    Parameters
+    ----------
+    r : array-like (N,)
+        Per-period values (daily returns, decimals; or a daily signal series such as RankIC).
+    rf : float
+        Annual risk-free rate subtracted from the annualised mean (``form="annual"`` only).
+    periods_per_year : int
+        252 (PortBench), 242 (Quant-Arena's A-share calendar).
+    finite_only : bool
+        Drop NaN/inf values first (Quant-Arena's signal series: long-short spread, RankIC).
+    form : {"annual", "ratio"}
+        ``"annual"``: ``(mean·n − rf) / (std·√n)``, 0 unless that volatility is finite and non-zero
+        (PortBench §7.1, Quant-Arena SR_L). ``"ratio"``: ``mean / std · √n``, 0 unless ``std > 0``
+        (Quant-Arena §10.11 signal Sharpe and information ratio). Equal in exact arithmetic; they
+        round differently in the last bit, so each task keeps its own (numbers stay bit-identical).
+
+    Raises
+    ------
+    ValueError
+        ``form="ratio"`` with a non-zero ``rf``, or an unknown ``form``.
 
     Examples
     --------
@@ -60,6 +82,17 @@ def sharpe(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS) 
     6.0558
     """
     a = _arr(r)
+    if finite_only:
+        a = a[np.isfinite(a)]
+    if form == "ratio":
+        if rf:
+            raise ValueError(f"sharpe(form='ratio') takes no risk-free rate, got rf={rf!r}")
+        if a.size < 2:
+            return 0.0
+        sd = float(np.std(a, ddof=1))
+        return float(a.mean() / sd * math.sqrt(periods_per_year)) if sd > 0 else 0.0
+    if form != "annual":
+        raise ValueError(f"sharpe: unknown form {form!r} (use 'annual' or 'ratio')")
     vol = volatility(a, periods_per_year)
     if a.size < 2 or vol == 0.0 or not np.isfinite(vol):
         return 0.0

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate",
 )
@@ -72,6 +70,7 @@ class SectionResult:
 
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy / pandas / dataclass objects to JSON types; non-finite floats → ``None``."""
+    import numpy as np  # here, not at the top: ``quantgym --help`` imports this module
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, (int, np.integer)) and not isinstance(obj, bool):
@@ -101,6 +100,7 @@ def to_jsonable(obj: Any) -> Any:
 def environment_info() -> dict[str, Any]:
     """Versions that make a results file reproducible."""
     import gymnasium
+    import numpy as np
     import pandas
 
     from quantgym import __version__

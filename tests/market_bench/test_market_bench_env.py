@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from quantgym._util import unwrap_fence
 from quantgym.envs import register_envs
 from quantgym.envs.market_bench.agents import (MUTANTS, MutantAgent, ReferenceAgent, StubAgent, mutants_for,
                                                reference_source)
-from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, SandboxConfig
-from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv, strip_code_fence
+from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, MarketBenchSandboxLimits
+from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv
 
 from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
 
@@ -82,16 +83,16 @@ def test_markdown_fenced_reply_is_stripped_and_runs():
     env.close()
 
 
-def test_strip_code_fence_rules():
-    assert strip_code_fence("```python\nx = 1\n```") == ("x = 1\n", True)
-    assert strip_code_fence("  ```\nx = 1\n```  \n") == ("x = 1\n", True)  # no language tag, outer blanks
-    assert strip_code_fence("```py\r\nx = 1\r\n```") == ("x = 1\n", True)
+def test_unwrap_fence_rules():
+    assert unwrap_fence("```python\nx = 1\n```") == ("x = 1\n", True)
+    assert unwrap_fence("  ```\nx = 1\n```  \n") == ("x = 1\n", True)  # no language tag, outer blanks
+    assert unwrap_fence("```py\r\nx = 1\r\n```") == ("x = 1\n", True)
     # only one surrounding fence: an inner fence inside a string literal is kept
     inner = 'x = """\n```\nin\n```\n"""'
-    assert strip_code_fence(f"```python\n{inner}\n```") == (inner + "\n", True)
+    assert unwrap_fence(f"```python\n{inner}\n```") == (inner + "\n", True)
     # not a single fenced block: unchanged
     for text in ("x = 1\n", "Here it is:\n```python\nx = 1\n```", "```python\nx = 1\n```\nThanks", "```x = 1```"):
-        assert strip_code_fence(text) == (text, False)
+        assert unwrap_fence(text) == (text, False)
 
 
 def test_every_mutant_pattern_applies_once(tmp_path):
@@ -127,7 +128,7 @@ def test_failure_kinds_are_failed_attempts_never_crashes():
         "memory": ("import numpy as np\ndef run_backtest(inputs):\n    return np.ones(10**10)\n", "memory", "memory"),
     }
     env = MarketBenchEnv("scheduled", 1, attempts=len(cases), feedback=True,
-                         sandbox=SandboxConfig(cpu_seconds=1, wall_seconds=30, memory_mb=2048))
+                         sandbox=MarketBenchSandboxLimits(cpu_seconds=1, wall_seconds=30, memory_mb=2048))
     env.reset()
     for i, (name, (src, sandbox_status, text)) in enumerate(cases.items(), 1):
         obs, reward, term, trunc, info = env.step(src)
@@ -196,3 +197,28 @@ def test_env_checker_pickle_and_determinism():
         folder = e.workdir
         e.close()
         assert not folder.exists()  # close() removes the env's temporary input folder
+
+
+def test_config_and_kwarg_shortcuts_give_identical_episodes():
+    """``config=MarketBenchConfig(...)`` is the composed form; the six kwargs are shortcuts into it."""
+    from quantgym.envs.market_bench.config import MarketBenchConfig, MarketBenchScoringConfig
+
+    kw = dict(attempts=2, feedback=True, end_on_success=False, prompt_style="compact",
+              sandbox=MarketBenchSandboxLimits(cpu_seconds=60.0), scoring=MarketBenchScoringConfig(correct_atol=1e-3))
+    envs = [MarketBenchEnv("scheduled", 1, **kw), MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw))]
+    assert envs[0].config == envs[1].config == MarketBenchConfig(**kw)
+    assert MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw), attempts=1).config.attempts == 1
+
+    def norm(env, x):
+        return json.loads(json.dumps(x, default=str).replace(str(env.workdir), "<workdir>"))
+
+    first = [e.reset()[0] for e in envs]
+    assert norm(envs[0], first[0]) == norm(envs[1], first[1])
+    for action in (StubAgent().act(first[0]), ReferenceAgent().act(first[0])):
+        steps = []
+        for e in envs:
+            o, r, t, u, info = e.step(action)
+            steps.append((norm(e, o), r, t, u, info["status"], info["correct"]))
+        assert steps[0] == steps[1]
+    for e in envs:
+        e.close()

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from quantgym.envs.market_bench.config import METRIC_KEYS, ScoringConfig
+from quantgym.envs.market_bench.config import METRIC_KEYS, MarketBenchScoringConfig
 from quantgym.envs.market_bench.scoring import (FAILED, SUCCESS, AttemptRecord, attempt_reward, fmt, is_correct, mae,
                                                 mean_clipped_rel_error, metric_errors, path_correlation, round_table,
                                                 score_table, strategy_scores, validate_metrics)
@@ -143,7 +143,7 @@ def test_correct_at_k_beside_pass_at_k():
 def test_is_correct_tolerance_and_reward():
     keys = METRIC_KEYS["scheduled"]
     ref = {k: 0.0 for k in keys} | {"final_cash": 5_000_000.0, "n_fills": 14.0}
-    cfg = ScoringConfig()
+    cfg = MarketBenchScoringConfig()
     assert (cfg.correct_atol, cfg.correct_rtol) == (1e-6, 1e-6)
     assert is_correct(dict(ref), ref, "scheduled")
     # |err| <= max(1e-6, 1e-6*|y|): 5 CNY on 5e6 is within (bound 5.0), 5.01 is not; 1e-6 abs on a 0 reference

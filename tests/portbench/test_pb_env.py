@@ -1,5 +1,6 @@
 """PortBench env: checker, determinism, pickling, point in time, bad input, tiny user data."""
 
+import dataclasses
 import pickle
 import warnings
 
@@ -266,3 +267,29 @@ def test_period_start_end_freq_string():
     assert env.period.freq == "weekly" and info["date"] >= "2020-03-01"
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         PortBenchEnv(period="2020-03:2020-04")
+
+
+def test_config_and_kwarg_shortcuts_give_identical_episodes():
+    """``config=`` is the composed form; ``alpha``/``lam``/``oracle``/``prompt_style`` are shortcuts into it."""
+    from quantgym.envs.portbench.config import PortBenchConfig, PortBenchScoringConfig
+
+    cfg = PortBenchConfig(scoring=PortBenchScoringConfig(alpha=0.3, lam=0.2, oracle="equal_weight"),
+                          prompt_style="compact")
+    by_kw = _env(alpha=0.3, lam=0.2, oracle="equal_weight", prompt_style="compact")
+    by_cfg = _env(config=cfg)
+    assert by_kw.config == by_cfg.config
+    assert by_cfg.config.scoring.alpha == 0.3  # the config's values are kept (not reset to the kwarg defaults)
+    rng = np.random.default_rng(0)
+    done = False
+    while not done:
+        a = _ok_action(by_kw)
+        a["weights"] = rng.dirichlet(np.ones(by_kw.n_assets))
+        o1, r1, t1, u1, i1 = by_kw.step(a)
+        o2, r2, t2, u2, i2 = by_cfg.step(a)
+        assert (r1, t1, u1) == (r2, t2, u2)
+        for k in o1:
+            np.testing.assert_array_equal(o1[k], o2[k], err_msg=k)
+        done = t1 or u1
+    assert by_kw.episode_metrics() == by_cfg.episode_metrics()
+    # a kwarg given with config= replaces the config's value
+    assert _env(config=cfg, alpha=0.7).config.scoring == dataclasses.replace(cfg.scoring, alpha=0.7)

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from quantgym.envs.portbench.config import CostModel, Period, PortBenchConfig
+from quantgym.envs.portbench.config import PortBenchCostModel, Period, PortBenchConfig
 from quantgym.envs.portbench.paper import PaperFidelity
 from quantgym.envs.portbench.paper.erc import erc_sweep_renorm
 from quantgym.envs.portbench.paper.market import class_correlations_propagate
@@ -13,7 +13,7 @@ from quantgym.envs.portbench.market import class_correlations
 
 
 def _sim(flags, dates, rets, period, n=2):
-    return PaperSimulator(dates, rets, period, lambda row: np.full(n, 1.0 / n), CostModel.off(), 1.0,
+    return PaperSimulator(dates, rets, period, lambda row: np.full(n, 1.0 / n), PortBenchCostModel.off(), 1.0,
                           tuple(f"A{i}" for i in range(n)), flags)
 
 

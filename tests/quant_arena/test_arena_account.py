@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantgym.envs.quant_arena.config import CostModel, ExecutionModel, ImpactModel
+from quantgym.envs.quant_arena.config import ArenaCostModel, ExecutionModel, ImpactModel
 from quantgym.envs.quant_arena.account import labels, run_account, select_top, window_rows
 from quantgym.envs.quant_arena.exchange import book_params, order_fees, price_limits, r2, walk_book
 from quantgym.envs.quant_arena.metrics import account_metrics
@@ -30,7 +30,7 @@ def test_example_a_buy_with_lot_rounding_and_book_walk():
     assert value == pytest.approx(132_552.50, abs=1e-6)
     assert value / filled == pytest.approx(37.87214, abs=1e-5)
     assert value - filled * 37.85 == pytest.approx(77.50, abs=1e-6)  # impact, 5.85 bp
-    c1, c2, c3 = order_fees(value, +1, "2024-03-01", CostModel())
+    c1, c2, c3 = order_fees(value, +1, "2024-03-01", ArenaCostModel())
     assert (c1, c2, c3) == (33.14, 1.33, 0.0)  # r2(33.138), r2(1.3255) with the 2024 transfer rate 0.00001
     assert value + c1 + c2 + c3 == pytest.approx(132_586.97, abs=1e-6)
 
@@ -39,15 +39,15 @@ def test_example_b_minimum_commission_and_stamp_duty_cut():
     value = 300 * 9.855  # trim 300 at open 9.86, level 1 of the sell side at 9.855
     assert value == pytest.approx(2956.50)
     # commission max(5, 0.74) = 5.00; transfer r2(0.059) = 0.06? no: 0.00001*2956.5 = 0.0296 -> 0.03
-    assert order_fees(value, -1, "2023-08-25", CostModel()) == (5.0, 0.03, 2.96)   # stamp r2(2.9565)
-    assert order_fees(value, -1, "2023-08-28", CostModel()) == (5.0, 0.03, 1.48)   # stamp r2(1.47825)
+    assert order_fees(value, -1, "2023-08-25", ArenaCostModel()) == (5.0, 0.03, 2.96)   # stamp r2(2.9565)
+    assert order_fees(value, -1, "2023-08-28", ArenaCostModel()) == (5.0, 0.03, 1.48)   # stamp r2(1.47825)
     net_before = value - 5.0 - 0.03 - 2.96
     net_after = value - 5.0 - 0.03 - 1.48
     assert (round(net_before, 2), round(net_after, 2)) == (2948.51, 2949.99)
     # buys pay no stamp duty; transfer fee 0.00002 before 2022-04-29
-    assert order_fees(100_000.0, +1, "2022-04-28", CostModel()) == (25.0, 2.0, 0.0)
-    assert order_fees(100_000.0, +1, "2022-04-29", CostModel()) == (25.0, 1.0, 0.0)
-    assert order_fees(100_000.0, -1, "2022-04-29", CostModel.off()) == (0.0, 0.0, 0.0)
+    assert order_fees(100_000.0, +1, "2022-04-28", ArenaCostModel()) == (25.0, 2.0, 0.0)
+    assert order_fees(100_000.0, +1, "2022-04-29", ArenaCostModel()) == (25.0, 1.0, 0.0)
+    assert order_fees(100_000.0, -1, "2022-04-29", ArenaCostModel.off()) == (0.0, 0.0, 0.0)
 
 
 def test_example_d_three_level_walk():

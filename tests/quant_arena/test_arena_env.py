@@ -12,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401 - registers the ids
 from quantgym.envs.quant_arena.executor import evaluate_submission
-from quantgym.envs.quant_arena.config import CostModel, ImpactModel, SandboxConfig
+from quantgym.envs.quant_arena.config import ArenaCostModel, ImpactModel, ArenaSandboxLimits
 from quantgym.envs.quant_arena.env import InvalidActionError, QuantArenaEnv
 from quantgym.envs.quant_arena.prompts import FEEDBACK_WINDOW_KEYS
 from quantgym.envs.quant_arena.examples import EXAMPLES, example_source
@@ -21,7 +21,7 @@ from quantgym.results import to_jsonable
 
 from .conftest import SMALL_WINDOWS
 
-FAST = SandboxConfig(day_seconds=10.0, eval_seconds=120.0, cpu_seconds=120.0, memory_mb=4096)
+FAST = ArenaSandboxLimits(day_seconds=10.0, eval_seconds=120.0, cpu_seconds=120.0, memory_mb=4096)
 
 
 def make(small_real, tmp_path, **kw):
@@ -131,7 +131,7 @@ def test_env_checker_pickle_and_bad_kwargs(small_real, tmp_path):
     assert env2.dataset.N == small_real.N
     with pytest.raises(ValueError, match="mode"):
         QuantArenaEnv(mode="weekly", data=small_real, **SMALL_WINDOWS)
-    with pytest.raises(TypeError, match="CostModel"):
+    with pytest.raises(TypeError, match="ArenaCostModel"):
         QuantArenaEnv(data=small_real, cost=ImpactModel(), **SMALL_WINDOWS)
     with pytest.raises(ValueError, match="research_start"):
         QuantArenaEnv(data=small_real, research_start="2024-03-01", **{k: v for k, v in SMALL_WINDOWS.items()
@@ -156,7 +156,7 @@ def test_sandbox_and_inprocess_agree_and_costs_switch_off(small_real):
     from quantgym.envs.quant_arena.config import ArenaConfig
 
     free = evaluate_submission(src, ds, "2024-01-01", "2024-02-29",
-                               ArenaConfig(cost=CostModel.off(), impact=ImpactModel.off()), executor="inprocess")
+                               ArenaConfig(cost=ArenaCostModel.off(), impact=ImpactModel.off()), executor="inprocess")
     assert free.metrics["fees_cny"] == 0.0 and free.metrics["impact_cny"] == 0.0
     assert free.metrics["total_return"] > a.metrics["total_return"]
 
@@ -207,3 +207,27 @@ def test_gym_make_freeze_without_candidate_raises(small_real, tmp_path):
     _, S, term, _, fin = env.step({"freeze": None})  # spec §10.14: freeze with no candidate => S = 0
     assert term and S == 0.0 and fin["frozen_candidate"] is None
     env.close()
+
+
+def test_config_and_kwarg_shortcuts_give_identical_episodes(small_real, tmp_path):
+    """``config=ArenaConfig(...)`` is the composed form; windows/cost/impact/... kwargs are shortcuts into it."""
+    from dataclasses import replace
+
+    from quantgym.envs.quant_arena.config import ArenaConfig, ArenaScoringConfig, Windows
+
+    kw = dict(cost=ArenaCostModel.off(), impact=ImpactModel.off(), scoring=ArenaScoringConfig(diversity_weight=0.0),
+              sandbox=FAST)
+    cfg = ArenaConfig(windows=Windows(**SMALL_WINDOWS), **kw)
+    by_kw = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path / "kw", executor="inprocess", **SMALL_WINDOWS, **kw)
+    by_cfg = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path / "cfg", executor="inprocess", config=cfg)
+    assert by_kw.cfg == by_cfg.cfg == cfg
+    assert QuantArenaEnv("oneshot", small_real, record_dir=False, config=cfg,
+                         sealed_end="2024-01-31").cfg == replace(cfg, windows=replace(cfg.windows, sealed_end="2024-01-31"))
+    outs = []
+    for env in (by_kw, by_cfg):
+        env.reset(seed=0)
+        obs, r, term, trunc, info = env.step(example_source("low_volatility"))
+        outs.append((obs, r, term, trunc))
+    assert outs[0] == outs[1]
+    with pytest.raises(TypeError, match="ArenaConfig"):
+        QuantArenaEnv("oneshot", small_real, record_dir=False, config={"cost": {}})

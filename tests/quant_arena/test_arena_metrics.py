@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.executor import evaluate_scores
-from quantgym.envs.quant_arena.config import ARENA_VERSION, ScoringConfig
+from quantgym.envs.quant_arena.config import ARENA_VERSION, ArenaScoringConfig
 from quantgym.envs.quant_arena.account import reference_path, window_rows
-from quantgym.envs.quant_arena.metrics import (ann_sharpe, arr, coverage, daily_rank_ic, diversity,
+from quantgym.envs.quant_arena.metrics import (arr, coverage, daily_rank_ic, diversity,
                                                information_ratio, logistic, long_short, score_window, total_score)
 
 
 def test_scoring_defaults_are_the_spec():
-    c = ScoringConfig()
+    c = ArenaScoringConfig()
     assert c.version == ARENA_VERSION == "qa-v1"
     assert (c.n_ann, c.scale_r, c.scale_sr, c.scale_ic, c.scale_a, c.scale_ls, c.scale_to) == (
         242, 0.20, 1.0, 0.03, 2.0, 1.5, 0.15)
@@ -46,8 +46,11 @@ def test_rankic_edge_cases_and_ir():
     assert information_ratio(np.array([0.1, 0.3, np.nan])) == pytest.approx(0.2 / np.std([0.1, 0.3], ddof=1)
                                                                              * math.sqrt(242))
     assert information_ratio(np.array([0.1])) == 0.0
-    assert ann_sharpe(np.array([0.01, 0.03])) == pytest.approx(0.02 / np.std([0.01, 0.03], ddof=1) * math.sqrt(242))
-    assert ann_sharpe(np.array([0.02, 0.02])) == 0.0
+    from quantgym.metrics import sharpe  # the long-short spread's Sharpe (ls_sharpe)
+
+    assert sharpe([0.01, 0.03, np.nan], 0.0, 242, finite_only=True, form="ratio") == pytest.approx(
+        0.02 / np.std([0.01, 0.03], ddof=1) * math.sqrt(242))
+    assert sharpe([0.02, 0.02], 0.0, 242, finite_only=True, form="ratio") == 0.0
 
 
 def test_long_short_ten_stocks():

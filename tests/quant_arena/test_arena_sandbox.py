@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.executor import evaluate_submission
-from quantgym.envs.quant_arena.config import ArenaConfig, SandboxConfig, ScoringConfig
+from quantgym.envs.quant_arena.config import ArenaConfig, ArenaSandboxLimits, ArenaScoringConfig
 from quantgym.envs.quant_arena.data import BUNDLED_DIR
 
-SHORT = ArenaConfig(sandbox=SandboxConfig(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0, memory_mb=4096))
+SHORT = ArenaConfig(sandbox=ArenaSandboxLimits(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0, memory_mb=4096))
 HEAD = "import numpy as np\nimport pandas as pd\nFEATURES = ['x']\n"
 
 
@@ -48,7 +48,7 @@ def test_frame_walking_finds_no_later_rows(sealed):
     assert "frame" in (refused.message or "").lower() or "frame" in str(refused.errors).lower()
     # ... and with that layer switched off, the commit-reveal keeper alone still holds: only rows up to
     # D_0 exist in the agent's process (spec §10.4)
-    keeper_only = ArenaConfig(sandbox=SandboxConfig(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0,
+    keeper_only = ArenaConfig(sandbox=ArenaSandboxLimits(day_seconds=1.0, eval_seconds=30.0, cpu_seconds=30.0,
                                                     memory_mb=4096, frame_introspection=True))
     r = run(PROBE, sealed, keeper_only)
     assert r.status == "ok", r.errors[:2]
@@ -177,7 +177,7 @@ def test_research_payload_has_no_sealed_rows(small_real):
 
 
 def test_printing_past_the_output_cap_is_a_violation(sealed):
-    cfg = ArenaConfig(sandbox=SandboxConfig(day_seconds=2.0, eval_seconds=30.0, cpu_seconds=30.0,
+    cfg = ArenaConfig(sandbox=ArenaSandboxLimits(day_seconds=2.0, eval_seconds=30.0, cpu_seconds=30.0,
                                             max_output_bytes=10_000))
     r = run("""
 def compute_features(view):
@@ -330,7 +330,7 @@ def score(features, view):
     return view.history('close', 1).iloc[-1]
 """, sealed)
     assert feats_inf.status == "ok" and feats_inf.n_errors == 0
-    cast = ArenaConfig(sandbox=SHORT.sandbox, scoring=ScoringConfig(inf_score_is_day_error=False))
+    cast = ArenaConfig(sandbox=SHORT.sandbox, scoring=ArenaScoringConfig(inf_score_is_day_error=False))
     r2 = run("""
 def compute_features(view):
     return {'x': view.history('close', 1).iloc[-1]}
@@ -342,7 +342,7 @@ def score(features, view):
 
 def test_zero_coverage_opt_in_failure_status(sealed):
     # [project choice] switch: coverage 0 as a failure status "no_signal" (S = 0, null metrics), recorded
-    cfg = ArenaConfig(sandbox=SHORT.sandbox, scoring=ScoringConfig(zero_coverage_status="no_signal"))
+    cfg = ArenaConfig(sandbox=SHORT.sandbox, scoring=ArenaScoringConfig(zero_coverage_status="no_signal"))
     r = run("""
 def compute_features(view):
     return {'x': view.history('close', 1).iloc[-1]}
@@ -352,4 +352,4 @@ def score(features, view):
     assert r.status == "no_signal" and r.S == 0.0 and r.metrics is None
     assert r.message.startswith("no_signal: coverage 0") and r.errors[0]["type"] == "NoSignal"
     with pytest.raises(ValueError, match="zero_coverage_status"):
-        ScoringConfig(zero_coverage_status="fail")
+        ArenaScoringConfig(zero_coverage_status="fail")

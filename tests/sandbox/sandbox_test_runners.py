@@ -29,3 +29,20 @@ def frames_allowed(namespace: dict, payload: dict):
 
 
 frames_allowed.sandbox_allow_frame_introspection = True  # type: ignore[attr-defined]
+
+
+
+def _cache_modules(payload: dict) -> dict:
+    """Pre-lockdown hook: leaves ``socket`` and ``gc`` in ``sys.modules`` (as a heavier runner's imports would)."""
+    import gc  # noqa: F401
+    import socket  # noqa: F401
+
+    return payload
+
+
+def modules_cached(namespace: dict, payload: dict):
+    """``call_function`` in a child whose ``sys.modules`` already holds ``socket`` and ``gc``."""
+    return call_function(namespace, payload)
+
+
+modules_cached.sandbox_prepare = _cache_modules  # type: ignore[attr-defined]

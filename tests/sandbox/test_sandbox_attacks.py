@@ -19,6 +19,9 @@ from quantgym.sandbox import SandboxLimits, SandboxResult, run_in_sandbox
 
 CALL = "quantgym.sandbox.runners:call_function"
 SCORE = "quantgym.sandbox.runners:score_series"
+#: ``import quantgym`` loads neither socket nor gc (lazy start-up): the attacks on a *cached* module use a
+#: trusted runner that imports them before lockdown, as a heavier runner would
+CACHED = "tests.sandbox.sandbox_test_runners:modules_cached"
 LIMITS = SandboxLimits(cpu_seconds=2.0, wall_seconds=20.0, memory_mb=2048, max_output_bytes=100_000)
 
 # A helper the escape attacks paste into their source: walks object.__subclasses__() to a function
@@ -207,7 +210,7 @@ def test_connect_via_importlib_reached_through_pandas_is_forbidden():
 
 
 def test_getaddrinfo_via_cached_socket_module_is_forbidden():
-    r = run(ESCAPE + "\ndef f():\n    return _mod('socket').getaddrinfo('example.com', 80)\n")
+    r = run(ESCAPE + "\ndef f():\n    return _mod('socket').getaddrinfo('example.com', 80)\n", runner=CACHED)
     assert r.status == "forbidden" and "socket.getaddrinfo" in r.message
 
 
@@ -323,7 +326,7 @@ def test_raising_resource_limits_is_forbidden():
 
 
 def test_gc_introspection_is_forbidden():
-    r = run(ESCAPE + "\ndef f():\n    return len(_mod('gc').get_objects())\n")
+    r = run(ESCAPE + "\ndef f():\n    return len(_mod('gc').get_objects())\n", runner=CACHED)
     assert r.status == "forbidden" and "interpreter introspection (gc.get_objects)" in r.message
 
 

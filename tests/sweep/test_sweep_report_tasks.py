@@ -27,7 +27,7 @@ def _cells(block: str, agent: str) -> list[str]:
 @pytest.fixture(scope="module")
 def qa_dir(tmp_path_factory):
     """A real ``quantgym qa --agent oracle --agent naive --n 5`` output."""
-    from quantgym.envs.portbench.qa.cli import register
+    from quantgym.envs.portbench.static_qa.cli import register
 
     app = typer.Typer()
     register(app)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from quantgym._util import drop_fenced_blocks, fenced_blocks
+
 _THINK_RE = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
 
 
@@ -18,13 +20,12 @@ def strip_reasoning(text: str) -> str:
     return text
 
 
-_BLOCK_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _FREEZE_RE = re.compile(r"^\s*\**\s*FREEZE\s*[:#]?\s*(\d+|latest)?\s*\**\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
     """Fenced blocks as (language tag, body); an unterminated last block counts (truncated reply)."""
-    return [(m.group(1).lower(), m.group(2)) for m in _BLOCK_RE.finditer(text or "")]
+    return fenced_blocks(text)
 
 
 def extract_code(text: str | None, must_define: str | None = None) -> str | None:
@@ -54,7 +55,7 @@ def extract_freeze(text: str | None) -> tuple[bool, int | None]:
     """``FREEZE k`` / ``FREEZE latest`` on its own line, outside code blocks. Returns (found, k or None)."""
     if not text:
         return False, None
-    outside = _BLOCK_RE.sub("", strip_reasoning(text))
+    outside = drop_fenced_blocks(strip_reasoning(text))
     m = _FREEZE_RE.search(outside)
     if not m:
         return False, None

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, StubAgent
-from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig
+from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, MarketBenchSandboxLimits, MarketBenchScoringConfig
 from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table
 from quantgym.results import SectionResult, SummaryRow
 
@@ -40,7 +40,7 @@ def agent_name(agent) -> str:
 
 
 def run_episode(agent, strategy: str, round_: int, attempts: int = 3,
-                sandbox: SandboxConfig = SandboxConfig()) -> list[dict[str, Any]]:
+                sandbox: MarketBenchSandboxLimits = MarketBenchSandboxLimits()) -> list[dict[str, Any]]:
     """Run one agent on one (strategy, round) episode; returns its attempt records (dicts)."""
     from quantgym.envs.market_bench.env import MarketBenchEnv
 
@@ -113,7 +113,7 @@ def run_section(ctx) -> SectionResult:
     """Bench entry point (``quantgym bench``): see the module docstring."""
     from rich.table import Table
 
-    cfg = ScoringConfig()
+    cfg = MarketBenchScoringConfig()
     jobs = default_jobs()
     tid = ctx.progress.add_task("Market-Bench", total=len(jobs))
     records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid))
@@ -145,7 +145,7 @@ def run_section(ctx) -> SectionResult:
     if ctx.options.get("plots", False):
         _plot(table, ctx.out_dir / "market_bench_mae.png", k)
     return SectionResult(task=TASK, rows=rows, runs=records, extra={
-        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": SandboxConfig(),
+        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
         "scores": table.to_dict(orient="records"),
         "mutant_rounds": list(MUTANT_ROUNDS),
         "metrics_note": "pass@k / pass@1 are the paper's (solved = ran and returned every metric; a stub returning "

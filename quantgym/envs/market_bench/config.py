@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
+from quantgym.config import Config
+
 #: Task-set version (spec §9). Part of every seed and of the bench's ``period`` column.
 TASK_VERSION = "v1"
 #: Strategy ids in spec order (strategy 1, 2, 3).
@@ -75,7 +77,7 @@ DATASETS: dict[str, dict] = {
 
 # ---------------------------------------------------------------- strategy 1
 @dataclass(frozen=True)
-class ScheduledRound:
+class ScheduledRound(Config, version=TASK_VERSION):
     """Strategy 1 round (spec §9.13): data, starting cash and the order schedule.
 
     ``schedule``: ``(offset, side, qty)`` with offset in ``offset_unit`` ("ms" or "s") from the
@@ -115,7 +117,7 @@ SCHEDULED_ROUNDS: tuple[ScheduledRound, ...] = (
 
 # ---------------------------------------------------------------- strategy 2
 @dataclass(frozen=True)
-class PairsBookConfig:
+class PairsBookConfig(Config, version=TASK_VERSION):
     """Synthetic pairs-book generator (spec §9.12.1). Symbols KO (leg A) and PEP (leg B) are labels."""
 
     n_rows: int = 6000
@@ -135,7 +137,7 @@ class PairsBookConfig:
 
 
 @dataclass(frozen=True)
-class PairsRound:
+class PairsRound(Config, version=TASK_VERSION):
     """Strategy 2 round (spec §9.13); times in ns, money in USD."""
 
     round: int
@@ -163,7 +165,7 @@ PAIRS_ROUNDS: tuple[PairsRound, ...] = (
 
 # ---------------------------------------------------------------- strategy 3
 @dataclass(frozen=True)
-class DeltaSeriesConfig:
+class DeltaSeriesConfig(Config, version=TASK_VERSION):
     """Seeded random-walk option-delta series (spec §9.12.2): step (ns), start D0, increment sd."""
 
     step_ns: int
@@ -172,7 +174,7 @@ class DeltaSeriesConfig:
 
 
 @dataclass(frozen=True)
-class DeltaHedgeRound:
+class DeltaHedgeRound(Config, version=TASK_VERSION):
     """Strategy 3 round (spec §9.13); times in ns, deltas in shares-equivalent."""
 
     round: int
@@ -209,7 +211,7 @@ def round_config(strategy: str, round_: int):
 
 # ---------------------------------------------------------------- sandbox and scoring
 @dataclass(frozen=True)
-class SandboxConfig:
+class MarketBenchSandboxLimits(Config, version=TASK_VERSION):
     """Limits of one attempt (spec §5: execution time limit [project choice] 120 s)."""
 
     cpu_seconds: float = 120.0
@@ -218,7 +220,7 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
+class MarketBenchScoringConfig(Config):
     """Scoring of spec §6 (paper): K attempts, 2-decimal tables; plus the beyond-paper extras.
 
     The paper's ``pass@k`` (solved = an attempt that ran and returned every metric) is kept
@@ -248,6 +250,36 @@ class ScoringConfig:
     #: error ~0.9 -> reward ~6e-5.
     reward_incorrect_max: float = 0.5
     reward_rel_scale: float = 0.1
+
+
+
+@dataclass(frozen=True)
+class MarketBenchConfig(Config, version=TASK_VERSION):
+    """Everything that defines a Market-Bench episode besides the task (strategy, round or ``data``).
+
+    Attributes
+    ----------
+    sandbox : MarketBenchSandboxLimits
+        Limits of one attempt (CPU 120 s, wall 150 s, 2 GiB).
+    scoring : MarketBenchScoringConfig
+        Correctness tolerances, reward, table rounding (spec §6).
+    attempts : int
+        K attempts per episode (3, spec §6).
+    feedback : bool
+        False (the paper's independent one-shot attempts); True: repair mode, the observation carries
+        the failure reason and trace, or the per-metric errors.
+    end_on_success : bool
+        End the episode at the first correct attempt (True).
+    prompt_style : {"full", "compact", "minimal"}
+        Rendering of the task prompt (:data:`quantgym.spaces.PROMPT_STYLES`).
+    """
+
+    sandbox: MarketBenchSandboxLimits = field(default_factory=MarketBenchSandboxLimits)
+    scoring: MarketBenchScoringConfig = field(default_factory=MarketBenchScoringConfig)
+    attempts: int = 3
+    feedback: bool = False
+    end_on_success: bool = True
+    prompt_style: str = "full"
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]

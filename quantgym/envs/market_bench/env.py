@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 import shutil
 import tempfile
 import weakref
@@ -16,8 +15,10 @@ import numpy as np
 import pandas as pd
 from gymnasium import spaces
 
+from quantgym._util import unwrap_fence
 from quantgym.envs.market_bench.config import (
-    ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, SandboxConfig, ScoringConfig,
+    ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, MarketBenchConfig,
+    MarketBenchSandboxLimits, MarketBenchScoringConfig,
 )
 from quantgym.envs.market_bench.prompts import render_prompt
 from quantgym.envs.market_bench.rounds import Round, load_round, run_reference, write_inputs
@@ -29,31 +30,6 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 MAX_PROMPT = 200_000
 MAX_SOURCE = 1_000_000
-
-# one markdown code fence around the whole reply: ```python\n...\n``` (language tag optional)
-_FENCE = re.compile(r"\A\s*```[ \t]*[A-Za-z0-9_+.-]*[ \t]*\r?\n(?P<body>.*?)\r?\n[ \t]*```[ \t]*\s*\Z", re.S)
-
-
-def strip_code_fence(source: str) -> tuple[str, bool]:
-    """Remove one markdown code fence that surrounds the whole reply.
-
-    Parameters
-    ----------
-    source : str
-        The agent's reply, e.g. ``"```python\\ndef run_backtest(inputs): ...\\n```"``.
-
-    Returns
-    -------
-    (str, bool)
-        The body inside the fence and True, or ``source`` unchanged and False when the reply
-        is not one fenced block (text before/after the fence, or no fence). Inner fences are
-        kept; only the outermost pair is removed.
-    """
-    m = _FENCE.match(source)
-    if m is None:
-        return source, False
-    return m.group("body") + "\n", True
-
 
 class MarketBenchEnv(gym.Env):
     """
@@ -81,7 +57,7 @@ class MarketBenchEnv(gym.Env):
     per-metric errors after a success.
 
     ## Rewards
-    Spec §7 defines no reward; [project choice] (``ScoringConfig``): 1.0 for a **correct**
+    Spec §7 defines no reward; [project choice] (``MarketBenchScoringConfig``): 1.0 for a **correct**
     attempt (SUCCESS and every metric within ``max(1e-6, 1e-6·|reference|)`` of the
     reference); 0.0 for a FAILED attempt; a SUCCESS that is not correct gets
     ``0.5·exp(−mean_clipped_rel_error/0.1)`` in [0, 0.5) (mean over the metrics of
@@ -100,13 +76,16 @@ class MarketBenchEnv(gym.Env):
     ## Arguments
     - ``strategy``: ``"scheduled"`` | ``"pairs"`` | ``"delta_hedge"`` (set by the registered ids).
     - ``round``: 1..5 (v1 task set).
+    - ``config``: a :class:`~quantgym.envs.market_bench.config.MarketBenchConfig` (sandbox, scoring,
+      attempts, feedback, end_on_success, prompt_style). Those six kwargs are shortcuts into it: None
+      (default) keeps the config's value, a value replaces it (``env.config`` is the result).
     - ``attempts``: K, default 3.
     - ``feedback``: False (paper, independent one-shot attempts) or True (error trace back).
     - ``data``: optional user round instead of a shipped one: ``{"book": DataFrame|path,
       "schedule" | "option_delta": DataFrame|path, "params": dict, "meta": dict (optional)}``.
       The reference outputs are computed on it with the reference backtester.
-    - ``sandbox``: :class:`SandboxConfig` (CPU 120 s, wall 150 s, 2 GiB).
-    - ``scoring``: :class:`ScoringConfig`.
+    - ``sandbox``: :class:`MarketBenchSandboxLimits` (CPU 120 s, wall 150 s, 2 GiB).
+    - ``scoring``: :class:`MarketBenchScoringConfig`.
     - ``end_on_success``: end the episode at the first success (default True).
     - ``workdir``: folder for the input files (default: a temporary folder removed by ``close``).
     - ``prompt_style``: "full" (default) | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the
@@ -137,23 +116,37 @@ class MarketBenchEnv(gym.Env):
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
     task_name = "market_bench"
 
-    def __init__(self, strategy: str = "scheduled", round: int = 1, attempts: int = 3, feedback: bool = False,
-                 data: dict[str, Any] | None = None, sandbox: SandboxConfig = SandboxConfig(),
-                 scoring: ScoringConfig = ScoringConfig(), end_on_success: bool = True,
-                 workdir: str | Path | None = None, render_mode: str | None = None, prompt_style: str = "full"):
+    def __init__(self, strategy: str = "scheduled", round: int = 1, attempts: int | None = None,
+                 feedback: bool | None = None, data: dict[str, Any] | None = None,
+                 sandbox: MarketBenchSandboxLimits | None = None, scoring: MarketBenchScoringConfig | None = None,
+                 end_on_success: bool | None = None, workdir: str | Path | None = None,
+                 render_mode: str | None = None, prompt_style: str | None = None,
+                 config: MarketBenchConfig | None = None):
+        if config is not None and not isinstance(config, MarketBenchConfig):
+            raise TypeError(f"config must be a MarketBenchConfig, got {type(config).__name__}")
+        cfg = config if config is not None else MarketBenchConfig()
+        # shortcuts into ``config`` (None: the config's value)
+        attempts = cfg.attempts if attempts is None else attempts
+        feedback = cfg.feedback if feedback is None else feedback
+        sandbox = cfg.sandbox if sandbox is None else sandbox
+        scoring = cfg.scoring if scoring is None else scoring
+        end_on_success = cfg.end_on_success if end_on_success is None else end_on_success
+        prompt_style = cfg.prompt_style if prompt_style is None else prompt_style
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
         if data is None and not (isinstance(round, (int, np.integer)) and 1 <= int(round) <= N_ROUNDS):
             raise ValueError(f"round must be an int in 1..{N_ROUNDS}, got {round!r}")
         if not isinstance(attempts, (int, np.integer)) or int(attempts) < 1:
             raise ValueError(f"attempts must be a positive int, got {attempts!r}")
-        if not isinstance(sandbox, SandboxConfig):
-            raise TypeError("sandbox must be a SandboxConfig")
-        if not isinstance(scoring, ScoringConfig):
-            raise TypeError("scoring must be a ScoringConfig")
+        if not isinstance(sandbox, MarketBenchSandboxLimits):
+            raise TypeError("sandbox must be a MarketBenchSandboxLimits")
+        if not isinstance(scoring, MarketBenchScoringConfig):
+            raise TypeError("scoring must be a MarketBenchScoringConfig")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.prompt_style = check_prompt_style(prompt_style)
+        self.config = MarketBenchConfig(sandbox=sandbox, scoring=scoring, attempts=int(attempts), feedback=bool(feedback),
+                                        end_on_success=bool(end_on_success), prompt_style=self.prompt_style)
         self.strategy = strategy
         self.round_number = 0 if data is not None else int(round)
         self.attempts = int(attempts)
@@ -299,7 +292,7 @@ class MarketBenchEnv(gym.Env):
         if not isinstance(source, str):
             raise InvalidActionError(
                 f"action must be a str (the Python source of the backtester), got {type(source).__name__}")
-        source, fenced = strip_code_fence(source)
+        source, fenced = unwrap_fence(source)
         rec: dict[str, Any] = {"status": FAILED, "mae": None, "reason": "", "sandbox_status": "", "traceback": None,
                                "path_corr": None, "max_rel_error": None, "metric_errors": None,
                                "wall_seconds": None, "cpu_seconds": None, "correct": None,

@@ -47,7 +47,7 @@ class MarketBenchEval:
 
 def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> SectionResult:
     from quantgym.envs.market_bench.bench import records_to_attempts
-    from quantgym.envs.market_bench.config import TASK_VERSION, ScoringConfig
+    from quantgym.envs.market_bench.config import TASK_VERSION, MarketBenchScoringConfig as ScoringConfig
     from quantgym.envs.market_bench.scoring import fmt, score_table
 
     records = [r for run in runs for r in run["records"]]

@@ -9,7 +9,7 @@ strategies with at least one solved round). Ranking: higher pass@K, higher pass@
 mean_mae_solved, lower avg_attempt. Beside (never replacing) these: per-metric relative error
 and the correlation of the agent's equity path with the reference path.
 
-Anti-stub metrics (beyond the paper; :class:`ScoringConfig` ``correct_atol`` / ``correct_rtol``):
+Anti-stub metrics (beyond the paper; :class:`MarketBenchScoringConfig` ``correct_atol`` / ``correct_rtol``):
 the paper's ``solved`` only asks that an attempt *ran* and returned every metric, so a stub
 returning zeros is "solved". An attempt is **correct** when every metric is within
 ``max(atol, rtol·|y|)`` of the reference; ``correct@1`` (fraction of rounds correct on attempt
@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from quantgym.envs.market_bench.config import METRIC_KEYS, ScoringConfig
+from quantgym.envs.market_bench.config import METRIC_KEYS, MarketBenchScoringConfig
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
 
@@ -64,7 +64,7 @@ def mae(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str) -> f
 
 
 def metric_errors(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str,
-                  rel_floor: float = ScoringConfig().rel_floor) -> dict[str, dict[str, float]]:
+                  rel_floor: float = MarketBenchScoringConfig().rel_floor) -> dict[str, dict[str, float]]:
     """Per-metric absolute and relative error ``|y − ŷ| / max(|y|, rel_floor)`` (beyond the paper, §6)."""
     out = {}
     for k in METRIC_KEYS[strategy]:
@@ -94,7 +94,7 @@ def path_correlation(agent_path: Any, ref_path: Any) -> float | None:
 
 
 def is_correct(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str,
-               cfg: ScoringConfig = ScoringConfig()) -> bool:
+               cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> bool:
     """Tolerance-based correctness of a SUCCESS attempt (anti-stub, beyond the paper).
 
     True iff for every metric key ``|y − ŷ| <= max(cfg.correct_atol, cfg.correct_rtol·|y|)``
@@ -113,7 +113,7 @@ def mean_clipped_rel_error(errors: Mapping[str, Mapping[str, float]]) -> float:
 
 
 def attempt_reward(status: str, correct: bool | None, errors: Mapping[str, Mapping[str, float]] | None,
-                   cfg: ScoringConfig = ScoringConfig()) -> float:
+                   cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> float:
     """Env reward of one attempt ([project choice]; spec §7 defines none).
 
     1.0 if the attempt is correct; 0.0 if it FAILED; else (ran, but wrong)
@@ -233,7 +233,7 @@ def rank(scores: pd.DataFrame, k: int = 3) -> pd.DataFrame:
     return s
 
 
-def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], cfg: ScoringConfig = ScoringConfig()) -> pd.DataFrame:
+def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> pd.DataFrame:
     """Per-strategy and overall scores of every agent, ranked within each strategy (spec §6)."""
     att = list(attempts)
     per = strategy_scores(att, k=cfg.attempts)

@@ -16,7 +16,7 @@ from rich.table import Table
 from quantgym.evaluation import EvalResult, evaluate
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
-from quantgym.envs.portbench.config import PERIODS, STRESS_PERIODS, resolve_period
+from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period, stress_gate
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.results import SectionResult
@@ -24,13 +24,6 @@ from quantgym.results import SectionResult
 DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
            "aggressive": "PortBench-Aggressive-v0"}
-
-
-def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
-    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows; None if one is missing."""
-    if not all(p in mdd_by_period for p in STRESS_PERIODS):
-        return None
-    return all(abs(mdd_by_period[p]) <= tolerance + 1e-12 for p in STRESS_PERIODS)
 
 
 def run_baselines(periods, agents, progress=None, task_id=None, data=None,
@@ -99,14 +92,12 @@ def run_section(ctx) -> SectionResult:
         for col, just in (("period", "left"), ("agent", "left"), ("Sharpe", "right"), ("Ret%", "right"),
                           ("MaxDD%", "right"), ("Vol%", "right"), ("CEPS", "right"), ("gate", "center")):
             table.add_column(col, justify=just)
-        gates = {lab: stress_gate({per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods}, tol)
-                 for lab in labels}
+        mdds = {lab: {per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods} for lab in labels}
         for pi, per in enumerate(periods):
             for ai, lab in enumerate(labels):
                 r = res[(lab, prof, per)]
                 m = r.metrics
-                row_gate = (abs(m["max_drawdown"]) <= tol + 1e-12) if per in STRESS_PERIODS else (
-                    gates[lab] if per == "normal_2024" else None)
+                row_gate = period_gate(per, mdds[lab], tol)
                 table.add_row(per if ai == 0 else "", lab, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
                               _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]), _fmt(r.ceps, 3),
                               "" if row_gate is None else ("✓" if row_gate else "✗"),

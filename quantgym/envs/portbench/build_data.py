@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import json
 import shutil
 import sys
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from quantgym._util import sha256_file
 from quantgym.envs.portbench.universe import CANONICAL_TICKERS, FRED_IDS, VIX_TICKER
 
 DEFAULT_SOURCE = Path("/work/shared/data/portbench")
@@ -41,14 +41,6 @@ ASSET_COLUMNS = [
     "ticker", "name", "asset_class", "sub_class", "price_kind",
     "source_repo", "source_path", "source_commit", "first_date", "last_date",
 ]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def build(source: Path = DEFAULT_SOURCE, dest: Path = DEFAULT_DEST) -> dict:
@@ -104,7 +96,7 @@ def build(source: Path = DEFAULT_SOURCE, dest: Path = DEFAULT_DEST) -> dict:
         "dataset": "PortBench clean-mode market data (real Yahoo Finance / FRED; see PROVENANCE.md)",
         "source_dir": str(source),
         "source_sha256": {
-            f: _sha256(source / f) for f in ("prices.parquet", "assets.csv", "macro.parquet", "macro_series.csv", "PROVENANCE.md")
+            f: sha256_file(source / f) for f in ("prices.parquet", "assets.csv", "macro.parquet", "macro_series.csv", "PROVENANCE.md")
         },
         "source_snapshot": "2026-11-29 (PROVENANCE.md: 'Snapshot assembled')",
         "adjustment_vintage": "Yahoo adjusted closes as of 2026-08-03 (source snapshot)",

@@ -9,18 +9,18 @@ items can be switched on top of clean mode.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from quantgym.config import Config
 from quantgym.envs.portbench.paper.config import PaperFidelity
 
 SCORING_VERSION = "portbench-clean-1.0"
 
 
 @dataclass(frozen=True)
-class CostModel:
+class PortBenchCostModel(Config, version=SCORING_VERSION):
     """Proportional trading costs on traded notional (spec §4.4, §6.3).
 
     ``slippage_bps`` 10 and ``commission_bps`` 5 give 15 bps of ``τ·NAV``.
@@ -37,12 +37,12 @@ class CostModel:
         return (self.slippage_bps + self.commission_bps) / 1e4
 
     @classmethod
-    def off(cls) -> "CostModel":
+    def off(cls) -> "PortBenchCostModel":
         return cls(slippage_bps=0.0, commission_bps=0.0)
 
 
 @dataclass(frozen=True)
-class Period:
+class Period(Config, version=SCORING_VERSION):
     """An evaluation window: ``start``/``end`` (inclusive ISO dates) and the rebalance frequency."""
 
     name: str
@@ -70,8 +70,28 @@ PERIOD_ALIASES: dict[str, str] = {
 }
 
 
+def within_tolerance(mdd: float, tolerance: float) -> bool:
+    """§7.2 gate of one stress window: ``|MDD| ≤ tolerance`` (both decimals; 1e-12 slack for rounding)."""
+    return bool(abs(mdd) <= tolerance + 1e-12)
+
+
+def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
+    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows; None if one is missing."""
+    if not all(p in mdd_by_period for p in STRESS_PERIODS):
+        return None
+    return all(within_tolerance(mdd_by_period[p], tolerance) for p in STRESS_PERIODS)
+
+
+def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
+    """§7.2 ``gate`` of a result row: a stress window's own :func:`within_tolerance`; ``normal_2024``'s
+    :func:`stress_gate` over ``mdd_by_period``; None for any other period (and a missing window)."""
+    if period in STRESS_PERIODS:
+        return within_tolerance(mdd_by_period[period], tolerance)
+    return stress_gate(mdd_by_period, tolerance) if period == "normal_2024" else None
+
+
 @dataclass(frozen=True)
-class LivePeriod:
+class LivePeriod(Config, version=SCORING_VERSION):
     """Real-time protocol (spec §2.5): the last ``days`` trading days up to ``as_of`` (default: the last
     date of the data), daily decisions, each on data through the previous close."""
 
@@ -146,7 +166,7 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
+class PortBenchScoringConfig(Config):
     """Stage scores, CEPS and thresholds (spec §4, §5). Defaults = spec."""
 
     alpha: float = 0.5  # S3 mix of weight accuracy and correlation score (§4.3)
@@ -161,7 +181,7 @@ class ScoringConfig:
 
 
 @dataclass(frozen=True)
-class PortBenchConfig:
+class PortBenchConfig(Config):
     """Everything that defines a PortBench run besides the agent (spec §1–§7, §11).
 
     Attributes
@@ -190,15 +210,9 @@ class PortBenchConfig:
     regime_days: int = 126
     corr_table: Literal["upper", "full", "none"] = "upper"
     as_of: Literal["close", "previous_close"] = "close"
-    costs: CostModel = field(default_factory=CostModel)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    costs: PortBenchCostModel = field(default_factory=PortBenchCostModel)
+    scoring: PortBenchScoringConfig = field(default_factory=PortBenchScoringConfig)
     rf: float = 0.04  # Sharpe risk-free rate (§7.1)
     paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
     prompt_style: Literal["full", "compact", "minimal"] = "full"  # last: positional calls keep their meaning
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def replace(self, **changes: Any) -> "PortBenchConfig":
-        return dataclasses.replace(self, **changes)

@@ -17,7 +17,9 @@ from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
 from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
-from quantgym.envs.portbench.config import STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period
+from quantgym.envs.portbench.config import (
+    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+)
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
@@ -86,6 +88,11 @@ class PortBenchEnv(gym.Env):
       ``dict(name="live", days=12, as_of="YYYY-MM-DD")`` (§2.5: the last ``days`` trading days up to
       ``as_of``, daily, each decision on data through the previous close).
     - ``stagewise``: True = S1 → S2 → S3 sub-steps (the LLM protocol); False = one step per date.
+    - ``config``: a :class:`PortBenchConfig`, everything below that is not the episode's choice (costs,
+      scoring, paper switches, lookback, prompt style, ...). ``oracle``, ``fidelity``, ``alpha``, ``lam``,
+      ``paper`` and ``prompt_style`` are shortcuts into it: None (default) keeps the config's value, a
+      value replaces it, so ``PortBenchEnv(alpha=0.3)`` and
+      ``PortBenchEnv(config=PortBenchConfig(scoring=PortBenchScoringConfig(alpha=0.3)))`` are the same env.
     - ``oracle``: "lookback" (default) | "ex_post" (diagnostic; uses future data, flagged in ``info``) |
       "equal_weight".
     - ``fidelity``: "clean" (default) | "paper" (spec Appendix A: every item of
@@ -104,7 +111,7 @@ class PortBenchEnv(gym.Env):
     ## Costs & Execution
     Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
     5 bps commission on traded notional, ``τ = Σ|w^T − w^0|`` over ``|Δw| ≥ 1e-6``), charged to NAV once;
-    executed weights = S3 weights (§4.4, §6.3). No leverage, no shorting, no lots. ``CostModel.off()``
+    executed weights = S3 weights (§4.4, §6.3). No leverage, no shorting, no lots. ``PortBenchCostModel.off()``
     switches costs off. Between decisions the weights drift with the daily returns (§6.2).
 
     ## Data & Point-in-time
@@ -134,10 +141,10 @@ class PortBenchEnv(gym.Env):
         profile: str = "balanced",
         period: str | dict = "normal_2024",
         stagewise: bool = False,
-        oracle: str = "lookback",
-        fidelity: str = "clean",
-        alpha: float = 0.5,
-        lam: float = 0.1,
+        oracle: str | None = None,
+        fidelity: str | None = None,
+        alpha: float | None = None,
+        lam: float | None = None,
         reward: str = "ceps",
         data: Any = None,
         config: PortBenchConfig | None = None,
@@ -148,6 +155,12 @@ class PortBenchEnv(gym.Env):
         paper: PaperFidelity | dict | None = None,
         prompt_style: str | None = None,
     ):
+        cfg = config or PortBenchConfig()
+        # shortcuts into ``config`` (None: the config's value)
+        fidelity = cfg.fidelity if fidelity is None else fidelity
+        oracle = cfg.scoring.oracle if oracle is None else oracle
+        alpha = cfg.scoring.alpha if alpha is None else alpha
+        lam = cfg.scoring.lam if lam is None else lam
         if fidelity not in ("clean", "paper"):
             raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
         if reward not in ("ceps", "log_return"):
@@ -160,7 +173,6 @@ class PortBenchEnv(gym.Env):
             raise ValueError(f"lam (CEPS drop penalty) must be >= 0, got {lam}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        cfg = config or PortBenchConfig()
         if prompt_style is not None:
             cfg = cfg.replace(prompt_style=check_prompt_style(prompt_style))
         check_prompt_style(cfg.prompt_style)
@@ -670,7 +682,7 @@ class PortBenchEnv(gym.Env):
         out.update({
             "ret_pct": 100 * perf["total_return"], "maxdd_pct": 100 * mdd, "vol_pct": 100 * perf["volatility"],
             "total_cost": sim.total_cost, "n_rebalances": len(sim.trades),
-            "final_nav": sim.nav, "dd_within_tolerance": bool(abs(mdd) <= tol + 1e-12),
+            "final_nav": sim.nav, "dd_within_tolerance": within_tolerance(mdd, tol),
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })

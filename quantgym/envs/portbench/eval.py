@@ -63,7 +63,7 @@ class PortBenchEval:
 
 def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: Path, plan: EvalPlan,
                        console: Any) -> SectionResult:
-    from quantgym.envs.portbench.bench import stress_gate
+    from quantgym.envs.portbench.config import stress_gate
     from quantgym.envs.portbench.config import STRESS_PERIODS
     from quantgym.envs.portbench.profiles import PROFILES
 

@@ -76,7 +76,7 @@ def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarr
     nav : float, or array of shape (B,) for a batch
         NAV before the trade, currency units.
     rate : float
-        Cost as a fraction of traded notional (``CostModel.rate``: 15 bps = 0.0015 by default).
+        Cost as a fraction of traded notional (``PortBenchCostModel.rate``: 15 bps = 0.0015 by default).
     min_trade : float
         ``|Δw|`` below this is not traded and costs nothing (§4.4: 1e-6).
 

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from quantgym.agents.llm.code import strip_reasoning
+from quantgym._util import strip_fences
 
 #: §4.0 refusal phrases (lower-cased substring match; English and Chinese). [project choice: the list]
 REFUSAL_PHRASES: tuple[str, ...] = (
@@ -42,7 +43,6 @@ REFUSAL_PHRASES: tuple[str, ...] = (
 #: §4.0: an answer shorter than this without ``{`` is a refusal
 REFUSAL_MIN_CHARS = 120
 #: reasoning blocks some open models emit before the answer (removed before parsing) [project choice]
-_FENCE_RE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\n?|```|~~~[A-Za-z0-9_+-]*\n?")
 
 STAGE_NAMES = ("S1", "S2", "S3")
 REGIME_CHOICES = ("bull", "bear", "sideways", "high-volatility")
@@ -52,7 +52,7 @@ SIGNAL_CODES = {"sell": 0, "hold": 1, "buy": 2}
 def clean_text(text: str) -> str:
     """§4.0 pre-processing: drop reasoning blocks, code fences and control characters (keep \\n, \\t)."""
     text = strip_reasoning(text)
-    text = _FENCE_RE.sub("", text)
+    text = strip_fences(text)
     return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
 
 

@@ -271,7 +271,7 @@ def static_qa_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> 
     """PortBench-QA accuracies per template from ``results.json`` (``tasks.portbench_qa.runs[*].metrics``).
 
     ``summary.csv`` holds only (agent, split) for QA — no accuracy fits its common columns — so the
-    table is built from the runs written by ``quantgym qa`` (quantgym/envs/portbench/qa/cli.py):
+    table is built from the runs written by ``quantgym qa`` (quantgym/envs/portbench/static_qa/cli.py):
     ``metrics`` maps T1..T7, Mean, T4_r, T5_r, F, J and the regime columns to accuracies in [0, 1]
     (null when a column had no item), ``n`` the items per template.
     """

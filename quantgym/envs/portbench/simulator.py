@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from quantgym.envs.portbench.config import CostModel, Period
+from quantgym.envs.portbench.config import PortBenchCostModel, Period
 from quantgym.envs.portbench.execution import execute_trade
 
 
@@ -86,7 +86,7 @@ class PortfolioSimulator:
         If the period has no trading day in the data or no trading day before it.
     """
 
-    def __init__(self, dates, returns0, period: Period, initial_weights_fn, costs: CostModel,
+    def __init__(self, dates, returns0, period: Period, initial_weights_fn, costs: PortBenchCostModel,
                  initial_nav: float, tickers=None):
         self.dates = pd.DatetimeIndex(dates)
         self.returns0 = returns0

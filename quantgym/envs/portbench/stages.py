@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from quantgym.envs.portbench.config import ScoringConfig
+from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
@@ -199,7 +199,7 @@ class RiskReport:
 
 
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
-                cfg: ScoringConfig = ScoringConfig(), include_start: bool = True) -> RiskReport:
+                cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
 
     ``p_t = Σ_i w_i r_{i,t}`` (missing = 0); ``VaR = q_0.05(p)``, ``DD`` = clean-mode MDD (``P_0 = 1``)

@@ -28,10 +28,10 @@ TASK = Task(
 STATIC_QA_TASK = Task(
     name="portbench_qa",
     title="PortBench-QA",
-    envs={"PortBench-QA-v0": ("quantgym.envs.portbench.qa.env:PortBenchQAEnv", {})},
+    envs={"PortBench-QA-v0": ("quantgym.envs.portbench.static_qa.env:PortBenchQAEnv", {})},
     eval_refusal="PortBench-QA-v0 is evaluated with `quantgym qa` (static questions), not `quantgym eval`",
     llm="quantgym.envs.portbench.llm:PortBenchQALLMAgent",
     report="quantgym.envs.portbench.report:static_qa_section",
     docs="docs/qa.md",
-    commands=("quantgym.envs.portbench.qa.cli",),
+    commands=("quantgym.envs.portbench.static_qa.cli",),
 )

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .config import CostModel, ExecutionModel, ImpactModel
+from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
 from .exchange import book_inputs, order_fees, price_limits, walk_book
 
@@ -108,7 +108,7 @@ class AccountResult:
 
 
 def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
-                cost: CostModel | None = None, impact: ImpactModel | None = None,
+                cost: ArenaCostModel | None = None, impact: ImpactModel | None = None,
                 record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
@@ -140,7 +140,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         Internal invariants (cash never negative, T+1) — a bug, never agent input.
     """
     ex = execution or ExecutionModel()
-    cost = cost or CostModel()
+    cost = cost or ArenaCostModel()
     impact = impact or ImpactModel()
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (n, ds.N):

@@ -3,25 +3,26 @@
 Every **[project choice]** constant of the spec lives here, in one of four frozen
 dataclasses that the env accepts as kwargs:
 
-- :class:`CostModel`     — commission, transfer fee, stamp duty by date (§10.9).
+- :class:`ArenaCostModel`     — commission, transfer fee, stamp duty by date (§10.9).
 - :class:`ImpactModel`   — the simulated order book (§10.8).
 - :class:`ExecutionModel`— portfolio size, slot weight, band, lots, capital (§4, §10.5, §10.7).
-- :class:`ScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
-- :class:`SandboxConfig` — limits of the untrusted child process (§10.4).
+- :class:`ArenaScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
+- :class:`ArenaSandboxLimits` — limits of the untrusted child process (§10.4).
 - :class:`Windows`       — warm-up / research / sealed windows (§2, §10.2).
 
-Each concern can be switched off (``CostModel.off()``, ``ImpactModel.off()``) for
+Each concern can be switched off (``ArenaCostModel.off()``, ``ImpactModel.off()``) for
 experiments; the benchmark's defaults are the spec's, and the version string of
-:class:`ScoringConfig` is written into every record so a score is always tied to
+:class:`ArenaScoringConfig` is written into every record so a score is always tied to
 the rules that produced it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from dataclasses import dataclass, field
 from typing import Any
+
+from quantgym.config import Config
 
 #: Version of the scoring/cost rules (spec §6: "version the scoring config").
 ARENA_VERSION = "qa-v1"
@@ -36,7 +37,7 @@ def _date(x: Any) -> _dt.date:
 
 
 @dataclass(frozen=True)
-class CostModel:
+class ArenaCostModel(Config, version=ARENA_VERSION):
     """Fees per order (one stock, one side, one day) on the walked value (spec §10.9).
 
     Attributes
@@ -65,7 +66,7 @@ class CostModel:
     enabled: bool = True
 
     @classmethod
-    def off(cls) -> "CostModel":
+    def off(cls) -> "ArenaCostModel":
         """All fees zero."""
         return cls(enabled=False)
 
@@ -79,7 +80,7 @@ class CostModel:
 
 
 @dataclass(frozen=True)
-class ImpactModel:
+class ImpactModel(Config, version=ARENA_VERSION):
     """Simulated order book of spec §10.8.
 
     Attributes
@@ -116,7 +117,7 @@ class ImpactModel:
 
 
 @dataclass(frozen=True)
-class ExecutionModel:
+class ExecutionModel(Config, version=ARENA_VERSION):
     """Portfolio construction and account rules (spec §4, §10.5–§10.7).
 
     Attributes
@@ -141,7 +142,7 @@ class ExecutionModel:
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
+class ArenaScoringConfig(Config):
     """Metrics and the 0–100 score (spec §6, §10.11–§10.13).
 
     Attributes
@@ -223,7 +224,7 @@ class ScoringConfig:
 
 
 @dataclass(frozen=True)
-class SandboxConfig:
+class ArenaSandboxLimits(Config, version=ARENA_VERSION):
     """Limits of the child process that runs agent code (spec §10.4).
 
     Attributes
@@ -255,7 +256,7 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
-class Windows:
+class Windows(Config, version=ARENA_VERSION):
     """Evaluation windows (spec §2, §10.2). Dates are ISO strings, inclusive.
 
     Default: warm-up 2021, research 2022-01-01..2023-12-31, sealed 2024-01-01..2024-12-31.
@@ -278,20 +279,17 @@ class Windows:
 
 
 @dataclass(frozen=True)
-class ArenaConfig:
+class ArenaConfig(Config, version=ARENA_VERSION):
     """Everything that defines a Quant-Arena evaluation; serialised into every record."""
 
-    cost: CostModel = field(default_factory=CostModel)
+    cost: ArenaCostModel = field(default_factory=ArenaCostModel)
     impact: ImpactModel = field(default_factory=ImpactModel)
     execution: ExecutionModel = field(default_factory=ExecutionModel)
-    scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    scoring: ArenaScoringConfig = field(default_factory=ArenaScoringConfig)
+    sandbox: ArenaSandboxLimits = field(default_factory=ArenaSandboxLimits)
     windows: Windows = field(default_factory=Windows)
 
-    def to_dict(self) -> dict:
-        """Plain-dict form (JSON-ready)."""
-        return dataclasses.asdict(self)
 
 
-__all__ = ["ARENA_VERSION", "CostModel", "ImpactModel", "ExecutionModel", "ScoringConfig", "SandboxConfig",
+__all__ = ["ARENA_VERSION", "ArenaCostModel", "ImpactModel", "ExecutionModel", "ArenaScoringConfig", "ArenaSandboxLimits",
            "Windows", "ArenaConfig"]

@@ -16,7 +16,7 @@ import numpy as np
 
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
-from .config import (ArenaConfig, CostModel, ExecutionModel, ImpactModel, SandboxConfig, ScoringConfig,
+from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, ArenaSandboxLimits, ArenaScoringConfig,
                      Windows)
 from .data import ArenaDataset, load_dataset
 from .executor import WindowResult, evaluate_submission, source_hash
@@ -84,7 +84,7 @@ class QuantArenaEnv(gym.Env):
     data : None | ArenaDataset | DataFrame | path — None = bundled 800-stock universe.
     research_start, research_end, sealed_start, sealed_end, warmup_start : str — window kwargs
         (or ``windows=Windows(...)``).
-    cost, impact, execution, scoring, sandbox : config objects (``CostModel.off()`` and
+    cost, impact, execution, scoring, sandbox : config objects (``ArenaCostModel.off()`` and
         ``ImpactModel.off()`` switch costs/impact off).
     record_dir : path — folder of the JSONL run records (default: system temp); ``False``: no record.
     max_candidates : int — research budget (5).
@@ -118,11 +118,12 @@ class QuantArenaEnv(gym.Env):
     def __init__(self, mode: str = "iterative", data: Any = None, *, windows: Windows | None = None,
                  research_start: str | None = None, research_end: str | None = None,
                  sealed_start: str | None = None, sealed_end: str | None = None, warmup_start: str | None = None,
-                 max_lookback: int | None = None, cost: CostModel | None = None, impact: ImpactModel | None = None,
-                 execution: ExecutionModel | None = None, scoring: ScoringConfig | None = None,
-                 sandbox: SandboxConfig | None = None, record_dir: Any = None, max_candidates: int = 5,
+                 max_lookback: int | None = None, cost: ArenaCostModel | None = None, impact: ImpactModel | None = None,
+                 execution: ExecutionModel | None = None, scoring: ArenaScoringConfig | None = None,
+                 sandbox: ArenaSandboxLimits | None = None, record_dir: Any = None, max_candidates: int = 5,
                  executor: str = "sandbox", agent: str | None = None, model: str | None = None,
-                 framework: str | None = None, render_mode: str | None = None, prompt_style: str = "full"):
+                 framework: str | None = None, render_mode: str | None = None, prompt_style: str = "full",
+                 config: ArenaConfig | None = None):
         if mode not in ("iterative", "oneshot"):
             raise ValueError(f"mode must be 'iterative' or 'oneshot', got {mode!r}")
         if executor not in ("sandbox", "inprocess"):
@@ -131,7 +132,10 @@ class QuantArenaEnv(gym.Env):
             raise ValueError("max_candidates must be a positive int")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        w = windows or Windows()
+        if config is not None and not isinstance(config, ArenaConfig):
+            raise TypeError(f"config must be an ArenaConfig, got {type(config).__name__}")
+        base = config if config is not None else ArenaConfig()  # the kwargs below are shortcuts into it
+        w = windows or base.windows
         over = {k: v for k, v in dict(research_start=research_start, research_end=research_end,
                                       sealed_start=sealed_start, sealed_end=sealed_end, warmup_start=warmup_start,
                                       max_lookback=max_lookback).items() if v is not None}
@@ -139,14 +143,14 @@ class QuantArenaEnv(gym.Env):
             import dataclasses
 
             w = dataclasses.replace(w, **over)
-        for name, obj, typ in (("cost", cost, CostModel), ("impact", impact, ImpactModel),
-                               ("execution", execution, ExecutionModel), ("scoring", scoring, ScoringConfig),
-                               ("sandbox", sandbox, SandboxConfig)):
+        for name, obj, typ in (("cost", cost, ArenaCostModel), ("impact", impact, ImpactModel),
+                               ("execution", execution, ExecutionModel), ("scoring", scoring, ArenaScoringConfig),
+                               ("sandbox", sandbox, ArenaSandboxLimits)):
             if obj is not None and not isinstance(obj, typ):
                 raise TypeError(f"{name} must be a {typ.__name__}, got {type(obj).__name__}")
-        self.cfg = ArenaConfig(cost=cost or CostModel(), impact=impact or ImpactModel(),
-                               execution=execution or ExecutionModel(), scoring=scoring or ScoringConfig(),
-                               sandbox=sandbox or SandboxConfig(), windows=w)
+        self.cfg = ArenaConfig(cost=cost or base.cost, impact=impact or base.impact,
+                               execution=execution or base.execution, scoring=scoring or base.scoring,
+                               sandbox=sandbox or base.sandbox, windows=w)
         self.mode = mode
         self.prompt_style = check_prompt_style(prompt_style)
         self._data_arg = data

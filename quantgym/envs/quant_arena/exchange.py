@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .config import CostModel, ImpactModel
+from .config import ArenaCostModel, ImpactModel
 
 if TYPE_CHECKING:
     from .data import ArenaDataset
@@ -195,7 +195,7 @@ def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: 
     return filled, value
 
 
-def order_fees(value: float, side: int, day: Any, cost: CostModel) -> tuple[float, float, float]:
+def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple[float, float, float]:
     """Commission, transfer fee and stamp duty of one order (spec §10.9), CNY.
 
     Commission ``max(5.00, r2(0.00025·value))``; transfer ``r2(rate·value)`` (0.00002
@@ -204,9 +204,9 @@ def order_fees(value: float, side: int, day: Any, cost: CostModel) -> tuple[floa
 
     Examples
     --------
-    >>> order_fees(2956.50, -1, "2023-08-25", CostModel())  # §10.16 B
+    >>> order_fees(2956.50, -1, "2023-08-25", ArenaCostModel())  # §10.16 B
     (5.0, 0.03, 2.96)
-    >>> order_fees(2956.50, -1, "2023-08-28", CostModel())
+    >>> order_fees(2956.50, -1, "2023-08-28", ArenaCostModel())
     (5.0, 0.03, 1.48)
     """
     if not cost.enabled or value <= 0:

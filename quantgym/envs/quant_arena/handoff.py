@@ -55,7 +55,7 @@ def build_payload(ds: ArenaDataset, d0: int, n: int, *, max_lookback: int = 242,
     warmup_start : date-like, optional
         First day the agent may see (the declared warm-up history, spec §2).
     inf_score_error : bool
-        ±inf in a score Series is a day error (True, ``ScoringConfig.inf_score_is_day_error``)
+        ±inf in a score Series is a day error (True, ``ArenaScoringConfig.inf_score_is_day_error``)
         instead of NaN.
 
     Returns

@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from quantgym import metrics as qm
 
-from .config import ScoringConfig
+from .config import ArenaScoringConfig
 
 
 # ---------------------------------------------------------------------- account metrics
@@ -140,11 +140,7 @@ def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) ->
 
 def information_ratio(ic: np.ndarray, n_ann: int = 242) -> float:
     """``A = mean/std(ddof 1)·√n_ann`` over valid RankIC days (0 if < 2 days or std 0)."""
-    v = ic[np.isfinite(ic)]
-    if v.size < 2:
-        return 0.0
-    sd = float(np.std(v, ddof=1))
-    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
+    return qm.sharpe(ic, rf=0.0, periods_per_year=n_ann, finite_only=True, form="ratio")
 
 
 def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quantiles: int = 5
@@ -179,16 +175,6 @@ def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quant
     return ls, qm_
 
 
-def ann_sharpe(x: np.ndarray, n_ann: int = 242) -> float:
-    """``mean/std(ddof 1)·√n_ann`` over finite values (0 if < 2 values or std 0)."""
-    v = np.asarray(x, dtype=np.float64)
-    v = v[np.isfinite(v)]
-    if v.size < 2:
-        return 0.0
-    sd = float(np.std(v, ddof=1))
-    return float(v.mean() / sd * math.sqrt(n_ann)) if sd > 0 else 0.0
-
-
 def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
     """Coverage and active days (spec §10.11).
 
@@ -203,7 +189,7 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 
 
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
-                   cfg: ScoringConfig | None = None) -> dict[str, Any]:
+                   cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -215,7 +201,7 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
     """
-    cfg = cfg or ScoringConfig()
+    cfg = cfg or ArenaScoringConfig()
     s = scores[: labels.shape[0]]
     ic = daily_rank_ic(s, labels, cfg.ic_min_pairs)
     ls, qmeans = long_short(s, labels, cfg.ic_min_pairs, cfg.quantiles)
@@ -226,7 +212,7 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     return {
         "rankic_mean": float(ic[valid].mean()) if valid.any() else 0.0,
         "rankic_ir": information_ratio(ic, cfg.n_ann),
-        "ls_sharpe": ann_sharpe(ls, cfg.n_ann),
+        "ls_sharpe": qm.sharpe(ls, rf=0.0, periods_per_year=cfg.n_ann, finite_only=True, form="ratio"),
         "coverage": cov,
         "active_days": act,
         "n_ic_days": int(valid.sum()),
@@ -253,9 +239,9 @@ def logistic(x: float, c: float) -> float:
 
 
 def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                     cfg: ScoringConfig | None = None) -> dict[str, float]:
+                     cfg: ArenaScoringConfig | None = None) -> dict[str, float]:
     """The six logistic scores s_R, s_L, s_IC, s_A, s_LS, s_TO (spec §10.12)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return {
         "s_R": logistic(excess_arr, c.scale_r),
         "s_L": logistic(sharpe, c.scale_sr),
@@ -267,21 +253,21 @@ def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, 
     }
 
 
-def quality(s: dict[str, float], cfg: ScoringConfig | None = None) -> float:
+def quality(s: dict[str, float], cfg: ArenaScoringConfig | None = None) -> float:
     """``Q = 0.60·s_R + 0.20·s_L + 0.05·(s_IC + s_A + s_LS + s_TO)`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return c.w_r * s["s_R"] + c.w_l * s["s_L"] + c.w_sig * (s["s_IC"] + s["s_A"] + s["s_LS"] + s["s_TO"])
 
 
-def window_score(q: float, d: float, cfg: ScoringConfig | None = None) -> float:
+def window_score(q: float, d: float, cfg: ArenaScoringConfig | None = None) -> float:
     """``S = 100·Q·(0.9 + 0.1·D)`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return 100.0 * q * (c.diversity_base + c.diversity_weight * d)
 
 
-def total_score(s_in: float, s_out: float, cfg: ScoringConfig | None = None) -> float:
+def total_score(s_in: float, s_out: float, cfg: ArenaScoringConfig | None = None) -> float:
     """``S = 0.5·S_in + 0.5·S_out`` (spec §6)."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     return c.w_in * s_in + c.w_out * s_out
 
 
@@ -304,7 +290,7 @@ def _u(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, measured
 
 
-def diversity(features: np.ndarray, scores: np.ndarray, cfg: ScoringConfig | None = None) -> dict[str, Any]:
+def diversity(features: np.ndarray, scores: np.ndarray, cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """Feature diversity D (spec §6, §10.13).
 
     Parameters
@@ -321,7 +307,7 @@ def diversity(features: np.ndarray, scores: np.ndarray, cfg: ScoringConfig | Non
         ``n_clusters``, ``labels`` (cluster id per feature, −1 = dropped),
         ``rho_score`` (ρ̄ of each feature with the score).
     """
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     features = np.asarray(features, dtype=np.float64)
     if features.ndim != 3 or features.shape[1] == 0 or features.shape[0] == 0:
         F = features.shape[1] if features.ndim == 3 else 0
@@ -372,9 +358,9 @@ class ScoreBreakdown:
 
 
 def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                 K: int, cfg: ScoringConfig | None = None) -> ScoreBreakdown:
+                 K: int, cfg: ArenaScoringConfig | None = None) -> ScoreBreakdown:
     """Components, Q, D and S of one window (spec §6, §10.12). Worked example F in tests."""
-    c = cfg or ScoringConfig()
+    c = cfg or ArenaScoringConfig()
     s = component_scores(excess_arr, sharpe, rankic, a, ls_sharpe, turnover, c)
     q = quality(s, c)
     d = min(K / c.diversity_scale, 1.0)
@@ -382,5 +368,5 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
 
 
 __all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
-           "long_short", "ann_sharpe", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
+           "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
            "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window"]

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from quantgym._util import sha256_file
 from quantgym.envs.portbench.universe import CLASS_LABEL_MAP, VIX_TICKER
 from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning, load_portbench_data
 from quantgym.envs.portbench.live.refresh import RefreshError, refresh_portbench_data, swap_directory
@@ -64,14 +65,6 @@ def _is_within(path: Path, root: Path) -> bool:
 
 def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _raw_last_date(dest: Path) -> pd.Timestamp | None:
@@ -292,7 +285,7 @@ def refresh_live_data(
             "stale": report["stale"],
             "warnings": report["warnings"] + [str(w.message) for w in caught
                                               if issubclass(w.category, PortBenchDataWarning)],
-            "prices_sha256": _sha256(stage / "prices.parquet"),
+            "prices_sha256": sha256_file(stage / "prices.parquet"),
             "yfinance_version": prov.get("yfinance_version"),
             "checks": {k: v for k, v in vars(checks).items()},
         }

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from quantgym.config import Config
+
 PAPER_VERSION = "portbench-paper-1.0"
 
 #: §11.1: the 18 large-cap stocks of the default paper universe, after ICSH in canonical order.
@@ -24,7 +26,7 @@ UNIVERSES = ("89_no_crypto", "81_crypto")
 
 
 @dataclass(frozen=True)
-class PaperFidelity:
+class PaperFidelity(Config):
     """Paper-mode items of spec Appendix A, each a switch (defaults = clean mode).
 
     Attributes

@@ -288,7 +288,7 @@ def load_sb3_agent(arg: str, task: str = "portbench", **options: Any) -> SB3Poli
 def evaluate_policy_on_periods(policy: SB3Policy, env_id: str, periods: Sequence[str] = EVAL_PERIODS,
                                data: Any = None) -> tuple[SectionResult, list[EvalResult]]:
     """Evaluate ``policy`` with :func:`evaluate` on each period; rows in the results schema with §7.2 gates."""
-    from quantgym.envs.portbench.bench import stress_gate
+    from quantgym.envs.portbench.config import period_gate
     from quantgym.envs.portbench.profiles import PROFILES
 
     results = []
@@ -300,12 +300,9 @@ def evaluate_policy_on_periods(policy: SB3Policy, env_id: str, periods: Sequence
     prof = _profile_of(env_id)
     tol = PROFILES[prof].max_drawdown
     mdd = {r.period: r.metrics["max_drawdown"] for r in results}
-    gate_all = stress_gate(mdd, tol)
     section = SectionResult(task="portbench")
     for r in results:
-        gate = (abs(r.metrics["max_drawdown"]) <= tol + 1e-12) if r.period in STRESS_PERIODS else (
-            gate_all if r.period == "normal_2024" else None)
-        section.rows.append(r.summary_row(gate=gate))
+        section.rows.append(r.summary_row(gate=period_gate(r.period, mdd, tol)))
         section.runs.append(r.to_dict())
     return section, results
 

@@ -48,7 +48,7 @@ def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int, reject
     """Validate one agent Series against ``view.symbols`` and return a float64 vector (§10.4).
 
     ±inf becomes NaN (§10.4), except with ``reject_inf`` (the score, [project choice]
-    ``ScoringConfig.inf_score_is_day_error``): then ±inf raises ``ValueError``, which the
+    ``ArenaScoringConfig.inf_score_is_day_error``): then ±inf raises ``ValueError``, which the
     caller records as a day error with a clear message instead of silently treating the
     stock as not eligible.
     """

@@ -269,5 +269,5 @@ def _seed() -> None:
 score_days.sandbox_prepare = _prepare  # type: ignore[attr-defined] - the sandbox's pre-lockdown hook
 # Two layers guard look-ahead: the keeper (later rows never exist in the agent's process) and the
 # sandbox's refusal of frame introspection, which executor.py requests through
-# SandboxConfig.frame_introspection (default False = refused). With True the keeper alone still holds
+# ArenaSandboxLimits.frame_introspection (default False = refused). With True the keeper alone still holds
 # (tests/quant_arena/test_arena_sandbox.py, test_frame_walking_finds_no_later_rows).

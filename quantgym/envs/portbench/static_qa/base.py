@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from quantgym.envs.portbench.qa.config import NON_TEXT_CLASSES, TEXT_CLASSES, QAConfig
+from quantgym.envs.portbench.static_qa.config import NON_TEXT_CLASSES, TEXT_CLASSES, QAConfig
 
 SQRT252 = float(np.sqrt(252.0))
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from quantgym.envs.portbench.universe import ASSET_CLASSES
-from quantgym.envs.portbench.qa.base import fmt_weights
-from quantgym.envs.portbench.qa.config import QAConfig
-from quantgym.envs.portbench.qa.generator import get_generator
+from quantgym.envs.portbench.static_qa.base import fmt_weights
+from quantgym.envs.portbench.static_qa.config import QAConfig
+from quantgym.envs.portbench.static_qa.generator import get_generator
 
 #: naive constant answers per template (an uninformed agent; shows each template's floor)
 NAIVE_ANSWERS: dict[str, str] = {

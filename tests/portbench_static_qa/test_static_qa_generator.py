@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 
 from quantgym.envs.portbench.data import load_portbench_data
-from quantgym.envs.portbench.qa.config import TEMPLATES, QAConfig
-from quantgym.envs.portbench.qa.context import candidate_order, compute_splits
-from quantgym.envs.portbench.qa.generator import QAGenerator, dumps_jsonl, get_generator
-from quantgym.envs.portbench.qa.prompt import render_prompt
+from quantgym.envs.portbench.static_qa.config import TEMPLATES, QAConfig
+from quantgym.envs.portbench.static_qa.context import candidate_order, compute_splits
+from quantgym.envs.portbench.static_qa.generator import QAGenerator, dumps_jsonl, get_generator
+from quantgym.envs.portbench.static_qa.prompt import render_prompt
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_regeneration_is_byte_identical(data, gen):
 
 
 def test_same_bytes_in_other_processes_with_other_hash_seeds(gen):
-    code = ("import hashlib,sys;from quantgym.envs.portbench.qa.generator import get_generator,dumps_jsonl;"
+    code = ("import hashlib,sys;from quantgym.envs.portbench.static_qa.generator import get_generator,dumps_jsonl;"
             "g=get_generator();sys.stdout.write(hashlib.sha256(dumps_jsonl(p for t in "
             "('T1','T2','T3','T4','T5','T6','T7') for p in g.pairs(t,n=40))).hexdigest())")
     want = hashlib.sha256(dumps_jsonl(p for t in TEMPLATES for p in gen.pairs(t, n=40))).hexdigest()

@@ -19,7 +19,7 @@ class _Half:
     name = "fake"
 
     def __init__(self):
-        from quantgym.envs.portbench.qa.policies import OraclePolicy
+        from quantgym.envs.portbench.static_qa.policies import OraclePolicy
 
         self.oracle = OraclePolicy()
 

@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from quantgym.envs.portbench.qa.config import FORMULA_TEMPLATES, JUDGMENT_TEMPLATES, REGIMES, RESTRICTABLE, TEMPLATES
+from quantgym.envs.portbench.static_qa.config import FORMULA_TEMPLATES, JUDGMENT_TEMPLATES, REGIMES, RESTRICTABLE, TEMPLATES
 
 #: the paper's table columns (§10.4), in order
 TABLE_COLUMNS: tuple[str, ...] = (

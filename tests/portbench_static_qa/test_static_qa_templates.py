@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from quantgym.envs.portbench.qa import t1_return, t2_var, t3_sizing, t4_pair, t5_sharpe, t6_rebalance, t7_regime
-from quantgym.envs.portbench.qa.config import QAConfig, T7_DIRECTIONS
+from quantgym.envs.portbench.static_qa import t1_return, t2_var, t3_sizing, t4_pair, t5_sharpe, t6_rebalance, t7_regime
+from quantgym.envs.portbench.static_qa.config import QAConfig, T7_DIRECTIONS
 from ._panel import D, DATES, alternating, context, make_panel, window_rows
 
 CFG = QAConfig()

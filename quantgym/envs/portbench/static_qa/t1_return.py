@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from quantgym.envs.portbench.qa.base import TemplateOutput, ann_vol, fmt_macro, pick_single, rnd
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, ann_vol, fmt_macro, pick_single, rnd
 
 TEMPLATE = "T1"
 SEED_OFFSET = 0

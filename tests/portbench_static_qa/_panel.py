@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.data import PortBenchData
-from quantgym.envs.portbench.qa.config import QAConfig
-from quantgym.envs.portbench.qa.context import QAData
+from quantgym.envs.portbench.static_qa.config import QAConfig
+from quantgym.envs.portbench.static_qa.context import QAData
 
 CLASSES = {"SPY": "equities", "TLT": "bonds", "GLD": "commodities", "VNQ": "real_estate",
            "BTC-USD": "cryptocurrency", "BIL": "cash"}

@@ -4,9 +4,9 @@ The QA set is not shipped as package data: it is generated from the bundled real
 (≈ 0.3 s for the 350 test pairs of the published tables, ≈ 1.5 s for all 7 000 pairs) and cached per
 process. This script materialises it for inspection or for use outside quantgym::
 
-    python -m quantgym.envs.portbench.qa.build --out qa_set/            # train/val/test JSONL + counts.json
-    python -m quantgym.envs.portbench.qa.build --examples               # one clean test prompt per template
-    python -m quantgym.envs.portbench.qa.build --out qa_set/ --fidelity paper --data /path/to/data
+    python -m quantgym.envs.portbench.static_qa.build --out qa_set/            # train/val/test JSONL + counts.json
+    python -m quantgym.envs.portbench.static_qa.build --examples               # one clean test prompt per template
+    python -m quantgym.envs.portbench.static_qa.build --out qa_set/ --fidelity paper --data /path/to/data
 
 The files are byte-identical for the same data, config and fidelity (no salted hash, no global RNG).
 """
@@ -18,8 +18,8 @@ import json
 import time
 from pathlib import Path
 
-from quantgym.envs.portbench.qa.config import TEMPLATES, QAConfig
-from quantgym.envs.portbench.qa.context import SPLIT_NAMES
+from quantgym.envs.portbench.static_qa.config import TEMPLATES, QAConfig
+from quantgym.envs.portbench.static_qa.context import SPLIT_NAMES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from quantgym.envs.portbench.data import load_portbench_data
-    from quantgym.envs.portbench.qa.generator import QAGenerator, QAItem, dumps_jsonl
-    from quantgym.envs.portbench.qa.prompt import render_prompt
+    from quantgym.envs.portbench.static_qa.generator import QAGenerator, QAItem, dumps_jsonl
+    from quantgym.envs.portbench.static_qa.prompt import render_prompt
 
     t0 = time.perf_counter()
     data = load_portbench_data(args.data)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from quantgym.envs.portbench.universe import ASSET_CLASSES
-from quantgym.envs.portbench.qa.base import TemplateOutput, fmt_weights, rnd
-from quantgym.envs.portbench.qa.config import NON_TEXT_CLASSES, TEXT_CLASSES
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, fmt_weights, rnd
+from quantgym.envs.portbench.static_qa.config import NON_TEXT_CLASSES, TEXT_CLASSES
 
 TEMPLATE = "T4"
 SEED_OFFSET = 3

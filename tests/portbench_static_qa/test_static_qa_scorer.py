@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from quantgym.envs.portbench.qa.aggregate import aggregate, qa_ceps_spearman, spearman, summary_from_template_means
-from quantgym.envs.portbench.qa.base import QAPair
-from quantgym.envs.portbench.qa.scorer import (
+from quantgym.envs.portbench.static_qa.aggregate import aggregate, qa_ceps_spearman, spearman, summary_from_template_means
+from quantgym.envs.portbench.static_qa.base import QAPair
+from quantgym.envs.portbench.static_qa.scorer import (
     cosine, extract_weights, first_number, rebalance_decision, score_response,
 )
 

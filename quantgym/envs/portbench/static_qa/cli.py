@@ -33,7 +33,7 @@ def resolve_agent(spec: str, data=None, fidelity: str = "clean", out_dir: Path |
     ValueError
         Unknown spec, or a scheme whose optional extra is missing.
     """
-    from quantgym.envs.portbench.qa.policies import make_reference_policy
+    from quantgym.envs.portbench.static_qa.policies import make_reference_policy
 
     if spec in ("oracle", "naive"):
         return make_reference_policy(spec, data=data, fidelity=fidelity)
@@ -112,7 +112,7 @@ def _qa_score(run) -> float:
     m = run.table.get("Mean", math.nan)
     if math.isfinite(m):
         return m
-    from quantgym.envs.portbench.qa.config import TEMPLATES
+    from quantgym.envs.portbench.static_qa.config import TEMPLATES
 
     vals = [run.table[t] for t in TEMPLATES if math.isfinite(run.table.get(t, math.nan))]
     return sum(vals) / len(vals) if vals else math.nan
@@ -126,7 +126,7 @@ def qa_table(runs: list, title: str):
     """A rich Table in the paper's §10.4 shape (one row per agent)."""
     from rich.table import Table
 
-    from quantgym.envs.portbench.qa.aggregate import TABLE_COLUMNS
+    from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
 
     tab = Table(title=title)
     tab.add_column("agent", style="bold")
@@ -168,10 +168,10 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from quantgym.envs.portbench.qa.aggregate import qa_ceps_spearman
-        from quantgym.envs.portbench.qa.config import QAConfig
-        from quantgym.envs.portbench.qa.env import PortBenchQAEnv
-        from quantgym.envs.portbench.qa.runner import run_qa
+        from quantgym.envs.portbench.static_qa.aggregate import qa_ceps_spearman
+        from quantgym.envs.portbench.static_qa.config import QAConfig
+        from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv
+        from quantgym.envs.portbench.static_qa.runner import run_qa
         from quantgym.results import SectionResult, SummaryRow, write_results
 
         console = Console()

@@ -2,13 +2,13 @@
 
 Public API::
 
-    from quantgym.envs.portbench.qa import (
+    from quantgym.envs.portbench.static_qa import (
         QAConfig, QAPair, QAItem, QAGenerator, get_generator, dumps_jsonl,
         score_response, aggregate, qa_ceps_spearman, OraclePolicy, NaivePolicy, run_qa,
     )
     env = gymnasium.make("PortBench-QA-v0", split="test", restricted="both")
 
-Submodules are imported lazily so ``import quantgym.envs.portbench.qa.cli`` stays cheap.
+Submodules are imported lazily so ``import quantgym.envs.portbench.static_qa.cli`` stays cheap.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Shown: SPY start/end price and trailing return of the context, annualised volatility, all macro
 values (no regime line). Asked: the regime (bull/bear/sideways/crisis) and, per asset class, the
 allocation direction. Truth: the pair's §1.9 label at ``d - 1`` and the §9.2 direction table
-(:data:`~quantgym.envs.portbench.qa.config.T7_DIRECTIONS`). Answer
+(:data:`~quantgym.envs.portbench.static_qa.config.T7_DIRECTIONS`). Answer
 ``"Regime: bull; Allocations: equities: increase, bonds: decrease, …"``. Paper mode asks for
 "increase, decrease, or maintain" as the repo does (the scorer gives "maintain" nothing there);
 clean mode asks for increase/decrease/neutral and maps maintain/hold to neutral when scoring.
@@ -11,8 +11,8 @@ clean mode asks for increase/decrease/neutral and maps maintain/hold to neutral 
 
 from __future__ import annotations
 
-from quantgym.envs.portbench.qa.base import TemplateOutput, ann_vol, fmt_macro, rnd
-from quantgym.envs.portbench.qa.config import T7_DIRECTIONS
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, ann_vol, fmt_macro, rnd
+from quantgym.envs.portbench.static_qa.config import T7_DIRECTIONS
 
 TEMPLATE = "T7"
 SEED_OFFSET = 6  # unused: T7 always uses the regime ticker (SPY)

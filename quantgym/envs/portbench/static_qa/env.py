@@ -9,10 +9,10 @@ import numpy as np
 from gymnasium import spaces
 
 from quantgym.envs.portbench.data import as_portbench_data
-from quantgym.envs.portbench.qa.config import COMPLEXITY, FIDELITIES, REGIMES, SYSTEM_PROMPT, TEMPLATES, QAConfig
-from quantgym.envs.portbench.qa.generator import QAItem, get_generator
-from quantgym.envs.portbench.qa.prompt import render_prompt
-from quantgym.envs.portbench.qa.scorer import score_response
+from quantgym.envs.portbench.static_qa.config import COMPLEXITY, FIDELITIES, REGIMES, SYSTEM_PROMPT, TEMPLATES, QAConfig
+from quantgym.envs.portbench.static_qa.generator import QAItem, get_generator
+from quantgym.envs.portbench.static_qa.prompt import render_prompt
+from quantgym.envs.portbench.static_qa.scorer import score_response
 from quantgym.spaces import AnyText, check_prompt_style
 
 PROMPT_MAX_LENGTH = 262144

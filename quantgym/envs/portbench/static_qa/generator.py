@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from quantgym.envs.portbench.data import PortBenchData, load_portbench_data
-from quantgym.envs.portbench.qa import (
+from quantgym.envs.portbench.static_qa import (
     t1_return, t2_var, t3_sizing, t4_pair, t5_sharpe, t6_rebalance, t7_regime,
 )
-from quantgym.envs.portbench.qa.base import QAPair
-from quantgym.envs.portbench.qa.config import COMPLEXITY, FIDELITIES, REGIMES, RESTRICTABLE, TEMPLATES, QAConfig
-from quantgym.envs.portbench.qa.context import SPLIT_NAMES, QAData, candidate_order, compute_splits
+from quantgym.envs.portbench.static_qa.base import QAPair
+from quantgym.envs.portbench.static_qa.config import COMPLEXITY, FIDELITIES, REGIMES, RESTRICTABLE, TEMPLATES, QAConfig
+from quantgym.envs.portbench.static_qa.context import SPLIT_NAMES, QAData, candidate_order, compute_splits
 
 #: template id -> module (``select``, ``build``, ``SEED_OFFSET``; T4/T5 also ``restrict``)
 TEMPLATE_MODULES = {

@@ -6,10 +6,9 @@ string that goes into every results file; :data:`T7_DIRECTIONS` is the §9.2 T7 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
+from quantgym.config import Config
 from quantgym.envs.portbench.universe import ASSET_CLASSES
 
 QA_VERSION = "portbench-qa-1.0"
@@ -59,7 +58,7 @@ FIDELITIES: tuple[str, ...] = ("clean", "paper")
 
 
 @dataclass(frozen=True)
-class QAConfig:
+class QAConfig(Config):
     """Construction and scoring parameters of the QA layer (spec §9.1–§9.4; defaults = spec).
 
     Attributes
@@ -140,7 +139,3 @@ class QAConfig:
     t6_uniform: float = 0.0325
     class_major_prob: float = 0.8
     t4_other_prob: float = 0.5
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for results.json)."""
-        return dataclasses.asdict(self)

@@ -15,7 +15,7 @@ import datetime as _dt
 
 import numpy as np
 
-from quantgym.envs.portbench.qa.base import TemplateOutput, fmt_weights, pick_four, rnd
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, fmt_weights, pick_four, rnd
 
 TEMPLATE = "T6"
 SEED_OFFSET = 5

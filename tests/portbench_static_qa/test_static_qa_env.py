@@ -10,8 +10,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401  (registers the ids)
-from quantgym.envs.portbench.qa import NaivePolicy, OraclePolicy, run_qa
-from quantgym.envs.portbench.qa.env import PortBenchQAEnv
+from quantgym.envs.portbench.static_qa import NaivePolicy, OraclePolicy, run_qa
+from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +135,7 @@ def test_parallel_workers_give_identical_records():
 
 
 def test_user_data_and_explicit_splits():
-    from quantgym.envs.portbench.qa.config import QAConfig
+    from quantgym.envs.portbench.static_qa.config import QAConfig
     from ._panel import CLASSES, alternating, make_panel
 
     data = make_panel({t: alternating(0.002 * (k + 1), phase=k % 2) for k, t in enumerate(CLASSES)})

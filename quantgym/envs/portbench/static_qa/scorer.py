@@ -17,8 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from quantgym._util import strip_fences
 from quantgym.envs.portbench.universe import ASSET_CLASSES
-from quantgym.envs.portbench.qa.base import QAPair
+from quantgym.envs.portbench.static_qa.base import QAPair
 
 #: §9.4 T1 keywords in their fixed order -> label
 DIRECTION_KEYWORDS: tuple[tuple[str, str], ...] = (
@@ -41,7 +42,6 @@ T6_NEGATIVE_PATTERNS: tuple[re.Pattern, ...] = tuple(
 )
 
 _NUMBER = re.compile(r"[-+]?\d*\.?\d+\s*%?")
-_FENCE = re.compile(r"```(?:json)?\s*")
 _TRADE = re.compile(r"(sell|buy)\s+([\d.]+)\s+of\s+(\S+)")
 _PCT = re.compile(r"([-+]?\d*\.?\d+)\s*%")
 
@@ -123,7 +123,7 @@ def extract_weights(text: str, assets: Sequence[str]) -> dict[str, float] | None
     """
     if not text or not assets:
         return None
-    body = _FENCE.sub("", text).strip().rstrip("`").strip()
+    body = strip_fences(text, "json").strip().rstrip("`").strip()
     weights: dict[str, float] = {}
     try:
         data = json.loads(body)
@@ -222,7 +222,7 @@ def extract_directions(text: str, fidelity: str = "clean") -> dict[str, str]:
 
     out: dict[str, str] = {}
     try:
-        data = json.loads(_FENCE.sub("", text).strip().rstrip("`"))
+        data = json.loads(strip_fences(text, "json").strip().rstrip("`"))
     except (ValueError, TypeError, RecursionError):
         data = None
     if isinstance(data, dict):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantgym.envs.portbench.qa.base import TemplateOutput, pick_single, rnd
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, pick_single, rnd
 
 TEMPLATE = "T3"
 SEED_OFFSET = 2

@@ -19,7 +19,7 @@ import pandas as pd
 from quantgym.envs.portbench.universe import ASSET_CLASSES, MACRO_KEYS
 from quantgym.envs.portbench.data import PortBenchData
 from quantgym.envs.portbench.availability import market_regime
-from quantgym.envs.portbench.qa.config import QAConfig
+from quantgym.envs.portbench.static_qa.config import QAConfig
 
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
 

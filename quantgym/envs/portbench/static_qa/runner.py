@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from quantgym.envs.portbench.qa.aggregate import aggregate
-from quantgym.envs.portbench.qa.env import PortBenchQAEnv
+from quantgym.envs.portbench.static_qa.aggregate import aggregate
+from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from quantgym.envs.portbench.qa.config import SYSTEM_PROMPT
+from quantgym.envs.portbench.static_qa.config import SYSTEM_PROMPT
 from quantgym.spaces import check_prompt_style
 
 #: a plain decimal with trailing zeros (not part of a longer number, not an exponent's digits)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from quantgym.envs.portbench.qa.base import TemplateOutput, fmt_weights, pick_four, rnd
+from quantgym.envs.portbench.static_qa.base import TemplateOutput, fmt_weights, pick_four, rnd
 from quantgym.envs.portbench.optimize import max_sharpe
 
 TEMPLATE = "T5"

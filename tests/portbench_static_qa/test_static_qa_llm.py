@@ -12,8 +12,8 @@ pytest.importorskip("openai")
 from typer.testing import CliRunner  # noqa: E402
 
 from quantgym.cli import app  # noqa: E402
-from quantgym.envs.portbench.qa import OraclePolicy, run_qa  # noqa: E402
-from quantgym.envs.portbench.qa.env import PortBenchQAEnv  # noqa: E402
+from quantgym.envs.portbench.static_qa import OraclePolicy, run_qa  # noqa: E402
+from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv  # noqa: E402
 from llm.server import ScriptedServer, fast_options  # noqa: E402  (tests/ is on sys.path: prepend import mode)
 
 
