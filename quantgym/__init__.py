@@ -20,7 +20,8 @@ __version__ = "0.1.0"
 
 
 def register_envs() -> None:
-    """Register every id of :data:`quantgym.envs.ENV_SPECS` with Gymnasium (idempotent; imports gymnasium)."""
+    """Register the env ids of every task in the registry (:mod:`quantgym.tasks`) with Gymnasium (idempotent;
+    imports gymnasium)."""
     from quantgym.envs import register_envs as _register
 
     _register()
