@@ -8,8 +8,9 @@ import json
 import pytest
 
 from quantgym.agents.llm.client import (
-    ChatEngine, LLMConfig, LLMConfigError, ReplayEngine, ReplayMismatchError, canonical_hash, read_transcript,
+    ChatEngine, LLMConfig, LLMConfigError, ReplayMismatchError, canonical_hash, read_transcript,
 )
+from quantgym.agents.llm.replay import ReplayEngine
 
 MSG = [{"role": "user", "content": "say something"}]
 SCHEMA = {"name": "x", "schema": {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"],

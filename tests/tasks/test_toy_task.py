@@ -1,5 +1,5 @@
 """A new task touches its own folder and one registry line: a toy task defined in tests/tasks/toy_task.py
-is registered from this test and runs through ``bench``, ``eval`` (a replayed transcript), ``sweep`` and
+(record: toy_record.py) is registered from this test and runs through ``bench``, ``eval`` (a replayed transcript), ``sweep`` and
 ``report`` with no other file changed (issue #14)."""
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from typer.testing import CliRunner
 import quantgym.tasks as qt
 from quantgym.cli import app
 
-from . import toy_task
+from . import toy_record
 
 pytest.importorskip("openai")
 
 
 @pytest.fixture
 def toy(monkeypatch):
-    qt.register_task(toy_task.TASK)  # this process
-    monkeypatch.setenv("QUANTGYM_TASKS", "tests.tasks.toy_task:TASK")  # sweep worker processes
-    yield toy_task.TASK
+    qt.register_task(toy_record.TASK)  # this process
+    monkeypatch.setenv("QUANTGYM_TASKS", "tests.tasks.toy_record:TASK")  # sweep worker processes
+    yield toy_record.TASK
     qt.unregister_task("toy")
 
 
@@ -35,7 +35,7 @@ def test_registry_lists_the_toy_task_and_rejects_duplicates(toy):
     assert qt.task_of("Toy-v0").name == "toy"
     assert "toy" in qt.task_names()
     with pytest.raises(ValueError, match="already registered"):
-        qt.register_task(toy_task.TASK)
+        qt.register_task(toy_record.TASK)
     with pytest.raises(ValueError, match="unknown env id 'Nope-v0'"):
         qt.task_of("Nope-v0")
 
@@ -84,3 +84,17 @@ def test_toy_task_runs_through_bench_eval_sweep_report(toy, tmp_path, monkeypatc
     assert r.exit_code == 0, r.output
     md = (rep / "leaderboard.md").read_text()
     assert "Toy scores" in md and "oracle" in md and "openai:test-model" in md
+
+
+def test_builtin_records_import_no_task_code():
+    """Records are read while Gymnasium registers the ids: loading them imports no env, numpy or gymnasium."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom quantgym.tasks import tasks\ntasks()\n"
+            "print(sorted(m for m in sys.modules if m.startswith('quantgym') or m in ('numpy', 'gymnasium')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = eval(out.strip().splitlines()[-1])
+    allowed = {"quantgym", "quantgym.tasks", "quantgym.envs"}
+    assert all(m in allowed or (m.startswith("quantgym.envs.") and m.count(".") == 2)
+               or m.endswith(".task") for m in loaded), loaded

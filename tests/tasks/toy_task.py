@@ -1,5 +1,5 @@
-"""A toy task that lives only in this test module: its env, bench section, eval adapter, LLM adapter and
-report section. ``tests/tasks/test_toy_task.py`` registers it (:func:`quantgym.tasks.register_task`) and
+"""A toy task that lives only in the tests: its env, bench section, eval adapter, LLM adapter and report
+section (its record is tests/tasks/toy_record.py). ``tests/tasks/test_toy_task.py`` registers it (:func:`quantgym.tasks.register_task`) and
 runs ``bench``, ``eval`` (replay agent), ``sweep`` and ``report`` on it without touching any other file."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from quantgym.agents.llm.agents import LLMAgent
 from quantgym.evaluation import EvalContext, EvalPlan, evaluate, job_label
 from quantgym.results import SectionResult, SummaryRow
 from quantgym.spaces import AnyText
-from quantgym.tasks import Task
 
 ENV_ID = "Toy-v0"
 QUESTION = "What is six times seven? Answer with the number only."
@@ -118,8 +117,3 @@ def make_baseline(name: str):
             return "42"
 
     return Oracle()
-
-
-TASK = Task(name="toy", title="Toy", envs={ENV_ID: (f"{__name__}:ToyEnv", {})}, bench=__name__,
-            eval=f"{__name__}:ADAPTER", llm=f"{__name__}:ToyLLMAgent", report=f"{__name__}:report_section",
-            classical=True, baselines=f"{__name__}:make_baseline", docs="tests/tasks/toy_task.py")

@@ -23,7 +23,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.agents.llm.client import ChatEngine, LLMConfig, ReplayEngine
+from quantgym.agents.llm.client import ChatEngine, LLMConfig
+from quantgym.agents.llm.replay import ReplayEngine
 
 #: tokens kept free between prompt + cap and the context window [project choice]
 CONTEXT_MARGIN = 16

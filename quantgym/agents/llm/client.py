@@ -9,8 +9,13 @@ that cannot be reached before it ever answered) raise :class:`LLMConfigError`, w
 Every request is appended, as it happens, to a JSONL transcript (``flush`` + ``fsync`` per line):
 a header line (config, versions; never the API key) and one ``"type": "call"`` line per request with
 the canonical request hash, request, response, text, usage, latency, model, endpoint, timestamp,
-each HTTP try, and cost. :class:`ReplayEngine` serves the same requests from a transcript offline
-(matched by hash, in order) so a run reproduces bit for bit.
+each HTTP try, and cost (:mod:`~quantgym.agents.llm.transcript`). :class:`~quantgym.agents.llm.replay.ReplayEngine`
+serves the same requests from a transcript offline (matched by hash, in order) so a run reproduces bit for
+bit. What an endpoint's errors and responses mean is :mod:`~quantgym.agents.llm.endpoint`.
+
+This module is over 500 lines for one reason: :class:`ChatEngine` is one state machine (capability ladder,
+context window, budget, cache, retries) whose steps share one lock and one per-endpoint state; split into
+modules, its invariants (compare-and-set step-down, one re-render) would no longer read in one place.
 
 Per-endpoint adaptation [project choice]: structured output climbs down a **capability ladder**,
 ``json_schema`` → ``json_object`` with ``schema`` (llama.cpp family: grammar-constrained) →
@@ -27,8 +32,6 @@ the same path.
 
 from __future__ import annotations
 
-import datetime as _dt
-import hashlib
 import json
 import os
 import random
@@ -39,6 +42,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from quantgym.agents.llm.endpoint import (_UNSUPPORTED, _UNSUPPORTED_5XX, _body_text, _conn_detail, _content,  # noqa: F401
+                                         _err_message, _is_connect_timeout, _retry_after, _truncation_warning, _usage,
+                                         parse_context_error, rung_of)
+from quantgym.agents.llm.transcript import Transcript, _now, _one_line, canonical_hash, read_transcript  # noqa: F401
+
 LLM_AGENT_VERSION = "llm-agent-v2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -47,11 +55,6 @@ RUNGS = ("json_schema", "json_object_schema", "json_object", "text")
 #: ``structured=`` values: ``auto`` (climb down the ladder from the top), a rung (fixed), ``on`` (= json_schema,
 #: fixed), ``off`` (= text)
 STRUCTURED_MODES = ("auto", "on", "off") + RUNGS
-#: a server's ``usage.prompt_tokens`` below ``utf8 bytes / TRUNCATION_BYTES_PER_TOKEN`` of what was sent means the
-#: server cut the prompt (Ollama's ``num_ctx``) [project choice: no tokenizer packs 6 bytes of these prompts in one token]
-TRUNCATION_BYTES_PER_TOKEN = 6.0
-#: ... or below the estimate / this ratio (see ``_truncation_warning``) [project choice]
-TRUNCATION_ESTIMATE_RATIO = 2.5
 #: a 5xx that names response_format is a validation error (one rung down) only with one of these [project choice]
 _VALIDATION_5XX = re.compile(r"Input should be|'loc'|\"loc\"|literal_error|validation error|must be one of|"
                              r"not supported|unsupported|invalid", re.I)
@@ -214,173 +217,6 @@ class CallResult:
     context_window: int | None = None
     prompt_tokens_needed: int | None = None
     warning: str | None = None
-
-
-def canonical_hash(request: dict, nonce: int = 0, subs: tuple[tuple[str, str], ...] = ()) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces, UTF-8) of ``request`` + ``nonce``.
-
-    The endpoint and the API key are not part of it: the same request to another endpoint hashes the
-    same (so a transcript can serve as a cache for a mirror of the same model). ``subs`` are string
-    replacements applied to the canonical JSON before hashing, for run-specific text in a prompt
-    (e.g. Market-Bench's temporary input folder → ``<WORKDIR>``); the request itself is sent and
-    recorded unchanged.
-    """
-    doc = {"request": request, "nonce": int(nonce)}
-    s = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    for old, new in subs:
-        if old:
-            s = s.replace(json.dumps(old, ensure_ascii=False)[1:-1], new)
-    return hashlib.sha256(s.encode("utf-8")).hexdigest()
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _one_line(msg: Any, limit: int = 300) -> str:
-    s = " ".join(str(msg).split())
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-class Transcript:
-    """Append-only JSONL transcript of one run (thread-safe; every line flushed and fsynced).
-
-    Raises
-    ------
-    FileExistsError
-        If ``path`` already holds a transcript (one file per run).
-    """
-
-    def __init__(self, path: str | os.PathLike, header: dict | None = None):
-        self.path = Path(path)
-        if self.path.exists() and self.path.stat().st_size > 0:
-            raise FileExistsError(f"transcript {self.path} already exists: choose a new path (one transcript per "
-                                  "run; pass the old one as cache_from= to reuse its answers)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._fh = self.path.open("a", encoding="utf-8")
-        if header is not None:
-            self.write({"type": "header", **header})
-
-    def write(self, record: dict) -> None:
-        from quantgym.results import to_jsonable
-
-        line = json.dumps(to_jsonable(record), ensure_ascii=False, allow_nan=False)
-        with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
-            try:
-                os.fsync(self._fh.fileno())
-            except OSError:  # pragma: no cover - e.g. a pipe
-                pass
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
-
-    def __del__(self):  # pragma: no cover
-        try:
-            self.close()
-        except Exception:
-            pass
-
-
-def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
-    """(header, call records) of a JSONL transcript (``.jsonl`` or gzip-compressed ``.jsonl.gz``); a
-    truncated last line (crash) is skipped; ``probe`` lines are returned in ``header["_probes"]``.
-
-    Raises
-    ------
-    FileNotFoundError, ValueError
-        Missing file, or no header line.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"transcript {path} does not exist")
-    header: dict | None = None
-    calls: list[dict] = []
-    probes: list[dict] = []
-    if path.suffix == ".gz":
-        import gzip
-
-        opener = gzip.open(path, "rt", encoding="utf-8")
-    else:
-        opener = path.open(encoding="utf-8")
-    with opener as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash
-            if rec.get("type") == "header":
-                header = header or rec
-            elif rec.get("type") == "call":
-                calls.append(rec)
-            elif rec.get("type") == "probe":
-                probes.append(rec)
-    if header is None:
-        raise ValueError(f"{path} is not a quantgym LLM transcript (no header line)")
-    if probes:
-        header = {**header, "_probes": probes}
-    return header, calls
-
-
-# unsupported-parameter detection on a 400/422 body [project choice: the patterns]
-_UNSUPPORTED = (
-    ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
-    ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
-    ("temperature", re.compile(r"temperature", re.I)),
-    # a completion cap the model cannot take (too large for the model): drop the cap
-    ("max_tokens_drop", re.compile(r"max_(completion_)?tokens", re.I)),
-)
-#: a 5xx body that names the structured-output field is a validation error, not a server fault
-_UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
-#: context-length errors: (pattern for the window, pattern for the prompt's own token count)
-_CONTEXT_ERR = re.compile(r"context[_ ]length|context window|context size|maximum context|exceed_context|"
-                          r"prompt is too long|too many tokens", re.I)
-_CONTEXT_WINDOW = (
-    re.compile(r"maximum context length is (\d+)", re.I),        # OpenAI, vLLM, llama-cpp-python
-    re.compile(r"context length is only (\d+)", re.I),           # vLLM (newer)
-    re.compile(r"context window of (\d+)", re.I),                # llama-cpp-python (raw)
-    re.compile(r"available context size \((\d+) tokens\)", re.I),  # llama-server
-    re.compile(r"['\"]?n_ctx['\"]?\s*[:=]\s*(\d+)", re.I),       # llama-server error body
-    re.compile(r"context (?:size|length|window)[^0-9]{0,30}(\d{3,})", re.I),
-)
-_CONTEXT_PROMPT = (
-    re.compile(r"\((\d+) in the messages", re.I),                # OpenAI, llama-cpp-python
-    re.compile(r"your request has (\d+) input tokens", re.I),    # vLLM
-    re.compile(r"prompt contains (?:at least )?(\d+) input tokens", re.I),
-    re.compile(r"You passed (\d+) input tokens", re.I),          # vLLM (newer)
-    re.compile(r"Requested tokens \((\d+)\)", re.I),             # llama-cpp-python (raw)
-    re.compile(r"\brequest \((\d+) tokens\) exceeds", re.I),     # llama-server
-    re.compile(r"messages resulted in (\d+) tokens", re.I),      # OpenAI
-    re.compile(r"['\"]?n_prompt_tokens['\"]?\s*[:=]\s*(\d+)", re.I),
-)
-
-
-def parse_context_error(msg: str) -> tuple[int | None, int | None] | None:
-    """(window, prompt tokens) named by a context-length error message, or None if ``msg`` is not one.
-
-    Either number may be None when the server does not state it. Matches the wordings of OpenAI,
-    vLLM (old and new), llama-cpp-python (``context_length_exceeded``, and its raw "Requested tokens
-    (P) exceed context window of M"), llama-server (``exceed_context_size_error`` with ``n_ctx`` and
-    ``n_prompt_tokens``) and LiteLLM (which prefixes the upstream message); see docs/llm-servers.md.
-    """
-    if not msg or not _CONTEXT_ERR.search(msg):
-        return None
-
-    def first(pats) -> int | None:
-        for pat in pats:
-            m = pat.search(msg)
-            if m:
-                return int(m.group(1))
-        return None
-
-    return first(_CONTEXT_WINDOW), first(_CONTEXT_PROMPT)
 
 
 class _EndpointState:
@@ -937,159 +773,5 @@ class ChatEngine:
                  "response": None, "latency_s": lat})
 
 
-def rung_of(req: dict) -> str:
-    """The structured-output rung a request body was built at (:data:`RUNGS`)."""
-    rf = req.get("response_format")
-    if not isinstance(rf, dict):
-        return "text"
-    if rf.get("type") == "json_schema":
-        return "json_schema"
-    return "json_object_schema" if "schema" in rf else "json_object"
-
-
-def _truncation_warning(req: dict, usage: dict) -> str | None:
-    """A warning when the server counted far fewer prompt tokens than were sent (a silent cut).
-
-    The floor [project choice] is the larger of (bytes sent / ``TRUNCATION_BYTES_PER_TOKEN``) and
-    (the estimate / ``TRUNCATION_ESTIMATE_RATIO``): the estimate is at most 1.54 times the SmolLM2
-    count on the bundled prompts and about 2.2 times a large-vocabulary count on number tables, so
-    an uncut prompt never falls below it; a cut to less than 40 % of the prompt always does.
-    """
-    from quantgym.agents.llm.tokens import messages_tokens
-
-    pt = (usage or {}).get("prompt_tokens")
-    if not pt:
-        return None
-    msgs = req.get("messages") or []
-    sent = sum(len(str(m.get("content") or "").encode("utf-8")) for m in msgs)
-    floor = int(max(sent / TRUNCATION_BYTES_PER_TOKEN, messages_tokens(msgs) / TRUNCATION_ESTIMATE_RATIO))
-    if pt < floor:
-        return (f"prompt truncated by the server? it counted {pt} prompt tokens for {sent} bytes sent (at least "
-                f"{floor} expected): raise its context (Ollama: num_ctx) or pass --context-window")
-    return None
-
-
-def _is_connect_timeout(exc: BaseException) -> bool:
-    """An ``APITimeoutError`` raised while opening the connection (httpx ``ConnectTimeout``)."""
-    cause = exc.__cause__ or exc.__context__
-    return cause is not None and type(cause).__name__ == "ConnectTimeout"
-
-
-def _conn_detail(exc: BaseException) -> str:
-    """The transport's reason behind an ``APIConnectionError`` ("Connection refused", a DNS failure...)."""
-    cause = exc.__cause__ or exc.__context__
-    detail = str(cause) if cause is not None and str(cause) else ""
-    return detail or str(exc)
-
-
-def _err_message(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            code = err.get("code")
-            return f"{err['message']}" + (f" (code {code})" if code else "")
-        if isinstance(err, str):
-            return err
-    return str(getattr(exc, "message", None) or exc)
-
-
-def _body_text(exc: Any) -> str:
-    """The error response's body as compact JSON text (for pattern matching), '' when there is none."""
-    body = getattr(exc, "body", None)
-    if body is None:
-        return ""
-    try:
-        return json.dumps(body, default=str)[:4000]
-    except (TypeError, ValueError):
-        return str(body)[:4000]
-
-
-def _retry_after(exc: Any) -> float | None:
-    resp = getattr(exc, "response", None)
-    try:
-        v = resp.headers.get("retry-after") if resp is not None else None
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def _content(resp: Any) -> tuple[str, str | None]:
-    try:
-        ch = resp.choices[0]
-    except (AttributeError, IndexError, TypeError):
-        return "", None
-    msg = getattr(ch, "message", None)
-    text = getattr(msg, "content", None) or ""
-    if not text:
-        text = getattr(msg, "refusal", None) or ""
-    return str(text), getattr(ch, "finish_reason", None)
-
-
-def _usage(resp: Any) -> dict[str, int]:
-    u = getattr(resp, "usage", None)
-    if u is None:
-        return {}
-    out = {}
-    for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        v = getattr(u, k, None)
-        if v is not None:
-            out[k] = int(v)
-    return out
-
-
-class ReplayEngine(ChatEngine):
-    """A :class:`ChatEngine` that answers from a recorded transcript (no network).
-
-    Requests are matched by canonical hash (the n-th request with a given hash gets the n-th record
-    with that hash; cache hits of the original run are records too). The endpoint adaptations
-    replay from the recorded outcomes.
-
-    Raises
-    ------
-    ReplayMismatchError
-        On a request the transcript does not hold (the run diverged: different prompts, env version,
-        or options).
-    """
-
-    def __init__(self, path: str | os.PathLike):
-        header, calls = read_transcript(path)
-        cfg = dict(header.get("config") or {})
-        fields = set(LLMConfig.__dataclass_fields__)
-        config = LLMConfig(**{k: v for k, v in cfg.items() if k in fields})
-        super().__init__(config, api_key="replay", transcript=None, cache=False)
-        self.header = header
-        self.source = Path(path)
-        self._queues: dict[str, list[dict]] = {}
-        for r in calls:
-            self._queues.setdefault(r["hash"], []).append(r)
-        self._pos: dict[str, int] = {}
-        self._probes = list(header.get("_probes") or [])
-
-    def _probe_metadata(self) -> tuple[int | None, str | None, list[dict]]:
-        """The recorded metadata probe (no network)."""
-        for p in self._probes:
-            return p.get("context_window"), p.get("source"), list(p.get("tried") or [])
-        return None, None, []
-
-    def _resolve(self, req: dict, h: str, nonce: int) -> tuple[CallResult, dict]:
-        with self._lock:
-            q = self._queues.get(h)
-            if not q:
-                raise ReplayMismatchError(
-                    f"request {h[:12]} ({self.episode or 'no episode'}) is not in transcript {self.source}: the run "
-                    "diverged from the recorded one (other prompts, options or env version)")
-            i = self._pos.get(h, 0)
-            rec = q[min(i, len(q) - 1)]
-            self._pos[h] = i + 1
-        res = CallResult(ok=bool(rec.get("ok")), text=rec.get("text"), error=rec.get("error"),
-                         error_kind=rec.get("error_kind"), usage=dict(rec.get("usage") or {}),
-                         latency_s=float(rec.get("latency_s") or 0.0), cached=bool(rec.get("cache_hit")),
-                         structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
-        out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
-                                       "finish_reason", "warning")}
-        return res, out
-
-
-__all__ = ["RUNGS", "STRUCTURED_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "ReplayEngine", "Transcript", "read_transcript",
+__all__ = ["RUNGS", "STRUCTURED_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "Transcript", "read_transcript",
            "canonical_hash", "LLMConfigError", "ReplayMismatchError", "LLM_AGENT_VERSION"]

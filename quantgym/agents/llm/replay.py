@@ -1,0 +1,65 @@
+"""Offline replay of a recorded LLM run: :class:`ReplayEngine` answers every request from a transcript."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from quantgym.agents.llm.client import CallResult, ChatEngine, LLMConfig, ReplayMismatchError
+from quantgym.agents.llm.transcript import read_transcript
+
+
+class ReplayEngine(ChatEngine):
+    """A :class:`ChatEngine` that answers from a recorded transcript (no network).
+
+    Requests are matched by canonical hash (the n-th request with a given hash gets the n-th record
+    with that hash; cache hits of the original run are records too). The endpoint adaptations
+    replay from the recorded outcomes.
+
+    Raises
+    ------
+    ReplayMismatchError
+        On a request the transcript does not hold (the run diverged: different prompts, env version,
+        or options).
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        header, calls = read_transcript(path)
+        cfg = dict(header.get("config") or {})
+        fields = set(LLMConfig.__dataclass_fields__)
+        config = LLMConfig(**{k: v for k, v in cfg.items() if k in fields})
+        super().__init__(config, api_key="replay", transcript=None, cache=False)
+        self.header = header
+        self.source = Path(path)
+        self._queues: dict[str, list[dict]] = {}
+        for r in calls:
+            self._queues.setdefault(r["hash"], []).append(r)
+        self._pos: dict[str, int] = {}
+        self._probes = list(header.get("_probes") or [])
+
+    def _probe_metadata(self) -> tuple[int | None, str | None, list[dict]]:
+        """The recorded metadata probe (no network)."""
+        for p in self._probes:
+            return p.get("context_window"), p.get("source"), list(p.get("tried") or [])
+        return None, None, []
+
+    def _resolve(self, req: dict, h: str, nonce: int) -> tuple[CallResult, dict]:
+        with self._lock:
+            q = self._queues.get(h)
+            if not q:
+                raise ReplayMismatchError(
+                    f"request {h[:12]} ({self.episode or 'no episode'}) is not in transcript {self.source}: the run "
+                    "diverged from the recorded one (other prompts, options or env version)")
+            i = self._pos.get(h, 0)
+            rec = q[min(i, len(q) - 1)]
+            self._pos[h] = i + 1
+        res = CallResult(ok=bool(rec.get("ok")), text=rec.get("text"), error=rec.get("error"),
+                         error_kind=rec.get("error_kind"), usage=dict(rec.get("usage") or {}),
+                         latency_s=float(rec.get("latency_s") or 0.0), cached=bool(rec.get("cache_hit")),
+                         structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
+        out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
+                                       "finish_reason", "warning")}
+        return res, out
+
+
+__all__ = ["ReplayEngine"]
