@@ -4,6 +4,9 @@ Only the child process imports this module. Everything the hook needs at run tim
 a default argument when the hook is built (default-argument tuples are immutable and replacing
 ``__defaults__``/``__code__`` raises an audited event the hook blocks), so agent code that reaches
 a module object cannot patch ``os.path`` or builtins to change the policy's decisions.
+
+Over 500 lines for one reason: the hook's whole decision table (events, paths, modules, frames) is bound
+into one closure; split across modules it could not be reviewed as the single policy it is.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ One template per strategy: the rules of §9.1, §9.4-§9.7 and the strategy's ow
 as instructions, the round's parameters with units, the instrument and currency ("synthetic
 data" for the pairs rounds), the input files and columns, the entry point and the exact metric
 keys of §9.11, the allowed imports and the time limit.
+
+Over 500 lines because most of it is prompt text: three strategies' instructions in three styles.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode)."""
+"""The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode).
+
+Over 500 lines for one reason: :class:`PortBenchEnv` is one state machine (decision date -> S1 -> S2 ->
+S3 -> S4/S5 and the day loop between dates) whose stages read and write the same per-date state; the
+pieces that stand alone already live beside it (data, market, simulator, execution, stages, prompts)."""
 
 from __future__ import annotations
 
