@@ -19,7 +19,6 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from quantgym.results import SectionResult, write_results
 
@@ -56,7 +55,7 @@ class BenchContext:
 
     out_dir: Path
     console: Console
-    progress: Progress
+    progress: Any  # rich.progress.Progress
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -170,6 +169,8 @@ def _claim_out_dir(out_dir: Path, console: Console) -> Path:
 
 
 def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: bool, console: Console) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     results: list[SectionResult] = []
     t0 = time.perf_counter()
     with Progress(

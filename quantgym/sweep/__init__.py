@@ -8,16 +8,21 @@
 Ray is imported only inside the ``ray`` backend (extra ``distributed``). Docs: docs/sweeps.md.
 """
 
-from quantgym.sweep.grid import Grid, GridError, RunSpec, grid_from_flags, load_grid, parse_grid
-from quantgym.sweep.runner import BACKENDS, SweepError, SweepOutcome, execute_run, run_sweep
+from typing import Any
 
-__all__ = ["Grid", "GridError", "RunSpec", "grid_from_flags", "load_grid", "parse_grid", "BACKENDS", "SweepError",
-           "SweepOutcome", "execute_run", "run_sweep", "build_report"]
+#: public name -> submodule (imported on first use: ``quantgym --help`` loads neither)
+_LAZY = {**dict.fromkeys(("Grid", "GridError", "RunSpec", "grid_from_flags", "load_grid", "parse_grid"), "grid"),
+         **dict.fromkeys(("BACKENDS", "SweepError", "SweepOutcome", "execute_run", "run_sweep"), "runner"),
+         "build_report": "report"}
+
+__all__ = list(_LAZY)
 
 
-def __getattr__(name):  # lazy: the report pulls in matplotlib
-    if name == "build_report":
-        from quantgym.sweep.report import build_report
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
 
-        return build_report
-    raise AttributeError(name)
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
