@@ -126,7 +126,11 @@ def bench(
     wanted = _split(tasks) or list(sections)
     unknown = [t for t in wanted if t not in _bench_tasks()]
     if unknown:
-        raise typer.BadParameter(f"unknown task(s) {unknown}; choose from {_bench_tasks()}", param_hint="--tasks")
+        from quantgym.tasks import task_names
+
+        why = ", ".join(f"{t!r} has no bench section" if t in task_names() else f"{t!r} is not a task"
+                        for t in unknown)
+        raise typer.BadParameter(f"{why}; choose from {', '.join(_bench_tasks())}", param_hint="--tasks")
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
                "extra_agents": list(agent or [])}
     for task in wanted:  # validate every option before anything runs or is written

@@ -141,7 +141,13 @@ def _load_builtin() -> None:
     env = os.environ.get("QUANTGYM_TASKS", "")
     if env != _ENV_SEEN:
         _ENV_SEEN = env
-        _load_refs([r.strip() for r in env.split(",") if r.strip()], register=True)
+        for ref in (r.strip() for r in env.split(",") if r.strip()):
+            try:
+                _load_refs([ref], register=True)
+            except ValueError as exc:  # a bad user record must not take the built-in tasks down with it
+                import warnings
+
+                warnings.warn(f"QUANTGYM_TASKS: {exc}; that task is skipped", RuntimeWarning, stacklevel=2)
 
 
 def register_task(task: Task, *, replace: bool = False) -> Task:

@@ -98,3 +98,28 @@ def test_builtin_records_import_no_task_code():
     allowed = {"quantgym", "quantgym.tasks", "quantgym.envs"}
     assert all(m in allowed or (m.startswith("quantgym.envs.") and m.count(".") == 2)
                or m.endswith(".task") for m in loaded), loaded
+
+
+def test_the_example_task_of_docs_tasks_md_runs_as_written(tmp_path):
+    """docs/tasks.md's outside-the-package example: its two code blocks, QUANTGYM_TASKS, bench and eval."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "tasks.md").read_text(), re.S)
+    code, record = [b for b in blocks if "class CoinEnv" in b][0], [b for b in blocks if "TASK = Task(" in b
+                                                                    and "coin" in b][0]
+    d = tmp_path / "mytask"
+    d.mkdir()
+    (d / "coin.py").write_text(code)
+    (d / "coin_record.py").write_text(record)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(d), str(root)]), "QUANTGYM_TASKS": "coin_record:TASK"}
+    cli = [sys.executable, "-c", "from quantgym.cli import main; main()"]
+    for args in (["bench", "--tasks", "coin", "--out", str(tmp_path / "b"), "-q"],
+                 ["eval", "--agent", "heads", "--env", "Coin-v0", "--out", str(tmp_path / "e")]):
+        r = subprocess.run([*cli, *args], env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert (tmp_path / "e" / "summary.csv").read_text().splitlines()[1].startswith("coin,")
