@@ -54,3 +54,24 @@ def test_bench_lists_the_fallbacks_and_results_json_counts_them(tmp_path):
     runs = json.loads((tmp_path / "b" / "results.json").read_text())["tasks"]["portbench"]["runs"]
     fb = {run["agent"]: run["fallbacks"] for run in runs}
     assert fb["Equal-Weight"] == [] and [f["date"] for f in fb["Cov. Risk Parity"]] == ["2020-04-24"]
+
+
+def _scaled_policy(scale: float, round_to: int):
+    def act(obs, info):
+        a = np.asarray(obs["available"], dtype=bool)
+        w = np.where(a, 1.0 / max(a.sum(), 1), 0.0) * scale
+        return {"views": np.zeros(a.size), "signals": np.ones(a.size, dtype=np.int64), "weights": np.round(w, round_to),
+                "status": 0}
+    return act
+
+
+def test_rounding_is_not_recorded_as_a_coercion_but_a_real_rescale_is():
+    """Issue #15 item 10: weights that sum to 1 within WEIGHT_SUM_TOLERANCE (rounding) carry no note."""
+    from quantgym.envs.portbench.config import WEIGHT_SUM_TOLERANCE
+
+    assert WEIGHT_SUM_TOLERANCE == 1e-4
+    rounded = evaluate("PortBench-Balanced-v0", _scaled_policy(1.0, 6), period="covid_2020")
+    assert not any((st.get("coerced") or {}).get("S3") for st in rounded.steps)
+    rescaled = evaluate("PortBench-Balanced-v0", _scaled_policy(0.98, 6), period="covid_2020")
+    notes = [(st.get("coerced") or {}).get("S3") for st in rescaled.steps]
+    assert all(n and "summed to 0.98" in n and "normalised to 1" in n for n in notes)
