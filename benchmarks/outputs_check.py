@@ -68,20 +68,22 @@ def run(work: Path) -> tuple[Path, Path]:
     return bench, repro
 
 
-def diff(a: Any, b: Any, where: str = "", limit: int = 20) -> list[str]:
-    """Paths where ``a`` and ``b`` differ (at most ``limit``)."""
+def diff(a: Any, b: Any, where: str = "", limit: int = 20, added_ok: bool = False) -> list[str]:
+    """Paths where ``a`` and ``b`` differ (at most ``limit``); ``added_ok``: keys only in ``b`` are fine."""
     out: list[str] = []
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
+            if added_ok and k not in a:
+                continue
             if k not in a or k not in b:
                 out.append(f"{where}/{k}: only in {'golden' if k in a else 'new'}")
             else:
-                out += diff(a[k], b[k], f"{where}/{k}", limit)
+                out += diff(a[k], b[k], f"{where}/{k}", limit, added_ok)
             if len(out) >= limit:
                 break
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
-            out += diff(x, y, f"{where}[{i}]", limit)
+            out += diff(x, y, f"{where}[{i}]", limit, added_ok)
             if len(out) >= limit:
                 break
     elif a != b:
@@ -92,6 +94,8 @@ def diff(a: Any, b: Any, where: str = "", limit: int = 20) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="write the golden file instead of comparing")
+    ap.add_argument("--added-ok", action="store_true", help="compare only what the golden file has (new keys "
+                    "pass): the check to run before rewriting the golden file after an additive change")
     ap.add_argument("--keep", default=None, help="run in this folder and keep the outputs (default: a temporary one)")
     ap.add_argument("--from", dest="src", nargs=2, metavar=("BENCH_DIR", "REPRO_DIR"), default=None,
                     help="use existing output folders instead of running the commands")
@@ -108,7 +112,7 @@ def main() -> None:
         print(f"wrote {GOLDEN.relative_to(ROOT)}")
         return
     golden = json.loads(gzip.decompress(GOLDEN.read_bytes()))
-    d = diff(golden, new, limit=20)
+    d = diff(golden, new, limit=20, added_ok=args.added_ok)
     if d:
         print("outputs differ from tests/golden/outputs.json.gz:\n  " + "\n  ".join(d))
         sys.exit(1)

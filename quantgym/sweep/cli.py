@@ -157,6 +157,8 @@ def register(app: typer.Typer) -> None:
         except ReportError as exc:
             console.print(f"[red]error:[/] {escape(str(exc))}")
             raise typer.Exit(2)
+        for w in rep.warnings:
+            console.print(f"[yellow]warning:[/] {escape(w)}")
         console.print(f"Leaderboard from {len(rep.sources)} folder(s), {len(rep.rows)} rows: "
                       f"[bold]{rep.markdown_path}[/], [bold]{rep.html_path}[/]")
 

@@ -81,6 +81,8 @@ class Source:
     name: str
     rows: list[dict[str, Any]]
     doc: dict[str, Any]
+    #: what could not be read or recomputed from this folder (shown in the report, never dropped silently)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def command(self) -> str:
@@ -121,20 +123,23 @@ def load_source(path: str | Path, name: str | None = None) -> Source:
         from quantgym.sweep.runner import sections_from_records
 
         recs = []
+        skipped = []
         for f in sorted((p / "runs").glob("*.json")):
             try:
                 recs.append(json.loads(f.read_text()))
-            except ValueError:
-                continue
+            except ValueError as exc:  # a torn or corrupt run file: skipped, and said so
+                skipped.append(f"{label}: run file {f.name} is not valid JSON ({exc}); skipped")
         sections = sections_from_records(recs)
         from quantgym.results import to_jsonable
 
         doc = {"meta": {"command": "sweep (partial: read from runs/)"},
                "tasks": {s.task: {"runs": to_jsonable(s.runs), **to_jsonable(s.extra)} for s in sections}}
         rows = [_row(to_jsonable(r), label) for s in sections for r in s.rows]
+    else:
+        skipped = []
     if not doc and not rows:
         raise ReportError(f"{p}: no summary.csv, results.json or runs/ (not a quantgym results folder)")
-    return Source(path=p, name=label, rows=rows, doc=doc)
+    return Source(path=p, name=label, rows=rows, doc=doc, warnings=skipped)
 
 
 def _unique_names(paths: Sequence[Path]) -> list[str]:
@@ -272,6 +277,11 @@ class Report:
     csv_path: Path | None = None
     generated: str = ""
 
+    @property
+    def warnings(self) -> list[str]:
+        """Every input's warnings (unreadable run files, tables that could not be recomputed)."""
+        return [w for s in self.sources for w in s.warnings]
+
 
 def _sources_table(sources: Sequence[Source]) -> Table:
     body = []
@@ -293,6 +303,7 @@ def _all_rows_table(rows: list[dict[str, Any]]) -> Table:
 def render_markdown(rep: Report, img_dir: str = "img") -> str:
     out = [f"# {rep.title}", "", f"_Generated {rep.generated} by `quantgym report` from {len(rep.sources)} "
            "folder(s)._", "", _md_table(_sources_table(rep.sources))]
+    out += [f"> **warning:** {w}\n" for w in rep.warnings]
     for sec in rep.sections:
         out += [f"## {sec.title}", ""]
         out += [f"> {n}\n" for n in sec.notes]
@@ -307,6 +318,7 @@ def render_html(rep: Report) -> str:
     sources = _sources_table(rep.sources)
     sources.title = ""
     parts = [f"<h2 id=\"inputs-h\">Inputs</h2>{_html_table(sources)}"]
+    parts += [f'<p class="note"><b>warning:</b> {html.escape(w)}</p>' for w in rep.warnings]
     for sec in rep.sections:
         parts.append(f'<h2 id="{sec.anchor}">{html.escape(sec.title)}</h2>')
         parts += [f'<p class="note">{html.escape(n)}</p>' for n in sec.notes]

@@ -28,8 +28,10 @@ def _mb_scores(sources: Sequence[Source]) -> list[dict[str, Any]]:
                 from quantgym.results import to_jsonable
 
                 scores += [dict(x, _source=s.name) for x in to_jsonable(df.to_dict(orient="records"))]
-            except Exception:
-                continue
+            except Exception as exc:  # never silent: the report names the folder and why
+                s.warnings.append(f"{s.name}: Market-Bench scores could not be recomputed from its attempt records "
+                                  f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); its pass@k / MAE "
+                                  "are missing from the leaderboard")
     return scores
 
 

@@ -60,12 +60,15 @@ def _shrunk_prior():
     return EmpiricalPrior(covariance_estimator=ShrunkCovariance(shrinkage=RIDGE / (1.0 + RIDGE)))
 
 
-def _fit_skfolio(model, x: np.ndarray, idx: np.ndarray, n: int) -> np.ndarray:
-    """Fit a skfolio estimator on the joined window ``x`` of assets ``idx``; equal weight on failure."""
+def _fit_skfolio(model, x: np.ndarray, idx: np.ndarray, n: int, notes: list[str] | None = None) -> np.ndarray:
+    """Fit a skfolio estimator on the joined window ``x`` of assets ``idx``; equal weight on failure
+    (the documented fallback, §8.4/§8.5), with the reason appended to ``notes`` (recorded per step)."""
     w = np.zeros(n)
     try:
         w[idx] = model.fit(x).weights_
-    except Exception:  # solver failure -> equal weight (documented fallback, §8.4/§8.5)
+    except Exception as exc:  # solver failure -> equal weight, recorded
+        if notes is not None:
+            notes.append(f"solver failed ({type(exc).__name__}: {' '.join(str(exc).split())[:160]}); equal weight")
         return _finish(_equal(n, idx))
     return _finish(w)
 
@@ -91,13 +94,25 @@ class _Baseline:
     #: paper-mode switches (``PortBenchConfig.paper``; None = clean mode), set by :meth:`reset`
     paper = None
 
+    def __init__(self) -> None:
+        self._notes: list[str] = []
+
     def reset(self, env) -> None:
         self.tickers = tuple(env.unwrapped.view.tickers)
         self.paper = getattr(env.unwrapped.config, "paper", None)
+        self._notes = []
 
     def act(self, obs: dict, info: dict) -> dict[str, Any]:
+        self._notes = []
         r, mask, avail = _window(obs)
         return _action(obs, self.allocate(r, avail))
+
+    def step_record(self) -> dict[str, Any] | None:
+        """What the baseline itself did at this step, merged into the step's record by
+        :func:`quantgym.evaluation.evaluate`: ``{"fallback": reason}`` when its optimiser failed and it
+        fell back to equal weight (never silent, issue #15), else None."""
+        notes = getattr(self, "_notes", None)
+        return {"fallback": "; ".join(notes)} if notes else None
 
     def allocate(self, r: np.ndarray, avail: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -183,7 +198,7 @@ class CovarianceRiskParity(_Baseline):
             w[idx] = erc_sweep_renorm(cov + RIDGE * np.mean(np.diag(cov)) * np.eye(idx.size))
             return _finish(w)
         return _fit_skfolio(RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior()),
-                            x, idx, avail.size)
+                            x, idx, avail.size, self._notes)
 
 
 class MinimumVariance(_Baseline):
@@ -201,10 +216,10 @@ class MinimumVariance(_Baseline):
             return _finish(_equal(avail.size, idx))
         model = MeanRisk(objective_function=ObjectiveFunction.MINIMIZE_RISK, risk_measure=RiskMeasure.VARIANCE,
                          prior_estimator=_shrunk_prior())
-        return _fit_skfolio(model, x, idx, avail.size)
+        return _fit_skfolio(model, x, idx, avail.size, self._notes)
 
 
-def black_litterman_weights(x: np.ndarray) -> np.ndarray:
+def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None) -> np.ndarray:
     """§8.6 Black–Litterman as in the repo (no market-cap equilibrium).
 
     Parameters
@@ -242,9 +257,13 @@ def black_litterman_weights(x: np.ndarray) -> np.ndarray:
         om_inv = np.linalg.inv(omega)
         bracket = np.linalg.inv(ts_inv + p.T @ om_inv @ p)
     except np.linalg.LinAlgError:
+        if notes is not None:
+            notes.append("Black-Litterman posterior singular (LinAlgError); equal weight")
         return ew
     mu_bl = bracket @ (ts_inv @ pi + p.T @ om_inv @ q)
     w = max_sharpe(mu_bl, sigma)
+    if w is None and notes is not None:
+        notes.append("max-Sharpe on the posterior found no portfolio; equal weight")
     return ew if w is None else w
 
 
@@ -262,7 +281,7 @@ class BlackLitterman(_Baseline):
         x = x[np.isfinite(x).all(axis=1)]
         if idx.size < 2 or x.shape[0] < 2:
             return _finish(_equal(avail.size, idx))
-        w[idx] = black_litterman_weights(x)
+        w[idx] = black_litterman_weights(x, self._notes)
         return _finish(w)
 
 

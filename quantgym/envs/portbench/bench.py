@@ -110,8 +110,16 @@ def run_section(ctx) -> SectionResult:
             for per in periods:
                 plot_nav([res[(lab, prof, per)] for lab in labels], f"PortBench {per} — {prof} "
                          f"(drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
+    fallbacks = {(key, per): [{"date": st.get("date"), "reason": st["fallback"]} for st in r.steps if st.get("fallback")]
+                 for (key, per), r in base.items()}
+    lines = [f"  {base[(key, per)].agent}, {per}: {', '.join(str(f['date']) for f in fb)} "
+             f"({len(fb)} of {len(base[(key, per)].steps)} dates)" for (key, per), fb in fallbacks.items() if fb]
+    if lines:  # never silent (issue #15): which baseline fell back to equal weight, when
+        ctx.console.print("optimiser fallbacks to equal weight (solver failed; reason per step in results.json):\n"
+                          + "\n".join(lines), highlight=False, markup=False)
     for (key, per), r in base.items():
         d = r.to_dict()
+        d["fallbacks"] = fallbacks[(key, per)]
         d["profile"] = None
         d["note"] = "baseline run once per period; profile-independent (spec §4.6)"
         d["gate_by_profile"] = {p: stress_gate({q: base[(key, q)].metrics["max_drawdown"] for q in periods},

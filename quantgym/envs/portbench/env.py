@@ -22,7 +22,7 @@ from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import ceps_tier
 from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
 from quantgym.envs.portbench.config import (
-    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+    STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
 )
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
@@ -546,7 +546,7 @@ class PortBenchEnv(gym.Env):
         dropped = float(np.where(a, 0.0, weights).sum())
         if dropped > 0:
             notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-        if abs(tot - 1.0) > 1e-6:
+        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
             notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
         if notes:  # recorded coercions, not invalid (spec §4.3, §11.4)
             self.step_coerced["S3"] = "; ".join(notes)

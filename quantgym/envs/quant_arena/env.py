@@ -19,7 +19,7 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, ArenaSandboxLimits, ArenaScoringConfig,
                      Windows)
 from .data import ArenaDataset, load_dataset
-from .executor import WindowResult, evaluate_submission, source_hash
+from .executor import ArenaHostError, WindowResult, evaluate_submission, source_hash
 from .metrics import total_score
 from .prompts import round6, feedback_text, research_feedback, task_brief
 from .records import RunRecorder
@@ -201,10 +201,15 @@ class QuantArenaEnv(gym.Env):
     def _evaluate(self, source: str, phase: str) -> WindowResult:
         w = self.cfg.windows
         if phase == "research":
-            return evaluate_submission(source, self._research_data(), w.research_start, w.research_end, self.cfg,
-                                       phase="research", executor=self.executor)
-        return evaluate_submission(source, self._sealed_data(), w.sealed_start, w.sealed_end, self.cfg,
-                                   phase="sealed", executor=self.executor)
+            res = evaluate_submission(source, self._research_data(), w.research_start, w.research_end, self.cfg,
+                                      phase="research", executor=self.executor)
+        else:
+            res = evaluate_submission(source, self._sealed_data(), w.sealed_start, w.sealed_end, self.cfg,
+                                      phase="sealed", executor=self.executor)
+        if res.status == "host_error":  # quantgym failed, not the agent: recorded, never scored
+            self._record("host_error", phase=phase, message=res.message, traceback=res.errors[0]["traceback"])
+            raise ArenaHostError(res)
+        return res
 
     @property
     def record_path(self):

@@ -29,10 +29,32 @@ from .data import ArenaDataset
 from .handoff import RUNNER, ChildOutputError, build_payload, validate_child_value
 from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
 
-#: Statuses of an evaluation (spec §10.4).
-STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed", "no_signal")
+#: Statuses of an evaluation (spec §10.4), plus ``host_error``: quantgym itself failed (not the submission);
+#: such a result is never scored (the env raises :class:`ArenaHostError`).
+STATUSES = ("ok", "invalid", "violation", "timeout", "oom", "failed", "no_signal", "host_error")
+
+
+class ArenaHostError(RuntimeError):
+    """quantgym failed while evaluating a submission (building its payload, running the sandbox, reading the
+    result): an infrastructure error, never the agent's, so nothing is scored. The message is one line; the
+    traceback is in ``result.errors[0]["traceback"]`` and the run's record."""
+
+    def __init__(self, result: "WindowResult"):
+        super().__init__(result.message)
+        self.result = result
 _SANDBOX_TO_ARENA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
                   "bad_output": "violation", "crashed": "failed"}
+
+
+def _host_error(exc: BaseException, doing: str, base: dict, timings: dict) -> "WindowResult":
+    """The result of an infrastructure failure: status ``host_error``, the traceback kept, never scored."""
+    import traceback
+
+    one = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    msg = f"host error while {doing} (quantgym's failure, not the submission's; nothing is scored): {one}"
+    err = {"date": None, "phase": "host", "type": "host_error", "message": msg,
+           "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+    return WindowResult(status="host_error", message=msg, errors=[err], n_errors=1, timings=timings, **base)
 
 
 def source_hash(source: str) -> str:
@@ -194,17 +216,20 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     d0, n = window_rows(ds, start, end)
     t0 = time.perf_counter()
     key = secrets.token_bytes(32) if executor == "sandbox" else None
-    payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
+    base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
+    try:
+        payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
                             max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
                             day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes,
                             key=key, warmup_start=cfg.windows.warmup_start,
                             inf_score_error=cfg.scoring.inf_score_is_day_error)
+    except Exception as exc:  # noqa: BLE001 - quantgym's own failure: its own status, with the traceback
+        return _host_error(exc, "building the payload", base, {"payload_s": time.perf_counter() - t0})
     t_payload = time.perf_counter() - t0
-    base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
     try:
         status, message, value, rec = _run_child(source, payload, cfg, executor)
-    except Exception as exc:  # noqa: BLE001 - a sandbox failure is the run's failure, never a crash
-        status, message, value, rec = "crashed", f"crashed: {type(exc).__name__}: {exc}", None, {}
+    except Exception as exc:  # noqa: BLE001 - the host side of the sandbox failed, not the submission
+        return _host_error(exc, "running the sandbox", base, {"payload_s": t_payload})
     del payload
     t_child = time.perf_counter() - t0 - t_payload
     timings = {"payload_s": t_payload, "child_s": t_child}
@@ -301,4 +326,4 @@ def reference_only(ds: ArenaDataset, start: Any, end: Any, cfg: ArenaConfig | No
             "dates": [str(d) for d in ds.dates[d0:d0 + n + 1]]}
 
 
-__all__ = ["WindowResult", "evaluate_submission", "evaluate_scores", "reference_only", "source_hash", "STATUSES"]
+__all__ = ["ArenaHostError", "WindowResult", "evaluate_submission", "evaluate_scores", "reference_only", "source_hash", "STATUSES"]

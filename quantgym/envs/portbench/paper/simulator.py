@@ -128,9 +128,28 @@ def make_simulator(view, period: Period, cfg: PortBenchConfig) -> PaperSimulator
                           cfg.paper)
 
 
+#: paper flags that change the market data itself (they are applied when the data are built)
+DATA_FLAGS = ("universe", "log_returns_equities", "winsorize", "weekday_calendar", "own_calendar_windows")
+
+
 def paper_data_for(flags: PaperFidelity, data=None):
-    """Market data for ``flags``: ``data`` if given; the clean bundle if no data flag is on; else paper data."""
+    """Market data for ``flags``: ``data`` if given; the clean bundle if no data flag is on; else paper data.
+
+    Raises
+    ------
+    ValueError
+        ``data`` given with flags that change the data (:data:`DATA_FLAGS`) that ``data`` was not built with:
+        they would silently apply nothing (build it with
+        :func:`quantgym.envs.portbench.paper.data.build_paper_data`, see docs/fidelity.md).
+    """
     if data is not None:
+        want = [f for f in DATA_FLAGS if getattr(flags, f) not in (None, False)]
+        built = getattr(data, "flags", None)  # a PaperPortBenchData knows the flags it was built with
+        missing = [f for f in want if built is None or getattr(built, f) != getattr(flags, f)]
+        if missing:
+            raise ValueError(f"paper flag(s) {', '.join(missing)} change the market data and cannot be applied to "
+                             "data= after it was built; build it with quantgym.envs.portbench.paper.data."
+                             "build_paper_data(flags, raw=...) from your tables (docs/fidelity.md), or leave them off")
         return data
     if flags.custom_data:
         from quantgym.envs.portbench.paper.data import load_paper_data
