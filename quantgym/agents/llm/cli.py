@@ -25,17 +25,24 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
     from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
     from quantgym.evaluation import run_eval
 
+    import warnings
+
     try:
         # progress (a bar on a terminal; one line per episode and per failed LLM call) goes to stderr,
-        # the result tables to stdout
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
-                      transient=True) as progress:
-            return run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
-                            console=console, progress=progress, log=None if quiet else log,
-                            meta={"command": " ".join(sys.argv), "agent": agent})
+        # the result tables to stdout; data warnings are shown at the end unless the run fails (one line)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
+                          transient=True) as progress:
+                sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
+                                    console=console, progress=progress, log=None if quiet else log,
+                                    meta={"command": " ".join(sys.argv), "agent": agent})
     except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError) as exc:
         fail(str(exc))
+    for w in {(str(w.message), w.category): w for w in caught}.values():
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return sections
 
 
 def register(app: typer.Typer) -> None:
