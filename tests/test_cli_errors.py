@@ -64,6 +64,11 @@ def test_eval_unknown_env_id(tmp_path):
             "PortBench-Nope-v0", "PortBench-Balanced-v0", "QuantArena-v0")
 
 
+def test_eval_unknown_period(tmp_path):
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--period", "covid_2021",
+                       "--out", str(tmp_path / "o")], "'covid_2021'", "covid_2020", "START:END[:FREQ]")
+
+
 @pytest.mark.parametrize("command", ["eval", "sweep", "report", "qa"])
 def test_out_is_an_existing_file(tmp_path, command):
     f = tmp_path / "afile"

@@ -361,8 +361,8 @@ def _env_params(env_id: str) -> set[str] | None:
         ep = gym.spec(env_id).entry_point
         cls = load_ref(ep) if isinstance(ep, str) else ep
         params = inspect.signature(cls).parameters.values()
-    except Exception:  # an entry point we cannot inspect: its runs say what is wrong
-        return None
+    except (gym.error.Error, ImportError, AttributeError, TypeError, ValueError):
+        return None  # an entry point that cannot be inspected: no name check here, its runs report any error
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
