@@ -361,7 +361,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         if by_name[task].eval is None:
             raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
     adapters = {task: load_ref(by_name[task].eval) for task in tasks}
-    for task in tasks:  # the task's own checks of the plan (PortBench: its periods), before anything is written
+    for task in tasks:  # the task's own checks of the plan (e.g. its periods), before anything is written
         check = getattr(adapters[task], "validate", None)
         if check is not None:
             check(plan)
