@@ -144,3 +144,10 @@ def test_a_failed_command_never_removes_a_folder_that_existed(tmp_path):
 ])
 def test_sweep_typos_are_refused_before_the_first_run(tmp_path, extra, kw, needles):
     run_bad(tmp_path, _sweep(tmp_path, *extra, **kw), *needles)
+
+
+def test_sweep_without_ray_writes_nothing(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    run_bad(tmp_path, _sweep(tmp_path, "--backend", "ray", "--set", "period=covid_2020"), "quantgym[distributed]")

@@ -461,6 +461,11 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     """
     if backend not in BACKENDS:
         raise SweepError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:  # before anything is written
+            raise SweepError("backend 'ray' needs the 'distributed' extra: pip install 'quantgym[distributed]'")
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
