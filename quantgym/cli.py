@@ -21,6 +21,8 @@ import typer
 from rich.console import Console
 
 from quantgym.results import SectionResult, write_results
+from quantgym.cli_errors import check_out_dir, fail, make_out_dir
+from quantgym.cli_errors import out_dir as cli_out_dir
 
 try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
     from typer._click.exceptions import ClickException as _ClickException
@@ -130,7 +132,7 @@ def bench(
 
         why = ", ".join(f"{t!r} has no bench section" if t in task_names() else f"{t!r} is not a task"
                         for t in unknown)
-        raise typer.BadParameter(f"{why}; choose from {', '.join(_bench_tasks())}", param_hint="--tasks")
+        fail(f"--tasks: {why}; choose from {', '.join(_bench_tasks())}")
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
                "extra_agents": list(agent or [])}
     for task in wanted:  # validate every option before anything runs or is written
@@ -139,32 +141,28 @@ def bench(
             try:
                 check(options)
             except ValueError as exc:
-                raise typer.BadParameter(str(exc)) from None
-    lock = _claim_out_dir(out_dir, console)
-    try:
-        _run_bench(out_dir, wanted, sections, options, quiet, plots, console)
-    finally:
-        lock.unlink(missing_ok=True)
+                fail(exc)
+    check_out_dir(out_dir)
+    with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
+        lock = _claim_out_dir(out_dir, console)
+        try:
+            _run_bench(out_dir, wanted, sections, options, quiet, plots, console)
+        finally:
+            lock.unlink(missing_ok=True)
 
 
 def _claim_out_dir(out_dir: Path, console: Console) -> Path:
-    """Create ``out_dir`` and take its lock file; one clear line (exit 2) when that is impossible."""
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        why = "it exists and is not a folder" if isinstance(exc, FileExistsError) else (exc.strerror or str(exc))
-        console.print(f"[red]error:[/] cannot write the results folder {out_dir}: {why}")
-        raise typer.Exit(2) from None
+    """Create ``out_dir`` (:func:`quantgym.cli_errors.make_out_dir`) and take its lock file; one clear line
+    (exit 2) when that is impossible."""
+    make_out_dir(out_dir)
     lock = out_dir / ".quantgym.lock"
     try:
         fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        console.print(f"[red]error:[/] another quantgym run is writing to {out_dir} (lock {out_dir / '.quantgym.lock'}); "
-                      "choose another --out or remove the lock if no run is active")
-        raise typer.Exit(2) from None
+        fail(f"another quantgym run is writing to {out_dir} (lock {out_dir / '.quantgym.lock'}); "
+             "choose another --out or remove the lock if no run is active")
     except OSError as exc:
-        console.print(f"[red]error:[/] cannot write the results folder {out_dir}: {exc.strerror or exc}")
-        raise typer.Exit(2) from None
+        fail(f"cannot write the results folder {out_dir}: {exc.strerror or exc}")
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
     if (out_dir / "summary.csv").exists():
@@ -196,8 +194,7 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
             except (ValueError, FileNotFoundError, _ClickException) as exc:  # bad --agent spec, transcript, key…
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
-                console.print(f"error: {task}: {msg}", markup=False, soft_wrap=True)
-                raise typer.Exit(2) from None
+                fail(f"{task}: {msg}")
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "elapsed_s": time.perf_counter() - t0})
     files = "summary.csv, results.json" + (", plots" if plots else "")

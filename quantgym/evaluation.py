@@ -352,7 +352,6 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     from quantgym.tasks import load_ref, task_of, tasks as _registered
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     records = {e: task_of(e) for e in plan.env_ids}
     order = [t.name for t in _registered()]
@@ -362,6 +361,11 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         if by_name[task].eval is None:
             raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
     adapters = {task: load_ref(by_name[task].eval) for task in tasks}
+    for task in tasks:  # the task's own checks of the plan (e.g. its periods), before anything is written
+        check = getattr(adapters[task], "validate", None)
+        if check is not None:
+            check(plan)
+    out_dir.mkdir(parents=True, exist_ok=True)
     agents: dict[str, Any] = {}
     for task in tasks:
         opts = dict(agent_options or {})

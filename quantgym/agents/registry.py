@@ -34,6 +34,49 @@ def _load(target: str) -> Callable[..., Any]:
     return getattr(module, fn)
 
 
+def valid_agents(task: str | None = None) -> str:
+    """The agent specs ``task`` accepts, for error messages: ``"openai:MODEL, replay:FILE, sb3:PATH or a
+    baseline (equal_weight, ...)"``."""
+    from quantgym.tasks import default_task, get_task, load_ref
+
+    record = get_task(task or default_task())
+    parts = [f"{s}:{'MODEL' if s == 'openai' else 'FILE' if s == 'replay' else 'PATH'}"
+             for s in (*SCHEMES, *record.schemes)]
+    if record.baselines is not None:
+        names = getattr(load_ref(record.baselines.partition(":")[0]), "BASELINES", None)
+        parts.append(f"a baseline ({', '.join(names)})" if names else "a baseline name")
+    return ", ".join(parts)
+
+
+def check_agent(spec: str, task: str | None = None) -> None:
+    """Refuse an agent spec :func:`make_agent` would refuse, without building the agent (no LLM client, no
+    model file loaded): the scheme must exist for ``task`` and a plain name must be one of its baselines.
+
+    Raises
+    ------
+    ValueError
+        What is wrong and which specs are valid for ``task``.
+    """
+    from quantgym.tasks import default_task, get_task, load_ref
+
+    task = task or default_task()
+    record = get_task(task)
+    scheme, sep, arg = spec.partition(":")
+    if sep:
+        if scheme in SCHEMES or scheme in record.schemes:
+            if not arg.strip():
+                raise ValueError(f"agent {spec!r}: {scheme}: needs an argument; valid for {record.title}: "
+                                 f"{valid_agents(task)}")
+            return
+        raise ValueError(f"agent {spec!r}: unknown scheme {scheme!r} for {record.title}; valid: {valid_agents(task)}")
+    if record.baselines is None:
+        raise ValueError(f"agent {spec!r}: {record.title} has no classical baselines; valid: {valid_agents(task)}")
+    try:
+        load_ref(record.baselines)(spec)  # a baseline object is a light, unfitted instance
+    except ValueError:
+        raise ValueError(f"agent {spec!r}: unknown for {record.title}; valid: {valid_agents(task)}") from None
+
+
 def make_agent(spec: str, task: str | None = None, **options: Any) -> Any:
     """Build a policy from an agent spec (see module docstring); plain names are the classical agents of
     ``task`` (its record's ``baselines`` in :mod:`quantgym.tasks`; None: :func:`quantgym.tasks.default_task`).

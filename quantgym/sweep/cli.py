@@ -91,8 +91,10 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        from quantgym.cli_errors import check_out_dir, fail
+        from quantgym.cli_errors import out_dir as cli_out_dir
         from quantgym.sweep.grid import GridError, grid_from_flags, load_grid
-        from quantgym.sweep.runner import SweepError, run_sweep
+        from quantgym.sweep.runner import BACKENDS, SweepError, check_runs, run_sweep
 
         console = Console()
         try:
@@ -106,12 +108,19 @@ def register(app: typer.Typer) -> None:
                 grid = grid_from_flags(_split(agents), _split(envs), sets or [],
                                        [int(s) for s in _split(seeds)] or [0], data=data)
         except (GridError, OSError, ValueError) as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2)
+            fail(exc)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_dir = Path(out) if out else Path("results") / f"sweep-{stamp}"
-        n = len(grid.expand())
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        check_out_dir(out_dir)
+        if backend not in BACKENDS:
+            fail(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        specs = grid.expand()
+        try:  # every env id, env kwarg, agent spec, the data and each run (e.g. its period): before the first run
+            shared = check_runs(specs)
+        except SweepError as exc:
+            fail(exc)
+        n = len(specs)
+        with cli_out_dir(out_dir), Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=quiet) as progress:
             tid = progress.add_task(f"sweep {grid.name} ({backend})", total=n)
             failed_now: list[dict] = []
@@ -123,12 +132,12 @@ def register(app: typer.Typer) -> None:
 
             try:
                 outcome = run_sweep(grid, out_dir, backend=backend, address=address, workers=workers,
-                                    retry_failed=retry_failed, on_result=on_result,
+                                    retry_failed=retry_failed, on_result=on_result, data=shared,
                                     meta={"command": f"quantgym sweep {config or '(flags)'} --backend {backend}",
                                           "argv": " ".join(sys.argv)})
             except SweepError as exc:
-                console.print(f"[red]error:[/] {escape(str(exc))}")
-                raise typer.Exit(2)
+                progress.stop()
+                fail(exc)
         console.print(results_table(grid.name, outcome))
         for rec in outcome.records:
             if rec["status"] != "ok":
@@ -149,14 +158,17 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.markup import escape
 
+        from quantgym.cli_errors import check_out_dir, fail
+        from quantgym.cli_errors import out_dir as cli_out_dir
         from quantgym.sweep.report import ReportError, build_report
 
         console = Console()
-        try:
-            rep = build_report(results_dirs, out, title=title)
-        except ReportError as exc:
-            console.print(f"[red]error:[/] {escape(str(exc))}")
-            raise typer.Exit(2)
+        check_out_dir(out)
+        with cli_out_dir(out):  # a failed report removes the folder it created when nothing was written
+            try:
+                rep = build_report(results_dirs, out, title=title)
+            except ReportError as exc:
+                fail(exc)
         for w in rep.warnings:
             console.print(f"[yellow]warning:[/] {escape(w)}")
         console.print(f"Leaderboard from {len(rep.sources)} folder(s), {len(rep.rows)} rows: "

@@ -349,6 +349,83 @@ def load_shared_data(specs: Iterable[RunSpec]) -> Any:
     return sweep_hooks(task).load_data(next(iter(needed)))
 
 
+def _env_params(env_id: str) -> set[str] | None:
+    """The keyword names the env class of ``env_id`` accepts (None: any, or unknown)."""
+    import inspect
+
+    import gymnasium as gym
+
+    from quantgym.tasks import load_ref
+
+    try:
+        ep = gym.spec(env_id).entry_point
+        cls = load_ref(ep) if isinstance(ep, str) else ep
+        params = inspect.signature(cls).parameters.values()
+    except (gym.error.Error, ImportError, AttributeError, TypeError, ValueError):
+        return None  # an entry point that cannot be inspected: no name check here, its runs report any error
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+
+
+def check_runs(specs: Iterable[RunSpec], data: Any = None) -> Any:
+    """Validate every run of a sweep before the first one starts, and load the task's shared data once.
+
+    Checks each env id (a quantgym task's, or another registered Gymnasium id), each env kwarg name, each
+    agent spec for its task (:func:`quantgym.agents.registry.check_agent`, no agent is built), the shared
+    data (unless ``data`` is given) and then each run with its task's sweep hook ``validate(spec, data)``
+    (e.g. a task's period names).
+
+    Returns
+    -------
+    The shared data (:func:`load_shared_data`, or ``data``).
+
+    Raises
+    ------
+    SweepError
+        One line naming the first bad value and what is valid.
+    """
+    import gymnasium as gym
+
+    from quantgym.agents.registry import check_agent
+    from quantgym.tasks import env_ids, register_envs
+
+    specs = list(specs)
+    register_envs()
+    for env_id in dict.fromkeys(s.env_id for s in specs):
+        if task_of(env_id) == "other" and env_id not in gym.registry:
+            raise SweepError(f"unknown env id {env_id!r}; quantgym ids: {', '.join(env_ids())} "
+                             "(or any registered Gymnasium id)")
+    for env_id, key in dict.fromkeys((s.env_id, k) for s in specs for k in s.env_kwargs):
+        names = _env_params(env_id)
+        if names is not None and key not in names:
+            raise SweepError(f"env kwarg {key!r} is not accepted by {env_id}; valid: {', '.join(sorted(names))}")
+    for spec, task in dict.fromkeys((s.agent, task_of(s.env_id)) for s in specs):
+        try:
+            check_agent(spec, None if task == "other" else task)
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:  # shown only when the sweep can start
+        warnings.simplefilter("always")
+        if data is None:
+            try:
+                data = load_shared_data(specs)
+            except (ValueError, OSError) as exc:
+                raise SweepError(f"data: {exc}") from None
+        for s in specs:
+            check = getattr(sweep_hooks(task_of(s.env_id)), "validate", None)
+            if check is not None:
+                try:
+                    check(s, data)
+                except ValueError as exc:
+                    raise SweepError(f"{s.env_id}: {exc}") from None
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return data
+
+
 def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", address: str | None = None,
               workers: int | None = None, retry_failed: bool = True,
               on_result: Callable[[dict[str, Any]], None] | None = None,
@@ -384,6 +461,11 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     """
     if backend not in BACKENDS:
         raise SweepError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if backend == "ray":
+        import importlib.util
+
+        if importlib.util.find_spec("ray") is None:  # before anything is written
+            raise SweepError("backend 'ray' needs the 'distributed' extra: pip install 'quantgym[distributed]'")
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

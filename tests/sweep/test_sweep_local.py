@@ -126,10 +126,11 @@ def test_sweep_cli_with_a_grid_file_flags_strict_and_a_missing_ray(tmp_path, mon
     assert len(read_summary_csv(tmp_path / "a" / "summary.csv")) == 1
     res = CliRunner().invoke(app, ["sweep", str(grid), "--out", str(tmp_path / "a"), "-q"])
     assert res.exit_code == 0 and "0 run now, 1 already done" in res.output
-    # flags; a failing run is reported, and --strict turns it into exit code 1
+    # flags; a failing run is reported, and --strict turns it into exit code 1 (a period outside the data
+    # fails in its run; a period typo is refused before the sweep: tests/test_cli_errors.py)
     res = CliRunner().invoke(app, ["sweep", "--agents", "sixty_forty", "--envs", "PortBench-Balanced-v0", "--set",
-                                   "period=not_a_period", "--out", str(tmp_path / "b"), "--strict", "-q"])
-    assert res.exit_code == 1 and "unknown period 'not_a_period'" in res.output
+                                   "period=2030-01-01:2030-03-31", "--out", str(tmp_path / "b"), "--strict", "-q"])
+    assert res.exit_code == 1 and "has no trading day in the data" in res.output
     # usage errors
     res = CliRunner().invoke(app, ["sweep", "--agents", "sixty_forty", "--out", str(tmp_path / "c")])
     assert res.exit_code == 2 and "--envs" in res.output

@@ -18,6 +18,33 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
+def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail):
+    """``run_eval`` with its progress bar; configuration errors end as ``fail(message)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
+    from quantgym.evaluation import run_eval
+
+    import warnings
+
+    try:
+        # progress (a bar on a terminal; one line per episode and per failed LLM call) goes to stderr,
+        # the result tables to stdout; data warnings are shown at the end unless the run fails (one line)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
+                          transient=True) as progress:
+                sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
+                                    console=console, progress=progress, log=None if quiet else log,
+                                    meta={"command": " ".join(sys.argv), "agent": agent})
+    except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        fail(str(exc))
+    for w in {(str(w.message), w.category): w for w in caught}.values():
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return sections
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command to ``app``."""
 
@@ -81,7 +108,6 @@ def register(app: typer.Typer) -> None:
         import os
 
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console()
         err = Console(stderr=True)
@@ -120,6 +146,13 @@ def register(app: typer.Typer) -> None:
         envs = _split(env) or list(plan_kw.get("env_ids") or [])
         if not envs:
             fail("give --env (e.g. --env PortBench-Balanced-v0)")
+        from quantgym.tasks import task_of
+
+        for e in envs:
+            try:
+                task_of(e)
+            except ValueError as exc:
+                fail(f"--env: {exc}")
         plan_kw.update(env_ids=envs)
         if period:
             plan_kw["periods"] = _split(period)
@@ -181,17 +214,12 @@ def register(app: typer.Typer) -> None:
             return
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         out_dir = Path(out) if out else Path("results") / f"eval-{stamp}"
-        try:
-            # progress (a bar on a terminal; one line per episode and per failed LLM call) goes to stderr,
-            # the result tables to stdout
-            with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                          TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
-                          transient=True) as progress:
-                sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
-                                    console=console, progress=progress, log=None if quiet else log,
-                                    meta={"command": " ".join(sys.argv), "agent": agent})
-        except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError) as exc:
-            fail(str(exc))
+        from quantgym.cli_errors import check_out_dir
+        from quantgym.cli_errors import out_dir as cli_out_dir
+
+        check_out_dir(out_dir)
+        with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
+            sections = _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
         for s in sections:
             u = s.extra.get("usage") or {}
             if not u:  # a baseline / sb3 agent: no LLM calls

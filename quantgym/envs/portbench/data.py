@@ -69,7 +69,18 @@ class PortBenchDataWarning(UserWarning):
 def _clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.Series:
     """Return a copy with a naive, day-normalised, ascending, duplicate-free DatetimeIndex."""
     out = obj.copy()
-    idx = pd.DatetimeIndex(pd.to_datetime(out.index))
+    raw = out.index
+    not_dates = (f"{what}: the index is not dates ({type(raw).__name__} of {raw.dtype}, e.g. "
+                 f"{[str(v) for v in raw[:3]]}); expected a DatetimeIndex or a 'date' column (docs/data.md §7)")
+    if not isinstance(raw, pd.DatetimeIndex):
+        if len(raw) and (pd.api.types.is_numeric_dtype(raw.dtype) or pd.api.types.is_bool_dtype(raw.dtype)):
+            raise ValueError(not_dates)  # integers would be read as nanoseconds after 1970-01-01
+        try:
+            idx = pd.DatetimeIndex(pd.to_datetime(raw))
+        except (ValueError, TypeError, OverflowError):
+            raise ValueError(not_dates) from None
+    else:
+        idx = raw
     if idx.tz is not None:
         idx = idx.tz_convert("UTC").tz_localize(None)
     idx = idx.normalize().as_unit("ns")

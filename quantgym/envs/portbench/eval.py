@@ -43,6 +43,19 @@ class PortBenchEval:
 
     reference_name = "Equal-Weight"
 
+    def validate(self, plan: EvalPlan) -> None:
+        """Refuse an unknown period before any episode runs (the message lists the valid ones).
+
+        Raises
+        ------
+        ValueError
+            From :func:`~quantgym.envs.portbench.config.resolve_period`.
+        """
+        from quantgym.envs.portbench.config import resolve_period
+
+        for p in plan.periods:
+            resolve_period(parse_period(p))
+
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
         return [(job_label(env_id, period_label(parse_period(p))),
                  (lambda e=env_id, p=p: run_portbench(ctx.new_agent(), e, parse_period(p), plan)))

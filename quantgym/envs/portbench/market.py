@@ -150,6 +150,23 @@ class MarketSnapshot:
         return np.flatnonzero(self.available)
 
 
+def check_regime_ticker(ticker: str, tickers, classes) -> None:
+    """Refuse a universe without the §1.9 regime ticker (``PortBenchConfig.regime_ticker``, SPY).
+
+    Raises
+    ------
+    ValueError
+        Names the missing ticker and what is valid: add it to the data, or set ``regime_ticker`` to one of
+        the universe's equities.
+    """
+    if ticker in tuple(tickers):
+        return
+    eq = [t for t, c in zip(tickers, classes) if c == "equities"]
+    raise ValueError(f"the regime ticker {ticker!r} (spec §1.9) is not in the data's universe: add its prices to "
+                     "prices.parquet and a row to assets.csv, or set PortBenchConfig(regime_ticker=...) to one of "
+                     f"its equities ({', '.join(eq[:8]) + (', ...' if len(eq) > 8 else '') if eq else 'none'})")
+
+
 class MarketView:
     """Point-in-time view over a :class:`~quantgym.envs.portbench.data.PortBenchData` (one per env).
 
@@ -170,9 +187,10 @@ class MarketView:
         self.returns = np.ascontiguousarray(data.returns, dtype=np.float64)
         self.returns0 = np.nan_to_num(self.returns, nan=0.0)  # day loop: no return = 0
         self.macro = np.ascontiguousarray(data.macro, dtype=np.float64)
-        # §1.9 uses SPY; a user universe without it falls back to its first equity (documented)
-        eq = [t for t, c in zip(self.tickers, self.classes) if c == "equities"]
-        self.regime_ticker = config.regime_ticker if config.regime_ticker in self.tickers else (eq[0] if eq else None)
+        # §1.9 labels the regime on SPY (config.regime_ticker); a universe without it is refused, never
+        # silently measured on another ticker
+        check_regime_ticker(config.regime_ticker, self.tickers, self.classes)
+        self.regime_ticker = config.regime_ticker
         self.n_assets = len(self.tickers)
         self._dates64 = self.dates.values
         # per-dataset caches (speed only): day-loop returns and snapshot row parts, shared by every view

@@ -21,6 +21,24 @@ class PortBenchSweep:
 
         return load_portbench_data(path) if path is not None else load_portbench_data()
 
+    def validate(self, spec: Any, data: Any) -> None:
+        """Refuse a run before the sweep starts: an unknown ``period`` (the message lists the valid ones)
+        or shared data without the §1.9 regime ticker.
+
+        Raises
+        ------
+        ValueError
+            What is wrong and what is valid.
+        """
+        from quantgym.envs.portbench.config import PortBenchConfig, resolve_period
+
+        if "period" in spec.env_kwargs:
+            resolve_period(spec.env_kwargs["period"])
+        if data is not None and hasattr(data, "tickers"):
+            from quantgym.envs.portbench.market import check_regime_ticker
+
+            check_regime_ticker(PortBenchConfig().regime_ticker, data.tickers, data.asset_class)
+
     def run(self, spec: Any, policy: Any, data: Any) -> tuple[dict[str, Any], Any]:
         """One episode of ``spec`` (a :class:`~quantgym.sweep.grid.RunSpec`) on ``data`` (shared data, or
         the spec's data directory when None): the result dict and its summary row (stress windows: gate)."""

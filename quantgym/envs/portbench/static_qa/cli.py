@@ -166,86 +166,125 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Evaluate agents on the PortBench static QA layer and print the paper-style per-template table."""
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from quantgym.envs.portbench.static_qa.aggregate import qa_ceps_spearman
-        from quantgym.envs.portbench.static_qa.config import QAConfig
-        from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv
-        from quantgym.envs.portbench.static_qa.runner import run_qa
-        from quantgym.results import SectionResult, SummaryRow, write_results
 
         console = Console()
         if console.width < 150:  # the 16-column table needs room; wrap rather than truncate
             console = Console(width=150)
+        from quantgym.cli_errors import check_out_dir, fail
+        from quantgym.cli_errors import out_dir as cli_out_dir
+
+        # every input checked before anything runs or is written: one line, exit 2
         if fidelity not in ("clean", "paper"):
-            raise typer.BadParameter("must be 'clean' or 'paper'", param_hint="--fidelity")
+            fail(f"--fidelity must be clean or paper; got {fidelity!r}")
         if split not in ("train", "val", "test"):
-            raise typer.BadParameter("must be train, val or test", param_hint="--split")
+            fail(f"--split must be train, val or test; got {split!r}")
         if n < 1:
-            raise typer.BadParameter("must be >= 1", param_hint="--n")
-        tmpl = _split_list(templates) or None
-        t0 = time.perf_counter()
-        try:
-            env = PortBenchQAEnv(split=split, templates=tmpl, n_per_template=n,
-                                 restricted="both" if restricted else False, fidelity=fidelity,
-                                 data=None if data is None else str(data))
-        except (ValueError, FileNotFoundError) as exc:
-            raise typer.BadParameter(str(exc)) from exc
-        env_data = None if data is None else str(data)
-        policies = []
+            fail(f"--n must be >= 1; got {n}")
+        check_out_dir(out)
         for spec in agent:
             try:
-                from quantgym.envs.portbench.data import load_portbench_data
-
-                pol = resolve_agent(spec, data=None if env_data is None else load_portbench_data(env_data),
-                                    fidelity=fidelity, out_dir=out)
+                check_qa_agent(spec)
             except ValueError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--agent") from exc
-            policies.append((spec, pol))
+                fail(f"--agent: {exc}")
+        with cli_out_dir(out):  # a failed run removes the folder it created when nothing was written
+            _run(console, agent, out, split, n, templates, restricted, fidelity, pipeline_results, data, workers,
+                 quiet)
 
-        runs = []
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
-            for spec, pol in policies:
-                tid = progress.add_task(f"QA {spec}", total=env.n_items)
-                try:
-                    runs.append(run_qa(pol, agent=spec, env=env, workers=workers,
-                                       on_item=lambda _r, tid=tid: progress.advance(tid)))
-                except Exception as exc:  # the LLM agent's configuration errors stop the command
-                    console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")
-                    raise typer.Exit(1) from exc
-        console.print(qa_table(runs, f"PortBench static QA — split {split}, first {n} per template, "
-                                     f"fidelity {fidelity}"))
 
-        spearman_info: dict[str, Any] | None = None
-        pr = _split_list(pipeline_results)
-        if pr:
+def check_qa_agent(spec: str) -> None:
+    """Refuse a ``--agent`` of ``quantgym qa`` that :func:`resolve_agent` would refuse (the agent is not built).
+
+    Raises
+    ------
+    ValueError
+        Names the spec and the valid ones: oracle, naive, openai:MODEL, replay:FILE.
+    """
+    from quantgym.agents.registry import check_agent, valid_agents
+
+    if spec in ("oracle", "naive"):
+        return
+    try:
+        check_agent(spec, task=TASK)
+    except ValueError:
+        raise ValueError(f"unknown agent {spec!r} for PortBench-QA; valid: oracle, naive, "
+                         f"{valid_agents(TASK)}") from None
+
+
+def _run(console, agent, out, split, n, templates, restricted, fidelity, pipeline_results, data, workers,
+         quiet) -> None:
+    """The body of ``quantgym qa`` once every input is checked."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from quantgym.cli_errors import fail
+    from quantgym.envs.portbench.static_qa.aggregate import qa_ceps_spearman
+    from quantgym.envs.portbench.static_qa.config import QAConfig
+    from quantgym.envs.portbench.static_qa.env import PortBenchQAEnv
+    from quantgym.envs.portbench.static_qa.runner import run_qa
+    from quantgym.results import SectionResult, SummaryRow, write_results
+
+    tmpl = _split_list(templates) or None
+    t0 = time.perf_counter()
+    try:
+        env = PortBenchQAEnv(split=split, templates=tmpl, n_per_template=n,
+                             restricted="both" if restricted else False, fidelity=fidelity,
+                             data=None if data is None else str(data))
+    except (ValueError, FileNotFoundError) as exc:
+        fail(exc)
+    env_data = None if data is None else str(data)
+    policies = []
+    for spec in agent:
+        try:
+            from quantgym.envs.portbench.data import load_portbench_data
+
+            pol = resolve_agent(spec, data=None if env_data is None else load_portbench_data(env_data),
+                                fidelity=fidelity, out_dir=out)
+        except (ValueError, FileNotFoundError) as exc:
+            fail(f"--agent {spec}: {exc}")
+        policies.append((spec, pol))
+
+    runs = []
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+        for spec, pol in policies:
+            tid = progress.add_task(f"QA {spec}", total=env.n_items)
             try:
-                ceps = read_pipeline_ceps([Path(p) for p in pr])
-            except FileNotFoundError as exc:
-                raise typer.BadParameter(str(exc), param_hint="--pipeline-results") from exc
-            matched = {r.agent: _match_ceps(r.agent, ceps) for r in runs}
-            qa_mean = {a: _qa_score(r) for a, r in zip(matched, runs) if matched[a] is not None}
-            sp = qa_ceps_spearman(qa_mean, {a: c for a, c in matched.items() if c is not None})
-            spearman_info = {**sp, "ceps_balanced": {a: c for a, c in matched.items() if c is not None},
-                             "qa_mean": qa_mean, "sources": pr}
-            if sp["n"] >= 3:
-                console.print(f"QA–CEPS (Balanced) Spearman rank correlation across {sp['n']} agents: "
-                              f"[bold]ρ = {sp['rho']:.4f}[/] (paper: −0.47)")
-            else:
-                console.print(f"[yellow]QA–CEPS Spearman needs >= 3 agents with pipeline results; "
-                              f"found {sp['n']} ({', '.join(sp['agents']) or 'none'})[/]")
+                runs.append(run_qa(pol, agent=spec, env=env, workers=workers,
+                                   on_item=lambda _r, tid=tid: progress.advance(tid)))
+            except Exception as exc:  # the LLM agent's configuration errors stop the command
+                console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")
+                raise typer.Exit(1) from exc
+    console.print(qa_table(runs, f"PortBench static QA — split {split}, first {n} per template, "
+                                 f"fidelity {fidelity}"))
 
-        rows = [SummaryRow(task=TASK, agent=r.agent, period=split) for r in runs]
-        section = SectionResult(
-            task=TASK, rows=rows,
-            runs=[{"agent": r.agent, "metrics": r.table, "n": r.summary["n"], "n_correct": r.summary["n_correct"],
-                   "n_regime": r.summary["n_regime"], "mean_pooled": r.summary["mean_pooled"],
-                   "records": r.records} for r in runs],
-            extra={"config": {**QAConfig().to_dict(), "split": split, "n_per_template": n,
-                              "templates": tmpl, "restricted": restricted, "fidelity": fidelity,
-                              "data": env_data or "bundled"},
-                   "spearman_qa_ceps": spearman_info},
-        )
-        write_results(out, [section], meta={"command": " ".join(sys.argv), "elapsed_s": time.perf_counter() - t0})
-        console.print(f"Wrote [bold]{out}[/] (summary.csv, results.json) in {time.perf_counter() - t0:.1f}s")
+    spearman_info: dict[str, Any] | None = None
+    pr = _split_list(pipeline_results)
+    if pr:
+        try:
+            ceps = read_pipeline_ceps([Path(p) for p in pr])
+        except FileNotFoundError as exc:
+            fail(f"--pipeline-results: {exc}")
+        matched = {r.agent: _match_ceps(r.agent, ceps) for r in runs}
+        qa_mean = {a: _qa_score(r) for a, r in zip(matched, runs) if matched[a] is not None}
+        sp = qa_ceps_spearman(qa_mean, {a: c for a, c in matched.items() if c is not None})
+        spearman_info = {**sp, "ceps_balanced": {a: c for a, c in matched.items() if c is not None},
+                         "qa_mean": qa_mean, "sources": pr}
+        if sp["n"] >= 3:
+            console.print(f"QA–CEPS (Balanced) Spearman rank correlation across {sp['n']} agents: "
+                          f"[bold]ρ = {sp['rho']:.4f}[/] (paper: −0.47)")
+        else:
+            console.print(f"[yellow]QA–CEPS Spearman needs >= 3 agents with pipeline results; "
+                          f"found {sp['n']} ({', '.join(sp['agents']) or 'none'})[/]")
+
+    rows = [SummaryRow(task=TASK, agent=r.agent, period=split) for r in runs]
+    section = SectionResult(
+        task=TASK, rows=rows,
+        runs=[{"agent": r.agent, "metrics": r.table, "n": r.summary["n"], "n_correct": r.summary["n_correct"],
+               "n_regime": r.summary["n_regime"], "mean_pooled": r.summary["mean_pooled"],
+               "records": r.records} for r in runs],
+        extra={"config": {**QAConfig().to_dict(), "split": split, "n_per_template": n,
+                          "templates": tmpl, "restricted": restricted, "fidelity": fidelity,
+                          "data": env_data or "bundled"},
+               "spearman_qa_ceps": spearman_info},
+    )
+    write_results(out, [section], meta={"command": " ".join(sys.argv), "elapsed_s": time.perf_counter() - t0})
+    console.print(f"Wrote [bold]{out}[/] (summary.csv, results.json) in {time.perf_counter() - t0:.1f}s")
