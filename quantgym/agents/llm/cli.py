@@ -125,8 +125,8 @@ def register(app: typer.Typer) -> None:
                 import openai  # noqa: F401
             except ImportError:
                 fail("LLM agents need the 'openai' package: pip install 'quantgym[llm]'")
-        from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
-        from quantgym.evaluation import EvalPlan, run_eval
+        from quantgym.agents.llm.client import LLMConfigError
+        from quantgym.evaluation import EvalPlan
 
         try:
             extra_kw = json.loads(env_kwargs) if env_kwargs else {}
