@@ -130,7 +130,7 @@ def bench(
     if unknown:
         from quantgym.tasks import task_names
 
-        why = ", ".join(f"{t!r} has no bench section" if t in task_names() else f"{t!r} is not a task"
+        why = ", ".join(f"{t!r} has no bench section" if t in task_names() else f"unknown task {t!r}"
                         for t in unknown)
         fail(f"--tasks: {why}; choose from {', '.join(_bench_tasks())}")
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
