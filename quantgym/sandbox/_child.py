@@ -11,6 +11,10 @@ Protocol
 * fd ``RESULT_FD`` (argv[1]): the result frame of :mod:`quantgym.sandbox._codec` (never pickle).
 * fd ``VIOLATION_FD`` (argv[3]): the violation record. The audit hook writes one line per refused
   operation; the host takes the first line as the run's status, whatever the result frame says.
+* fd ``LIMIT_FD`` (argv[4], :func:`limit_fd`): the limit record. A trusted helper process that the
+  runner forks before lockdown (Quant-Arena's keeper) writes one ``"timeout: ..."`` line there and
+  kills the child when a deadline it measures from outside the child's process passes; the host
+  then reports status ``"timeout"`` with that line.
 
 Sequence: read the request -> import the runner's module, numpy, pandas, scipy, the allowed
 modules and the allowed modules the agent's source imports -> lockdown (rlimits, Landlock
@@ -158,6 +162,18 @@ class _CappedWriter(io.TextIOBase):
 
     def isatty(self) -> bool:
         return False
+
+
+_LIMIT_FD = -1
+
+
+def limit_fd() -> int:
+    """The limit-record fd of this sandbox child (-1 outside one); for trusted pre-lockdown helpers.
+
+    A helper forked by the runner's ``sandbox_prepare`` hook keeps it open, and on a deadline it
+    enforces writes one line starting ``"timeout: "`` to it, then kills the child with SIGKILL.
+    """
+    return _LIMIT_FD
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -425,6 +441,8 @@ def _one_line(s: str, limit: int = 500) -> str:
 def main() -> None:  # noqa: C901 - one linear protocol
     result_fd = int(sys.argv[1])
     violation_fd = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+    global _LIMIT_FD
+    _LIMIT_FD = int(sys.argv[4]) if len(sys.argv) > 4 else -1
     sys.dont_write_bytecode = True
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.meta_path.insert(0, _NeverLoad())
