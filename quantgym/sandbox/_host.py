@@ -205,6 +205,55 @@ def _killpg(pgid: int) -> None:
         pass
 
 
+def _group_members(pgid: int) -> list[tuple[int, int]]:
+    """(pid, ppid) of every process (zombies included) in process group ``pgid``, from ``/proc``."""
+    out: list[tuple[int, int]] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        try:
+            ppid, pgrp = int(fields[1]), int(fields[2])
+        except (IndexError, ValueError):
+            continue
+        if pgrp == pgid:
+            out.append((int(name), ppid))
+    return out
+
+
+def _reap_group(leader: int) -> None:
+    """Reap the processes of the child's group that were re-parented to this process.
+
+    A process the child forked (Quant-Arena's keeper) is re-parented when the child exits: to init,
+    which reaps it, or to this process when it runs as PID 1 or under ``PR_SET_CHILD_SUBREAPER``
+    (containers without an init). Called after ``killpg`` and before the leader is reaped, so the
+    group id is still pinned by the zombie leader and cannot name an unrelated group.
+    """
+    me = os.getpid()
+    deadline = time.monotonic() + 10.0
+    while True:
+        ours = [pid for pid, ppid in _group_members(leader) if ppid == me and pid != leader]
+        if not ours:
+            return
+        for pid in ours:
+            try:
+                os.waitpid(pid, 0)  # already sent SIGKILL: returns as soon as it has died
+            except ChildProcessError:
+                pass
+        if time.monotonic() > deadline:
+            return
+        _killpg(leader)  # a grandchild re-parented meanwhile
+
+
 def run_in_sandbox(
     source: str,
     runner: str,
@@ -328,6 +377,7 @@ def run_in_sandbox(
                 except ChildProcessError:
                     break
             _killpg(proc.pid)
+            _reap_group(proc.pid)
             try:
                 _pid, status, rusage = os.wait4(proc.pid, 0)
                 proc.returncode = os.waitstatus_to_exitcode(status)
