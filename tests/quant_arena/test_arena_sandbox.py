@@ -129,7 +129,26 @@ def score(features, view):
         assert r.errors[0]["type"] == "NoSignal" and "never traded" in r.errors[0]["message"] and r.n_errors == 0
     else:
         assert needle in r.errors[0]["message"] and r.S == 0.0
-        assert "Traceback" in r.errors[0]["traceback"]
+        assert needle in r.errors[0]["traceback"] and "harness.py" not in r.errors[0]["traceback"]
+
+
+def test_day_error_tracebacks_start_at_the_agents_first_frame(sealed):
+    # issue #15 item 4: the traceback shown to the agent starts at its own first frame (score), never in
+    # quant_arena/child/harness.py; library frames below the agent's call stay
+    r = run("""
+def helper(x):
+    return x.loc['no such symbol']
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return helper(features['x'])
+""", sealed)
+    tb = r.errors[0]["traceback"]
+    assert r.status == "failed" and r.errors[0]["type"] == "KeyError", r.errors[:1]
+    lines = tb.splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and 'in score' in lines[1] and "<agent>" in lines[1], tb
+    assert "return helper(features['x'])" in tb and "in helper" in tb
+    assert "harness" not in tb, tb
 
 
 def test_infinite_loop_hits_the_day_limit(sealed):
