@@ -238,6 +238,17 @@ def _code_roots(allowed: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, .
             _realpath_roots(p for p in packages if p))
 
 
+def _module_files() -> tuple[str, ...]:
+    """Absolute and real paths of the files of every loaded module (their metadata stays visible)."""
+    out: set[str] = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f:
+            out.add(os.path.normpath(os.path.abspath(f)))
+            out.add(os.path.realpath(f))
+    return tuple(sorted(out))
+
+
 def _stdlib_roots() -> tuple[str, ...]:
     """The standard-library directories (frames of their files are transparent to the frame policy)."""
     import sysconfig
@@ -266,6 +277,21 @@ def _quiet_source_lookups(violations: list) -> None:
             return []
 
     linecache.updatecache = updatecache
+
+    orig_check = linecache.checkcache
+
+    def checkcache(filename=None, _orig=orig_check, _viol=violations, _V=_policy.SandboxViolation, _lc=linecache):
+        n = len(_viol)
+        try:
+            return _orig(filename)
+        except _V:  # the os.stat of a cached, now unreadable file (see _policy.guard_stat)
+            del _viol[n:]
+            if filename is None:
+                _lc.cache.clear()
+            else:
+                _lc.cache.pop(filename, None)
+
+    linecache.checkcache = checkcache
 
     def formatwarning(message, category, filename, lineno, line=None):
         return f"{filename}:{lineno}: {category.__name__}: {message}\n"
@@ -545,6 +571,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         stdlib_roots=_stdlib_roots(),
         frame_api=_policy.frame_api_snapshot(),
         violation_fd=violation_fd,
+        stat_files=_module_files(),
     )
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     _quiet_source_lookups(violations)
@@ -563,6 +590,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
     except Exception:  # noqa: BLE001 - optional hardening layer
         seccomp_ok = False
     _disable_unaudited(violations)
+    _policy.guard_stat()
     _policy.install(hook, allowed)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "frame_policy": not allow_frames,
