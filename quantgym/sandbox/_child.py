@@ -11,6 +11,10 @@ Protocol
 * fd ``RESULT_FD`` (argv[1]): the result frame of :mod:`quantgym.sandbox._codec` (never pickle).
 * fd ``VIOLATION_FD`` (argv[3]): the violation record. The audit hook writes one line per refused
   operation; the host takes the first line as the run's status, whatever the result frame says.
+* fd ``LIMIT_FD`` (argv[4], :func:`limit_fd`): the limit record. A trusted helper process that the
+  runner forks before lockdown (Quant-Arena's keeper) writes one ``"timeout: ..."`` line there and
+  kills the child when a deadline it measures from outside the child's process passes; the host
+  then reports status ``"timeout"`` with that line.
 
 Sequence: read the request -> import the runner's module, numpy, pandas, scipy, the allowed
 modules and the allowed modules the agent's source imports -> lockdown (rlimits, Landlock
@@ -160,6 +164,18 @@ class _CappedWriter(io.TextIOBase):
         return False
 
 
+_LIMIT_FD = -1
+
+
+def limit_fd() -> int:
+    """The limit-record fd of this sandbox child (-1 outside one); for trusted pre-lockdown helpers.
+
+    A helper forked by the runner's ``sandbox_prepare`` hook keeps it open, and on a deadline it
+    enforces writes one line starting ``"timeout: "`` to it, then kills the child with SIGKILL.
+    """
+    return _LIMIT_FD
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -222,6 +238,17 @@ def _code_roots(allowed: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, .
             _realpath_roots(p for p in packages if p))
 
 
+def _module_files() -> tuple[str, ...]:
+    """Absolute and real paths of the files of every loaded module (their metadata stays visible)."""
+    out: set[str] = set()
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if isinstance(f, str) and f:
+            out.add(os.path.normpath(os.path.abspath(f)))
+            out.add(os.path.realpath(f))
+    return tuple(sorted(out))
+
+
 def _stdlib_roots() -> tuple[str, ...]:
     """The standard-library directories (frames of their files are transparent to the frame policy)."""
     import sysconfig
@@ -250,6 +277,21 @@ def _quiet_source_lookups(violations: list) -> None:
             return []
 
     linecache.updatecache = updatecache
+
+    orig_check = linecache.checkcache
+
+    def checkcache(filename=None, _orig=orig_check, _viol=violations, _V=_policy.SandboxViolation, _lc=linecache):
+        n = len(_viol)
+        try:
+            return _orig(filename)
+        except _V:  # the os.stat of a cached, now unreadable file (see _policy.guard_stat)
+            del _viol[n:]
+            if filename is None:
+                _lc.cache.clear()
+            else:
+                _lc.cache.pop(filename, None)
+
+    linecache.checkcache = checkcache
 
     def formatwarning(message, category, filename, lineno, line=None):
         return f"{filename}:{lineno}: {category.__name__}: {message}\n"
@@ -425,6 +467,8 @@ def _one_line(s: str, limit: int = 500) -> str:
 def main() -> None:  # noqa: C901 - one linear protocol
     result_fd = int(sys.argv[1])
     violation_fd = int(sys.argv[3]) if len(sys.argv) > 3 else -1
+    global _LIMIT_FD
+    _LIMIT_FD = int(sys.argv[4]) if len(sys.argv) > 4 else -1
     sys.dont_write_bytecode = True
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.meta_path.insert(0, _NeverLoad())
@@ -527,6 +571,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
         stdlib_roots=_stdlib_roots(),
         frame_api=_policy.frame_api_snapshot(),
         violation_fd=violation_fd,
+        stat_files=_module_files(),
     )
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     _quiet_source_lookups(violations)
@@ -545,6 +590,7 @@ def main() -> None:  # noqa: C901 - one linear protocol
     except Exception:  # noqa: BLE001 - optional hardening layer
         seccomp_ok = False
     _disable_unaudited(violations)
+    _policy.guard_stat()
     _policy.install(hook, allowed)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
     extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "frame_policy": not allow_frames,

@@ -26,6 +26,8 @@ _BOOTSTRAP = (
 _READ_CHUNK = 1 << 16
 #: Bytes of the violation record kept by the host (only the first line is used).
 _VIOLATION_CAP = 64_000
+#: Bytes of the limit record kept by the host (only the first line is used).
+_LIMIT_CAP = 4_000
 #: Exit code of a child whose audit hook found its violation record closed or replaced.
 _TAMPER_EXIT = 75
 _UNSHARE: list[str] | None = None  # cached probe result
@@ -203,6 +205,55 @@ def _killpg(pgid: int) -> None:
         pass
 
 
+def _group_members(pgid: int) -> list[tuple[int, int]]:
+    """(pid, ppid) of every process (zombies included) in process group ``pgid``, from ``/proc``."""
+    out: list[tuple[int, int]] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        try:
+            ppid, pgrp = int(fields[1]), int(fields[2])
+        except (IndexError, ValueError):
+            continue
+        if pgrp == pgid:
+            out.append((int(name), ppid))
+    return out
+
+
+def _reap_group(leader: int) -> None:
+    """Reap the processes of the child's group that were re-parented to this process.
+
+    A process the child forked (Quant-Arena's keeper) is re-parented when the child exits: to init,
+    which reaps it, or to this process when it runs as PID 1 or under ``PR_SET_CHILD_SUBREAPER``
+    (containers without an init). Called after ``killpg`` and before the leader is reaped, so the
+    group id is still pinned by the zombie leader and cannot name an unrelated group.
+    """
+    me = os.getpid()
+    deadline = time.monotonic() + 10.0
+    while True:
+        ours = [pid for pid, ppid in _group_members(leader) if ppid == me and pid != leader]
+        if not ours:
+            return
+        for pid in ours:
+            try:
+                os.waitpid(pid, 0)  # already sent SIGKILL: returns as soon as it has died
+            except ChildProcessError:
+                pass
+        if time.monotonic() > deadline:
+            return
+        _killpg(leader)  # a grandchild re-parented meanwhile
+
+
 def run_in_sandbox(
     source: str,
     runner: str,
@@ -267,8 +318,12 @@ def run_in_sandbox(
     tmp = tempfile.mkdtemp(prefix="qg-sandbox-")
     r_res, w_res = os.pipe()
     r_vio, w_vio = os.pipe()  # violation record: written by the child's audit hook, read here
+    # limit record: written by a trusted helper of the runner (e.g. Quant-Arena's keeper) that stopped
+    # the child from outside its process (see _child.limit_fd and docs/security.md)
+    r_lim, w_lim = os.pipe()
     prefix = _unshare_prefix() if limits.isolate_network else []
-    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths), str(w_vio)]
+    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths), str(w_vio),
+                    str(w_lim)]
     t0 = time.monotonic()
     try:
         try:
@@ -277,7 +332,7 @@ def run_in_sandbox(
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                pass_fds=(w_res, w_vio),
+                pass_fds=(w_res, w_vio, w_lim),
                 cwd=tmp,
                 env=_child_env(tmp),
                 start_new_session=True,
@@ -286,7 +341,9 @@ def run_in_sandbox(
         finally:
             os.close(w_res)
             os.close(w_vio)
+            os.close(w_lim)
         vio_reader = _Reader(r_vio, _VIOLATION_CAP, stop_at_cap=False)
+        lim_reader = _Reader(r_lim, _LIMIT_CAP, stop_at_cap=False)
         out_reader = _Reader(os.dup(proc.stdout.fileno()), limits.max_output_bytes, stop_at_cap=False)
         res_reader = _Reader(r_res, limits.max_result_bytes, stop_at_cap=True)
         proc.stdout.close()
@@ -296,6 +353,7 @@ def run_in_sandbox(
         out_reader.start()
         res_reader.start()
         vio_reader.start()
+        lim_reader.start()
         writer.start()
 
         timed_out = threading.Event()
@@ -319,6 +377,7 @@ def run_in_sandbox(
                 except ChildProcessError:
                     break
             _killpg(proc.pid)
+            _reap_group(proc.pid)
             try:
                 _pid, status, rusage = os.wait4(proc.pid, 0)
                 proc.returncode = os.waitstatus_to_exitcode(status)
@@ -332,6 +391,7 @@ def run_in_sandbox(
         res_reader.join(timeout=5)
         out_reader.join(timeout=5)
         vio_reader.join(timeout=5)
+        lim_reader.join(timeout=5)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -364,6 +424,12 @@ def run_in_sandbox(
         return SandboxResult(status=status, value=value, message=message, traceback=tb, stdout=stdout,
                              wall_seconds=wall, cpu_seconds=cpu, output_truncated=truncated, details=details)
 
+    lim = lim_reader.data().decode("utf-8", "replace").split("\n", 1)[0]
+    lim = " ".join(lim.split())[:1000]
+    if lim:  # a trusted helper outside the child's code stopped it (only the child can forge one: self-harm)
+        if not lim.startswith("timeout: "):
+            lim = "timeout: a time limit enforced outside the sandboxed code was exceeded"
+        return result("timeout", lim)
     if timed_out.is_set():
         return result("timeout", f"timeout: wall-clock limit of {limits.wall_seconds:g} s exceeded")
     if res_reader.overflow:

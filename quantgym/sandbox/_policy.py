@@ -196,6 +196,7 @@ def build_audit_hook(
     stdlib_roots: tuple[str, ...] = (),
     frame_api: tuple = (),
     violation_fd: int = -1,
+    stat_files: tuple[str, ...] = (),
 ):
     """Build the audit hook installed at lockdown.
 
@@ -237,9 +238,20 @@ def build_audit_hook(
         or replaced (checked with ``fstat``), the child exits with code 75 at the next refusal.
         Refused reads by ``linecache`` (source lines of trusted files while formatting tracebacks
         and warnings) are not written there.
+    stat_files : tuple of str
+        Files whose metadata (``os.stat`` through :func:`guard_stat`, never their content) stays
+        available: the files of the modules loaded before lockdown (``inspect`` and ``linecache``
+        stat them). Directories above any readable place or such a file are available too.
     """
     allowed_list = ", ".join(allowed_imports)
     blocked = BLOCKED_EVENTS
+    # Directories above a readable place: their metadata is implied by it (os.path.realpath lstats each one)
+    ancestors: set[str] = {"/"}
+    for root in (*readable_roots, *code_roots, *excluded_roots, *package_roots, *stat_files, cwd):
+        d = os.path.dirname(root.rstrip("/"))
+        while d and d not in ancestors:
+            ancestors.add(d)
+            d = os.path.dirname(d)
     vio_id = None
     if violation_fd >= 0:
         st = os.fstat(violation_fd)
@@ -272,6 +284,8 @@ def build_audit_hook(
         _MNF=ModuleNotFoundError,
         _allowed=allowed_list,
         _O_WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC,
+        _O_PATH=getattr(os, "O_PATH", 0),
+        _anc=frozenset(ancestors) | frozenset(stat_files),
         _getframe=sys._getframe,
         _FrameT=types.FrameType,
         _agent=agent_filename,
@@ -450,6 +464,8 @@ def build_audit_hook(
                 write = True
             if write:
                 deny(f"forbidden: opening {raw!r} for writing is not allowed (the sandbox is read-only)")
+            if _O_PATH and _type(flags) is _int and flags & _O_PATH and (p in _anc or under(p, _excl) or p.startswith(_cwd + "/")):
+                return  # (the child's own empty cwd: inspect's look-ups of pseudo files such as '<agent>')  # metadata only (os.stat through guard_stat) of site-packages entries: import look-ups
             if not readable(p):
                 # A source-line look-up by linecache (tracebacks, warnings) is refused but not
                 # recorded out of process (the child drops it from its own list too). The same
@@ -459,15 +475,16 @@ def build_audit_hook(
                 k = 0
                 while fr is not None and k < 6:
                     code = fr.f_code
-                    if code.co_filename == _lc_file and code.co_name == "updatecache":
+                    if code.co_filename == _lc_file and code.co_name in ("updatecache", "checkcache"):
                         quiet = True
                         break
                     fr = fr.f_back
                     k += 1
                 del fr
+                meta = _O_PATH and _type(flags) is _int and flags & _O_PATH
                 deny(
-                    f"forbidden: open({raw!r}) is not allowed (file access is limited to the readable_paths "
-                    "given by the environment)",
+                    f"forbidden: {'os.stat' if meta else 'open'}({raw!r}) is not allowed (file access is limited "
+                    "to the readable_paths given by the environment)",
                     not quiet,
                 )
             return
@@ -560,6 +577,55 @@ def agent_builtins(allowed_imports: tuple[str, ...], violations: list) -> dict:
     for name in ("breakpoint", "help", "copyright", "credits", "license", "exit", "quit"):
         b.pop(name, None)
     return b
+
+
+def guard_stat() -> None:
+    """Route ``os.stat``, ``os.lstat`` and ``os.access`` (and ``posix.*``) through the read policy.
+
+    They raise no audit event in CPython 3.11, so paths outside the readable set would leak their
+    existence, size and times. Each guarded function opens the path with ``O_PATH`` (an ``open``
+    audit event: refused like a read outside the readable set, site-packages entries excepted for
+    import look-ups) and ``fstat``s the descriptor. The original functions are removed from the
+    modules, so no reference to them is left for agent code. ``os.access`` answers from the
+    ``fstat`` mode bits. Installed at lockdown, after every import of the trusted phase.
+    """
+    import posix
+
+    o_path = getattr(os, "O_PATH", 0)
+    if not o_path:  # not Linux: leave stat alone (documented)
+        return
+
+    def stat(path, *, dir_fd=None, follow_symlinks=True, _open=os.open, _fstat=os.fstat, _close=os.close,
+             _flags=o_path | os.O_CLOEXEC, _nofollow=os.O_NOFOLLOW, _int=int, _type=type):
+        if _type(path) is _int:
+            return _fstat(path)
+        fd = _open(path, _flags if follow_symlinks else _flags | _nofollow, dir_fd=dir_fd)
+        try:
+            return _fstat(fd)
+        finally:
+            _close(fd)
+
+    def lstat(path, *, dir_fd=None, _stat=stat):
+        return _stat(path, dir_fd=dir_fd, follow_symlinks=False)
+
+    def access(path, mode, *, dir_fd=None, effective_ids=False, follow_symlinks=True, _stat=stat,
+               _geteuid=os.geteuid, _OSE=OSError):
+        try:
+            st = _stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        except _OSE:
+            return False
+        if mode == 0:
+            return True
+        bits = st.st_mode
+        if _geteuid() == 0:
+            return not (mode & 1) or bool(bits & 0o111)
+        ok = (bits >> 6) & 7 if st.st_uid == _geteuid() else bits & 7
+        return (mode & ok) == mode
+
+    for name, fn in (("stat", stat), ("lstat", lstat), ("access", access)):
+        fn.__name__ = fn.__qualname__ = name
+        setattr(os, name, fn)
+        setattr(posix, name, fn)
 
 
 def install(hook, allowed_imports: tuple[str, ...] = ()) -> None:

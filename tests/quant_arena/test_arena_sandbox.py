@@ -129,7 +129,26 @@ def score(features, view):
         assert r.errors[0]["type"] == "NoSignal" and "never traded" in r.errors[0]["message"] and r.n_errors == 0
     else:
         assert needle in r.errors[0]["message"] and r.S == 0.0
-        assert "Traceback" in r.errors[0]["traceback"]
+        assert needle in r.errors[0]["traceback"] and "harness.py" not in r.errors[0]["traceback"]
+
+
+def test_day_error_tracebacks_start_at_the_agents_first_frame(sealed):
+    # issue #15 item 4: the traceback shown to the agent starts at its own first frame (score), never in
+    # quant_arena/child/harness.py; library frames below the agent's call stay
+    r = run("""
+def helper(x):
+    return x.loc['no such symbol']
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return helper(features['x'])
+""", sealed)
+    tb = r.errors[0]["traceback"]
+    assert r.status == "failed" and r.errors[0]["type"] == "KeyError", r.errors[:1]
+    lines = tb.splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and 'in score' in lines[1] and "<agent>" in lines[1], tb
+    assert "return helper(features['x'])" in tb and "in helper" in tb
+    assert "harness" not in tb, tb
 
 
 def test_infinite_loop_hits_the_day_limit(sealed):
@@ -353,3 +372,63 @@ def score(features, view):
     assert r.message.startswith("no_signal: coverage 0") and r.errors[0]["type"] == "NoSignal"
     with pytest.raises(ValueError, match="zero_coverage_status"):
         ArenaScoringConfig(zero_coverage_status="fail")
+
+
+# issue #15 item 1: the per-date limit is enforced by the keeper, outside the agent's process. Each
+# submission reaches `signal` through an object it is given (collections._sys) and defeats the child's
+# own SIGALRM alarm; before the fix each held its step until the whole-run wall limit (30 s here).
+_DEFEATS = {
+    "cancel_itimer": """
+    s = collections._sys.modules['signal']
+    s.setitimer(s.ITIMER_REAL, 0)
+    while True:
+        pass""",
+    "ignore_sigalrm_and_sleep": """
+    s = collections._sys.modules['signal']
+    s.signal(s.SIGALRM, s.SIG_IGN)
+    while True:
+        time.sleep(0.05)""",
+    "swallow_the_day_timeout": """
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass""",
+    "sleep_through_the_alarm": """
+    while True:
+        try:
+            time.sleep(0.05)
+        except BaseException:
+            pass""",
+    "cancel_itimer_and_close_the_keeper_pipes": """
+    s = collections._sys.modules['signal']
+    s.setitimer(s.ITIMER_REAL, 0)
+    s.signal(s.SIGALRM, s.SIG_IGN)
+    k = collections._sys.modules['quantgym.envs.quant_arena.child.runner']._KEEPER
+    collections._sys.modules['os'].close(k[1])
+    while True:
+        time.sleep(0.05)""",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(_DEFEATS))
+def test_defeating_the_child_alarm_still_ends_the_date_on_time(sealed, attack):
+    import textwrap
+    import time as _time
+
+    src = """import collections
+time = collections._sys.modules['time']
+def compute_features(view):
+    if str(view.date.date()) >= '2024-01-05':""" + textwrap.indent(_DEFEATS[attack], "    ") + """
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return features['x']
+"""
+    t0 = _time.monotonic()
+    r = run(src, sealed)
+    took = _time.monotonic() - t0
+    assert r.status == "timeout" and r.S == 0.0, (r.status, r.message)
+    assert r.message.startswith("timeout: decision date 2024-01-05 took more than 1 s wall"), r.message
+    # 1 s limit + the keeper's 1.1 s grace + start-up and the first dates; the whole-run limit is 30 s
+    assert took < 15.0, took

@@ -46,3 +46,24 @@ def modules_cached(namespace: dict, payload: dict):
 
 
 modules_cached.sandbox_prepare = _cache_modules  # type: ignore[attr-defined]
+
+
+def _fork_helper(payload: dict) -> dict:
+    """Pre-lockdown hook forking a helper process (like Quant-Arena's keeper) that sleeps, then exits."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            import time
+
+            time.sleep(float(payload.get("helper_sleep", 0.0)))
+        finally:
+            os._exit(0)
+    return {"helper_pid": pid}
+
+
+def forked_helper(namespace: dict, payload: dict) -> dict:
+    """Return the helper's pid and the agent's ``f()``."""
+    return {"helper_pid": payload["helper_pid"], "agent": namespace["f"]()}
+
+
+forked_helper.sandbox_prepare = _fork_helper  # type: ignore[attr-defined]

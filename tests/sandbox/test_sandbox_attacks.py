@@ -88,6 +88,39 @@ def test_open_host_data_file_outside_readable_paths_is_forbidden(tmp_path):
     assert str(data) in r.message
 
 
+@pytest.mark.parametrize("call", [
+    "os.path.exists('/etc/passwd')",
+    "os.stat('/etc/shadow').st_size",
+    "os.lstat('/etc/passwd').st_size",
+    "collections._sys.modules['posix'].stat('/etc/passwd').st_size",
+    "os.access('/etc/passwd', os.F_OK)",
+    "pathlib.Path('/etc/passwd').exists()",
+    "os.path.getsize(os.path.join(os.path.dirname(collections.__file__), '..', '..', 'etc', 'passwd'))",
+])
+def test_stat_outside_the_readable_set_is_forbidden(call):
+    # issue #15 item 4: metadata (existence, size, times) of paths outside the readable set is refused
+    # like a read; os and pathlib reached through an object the agent is given (collections._sys)
+    src = ("import collections\nos = collections._sys.modules['os']\npathlib = collections._sys.modules.get('pathlib')\n"
+           f"def f():\n    return {call}\n")
+    r = run(src)
+    assert r.status == "forbidden" and r.value is None, (r.status, r.message)
+    assert "/etc/" in r.message or "'..'" in r.message, r.message
+
+
+def test_stat_inside_the_readable_set_and_lazy_imports_still_work(tmp_path):
+    data = tmp_path / "in.csv"
+    data.write_text("a\n1\n2\n")
+    src = (f"import collections\nimport pandas as pd\nos = collections._sys.modules['os']\n"
+           f"def f():\n    import scipy.optimize, statistics\n"
+           f"    p = {str(data)!r}\n"
+           f"    return [os.path.exists(p), os.stat(p).st_size, os.access(p, os.R_OK), int(pd.read_csv(p)['a'].sum()),"
+           f" os.path.isdir(os.path.dirname(p))]\n")
+    r = run_in_sandbox(src, "quantgym.sandbox.runners:call_function", {"function": "f"},
+                       replace(LIMITS, cpu_seconds=20.0, readable_paths=(str(tmp_path),)))
+    assert r.ok, (r.message, r.traceback)
+    assert r.value == [True, 6, True, 3, True]
+
+
 def test_open_etc_passwd_is_forbidden():
     r = run("def f():\n    return open('/etc/passwd').read()\n")
     assert r.status == "forbidden"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import json
 import textwrap
 
@@ -239,3 +240,47 @@ def test_runner_sandbox_prepare_hook_runs_before_lockdown():
     assert r.value["agent"] == "agent ran"
     assert r.value["payload"]["secret"] is None and r.value["payload"]["x"] == 1
     assert r.value["payload"]["prepared_pid"] == r.details["pid"]
+
+
+_SUBREAPER_SCRIPT = r"""
+import ctypes, json, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER: orphans of the sandbox come to us
+from quantgym.sandbox import SandboxLimits, run_in_sandbox
+runner = "tests.sandbox.sandbox_test_runners:forked_helper"
+statuses = []
+for sleep, body in [(0, "return 1"), (30, "return 1"), (0, "return 1"), (30, "while True:\n        pass")]:
+    r = run_in_sandbox("def f():\n    " + body + "\n", runner, {"helper_sleep": sleep},
+                       SandboxLimits(cpu_seconds=1 if "while" in body else 20, wall_seconds=30))
+    statuses.append(r.status)
+time.sleep(0.5)  # let any unreaped helper die
+me, zombies, alive = os.getpid(), [], []
+for name in os.listdir("/proc"):
+    if not name.isdigit():
+        continue
+    try:
+        stat = open(f"/proc/{name}/stat", "rb").read()
+    except OSError:
+        continue
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if int(fields[1]) == me:
+        (zombies if fields[0] == b"Z" else alive).append(int(name))
+print(json.dumps({"statuses": statuses, "zombies": zombies, "alive": alive}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux-only")
+def test_no_zombies_under_a_subreaper():
+    # issue #15 item 3: as PID 1 or a subreaper (a container without an init), every process the sandbox
+    # child forked (a keeper, here a helper forked by sandbox_prepare) is re-parented to us: the sandbox
+    # must reap it. Before the fix: one zombie per evaluation.
+    import os
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", _SUBREAPER_SCRIPT], capture_output=True, text=True, cwd=root,
+                         env={**os.environ, "PYTHONPATH": root}, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rec = json.loads(out.stdout.strip().splitlines()[-1])
+    assert rec["statuses"] == ["ok", "ok", "ok", "timeout"], rec
+    assert rec["zombies"] == [] and rec["alive"] == [], rec

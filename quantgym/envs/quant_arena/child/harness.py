@@ -76,8 +76,29 @@ def _series_to_vec(obj: Any, what: str, pos: dict[str, int], n_view: int, reject
     return out
 
 
-def _err(date: str, phase: str, exc: BaseException) -> dict:
-    tb = "".join(_tb.format_exception(type(exc), exc, exc.__traceback__))
+def _agent_tb(exc: BaseException, agent_file: str | None) -> str:
+    """Traceback text from the agent's first frame on (docs/security.md); no frame of this harness.
+
+    The agent's first frame is the first one in ``agent_file`` (the file name of the submission's
+    code), else the first frame outside this module. Without one (the harness's own output checks
+    raised), only the exception line is given.
+    """
+    frames = list(_tb.walk_tb(exc.__traceback__))
+    first = None
+    for i, (frame, _lineno) in enumerate(frames):
+        fn = frame.f_code.co_filename
+        if (fn == agent_file) if agent_file else (fn != __file__):
+            first = i
+            break
+    tail = "".join(_tb.format_exception_only(type(exc), exc))
+    if first is None:
+        return tail
+    summary = _tb.StackSummary.extract(iter(frames[first:]))
+    return "Traceback (most recent call last):\n" + "".join(summary.format()) + tail
+
+
+def _err(date: str, phase: str, exc: BaseException, agent_file: str | None = None) -> dict:
+    tb = _agent_tb(exc, agent_file)
     return {"date": date, "phase": phase, "type": type(exc).__name__, "message": str(exc)[:_MAX_MSG],
             "traceback": tb[-_MAX_TB:]}
 
@@ -166,6 +187,11 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
     if problem:
         return {"status": "invalid", "message": problem}
     compute_features, score_fn = agent["compute_features"], agent["score"]
+    try:  # the submission's file name, to start tracebacks at its first frame
+        agent_file = compute_features.__code__.co_filename
+        agent_file = agent_file if isinstance(agent_file, str) else None
+    except Exception:  # noqa: BLE001 - a callable object without __code__: fall back to "not this module"
+        agent_file = None
     blk = payload["block"]
     syms = blk["symbols"]
     N = len(syms)
@@ -222,7 +248,7 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
         except Exception as exc:  # noqa: BLE001 - any agent error is a day error (§10.4)
             n_errors += 1
             if len(errors) < 20:
-                errors.append(_err(date, phase, exc))
+                errors.append(_err(date, phase, exc, agent_file))
         finally:
             slowest = max(slowest, time.perf_counter() - t0)
         full = np.full(N, np.nan)

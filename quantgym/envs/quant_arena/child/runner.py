@@ -46,7 +46,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
+import signal
 import struct
+import time
 from typing import Any
 
 import numpy as np
@@ -95,37 +98,142 @@ def _recv_obj(fd: int) -> Any:
 
 
 # ---------------------------------------------------------------------- keeper (trusted, forked pre-lockdown)
-def _keeper_loop(secret: dict, c_r: int, r_w: int) -> None:
-    """Serve rows only after the previous date's scores are committed; return the tagged result."""
+class _Expired(Exception):
+    """The current decision date's deadline passed while the keeper waited on the runner."""
+
+
+def _margin(day_seconds: float) -> float:
+    """Grace the keeper adds to the per-date limit (the child's own alarm fires first when it can)."""
+    return 1.0 + 0.1 * float(day_seconds)
+
+
+def _wait_fd(fd: int, events: int, deadline: float) -> None:
+    poller = select.poll()
+    poller.register(fd, events | select.POLLHUP | select.POLLERR)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _Expired()
+        if poller.poll(None if left == float("inf") else max(1, int(left * 1000) + 1)):
+            return
+
+
+def _read_by(fd: int, n: int, deadline: float) -> bytes:
+    """``n`` bytes from the non-blocking ``fd`` before ``deadline`` (EOFError, _Expired)."""
+    buf = bytearray()
+    while len(buf) < n:
+        _wait_fd(fd, select.POLLIN, deadline)
+        try:
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+        except BlockingIOError:
+            continue
+        if not chunk:
+            raise EOFError("pipe closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def _write_by(fd: int, data: bytes, deadline: float) -> None:
+    view = memoryview(data)
+    while view:
+        _wait_fd(fd, select.POLLOUT, deadline)
+        try:
+            k = os.write(fd, view)
+        except BlockingIOError:
+            continue
+        view = view[k:]
+
+
+def _send_by(fd: int, obj: Any, deadline: float) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_by(fd, struct.pack("<q", len(data)) + data, deadline)
+
+
+def _stop_child(child: int, limit_fd: int, message: str) -> None:
+    """Write the limit record and SIGKILL the sandbox child, if it is still this keeper's parent."""
+    if os.getppid() != child:
+        return
+    if limit_fd >= 0:
+        try:
+            os.write(limit_fd, message.encode("utf-8", "replace")[:1000] + b"\n")
+        except OSError:
+            pass
+    try:
+        os.kill(child, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _keeper_loop(secret: dict, c_r: int, r_w: int, child: int = -1, limit_fd: int = -1) -> None:
+    """Serve rows only after the previous date's scores are committed; return the tagged result.
+
+    Also the per-date time limit, enforced from outside the agent's process: date ``j`` starts when
+    the keeper has the commit of date ``j - 1`` (for ``j = 0``: the runner's hello) and must be
+    committed within ``day_seconds`` plus :func:`_margin`; otherwise the keeper writes a
+    ``timeout`` line to the sandbox's limit record and kills the child (``child``, its parent).
+    Nothing the agent does in the child (signal handlers, interval timers, closing or corrupting
+    the pipes) moves that deadline.
+    """
     n, N, first = secret["n"], secret["N"], secret["first"]
     every, max_f = secret["sample_every"], secret["max_features"]
     rows = secret["rows"]            # dict field -> (n-1, N) arrays for block rows first+1 .. first+n-1
     dates = secret["dates"]          # their ISO dates
     intr = secret["intraday"]        # date -> tables
+    limit = float(secret.get("day_seconds") or 0.0)
     magic, F = _HELLO.unpack(_read_exact(c_r, _HELLO.size))
     if magic != b"QAHI" or not 0 <= F <= max_f:
         return
+    for fd in (c_r, r_w):
+        os.set_blocking(fd, False)
     samples = list(range(0, n, every))
     scores = np.full((n, N), np.nan)
     feats = np.full((len(samples), F, N), np.nan, dtype=np.float32)
     flagged = 0
-    for j in range(n):
-        mg, jj, flag, fr = _HDR.unpack(_read_exact(c_r, _HDR.size))
-        want_f = F if j % every == 0 else 0
-        if mg != _COMMIT_MAGIC or jj != j or flag not in (0, 1) or fr != want_f:
-            return  # protocol violation: the runner gets EOF and the evaluation fails
-        vec = np.frombuffer(_read_exact(c_r, 8 * N), dtype="<f8")
-        if fr:
-            fm = np.frombuffer(_read_exact(c_r, 4 * F * N), dtype="<f4").reshape(F, N)
-            feats[j // every] = fm
-        scores[j] = vec
-        flagged += int(flag)
-        if j + 1 < n:
-            d = dates[j]
-            _send_obj(r_w, {"row": {k: a[j] for k, a in rows.items()}, "date": d, "intraday": intr.get(d)})
-    scores[~np.isfinite(scores)] = np.nan
-    tag = harness.result_tag(secret["key"], scores, feats, flagged)
-    _send_obj(r_w, {"scores": scores, "features": feats, "n_flagged": flagged, "tag": tag})
+    no_deadline = float("inf")
+
+    def start_date() -> float:
+        return time.monotonic() + limit + _margin(limit) if limit > 0 else no_deadline
+
+    deadline = start_date()
+    cur = 0  # the decision date whose deadline runs
+    try:
+        for j in range(n):
+            cur = j
+            mg, jj, flag, fr = _HDR.unpack(_read_by(c_r, _HDR.size, deadline))
+            want_f = F if j % every == 0 else 0
+            if mg != _COMMIT_MAGIC or jj != j or flag not in (0, 1) or fr != want_f:
+                raise EOFError("protocol violation")  # the runner gets EOF and the evaluation fails
+            vec = np.frombuffer(_read_by(c_r, 8 * N, deadline), dtype="<f8")
+            if fr:
+                fm = np.frombuffer(_read_by(c_r, 4 * F * N, deadline), dtype="<f4").reshape(F, N)
+                feats[j // every] = fm
+            scores[j] = vec
+            flagged += int(flag)
+            if j + 1 < n:
+                deadline, cur = start_date(), j + 1
+                d = dates[j]
+                _send_by(r_w, {"row": {k: a[j] for k, a in rows.items()}, "date": d, "intraday": intr.get(d)},
+                         deadline)
+        scores[~np.isfinite(scores)] = np.nan
+        tag = harness.result_tag(secret["key"], scores, feats, flagged)
+        deadline = start_date()  # the runner reads the result right after its last commit
+        _send_by(r_w, {"scores": scores, "features": feats, "n_flagged": flagged, "tag": tag}, deadline)
+    except (EOFError, OSError, _Expired):
+        # Close the pipes (the runner sees EOF and fails the evaluation), then hold the deadline of the
+        # current date: if the child is still alive when it passes, stop it.
+        for fd in (c_r, r_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if deadline == no_deadline:
+            return
+        while os.getppid() == child and time.monotonic() < deadline:
+            time.sleep(0.05)
+        date = secret.get("d0") if cur == 0 else dates[cur - 1]
+        _stop_child(child, limit_fd, f"timeout: decision date {str(date)[:10]} took more than {limit:g} s wall "
+                                     f"(stopped from outside the submission's process after "
+                                     f"{limit + _margin(limit):.1f} s)")
 
 
 def _scrub(payload: dict) -> None:
@@ -152,22 +260,27 @@ def _split_and_fork(payload: dict) -> dict:
     secret = {
         "n": n, "N": len(blk["symbols"]), "first": first, "sample_every": int(payload["sample_every"]),
         "max_features": int(payload["max_features"]), "key": payload["key"],
+        "day_seconds": float(payload.get("day_seconds") or 0.0), "d0": str(blk["dates"][first]),
         "rows": {k: np.array(blk[k][later]) for k in harness.ROW_FIELDS},
         "dates": list(blk["dates"][first + 1:first + n]),
     }
     secret["intraday"] = {d: t for d, t in (payload.get("intraday") or {}).items() if d in set(secret["dates"])}
+    from quantgym.sandbox._child import limit_fd
+
+    lim_fd = limit_fd()
     c_r, c_w = os.pipe()
     r_r, r_w = os.pipe()
+    child = os.getpid()
     pid = os.fork()
     if pid == 0:  # keeper
         try:
             for fd in range(0, 1024):
-                if fd not in (c_r, r_w):
+                if fd not in (c_r, r_w, lim_fd):
                     try:
                         os.close(fd)
                     except OSError:
                         pass
-            _keeper_loop(secret, c_r, r_w)
+            _keeper_loop(secret, c_r, r_w, child, lim_fd)
         finally:
             os._exit(0)
     os.close(c_r)
