@@ -262,7 +262,8 @@ class MarketBenchEnv(gym.Env):
 
     def _render(self, style: str) -> str:
         return render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
-                             self.sandbox_config.cpu_seconds, self._levels(), style)
+                             self.sandbox_config.cpu_seconds, self._levels(), style,
+                             wall_limit_s=self.sandbox_config.wall_seconds)
 
     def render_prompt(self, style: str | None = None) -> str:
         """The round's prompt in ``style`` (None: the env's ``prompt_style``), with this episode's input paths.
