@@ -33,10 +33,9 @@ class Policy(Protocol):
     Attributes
     ----------
     name : label used in result tables.
-    direct_allocation : True for classical allocators that bypass the S1–S5 pipeline (PortBench
-        baselines, spec §4.6): :func:`evaluate` then builds the env with ``scoring=False``.
     env_kwargs : optional dict of env kwargs the policy needs (e.g. ``{"stagewise": True}`` for LLM
-        agents); merged under the caller's kwargs by :func:`evaluate`.
+        agents, ``{"scoring": False}`` for an allocator that bypasses a task's staged scoring); merged
+        under the caller's kwargs by :func:`evaluate`.
     wrap_env : optional ``wrap_env(env) -> env`` applied after ``gym.make`` (e.g. a text-action or
         Box-action wrapper).
     """
@@ -133,8 +132,6 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
         For env kwargs the env rejects (unknown period, profile, ...).
     """
     if isinstance(env_or_id, str):
-        if getattr(policy, "direct_allocation", False):
-            env_kwargs.setdefault("scoring", False)
         env_kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **env_kwargs}
         env = gym.make(env_or_id, **env_kwargs)
         if callable(getattr(policy, "wrap_env", None)):

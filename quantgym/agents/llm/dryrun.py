@@ -1,16 +1,8 @@
 """``quantgym eval --dry-run``: the calls a run would make, their tokens, cost and wall time, before any call.
 
 Nothing is sent and nothing is written. Each task's LLM adapter plans its episodes (its ``dry_run``
-method, with :func:`add_episode`, :func:`code_cap` and :func:`expected_completion` from here):
-
-- **PortBench**: the episode is really run, with an engine that sends nothing and answers every stage
-  with a refusal (the env then takes the §4.0 fallback and moves on), so every stage prompt is rendered
-  exactly as in a real run, in the style the context budget chooses. One call per stage and date is
-  the floor; format re-asks (at most 3 attempts per stage) can triple it, shown as the upper bound.
-- **Quant-Arena**: the brief is rendered; an iterative run makes ``budget`` candidate calls plus a
-  freeze call (``--rounds`` caps the candidates), each turn's prompt holding the conversation so far,
-  estimated as the brief plus, per earlier turn, the code cap and :data:`FEEDBACK_TOKENS`; one-shot: one call.
-- **Market-Bench**: each round's prompt is rendered; ``attempts`` calls per round.
+method, with :func:`add_episode`, :func:`code_cap` and :func:`expected_completion` from here; each
+adapter's docstring says how it plans).
 
 Tokens are :func:`~quantgym.agents.llm.tokens.estimate_tokens` (an over-estimate on these prompts,
 see that module). Completion tokens: the caps are the upper bound; the expected value takes each
@@ -25,13 +17,9 @@ from typing import Any
 
 from quantgym.agents.llm.client import CallResult, ChatEngine
 
-#: estimated tokens of one Quant-Arena research feedback message in a conversation [project choice]
-FEEDBACK_TOKENS = 600
-
-
 class DryRunEngine(ChatEngine):
     """A :class:`ChatEngine` that sends nothing: it records each request's estimated prompt tokens and cap
-    and answers with a refusal (so a PortBench episode moves on without re-asks)."""
+    and answers with a refusal (so a staged episode moves on without re-asks)."""
 
     def __init__(self, config):
         super().__init__(config, api_key="dry-run", transcript=None, cache=False)
@@ -178,7 +166,7 @@ def render_plan(report: dict[str, Any], console: Any) -> None:
     if len(report["rows"]) > 1:
         t.add_row(*cells(report["total"], "total"))
     console.print(t)
-    console.print("calls: the floor (no re-ask; Market-Bench: the first attempt runs) and the most (every "
+    console.print("calls: the floor (no re-ask; code tasks: the first attempt runs) and the most (every "
                   "re-ask / attempt); prompt, compl.: estimated tokens of the floor; ≤compl.: the caps of the "
                   "most; k = 1,000", highlight=False)
     for r in report["rows"]:
@@ -191,5 +179,5 @@ def render_plan(report: dict[str, Any], console: Any) -> None:
         console.print(f"note: {n}", highlight=False, soft_wrap=False)
 
 
-__all__ = ["DryRunEngine", "dry_run_plan", "render_plan", "FEEDBACK_TOKENS", "add_episode", "code_cap",
+__all__ = ["DryRunEngine", "dry_run_plan", "render_plan", "add_episode", "code_cap",
            "expected_completion"]

@@ -78,7 +78,11 @@ class MarketBenchLLMAgent(LLMAgent):
 
     def dry_run(self, env_id: str, plan: Any, opts: dict, window: int | None, r: dict) -> None:
         """``quantgym eval --dry-run``: add this env id's planned episodes to the task row ``r``
-        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`."""
+        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`.
+
+        Each round's prompt is rendered; the floor is the first attempt, the most ``attempts`` calls per
+        round (repair mode: the conversation grows by the code and its trace each time).
+        """
         import gymnasium as gym
 
         from quantgym.agents.llm.dryrun import (add_episode as _add, code_cap as _cap,

@@ -90,6 +90,9 @@ def _risk_data(r: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, np.ndarray
 class _Baseline:
     name = "baseline"
     direct_allocation = True
+    #: env kwargs a baseline needs (merged under the caller's by :func:`quantgym.evaluation.evaluate`): it
+    #: bypasses the S1–S5 pipeline (§4.6), so the env is built without stage scoring
+    env_kwargs = {"scoring": False}
     tickers: tuple[str, ...] = ()
     #: paper-mode switches (``PortBenchConfig.paper``; None = clean mode), set by :meth:`reset`
     paper = None

@@ -83,7 +83,13 @@ class PortBenchLLMAgent(LLMAgent):
 
     def dry_run(self, env_id: str, plan: Any, opts: dict, window: int | None, r: dict) -> None:
         """``quantgym eval --dry-run``: add this env id's planned episodes to the task row ``r``
-        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`."""
+        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`.
+
+        The episode is really run, with an engine that sends nothing and answers every stage with a
+        refusal (the env then takes the §4.0 fallback and moves on), so every stage prompt is rendered
+        exactly as in a real run, in the style the context budget chooses. One call per stage and date
+        is the floor; format re-asks (at most 3 attempts per stage) can triple it (the upper bound).
+        """
         from quantgym.agents.llm.dryrun import add_episode as _add, expected_completion as _expected_completion
         from quantgym.evaluation import evaluate, parse_period
 

@@ -32,6 +32,10 @@ def _qa_feedback_msg(obs: str, k: int, budget_left: int, n: int, must_freeze: bo
                    "candidate k.")
 
 
+#: estimated tokens of one research feedback message in a conversation (dry run) [project choice]
+FEEDBACK_TOKENS = 600
+
+
 class QuantArenaLLMAgent(LLMAgent):
     """Quant-Arena research loop / one-shot agent (see module docstring).
 
@@ -146,10 +150,15 @@ class QuantArenaLLMAgent(LLMAgent):
 
     def dry_run(self, env_id: str, plan: Any, opts: dict, window: int | None, r: dict) -> None:
         """``quantgym eval --dry-run``: add this env id's planned episodes to the task row ``r``
-        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`."""
+        (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`.
+
+        The brief is rendered; an iterative run makes ``budget`` candidate calls plus a freeze call
+        (``--rounds`` caps the candidates), each turn's prompt holding the conversation so far, estimated
+        as the brief plus, per earlier turn, the code cap and :data:`FEEDBACK_TOKENS`; one-shot: one call.
+        """
         import gymnasium as gym
 
-        from quantgym.agents.llm.dryrun import (FEEDBACK_TOKENS, add_episode as _add, code_cap as _cap,
+        from quantgym.agents.llm.dryrun import (add_episode as _add, code_cap as _cap,
                                                 expected_completion as _expected_completion)
 
         agent = self
@@ -176,4 +185,4 @@ class QuantArenaLLMAgent(LLMAgent):
              turns * (c1 or 0), f1["prompt_style"])
 
 
-__all__ = ["QuantArenaLLMAgent", "SYSTEM_QUANT_ARENA"]
+__all__ = ["FEEDBACK_TOKENS", "QuantArenaLLMAgent", "SYSTEM_QUANT_ARENA"]

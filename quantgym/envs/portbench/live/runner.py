@@ -384,9 +384,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
     n_days = idx - s_idx + 1
     # -- env ----------------------------------------------------------------------------------
     env_kwargs = dict(getattr(policy, "env_kwargs", None) or {})
-    env_kwargs.pop("data", None)  # the live data win over a policy's default
-    if getattr(policy, "direct_allocation", False):
-        env_kwargs.setdefault("scoring", False)
+    env_kwargs.pop("data", None)  # the live data win over a policy's default (baselines: scoring=False)
     env_kwargs.update(profile=profile, period={"name": "live", "days": n_days, "as_of": str(as_of_ts.date())})
     try:
         base = PortBenchEnv(data=pbdata, **env_kwargs)
