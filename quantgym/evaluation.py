@@ -305,7 +305,8 @@ def _make(spec_or_agent: Any, task: str, options: dict) -> Any:
     return make_agent(spec_or_agent, task=task, **options)
 
 
-def _is_llm(agent: Any) -> bool:
+def is_llm_agent(agent: Any) -> bool:
+    """True for an LLM agent (it has a chat engine and per-episode usage)."""
     return hasattr(agent, "engine") and hasattr(agent, "episode_usage")
 
 
@@ -386,7 +387,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
 
     def _new_agent(task: str) -> Callable[[], Any]:
         # a classical / sb3 policy may keep per-episode state: one instance per episode when we built it
-        if isinstance(agent_spec, str) and not _is_llm(agents[task]):
+        if isinstance(agent_spec, str) and not is_llm_agent(agents[task]):
             return lambda: _make(agent_spec, task, dict(agent_options or {}))
         return lambda: agents[task]
 
@@ -407,7 +408,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     detach = _attach_progress(agents, progress, tid, log)
     if log is not None:
         names = ", ".join(dict.fromkeys(policy_name(a) for a in agents.values()))
-        where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if _is_llm(a)
+        where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if is_llm_agent(a)
                                         and not hasattr(a.engine, "source")))
         log(f"eval: {len(jobs)} episode(s) of {names}" + (f" at {where}" if where else "")
             + (f" + {len(ref_jobs)} {ref_names} reference run(s)" if ref_jobs else "") + f" -> {out_dir}")
@@ -489,7 +490,7 @@ def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
         if log is not None and not rec.get("ok"):
             log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {rec.get('error')}")
 
-    engines = [e for e in {id(a.engine): a.engine for a in agents.values() if _is_llm(a)}.values()
+    engines = [e for e in {id(a.engine): a.engine for a in agents.values() if is_llm_agent(a)}.values()
                if hasattr(e, "listeners")]
     for engine in engines:
         engine.listeners.append(listener)

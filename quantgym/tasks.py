@@ -62,8 +62,6 @@ class Task:
         :class:`quantgym.agents.llm.agents.LLMAgent`), or None.
     report : ``"module:function"`` of ``section(sources, rows) -> Section | None`` for
         ``quantgym report`` (:mod:`quantgym.sweep.report`), or None.
-    classical : True when the task has classical (non-LLM) agents, i.e. ``make_agent`` may resolve plain
-        names and ``sb3:`` specs for it.
     baselines : ``"module:function"`` of ``make(name) -> policy`` for the task's classical agents, or None.
     schemes : agent spec scheme -> ``"module:function"`` of a factory ``f(argument, task=..., **options)``
         that only this task has (PortBench: ``sb3:PATH``); ``openai:`` and ``replay:`` are generic.
@@ -83,7 +81,6 @@ class Task:
     eval_refusal: str | None = None
     llm: str | None = None
     report: str | None = None
-    classical: bool = False
     baselines: str | None = None
     schemes: Mapping[str, str] = field(default_factory=dict)
     sweep: str | None = None
@@ -91,6 +88,10 @@ class Task:
     docs: str = ""
     commands: tuple[str, ...] = ()
 
+    @property
+    def classical(self) -> bool:
+        """True when the task has agents besides LLM ones: classical baselines or its own schemes (``sb3:``)."""
+        return bool(self.baselines or self.schemes)
 
 _TASKS: dict[str, Task] = {}
 _LOADED = False

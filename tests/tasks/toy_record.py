@@ -6,5 +6,5 @@ from quantgym.tasks import Task
 _M = "tests.tasks.toy_task"
 
 TASK = Task(name="toy", title="Toy", envs={"Toy-v0": (f"{_M}:ToyEnv", {})}, bench=_M, eval=f"{_M}:ADAPTER",
-            llm=f"{_M}:ToyLLMAgent", report=f"{_M}:report_section", classical=True,
+            llm=f"{_M}:ToyLLMAgent", report=f"{_M}:report_section",
             baselines=f"{_M}:make_baseline", docs="tests/tasks/toy_task.py")

@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.table import Table
 
-from quantgym.evaluation import EvalResult, evaluate
+from quantgym.evaluation import EvalResult, evaluate, fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period, stress_gate
@@ -41,10 +41,6 @@ def run_baselines(periods, agents, progress=None, task_id=None, data=None,
             if progress is not None:
                 progress.advance(task_id)
     return out
-
-
-def _fmt(x, nd=2):
-    return "" if x is None else f"{x:.{nd}f}"
 
 
 def validate(options: dict) -> None:

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, job_label, llm_summary, parse_period,
-                                 period_label, policy_name, print_warnings as _print_warnings)
+from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, is_llm_agent, job_label, llm_summary,
+                                 parse_period, period_label, policy_name, print_warnings as _print_warnings)
 from quantgym.results import SectionResult
 
 
@@ -32,10 +32,6 @@ def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[
     return {"result": res, "usage": usage, "episode": label, "parse_stats": text_stats,
             "llm": llm_summary(agent, label)}
 
-
-
-def _is_llm(agent: Any) -> bool:
-    return hasattr(agent, "engine") and hasattr(agent, "episode_usage")
 
 
 class PortBenchEval:
@@ -85,12 +81,12 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     if console is not None:
         from rich.table import Table
 
-        how = ("stagewise S1→S2→S3, text protocol" if _is_llm(agent) else
+        how = ("stagewise S1→S2→S3, text protocol" if is_llm_agent(agent) else
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
         table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
         cols = ["profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
                 "S4", "S5", "refused", "unparse", "calls", "tokens", "warn", "gate"]
-        if not _is_llm(agent):  # no text protocol, no LLM calls
+        if not is_llm_agent(agent):  # no text protocol, no LLM calls
             cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens", "warn")]
             if getattr(agent, "direct_allocation", False):  # no stage scores either
                 cols = [c for c in cols if c not in ("CEPS", "S1", "S2", "S3", "S4", "S5")]

@@ -17,7 +17,6 @@ TASK = Task(
     eval="quantgym.envs.portbench.eval:ADAPTER",
     llm="quantgym.envs.portbench.llm:PortBenchLLMAgent",
     report="quantgym.envs.portbench.report:section",
-    classical=True,
     baselines="quantgym.envs.portbench.baselines:make_baseline",
     schemes={"sb3": "quantgym.envs.portbench.rl:load_sb3_agent"},
     sweep="quantgym.envs.portbench.sweep:HOOKS",

@@ -83,7 +83,6 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     return sec
 
 
-
 ADAPTER = QuantArenaEval()
 
 __all__ = ["ADAPTER", "QuantArenaEval", "run_quant_arena"]
