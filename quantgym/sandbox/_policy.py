@@ -224,7 +224,9 @@ def build_audit_hook(
         are *agent frames*.
     forbid_frames : bool
         Refuse frame introspection by agent code (``sys._getframe``, the frame attributes
-        :data:`FRAME_ATTRIBUTES`, whole-stack walks, and compiling code under a library file name).
+        :data:`FRAME_ATTRIBUTES`, whole-stack walks, compiling code under a library file name, and
+        building code objects from bytes with ``marshal``; the import system loading a real file is
+        exempt).
         See docs/security.md, "Frame introspection".
     stdlib_roots : tuple of str
         Standard-library directories (``sysconfig`` ``stdlib``/``platstdlib``); frames of files
@@ -257,6 +259,7 @@ def build_audit_hook(
         st = os.fstat(violation_fd)
         vio_id = (st.st_dev, st.st_ino)
     import linecache
+    from importlib import _bootstrap_external
 
     linecache_file = getattr(linecache.updatecache, "__code__", None)
     linecache_file = linecache_file.co_filename if linecache_file is not None else ""
@@ -303,6 +306,12 @@ def build_audit_hook(
         _exit=os._exit,
         _OSE=OSError,
         _lc_file=linecache_file,
+        _ext="<frozen importlib._bootstrap_external>",
+        _boot="<frozen importlib._bootstrap>",
+        _get_data=_bootstrap_external.FileLoader.get_data,
+        _real_io=_bootstrap_external._io,
+        _mro=type.__dict__["__mro__"].__get__,
+        _cdict=type.__dict__["__dict__"].__get__,
         _hook_code=None,
     ):
         # Frame introspection (agent code only; see docs/security.md "Frame introspection").
@@ -324,7 +333,11 @@ def build_audit_hook(
             if fn == _agent or (fn[:1] == "<" and fn[:8] != "<frozen "):
                 return
             what, target, named, compiling = event, None, None, True
-        elif event in ("exec", "marshal.loads", "builtins.id"):  # fast path: frequent and harmless
+        elif event == "marshal.loads" or event == "marshal.load":  # code objects from bytes (any file name)
+            if not _frames:
+                return
+            what, target, named, compiling = event, None, None, True
+        elif event == "exec" or event == "builtins.id":  # fast path: frequent and harmless
             return
         else:
             what = None
@@ -363,6 +376,28 @@ def build_audit_hook(
                         return True
                 return False
 
+            def by_import_system(fr):
+                # The import system loading a module file on the submitted code's behalf (a lazy import
+                # inside the standard library): only frozen importlib frames up to SourceLoader.get_code,
+                # whose loader reads files with the real FileLoader.get_data through the real _io (each
+                # read is an audited open of a readable file), so the bytes come from a library file.
+                n = 0
+                while fr is not None and n < 4:
+                    c = fr.f_code
+                    if c.co_filename != _ext and c.co_filename != _boot:
+                        return False
+                    if c.co_filename == _ext and c.co_name == "get_code":
+                        if _dget(fr.f_globals, "_io") is not _real_io:
+                            return False
+                        for k in _mro(_type(_dget(fr.f_locals, "self"))):
+                            d = _cdict(k)
+                            if "get_data" in d:
+                                return d["get_data"] is _get_data
+                        return False
+                    fr = fr.f_back
+                    n += 1
+                return False
+
             me = _getframe(0)  # raises a nested "sys._getframe" event that returns at once (see above)
             caller = me.f_back
             del me
@@ -384,6 +419,11 @@ def build_audit_hook(
             if inner is None:  # no submitted code on the stack: trusted code, allowed
                 return
             if consumer is None:  # the submitted code itself, directly or through the standard library
+                if compiling and by_import_system(caller):
+                    return
+                if compiling and what[:8] == "marshal.":
+                    deny(f"forbidden: building code objects from bytes ({what}) is not allowed in the sandbox "
+                         "(submitted code may run only code compiled from source)")
                 if compiling:
                     deny(f"forbidden: compiling code under the file name {args[1]!r} is not allowed in the sandbox "
                          "(submitted code may only compile under its own file name or a '<...>' name)")

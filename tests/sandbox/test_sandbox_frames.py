@@ -297,6 +297,115 @@ def test_compiling_under_a_library_file_name_is_forbidden():
     assert r.status == "forbidden" and r.message.startswith("forbidden: compiling code under the file name")
 
 
+def _code_bytes(pyc: bool = False) -> bytes:
+    """marshal bytes of a code object labelled with pandas' file name that reads its own frame."""
+    import importlib.util
+    import marshal
+
+    import pandas
+
+    data = marshal.dumps(compile("import collections\nF = collections._sys._getframe(0)\n", pandas.__file__, "exec"))
+    # a hash-based pyc whose source is never checked (flags 0b01): no timestamp to forge
+    return importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + bytes(8) + data if pyc else data
+
+
+WALK = """
+def walk(fr):
+    n = 0
+    while fr is not None:
+        n += 1
+        fr = fr.f_back
+    return n
+"""
+
+MARSHAL = "forbidden: building code objects from bytes ("
+
+
+@pytest.mark.parametrize("call", [
+    "m.loads(B)",
+    "m.load(collections._sys.modules['io'].BytesIO(B))",
+    "collections._sys.modules['_frozen_importlib_external']._compile_bytecode(B)",
+])
+def test_code_objects_from_bytes_are_forbidden(call):
+    # marshal builds a code object with any file name, so the code would pass as pandas' own (#15 item 2)
+    r = run(textwrap.dedent(f"""
+        import collections
+        B = {_code_bytes()!r}
+        m = collections._sys.modules['marshal']
+        def f():
+            g = {{}}
+            exec({call}, g)
+            return walk(g['F'])
+    """) + WALK)
+    assert r.status == "forbidden", (r.status, r.message, r.value)
+    assert r.message.startswith(MARSHAL), r.message
+
+
+_SOURCE = b"import collections\nF = collections._sys._getframe(0)\n"
+
+
+@pytest.mark.parametrize("loader, data, path, needle", [
+    ("SourcelessFileLoader", "pyc", "'/nonexistent/x.pyc'", MARSHAL),
+    ("SourceFileLoader", "source", "pandas.__file__", "forbidden: compiling code under the file name"),
+])
+def test_a_loader_that_serves_its_own_bytes_is_forbidden(loader, data, path, needle):
+    # the import system's own route (get_code), fed by a loader subclass whose get_data returns the
+    # agent's bytes: a pyc (unmarshalled) or source (compiled under pandas' file name)
+    b = _code_bytes(pyc=True) if data == "pyc" else _SOURCE
+    r = run(textwrap.dedent(f"""
+        import collections
+        import pandas
+        ext = collections._sys.modules['_frozen_importlib_external']
+        B = {b!r}
+        class L(ext.{loader}):
+            def get_data(self, path):
+                return B
+        def f():
+            g = {{}}
+            exec(L('x', {path}).get_code('x'), g)
+            return walk(g['F'])
+    """) + WALK)
+    assert r.status == "forbidden" and r.message.startswith(needle), (r.status, r.message)
+
+
+def test_a_replaced_io_module_in_the_import_system_is_forbidden():
+    # the real FileLoader.get_data, reading through an _io the agent put into importlib's globals
+    r = run(textwrap.dedent(f"""
+        import collections
+        ext = collections._sys.modules['_frozen_importlib_external']
+        B = {_code_bytes(pyc=True)!r}
+        class F:
+            def __enter__(self):
+                return self
+            def __exit__(self, *a):
+                return False
+            def read(self):
+                return B
+        class IO:
+            FileIO = staticmethod(lambda *a, **k: F())
+            open_code = staticmethod(lambda *a, **k: F())
+        def f():
+            ext._io = IO()
+            g = {{}}
+            exec(ext.SourcelessFileLoader('x', '/nonexistent/x.pyc').get_code('x'), g)
+            return walk(g['F'])
+    """) + WALK)
+    assert r.status == "forbidden" and r.message.startswith(MARSHAL), (r.status, r.message)
+
+
+def test_lazy_imports_inside_the_standard_library_still_work():
+    # encodings imports a codec module on first use: the import system unmarshals a real .pyc while
+    # only standard-library frames stand between it and the submitted code
+    r = run("""
+        import collections
+        def f():
+            before = 'encodings.koi8_u' in collections._sys.modules
+            return [before, 'ж'.encode('koi8_u').hex(), 'encodings.koi8_u' in collections._sys.modules]
+    """)
+    assert r.status == "ok", r.message
+    assert r.value == [False, 'ж'.encode('koi8_u').hex(), True]
+
+
 # --------------------------------------------------------------------------- library code keeps working
 def test_pandas_and_numpy_warnings_still_work():
     # pandas' find_stack_level walks frames (inspect.currentframe) to point the warning at the caller
