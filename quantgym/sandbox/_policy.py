@@ -620,7 +620,8 @@ def agent_builtins(allowed_imports: tuple[str, ...], violations: list) -> dict:
 
 
 def guard_stat() -> None:
-    """Route ``os.stat``, ``os.lstat`` and ``os.access`` (and ``posix.*``) through the read policy.
+    """Route ``os.stat``, ``os.lstat``, ``os.access``, ``os.readlink``, ``os.statvfs`` and ``os.pathconf``
+    (and ``posix.*``) through the read policy.
 
     They raise no audit event in CPython 3.11, so paths outside the readable set would leak their
     existence, size and times. Each guarded function opens the path with ``O_PATH`` (an ``open``
@@ -662,7 +663,33 @@ def guard_stat() -> None:
         ok = (bits >> 6) & 7 if st.st_uid == _geteuid() else bits & 7
         return (mode & ok) == mode
 
-    for name, fn in (("stat", stat), ("lstat", lstat), ("access", access)):
+    def readlink(path, *, dir_fd=None, _open=os.open, _close=os.close, _rl=os.readlink,
+                 _flags=o_path | os.O_CLOEXEC | os.O_NOFOLLOW):
+        _close(_open(path, _flags, dir_fd=dir_fd))  # the read policy's check (the link itself, not its target)
+        return _rl(path, dir_fd=dir_fd)
+
+    def statvfs(path, _open=os.open, _close=os.close, _fsv=os.fstatvfs, _flags=o_path | os.O_CLOEXEC, _int=int,
+                _type=type):
+        if _type(path) is _int:
+            return _fsv(path)
+        fd = _open(path, _flags)
+        try:
+            return _fsv(fd)
+        finally:
+            _close(fd)
+
+    def pathconf(path, name, _open=os.open, _close=os.close, _fpc=os.fpathconf, _flags=o_path | os.O_CLOEXEC,
+                 _int=int, _type=type):
+        if _type(path) is _int:
+            return _fpc(path, name)
+        fd = _open(path, _flags)
+        try:
+            return _fpc(fd, name)
+        finally:
+            _close(fd)
+
+    for name, fn in (("stat", stat), ("lstat", lstat), ("access", access), ("readlink", readlink),
+                     ("statvfs", statvfs), ("pathconf", pathconf)):
         fn.__name__ = fn.__qualname__ = name
         setattr(os, name, fn)
         setattr(posix, name, fn)

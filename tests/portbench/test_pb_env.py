@@ -227,6 +227,30 @@ def test_user_data_through_data_kwarg():
     assert info["episode_metrics"]["n_rebalances"] >= 5
 
 
+def test_paper_mode_s3_truth_is_the_solvers_answer_when_every_mean_is_negative():
+    # spec §11.9: equal weight on B when max μ ≤ 0 is a clean-mode rule; paper mode keeps the solver's
+    # answer (PaperFidelity.s3_solver_nonpositive_mu, on in fidelity="paper"; #15 item 9)
+    from quantgym.envs.portbench.paper.config import PaperFidelity
+
+    days = pd.bdate_range("2024-01-01", periods=110)
+    rng = np.random.default_rng(7)
+    px = pd.DataFrame({t: 100 * np.cumprod(1 + rng.normal(mu, sd, len(days)))
+                       for t, mu, sd in (("SPY", -0.004, 0.010), ("TLT", -0.002, 0.004), ("GLD", -0.003, 0.02))},
+                      index=days)
+    data = PortBenchData.from_frames(px, {"SPY": "equity", "TLT": "bond", "GLD": "commodity"})
+    period = dict(start="2024-04-01", end="2024-05-10", freq="weekly")
+    w = {}
+    for mode, paper in (("clean", None), ("paper", PaperFidelity.only("s3_solver_nonpositive_mu"))):
+        env = PortBenchEnv(data=data, period=period, stagewise=True, paper=paper)
+        env.reset(seed=0)
+        assert env.snapshot.returns[:, env.snapshot.available].mean(axis=0).max() <= 0
+        w[mode] = np.asarray(env.w_star)
+        assert env.config.fidelity == mode
+    np.testing.assert_array_equal(w["clean"], [round(1 / 3, 4)] * 3)
+    assert w["paper"].sum() == pytest.approx(1.0, abs=1e-3) and not np.allclose(w["paper"], w["clean"])
+    assert PaperFidelity.paper().s3_solver_nonpositive_mu
+
+
 def test_clear_errors_for_bad_kwargs():
     with pytest.raises(ValueError, match="unknown period"):
         PortBenchEnv(period="dotcom_2000")

@@ -432,3 +432,28 @@ def score(features, view):
     assert r.message.startswith("timeout: decision date 2024-01-05 took more than 1 s wall"), r.message
     # 1 s limit + the keeper's 1.1 s grace + start-up and the first dates; the whole-run limit is 30 s
     assert took < 15.0, took
+
+
+@pytest.mark.parametrize("body", [
+    "while True:\n    pass",
+    "s = collections._sys.modules['signal']\ns.setitimer(s.ITIMER_REAL, 0)\ns.signal(s.SIGALRM, s.SIG_IGN)\n"
+    "while True:\n    try:\n        time.sleep(0.05)\n    except BaseException:\n        pass",
+])
+def test_module_level_code_is_bounded_by_the_import_limit(sealed, body):
+    # #15: code that runs at import, before the first decision date, had only the whole-run wall limit
+    import time as _time
+    from dataclasses import replace
+
+    cfg = ArenaConfig(sandbox=replace(SHORT.sandbox, import_seconds=2.0))
+    t0 = _time.monotonic()
+    r = run("import collections\ntime = collections._sys.modules['time']\n" + body + """
+def compute_features(view):
+    return {'x': view.history('close', 1).iloc[-1]}
+def score(features, view):
+    return features['x']
+""", sealed, cfg=cfg)
+    took = _time.monotonic() - t0
+    assert r.status == "timeout" and r.S == 0.0, (r.status, r.message)
+    assert r.message.startswith("timeout: importing the submission (its module-level code) took more than 2 s"), \
+        r.message
+    assert took < 15.0, took  # 2 s + the keeper's 1.2 s grace + start-up; the whole-run limit is 30 s

@@ -96,6 +96,9 @@ def test_open_host_data_file_outside_readable_paths_is_forbidden(tmp_path):
     "os.access('/etc/passwd', os.F_OK)",
     "pathlib.Path('/etc/passwd').exists()",
     "os.path.getsize(os.path.join(os.path.dirname(collections.__file__), '..', '..', 'etc', 'passwd'))",
+    "os.readlink('/etc/localtime')",
+    "os.statvfs('/etc/passwd').f_bfree",
+    "os.pathconf('/etc/passwd', 'PC_NAME_MAX')",
 ])
 def test_stat_outside_the_readable_set_is_forbidden(call):
     # issue #15 item 4: metadata (existence, size, times) of paths outside the readable set is refused
@@ -114,11 +117,12 @@ def test_stat_inside_the_readable_set_and_lazy_imports_still_work(tmp_path):
            f"def f():\n    import scipy.optimize, statistics\n"
            f"    p = {str(data)!r}\n"
            f"    return [os.path.exists(p), os.stat(p).st_size, os.access(p, os.R_OK), int(pd.read_csv(p)['a'].sum()),"
-           f" os.path.isdir(os.path.dirname(p))]\n")
+           f" os.path.isdir(os.path.dirname(p)), os.statvfs(p).f_bsize > 0, os.pathconf(p, 'PC_NAME_MAX') > 0,"
+           f" os.path.realpath(p) == p]\n")
     r = run_in_sandbox(src, "quantgym.sandbox.runners:call_function", {"function": "f"},
                        replace(LIMITS, cpu_seconds=20.0, readable_paths=(str(tmp_path),)))
     assert r.ok, (r.message, r.traceback)
-    assert r.value == [True, 6, True, 3, True]
+    assert r.value == [True, 6, True, 3, True, True, True, True]
 
 
 def test_open_etc_passwd_is_forbidden():

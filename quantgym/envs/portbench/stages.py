@@ -70,6 +70,8 @@ def s3_truth(
     s2_star: np.ndarray,
     oracle: str = "lookback",
     forward_returns: np.ndarray | None = None,
+    *,
+    ew_if_nonpositive_mu: bool = True,
 ) -> np.ndarray:
     """S3 ground-truth weights ``w*`` of the configured oracle (spec §4.3, §11.7, §11.9).
 
@@ -77,8 +79,9 @@ def s3_truth(
     2. Data: ``lookback`` → the snapshot's window returns; ``ex_post`` → ``forward_returns``
        (scoring only); ``equal_weight`` → none.
     3. Inner-join on dates; < 2 series or < 2 rows → ``round4(1/|B|)`` on ``B``.
-    4. Max-Sharpe (:func:`~.optimize.max_sharpe_weights`); if ``max μ ≤ 0`` on ``B`` (clean mode) or the
-       solver fails → equal weight on ``B``. Clip, renormalise, round 4.
+    4. Max-Sharpe (:func:`~.optimize.max_sharpe_weights`); if ``max μ ≤ 0`` on ``B`` (clean mode, §11.9;
+       ``ew_if_nonpositive_mu=False``, paper flag ``s3_solver_nonpositive_mu``: the solver's answer) or
+       the solver fails → equal weight on ``B``. Clip, renormalise, round 4.
 
     Returns
     -------
@@ -103,7 +106,7 @@ def s3_truth(
     else:
         raise ValueError(f"unknown oracle {oracle!r}; choose 'lookback', 'ex_post' or 'equal_weight'")
     x = x[np.isfinite(x).all(axis=1)]
-    if b.size < 2 or x.shape[0] < 2 or x.mean(axis=0).max() <= 0:
+    if b.size < 2 or x.shape[0] < 2 or (ew_if_nonpositive_mu and x.mean(axis=0).max() <= 0):
         w[b] = ew
         return w
     sol = max_sharpe_weights(x)

@@ -220,7 +220,8 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     try:
         payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
                             max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
-                            day_seconds=cfg.sandbox.day_seconds, max_output_bytes=cfg.sandbox.max_output_bytes,
+                            day_seconds=cfg.sandbox.day_seconds, import_seconds=cfg.sandbox.import_seconds,
+                            max_output_bytes=cfg.sandbox.max_output_bytes,
                             key=key, warmup_start=cfg.windows.warmup_start,
                             inf_score_error=cfg.scoring.inf_score_is_day_error)
     except Exception as exc:  # noqa: BLE001 - quantgym's own failure: its own status, with the traceback

@@ -38,7 +38,8 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def build_payload(ds: ArenaDataset, d0: int, n: int, *, max_lookback: int = 242, max_features: int = 300,
-                  sample_every: int = 5, day_seconds: float = 10.0, max_output_bytes: int = 1 << 20,
+                  sample_every: int = 5, day_seconds: float = 10.0, import_seconds: float = 30.0,
+                  max_output_bytes: int = 1 << 20,
                   key: bytes | None = None, warmup_start: Any = None, inf_score_error: bool = True) -> dict:
     """Everything the child needs for one window, and nothing after D_{n−1} (spec §10.4).
 
@@ -54,6 +55,9 @@ def build_payload(ds: ArenaDataset, d0: int, n: int, *, max_lookback: int = 242,
         in its commit-reveal keeper (:mod:`~quantgym.envs.quant_arena.child.runner`).
     warmup_start : date-like, optional
         First day the agent may see (the declared warm-up history, spec §2).
+    day_seconds, import_seconds : float
+        Wall limits of one decision date and of the submission's module-level code; the sandbox
+        runner's keeper enforces both from outside the agent's process.
     inf_score_error : bool
         ±inf in a score Series is a day error (True, ``ArenaScoringConfig.inf_score_is_day_error``)
         instead of NaN.
@@ -83,6 +87,7 @@ def build_payload(ds: ArenaDataset, d0: int, n: int, *, max_lookback: int = 242,
         "max_features": int(max_features),
         "sample_every": int(sample_every),
         "day_seconds": float(day_seconds),
+        "import_seconds": float(import_seconds),
         "max_output_bytes": int(max_output_bytes),
         "inf_score_error": bool(inf_score_error),
         "isolate": key is not None,

@@ -85,6 +85,10 @@ class PaperFidelity(Config):
         §4.0/§11.3: an unparseable answer ends the run (``truncated=True``, ``info["aborted"]``).
     s3_all_zero_equal_signals : bool
         §11.4: all-zero S3 weights → equal weight over the signal assets (not invalid).
+    s3_solver_nonpositive_mu : bool
+        §11.9: when ``max μ ≤ 0`` on the eligible set ``B``, S3's ``w*`` is the solver's answer (SLSQP
+        from equal weight: the least-negative Sharpe, as the repo's code returns it) instead of clean
+        mode's equal weight on ``B``.
     winsor_start : str
         First date of the full sample the percentiles are taken over (the repo's data start).
     """
@@ -110,6 +114,7 @@ class PaperFidelity(Config):
     mdd_no_start_peak: bool = False
     abort_on_parse_failure: bool = False
     s3_all_zero_equal_signals: bool = False
+    s3_solver_nonpositive_mu: bool = False
     winsor_start: str = "2015-01-01"
     version: str = PAPER_VERSION
 

@@ -169,7 +169,9 @@ def _keeper_loop(secret: dict, c_r: int, r_w: int, child: int = -1, limit_fd: in
 
     Also the per-date time limit, enforced from outside the agent's process: date ``j`` starts when
     the keeper has the commit of date ``j - 1`` (for ``j = 0``: the runner's hello) and must be
-    committed within ``day_seconds`` plus :func:`_margin`; otherwise the keeper writes a
+    committed within ``day_seconds`` plus :func:`_margin`; the hello itself (after the submission's
+    module-level code) must come within ``import_seconds`` plus its margin of the keeper's fork;
+    otherwise the keeper writes a
     ``timeout`` line to the sandbox's limit record and kills the child (``child``, its parent).
     Nothing the agent does in the child (signal handlers, interval timers, closing or corrupting
     the pipes) moves that deadline.
@@ -180,23 +182,27 @@ def _keeper_loop(secret: dict, c_r: int, r_w: int, child: int = -1, limit_fd: in
     dates = secret["dates"]          # their ISO dates
     intr = secret["intraday"]        # date -> tables
     limit = float(secret.get("day_seconds") or 0.0)
-    magic, F = _HELLO.unpack(_read_exact(c_r, _HELLO.size))
-    if magic != b"QAHI" or not 0 <= F <= max_f:
-        return
+    imp = float(secret.get("import_seconds") or 0.0)
     for fd in (c_r, r_w):
         os.set_blocking(fd, False)
-    samples = list(range(0, n, every))
-    scores = np.full((n, N), np.nan)
-    feats = np.full((len(samples), F, N), np.nan, dtype=np.float32)
-    flagged = 0
     no_deadline = float("inf")
 
     def start_date() -> float:
         return time.monotonic() + limit + _margin(limit) if limit > 0 else no_deadline
 
-    deadline = start_date()
-    cur = 0  # the decision date whose deadline runs
+    # the submission's module-level code (and the runner's warm-up rows) must end within import_seconds
+    # of the keeper's fork: the runner's hello comes right before the first decision date
+    deadline = time.monotonic() + imp + _margin(imp) if imp > 0 else no_deadline
+    cur = -1  # the decision date whose deadline runs (-1: the import)
     try:
+        magic, F = _HELLO.unpack(_read_by(c_r, _HELLO.size, deadline))
+        if magic != b"QAHI" or not 0 <= F <= max_f:
+            raise EOFError("protocol violation")
+        samples = list(range(0, n, every))
+        scores = np.full((n, N), np.nan)
+        feats = np.full((len(samples), F, N), np.nan, dtype=np.float32)
+        flagged = 0
+        deadline, cur = start_date(), 0
         for j in range(n):
             cur = j
             mg, jj, flag, fr = _HDR.unpack(_read_by(c_r, _HDR.size, deadline))
@@ -230,6 +236,11 @@ def _keeper_loop(secret: dict, c_r: int, r_w: int, child: int = -1, limit_fd: in
             return
         while os.getppid() == child and time.monotonic() < deadline:
             time.sleep(0.05)
+        if cur < 0:
+            _stop_child(child, limit_fd, f"timeout: importing the submission (its module-level code) took more "
+                                         f"than {imp:g} s wall (stopped from outside the submission's process "
+                                         f"after {imp + _margin(imp):.1f} s)")
+            return
         date = secret.get("d0") if cur == 0 else dates[cur - 1]
         _stop_child(child, limit_fd, f"timeout: decision date {str(date)[:10]} took more than {limit:g} s wall "
                                      f"(stopped from outside the submission's process after "
@@ -261,6 +272,7 @@ def _split_and_fork(payload: dict) -> dict:
         "n": n, "N": len(blk["symbols"]), "first": first, "sample_every": int(payload["sample_every"]),
         "max_features": int(payload["max_features"]), "key": payload["key"],
         "day_seconds": float(payload.get("day_seconds") or 0.0), "d0": str(blk["dates"][first]),
+        "import_seconds": float(payload.get("import_seconds") or 0.0),
         "rows": {k: np.array(blk[k][later]) for k in harness.ROW_FIELDS},
         "dates": list(blk["dates"][first + 1:first + n]),
     }
