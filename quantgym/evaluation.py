@@ -186,6 +186,34 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
 _PERIOD_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})(?::(daily|weekly|monthly))?$")
 
 
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Raise ``ValueError`` (one line, naming the valid keywords) when ``env_id``'s constructor takes
+    none of some keys of ``kwargs``; an env whose constructor takes ``**kwargs`` accepts any key.
+
+    Checked before a run starts, so a typo is an error at once, not a traceback after the first env
+    was built. Values are checked by the env itself.
+    """
+    import inspect
+
+    from gymnasium.envs.registration import load_env_creator
+
+    if not kwargs:
+        return
+    spec = gym.spec(env_id)
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    try:
+        params = inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # no signature to check against (a C callable): the env decides
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n != "self"]
+    bad = [k for k in kwargs if k not in names and k not in (spec.kwargs or {})]
+    if bad:
+        raise ValueError(f"{env_id} takes no keyword {', '.join(map(repr, bad))}; its keywords are: "
+                         f"{', '.join(names)}")
+
+
 def parse_period(p: str | dict) -> str | dict:
     """A period name (``covid_2020``) or ``START:END[:FREQ]`` (``2020-03-01:2020-03-31:weekly``)."""
     if isinstance(p, dict):

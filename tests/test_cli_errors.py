@@ -69,6 +69,13 @@ def test_eval_unknown_period(tmp_path):
                        "--out", str(tmp_path / "o")], "'covid_2021'", "covid_2020", "START:END[:FREQ]")
 
 
+@pytest.mark.parametrize("env", ["PortBench-Balanced-v0", "QuantArena-v0", "MarketBench-Pairs-v0"])
+def test_eval_unknown_env_kwarg_lists_the_valid_ones(tmp_path, env):
+    # #15: an unknown --env-kwargs key was a TypeError traceback from gym.make after the run started
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", env, "--env-kwargs", '{"nosuch": 1}',
+                       "--out", str(tmp_path / "e")], "--env-kwargs", f"{env} takes no keyword 'nosuch'", "data")
+
+
 @pytest.mark.parametrize("command", ["eval", "sweep", "report", "qa"])
 def test_out_is_an_existing_file(tmp_path, command):
     f = tmp_path / "afile"

@@ -146,3 +146,26 @@ def test_user_data_and_explicit_splits():
     run = run_qa(OraclePolicy(data=data, config=cfg), env=e)
     assert all(r["score"] == 1.0 for r in run.records)
     assert all("2021-06-01" <= r["decision_date"] <= "2021-07-15" for r in run.records)
+
+
+def test_user_data_without_the_regime_ticker_is_refused_not_replaced():
+    # #15: the QA layer labelled the regime on the universe's first equity when SPY was missing, silently
+    import pandas as pd
+    import pytest
+
+    from quantgym.envs.portbench.data import PortBenchData
+    from quantgym.envs.portbench.static_qa.config import QAConfig
+    from ._panel import CLASSES, DATES, alternating
+
+    classes = {("IVV" if t == "SPY" else t): c for t, c in CLASSES.items()}
+    prices = pd.DataFrame({t: 100.0 * np.cumprod(1.0 + alternating(0.002 * (k + 1), phase=k % 2))
+                           for k, t in enumerate(classes)}, index=DATES)
+    data = PortBenchData.from_frames(prices, classes, crypto_close="same_day", meta={"source": "synthetic test panel"})
+    splits = (("train", "2021-03-01", "2021-04-30"), ("val", "2021-05-01", "2021-05-31"),
+              ("test", "2021-06-01", "2021-07-15"))
+    with pytest.raises(ValueError, match=r"regime ticker 'SPY'.*QAConfig\(regime_ticker=\.\.\.\).*IVV"):
+        PortBenchQAEnv(data=data, config=QAConfig(splits=splits), n_per_template=5)
+    e = PortBenchQAEnv(data=data, config=QAConfig(splits=splits, regime_ticker="IVV"), templates="T7",
+                       n_per_template=5)
+    obs, _ = e.reset(options={"index": 0})
+    assert "IVV" in obs["prompt"]

@@ -148,11 +148,17 @@ def register(app: typer.Typer) -> None:
             fail("give --env (e.g. --env PortBench-Balanced-v0)")
         from quantgym.tasks import task_of
 
+        from quantgym.evaluation import check_env_kwargs
+
         for e in envs:
             try:
                 task_of(e)
             except ValueError as exc:
                 fail(f"--env: {exc}")
+            try:
+                check_env_kwargs(e, extra_kw)
+            except ValueError as exc:
+                fail(f"--env-kwargs: {exc}")
         plan_kw.update(env_ids=envs)
         if period:
             plan_kw["periods"] = _split(period)

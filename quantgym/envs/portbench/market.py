@@ -150,7 +150,7 @@ class MarketSnapshot:
         return np.flatnonzero(self.available)
 
 
-def check_regime_ticker(ticker: str, tickers, classes) -> None:
+def check_regime_ticker(ticker: str, tickers, classes, config_name: str = "PortBenchConfig") -> None:
     """Refuse a universe without the §1.9 regime ticker (``PortBenchConfig.regime_ticker``, SPY).
 
     Raises
@@ -163,7 +163,7 @@ def check_regime_ticker(ticker: str, tickers, classes) -> None:
         return
     eq = [t for t, c in zip(tickers, classes) if c == "equities"]
     raise ValueError(f"the regime ticker {ticker!r} (spec §1.9) is not in the data's universe: add its prices to "
-                     "prices.parquet and a row to assets.csv, or set PortBenchConfig(regime_ticker=...) to one of "
+                     f"prices.parquet and a row to assets.csv, or set {config_name}(regime_ticker=...) to one of "
                      f"its equities ({', '.join(eq[:8]) + (', ...' if len(eq) > 8 else '') if eq else 'none'})")
 
 

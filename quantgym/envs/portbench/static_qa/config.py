@@ -105,6 +105,9 @@ class QAConfig(Config):
         §9.2 T1–T3: probability of drawing the class from equities/crypto (0.8).
     t4_other_prob : float
         §9.2 T4: probability that the second class is any other class (else a non-text class) (0.5).
+    regime_ticker : str
+        §1.9/§9.2 T7: the ticker whose 126-calendar-day return labels the regime (SPY). A universe
+        without it is refused (set it to one of the universe's equities), never replaced silently.
     """
 
     version: str = QA_VERSION
@@ -139,3 +142,4 @@ class QAConfig(Config):
     t6_uniform: float = 0.0325
     class_major_prob: float = 0.8
     t4_other_prob: float = 0.5
+    regime_ticker: str = "SPY"

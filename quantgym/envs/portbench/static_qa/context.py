@@ -19,6 +19,7 @@ import pandas as pd
 from quantgym.envs.portbench.universe import ASSET_CLASSES, MACRO_KEYS
 from quantgym.envs.portbench.data import PortBenchData
 from quantgym.envs.portbench.availability import market_regime
+from quantgym.envs.portbench.market import check_regime_ticker
 from quantgym.envs.portbench.static_qa.config import QAConfig
 
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
@@ -99,8 +100,9 @@ class QAData:
         self.pools: dict[str, tuple[str, ...]] = {
             c: tuple(t for t, k in zip(data.tickers, data.asset_class) if k == c) for c in ASSET_CLASSES
         }
-        eq = self.pools["equities"]
-        self.regime_ticker = "SPY" if "SPY" in self.index else (eq[0] if eq else None)
+        # §1.9: the regime is labelled on SPY (cfg.regime_ticker); a universe without it is refused
+        check_regime_ticker(cfg.regime_ticker, self.tickers, data.asset_class, config_name="QAConfig")
+        self.regime_ticker = cfg.regime_ticker
         self._regime_cache: dict[int, str] = {}
 
     # -- rows ----------------------------------------------------------------------------------

@@ -15,15 +15,13 @@ from quantgym.envs.portbench.static_qa.base import TemplateOutput, ann_vol, fmt_
 from quantgym.envs.portbench.static_qa.config import T7_DIRECTIONS
 
 TEMPLATE = "T7"
-SEED_OFFSET = 6  # unused: T7 always uses the regime ticker (SPY)
+SEED_OFFSET = 6  # unused: T7 always uses the regime ticker (QAConfig.regime_ticker, SPY)
 
 
 def select(rng, pools, cfg):
-    """§9.2 T7 uses SPY (a user universe without SPY: its first equity)."""
-    eq = pools.get("equities", ())
-    if "SPY" in eq:
-        return ["SPY"]
-    return [eq[0]] if eq else None
+    """§9.2 T7 uses the regime ticker (``QAConfig.regime_ticker``, SPY; the context refuses a universe
+    without it)."""
+    return [cfg.regime_ticker]
 
 
 def allocation_string(regime: str) -> str:
