@@ -76,8 +76,12 @@ def _available_sections() -> dict[str, Any]:
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith(mod):
-                continue  # this task has no bench section yet
+            if exc.name and mod.startswith(exc.name):  # the declared module itself is missing
+                import warnings
+
+                warnings.warn(f"task {task!r} declares the bench module {mod!r}, which does not exist; "
+                              "`quantgym bench` skips the task", RuntimeWarning, stacklevel=2)
+                continue
             raise
         found[task] = module
     return found

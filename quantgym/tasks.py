@@ -136,8 +136,12 @@ def _load_builtin() -> None:
             from importlib.metadata import entry_points
 
             refs += [ep.value for ep in entry_points(group="quantgym.tasks")]
-        except Exception:  # pragma: no cover - broken metadata must not break the built-in tasks
-            pass
+        except Exception as exc:  # pragma: no cover - broken metadata must not break the built-in tasks
+            import warnings
+
+            warnings.warn(f"quantgym: the 'quantgym.tasks' entry points could not be read ({type(exc).__name__}: "
+                          f"{exc}); only the built-in tasks and $QUANTGYM_TASKS are loaded", RuntimeWarning,
+                          stacklevel=2)
         _load_refs(refs, register=False)
     env = os.environ.get("QUANTGYM_TASKS", "")
     if env != _ENV_SEEN:

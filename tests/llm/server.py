@@ -150,11 +150,12 @@ class ScriptedServer:
                 content = spec.get("content", "")
                 ptoks = spec.get("prompt_tokens", sum(len(str(m.get("content", ""))) for m in req.get("messages", [])) // 4)
                 ctoks = len(content) // 4
+                choices = [{"index": 0, "finish_reason": spec.get("finish_reason", "stop"),
+                            "message": {"role": "assistant", "content": content}}]
                 self._send(200, {
                     "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion", "created": 1700000000,
                     "model": req["model"],
-                    "choices": [{"index": 0, "finish_reason": spec.get("finish_reason", "stop"),
-                                 "message": {"role": "assistant", "content": content}}],
+                    "choices": spec["choices"] if "choices" in spec else choices,
                     "usage": {"prompt_tokens": ptoks, "completion_tokens": ctoks, "total_tokens": ptoks + ctoks},
                 })
 

@@ -76,6 +76,19 @@ def test_persistent_failure_is_a_recorded_result_not_an_exception(server, tmp_pa
     assert calls[0]["ok"] is False and len(calls[0]["tries"]) == 3
 
 
+@pytest.mark.parametrize("choices", [[], None])
+def test_http_200_without_choices_is_a_failed_call_not_an_empty_answer(server, tmp_path, choices):
+    # #15 audit: a body without choices (a proxy's error sent as 200) was the model's answer "" (cached, scored)
+    server.script({"choices": choices}, "the real answer")
+    eng = engine(server, tmp_path, retries=2)
+    res = eng.chat(MSG)
+    assert not res.ok and res.text is None and res.error_kind == "status" and "without choices" in res.error
+    _, calls = read_transcript(tmp_path / "t.jsonl")
+    assert calls[0]["ok"] is False and calls[0]["response"]["choices"] == choices
+    again = eng.chat(MSG)  # nothing was cached: the next call asks the server again
+    assert again.ok and again.text == "the real answer"
+
+
 def test_wrong_key_and_unknown_model_are_one_line_errors(server, tmp_path):
     with pytest.raises(LLMConfigError) as e1:
         engine(server, tmp_path, name="k", api_key="wrong").chat(MSG)
@@ -186,8 +199,17 @@ def test_resume_from_a_crashed_transcript(server, tmp_path):
     path = tmp_path / "crashed.jsonl"
     with path.open("a") as fh:  # a crash in the middle of writing the next line
         fh.write('{"type": "call", "hash": "abc", "ok": tr')
-    header, calls = read_transcript(path)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a crash's cut last line is expected: no warning
+        header, calls = read_transcript(path)
     assert len(calls) == 1 and calls[0]["text"] == "first answer"
+    corrupt = tmp_path / "corrupt.jsonl"
+    lines = path.read_text().splitlines()
+    corrupt.write_text("\n".join([lines[0], '{"type": "ca', *lines[1:-1]]) + "\n")
+    with pytest.warns(RuntimeWarning, match=r"1 line\(s\) that are not JSON were skipped \(line 2\)"):
+        read_transcript(corrupt)
     cfg = LLMConfig(model="test-model", base_url=server.base_url, retries=0)
     eng2 = ChatEngine(cfg, api_key="test-key", transcript=tmp_path / "resumed.jsonl", cache_from=[path])
     n = len(server.requests)

@@ -222,3 +222,20 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes():
         assert steps[0] == steps[1]
     for e in envs:
         e.close()
+
+
+def test_a_rejected_equity_curve_is_noted_not_silently_absent():
+    # #15 audit: a returned path that could not be compared looked the same as no path at all
+    from quantgym.envs.market_bench.harness import ENTRY_POINT
+
+    env = MarketBenchEnv("delta_hedge", 1, attempts=2)
+    obs, _ = env.reset()
+    src = ReferenceAgent().act(obs) + (f"\n_orig = {ENTRY_POINT}\ndef {ENTRY_POINT}(inputs):\n    out = _orig(inputs)\n"
+                                       "    out['equity_curve'] = ['a', 'b']\n    return out\n")
+    _, _, _, _, info = env.step(src)
+    assert info["status"] == "SUCCESS" and info["path_corr"] is None
+    assert info["path_note"].startswith("equity_curve ignored: not a float array"), info["path_note"]
+    obs, _ = env.reset()
+    _, _, _, _, info = env.step(ReferenceAgent().act(obs))
+    assert info["path_note"] is None and info["path_corr"] is not None
+    env.close()

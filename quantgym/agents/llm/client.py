@@ -645,6 +645,7 @@ class ChatEngine:
         tries: list[dict] = []
         t_start = time.perf_counter()
         last_err, last_kind = "no try", "status"
+        bad_dump = None  # the body of an HTTP 200 that holds no answer (kept in the transcript)
         unreachable = 0
         for k in range(cfg.retries + 1):
             t0 = time.perf_counter()
@@ -755,6 +756,11 @@ class ChatEngine:
                 tries.append({"status": 200, "error": None, "latency_s": lat})
                 dump = resp.model_dump(mode="json") if hasattr(resp, "model_dump") else None
                 text, finish = _content(resp)
+                if text is None:  # e.g. a proxy's error body sent with status 200: a failed call, not ""
+                    last_err, last_kind = "HTTP 200 without choices in the response body (no answer)", "status"
+                    tries[-1]["error"] = last_err
+                    bad_dump = dump
+                    break
                 usage = _usage(resp)
                 res = CallResult(ok=True, text=text, usage=usage, latency_s=time.perf_counter() - t_start,
                                  finish_reason=finish)
@@ -770,7 +776,7 @@ class ChatEngine:
         lat = time.perf_counter() - t_start
         return (CallResult(ok=False, error=last_err, error_kind=last_kind, latency_s=lat),
                 {"ok": False, "text": None, "error": last_err, "error_kind": last_kind, "usage": {}, "tries": tries,
-                 "response": None, "latency_s": lat})
+                 "response": bad_dump, "latency_s": lat})
 
 
 __all__ = ["RUNGS", "STRUCTURED_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "Transcript", "read_transcript",

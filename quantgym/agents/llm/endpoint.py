@@ -147,11 +147,15 @@ def _retry_after(exc: Any) -> float | None:
         return None
 
 
-def _content(resp: Any) -> tuple[str, str | None]:
+def _content(resp: Any) -> tuple[str | None, str | None]:
+    """(answer text, finish_reason) of a chat completion; text None when the body has no choice at all
+    (the caller records a failed call; an empty message is the model's empty answer, "")."""
     try:
         ch = resp.choices[0]
     except (AttributeError, IndexError, TypeError):
-        return "", None
+        return None, None
+    if ch is None:
+        return None, None
     msg = getattr(ch, "message", None)
     text = getattr(msg, "content", None) or ""
     if not text:

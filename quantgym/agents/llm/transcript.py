@@ -90,7 +90,8 @@ class Transcript:
 
 def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
     """(header, call records) of a JSONL transcript (``.jsonl`` or gzip-compressed ``.jsonl.gz``); a
-    truncated last line (crash) is skipped; ``probe`` lines are returned in ``header["_probes"]``.
+    truncated last line (crash) is skipped, any other line that is not JSON is skipped with a
+    ``RuntimeWarning`` naming it; ``probe`` lines are returned in ``header["_probes"]``.
 
     Raises
     ------
@@ -109,15 +110,18 @@ def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
         opener = gzip.open(path, "rt", encoding="utf-8")
     else:
         opener = path.open(encoding="utf-8")
+    bad: list[int] = []  # numbers of the lines that are not JSON
+    n_lines = 0
     with opener as fh:
-        for line in fh:
+        for n_lines, line in enumerate(fh, 1):
             line = line.strip()
             if not line:
                 continue
             try:
                 rec = json.loads(line)
             except ValueError:
-                continue  # a line cut by a crash
+                bad.append(n_lines)  # a line cut by a crash (the last one), or a corrupt one (warned below)
+                continue
             if rec.get("type") == "header":
                 header = header or rec
             elif rec.get("type") == "call":
@@ -126,6 +130,13 @@ def read_transcript(path: str | os.PathLike) -> tuple[dict, list[dict]]:
                 probes.append(rec)
     if header is None:
         raise ValueError(f"{path} is not a quantgym LLM transcript (no header line)")
+    corrupt = [n for n in bad if n != n_lines]
+    if corrupt:  # not a crash's cut last line: calls are missing (a replay would diverge, a cache re-asks)
+        import warnings
+
+        warnings.warn(f"{path}: {len(corrupt)} line(s) that are not JSON were skipped (line "
+                      f"{', '.join(map(str, corrupt[:5]))}{', ...' if len(corrupt) > 5 else ''}); "
+                      "the transcript is corrupt", RuntimeWarning, stacklevel=2)
     if probes:
         header = {**header, "_probes": probes}
     return header, calls

@@ -295,7 +295,7 @@ class MarketBenchEnv(gym.Env):
                 f"action must be a str (the Python source of the backtester), got {type(source).__name__}")
         source, fenced = unwrap_fence(source)
         rec: dict[str, Any] = {"status": FAILED, "mae": None, "reason": "", "sandbox_status": "", "traceback": None,
-                               "path_corr": None, "max_rel_error": None, "metric_errors": None,
+                               "path_corr": None, "path_note": None, "max_rel_error": None, "metric_errors": None,
                                "wall_seconds": None, "cpu_seconds": None, "correct": None,
                                "mean_rel_error": None, "reward": 0.0, "fence_stripped": fenced}
         if len(source) > MAX_SOURCE:
@@ -319,6 +319,7 @@ class MarketBenchEnv(gym.Env):
         rec.update(status=SUCCESS, mae=mae(metrics, ref, self.strategy), metric_errors=errs,
                    max_rel_error=max(e["rel_error"] for e in errs.values()),
                    path_corr=path_correlation(value.get("path"), self.round.reference.get(PATH_KEY)),
+                   path_note=value.get("path_note") if isinstance(value.get("path_note"), str) else None,
                    metrics=metrics, correct=correct, mean_rel_error=mean_clipped_rel_error(errs),
                    reward=attempt_reward(SUCCESS, correct, errs, cfg))
         return rec
@@ -347,7 +348,7 @@ class MarketBenchEnv(gym.Env):
         terminated = (success and self.end_on_success) or self._attempt >= self.attempts
         self._done = terminated
         info = {"attempt": self._attempt, "status": rec["status"], "mae": rec["mae"], "reason": rec["reason"],
-                "sandbox_status": rec["sandbox_status"], "path_corr": rec["path_corr"],
+                "sandbox_status": rec["sandbox_status"], "path_corr": rec["path_corr"], "path_note": rec["path_note"],
                 "max_rel_error": rec["max_rel_error"], "correct": rec["correct"],
                 "mean_rel_error": rec["mean_rel_error"], "fence_stripped": rec["fence_stripped"],
                 "record": self._round_record(), "prompt_style": self.prompt_style}

@@ -73,7 +73,7 @@ def run_backtester(namespace: dict, payload: dict) -> dict:
     -------
     dict
         ``{"metrics": {key: number | str tag} for the required keys present, "n_keys": int,
-        "path": float array or None}``.
+        "path": float array or None, "path_note": why a returned path was ignored, or None}``.
 
     Raises
     ------
@@ -89,18 +89,21 @@ def run_backtester(namespace: dict, payload: dict) -> dict:
     if not isinstance(out, dict):
         raise SandboxOutputError(f"{ENTRY_POINT} returned {type(out).__name__}, expected a dict of metrics")
     metrics = {k: _plain(out[k]) for k in payload["keys"] if k in out}
-    path = None
-    raw_path = out.get(payload.get("path_key", "equity_curve"))
-    if raw_path is not None:
+    path = note = None
+    key = payload.get("path_key", "equity_curve")
+    raw_path = out.get(key)
+    if raw_path is not None:  # an unscored extra: a rejected path is noted, never silently absent
         try:
             import numpy as np
 
             arr = np.asarray(raw_path, dtype=float).ravel()
             if 0 < arr.size <= MAX_PATH_POINTS:
                 path = arr
-        except (TypeError, ValueError):
-            path = None
-    return {"metrics": metrics, "n_keys": len(out), "path": path}
+            else:
+                note = f"{key} ignored: {arr.size} points (1 to {MAX_PATH_POINTS} are compared)"
+        except (TypeError, ValueError) as exc:
+            note = f"{key} ignored: not a float array ({type(exc).__name__})"
+    return {"metrics": metrics, "n_keys": len(out), "path": path, "path_note": note}
 
 
 def run_attempt(source: str, inputs: dict[str, str], strategy: str, limits) -> Any:

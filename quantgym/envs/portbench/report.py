@@ -20,12 +20,9 @@ EQW = "Equal-Weight"
 
 
 def _baseline_names() -> set[str]:
-    try:
-        from quantgym.envs.portbench.baselines import BASELINES
+    from quantgym.envs.portbench.baselines import BASELINES
 
-        return {c.name for c in BASELINES.values()}
-    except Exception:  # pragma: no cover - baselines module always present in the package
-        return {EQW}
+    return {c.name for c in BASELINES.values()}
 
 
 def _stress_periods() -> tuple[str, ...]:

@@ -315,10 +315,8 @@ def _parse_dates(x: pd.Series) -> pd.Series:
 
 
 def _default_intraday() -> dict[str, dict[str, pd.DataFrame]]:
-    try:
-        from quantgym.data.sse_l2 import SSE_DAY, load_sse_l2_day
-    except ImportError:  # pragma: no cover - reader not installed
-        return {}
+    from quantgym.data.sse_l2 import SSE_DAY, load_sse_l2_day  # ships with the package (the prompt names the day)
+
     return {SSE_DAY: load_sse_l2_day()}
 
 

@@ -417,3 +417,25 @@ def test_box_action_policy_through_allocation_wrapper(tmp_path):
     assert res.new_dates == [LAST] and res.replay_check["ok"]
     assert _stable(_journal(tmp_path / "a")) == _stable(_journal(tmp_path / "b"))
     assert res.ceps == ref.ceps and all(len(r["actions"]) == 1 for r in _journal(tmp_path / "a"))
+
+
+class FallsBack(Momentum):
+    """Reports an optimiser fallback through step_record() on 2025-12-30, as the baselines do."""
+
+    name = "TestFallsBack"
+
+    def act(self, obs, info):
+        self._at = (info["date"], int(obs["stage"]))
+        return super().act(obs, info)
+
+    def step_record(self):  # the S3 weights of 2025-12-30 fell back
+        return {"fallback": "solver failed (test); equal weight"} if self._at == ("2025-12-30", 2) else None
+
+
+def test_policy_step_records_reach_the_journal(tmp_path):
+    # #15 audit: a baseline's solver fallback (step_record) was dropped by the live loop, unlike evaluate()
+    run_live(FallsBack(), tmp_path / "f", days=3, as_of=LAST, plots=False)
+    rec = {r["date"]: r for r in _journal(tmp_path / "f")}
+    fb = [io["fallback"] for io in rec["2025-12-30"]["agent_io"] if io.get("fallback")]
+    assert fb == ["solver failed (test); equal weight"]
+    assert not any(io.get("fallback") for io in rec[LAST]["agent_io"])

@@ -113,6 +113,8 @@ def register(app: typer.Typer) -> None:
             sc = rec.get("stage_scores") or {}
             stages = " ".join(f"{k}={sc[k]:.2f}" for k in ("S1", "S2", "S3", "S4", "S5") if k in sc)
             err = f"  [yellow]{escape(rec['agent_error'])}[/]" if rec.get("agent_error") else ""
+            fb = "; ".join(str(io["fallback"]) for io in rec.get("agent_io") or () if io.get("fallback"))
+            err += f"  [yellow]fallback: {escape(fb)}[/]" if fb else ""
             console.print(f"  decided {rec['date']} (data through {rec['data_through']}): CEPS "
                           f"{_fmt(rec.get('ceps'))} {stages}  NAV {rec['nav']:,.0f}  turnover "
                           f"{rec['turnover']:.3f}{err}")

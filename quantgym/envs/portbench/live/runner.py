@@ -437,7 +437,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
         data_through = str(base.view.dates[snap.t - 1].date())
         tap.current = []
         agent_io: list[dict[str, Any]] = []
-        agent_error = None
+        agent_errors: list[str] = []
         n_before = len(base.records)
         t0 = time.perf_counter()
         while len(base.records) == n_before:
@@ -454,9 +454,14 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
             try:
                 obs, _r, terminated, truncated, info = env.step(action)
             except ValueError as exc:  # malformed action (§11.4): a recorded, scored failure, not a crash
-                agent_error = f"{stage}: {_one_line(exc)}"
+                agent_errors.append(f"{stage}: {_one_line(exc)}")
                 obs, _r, terminated, truncated, info = tap.step(_fallback_action(base.n_assets))
             extra = {k: v for k, v in info.items() if k not in _ENV_INFO_KEYS}
+            # what the policy itself recorded at this step (a baseline's solver fallback, an LLM agent's
+            # prompt style and cap), as evaluate() keeps it in the step records
+            note = policy.step_record() if callable(getattr(policy, "step_record", None)) else None
+            if note:
+                extra.update(note)
             if extra:
                 agent_io.append({"stage": stage, **extra})
             txt = info.get("text")
@@ -476,7 +481,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
             "type": "decision", "schema": RECORD_SCHEMA, "date": date, "decision_index": len(base.records) - 1,
             "agent": name, "agent_spec": spec, "profile": profile, "data_through": data_through,
             "oracle": base.config.scoring.oracle, "actions": list(tap.current), "agent_io": agent_io,
-            "agent_error": agent_error, "nav_pre": nav_pre,
+            "agent_error": "; ".join(agent_errors) or None, "nav_pre": nav_pre,
             **{k: v for k, v in env_rec.items() if k != "date"},
             "data": vintage, "replay_check": {k: replay[k] for k in ("ok", "n", "nav_max_rel_diff",
                                                                       "vintage_changed", "note")},

@@ -270,15 +270,16 @@ def load_sb3_agent(arg: str, task: str = "portbench", **options: Any) -> SB3Poli
         raise ValueError(f"unknown algo {algo!r}; choose one of {sorted(ALGOS)}")
     candidates = [ALGOS[algo]] if algo else list(ALGOS.values())
     model = None
+    errors: list[str] = []
     for cls in candidates:
         try:
             model = cls.load(str(model_path), device="cpu")
             algo = algo or cls.__name__.lower()
             break
-        except Exception:  # noqa: BLE001 - try the next algorithm class
-            continue
+        except Exception as exc:  # noqa: BLE001 - try the next algorithm class; every error is kept
+            errors.append(f"{cls.__name__}: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
     if model is None:
-        raise ValueError(f"sb3: could not load {model_path} with {[c.__name__ for c in candidates]}")
+        raise ValueError(f"sb3: could not load {model_path} ({'; '.join(errors)})")
     name = options.get("name") or meta.get("name") or f"SB3-{algo.upper()}"
     return SB3Policy(model, name, action_mode=meta.get("action_mode", "logits"), s12=meta.get("s12", "derived"),
                      scoring=bool(options.get("scoring", True)))
