@@ -2,10 +2,12 @@
 
 Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
 
-- ``summary.csv``: one row per run, exactly the columns of :data:`SUMMARY_COLUMNS`
+- ``summary.csv``: one row per run. The first columns are always :data:`SUMMARY_COLUMNS`
   (empty where a column does not apply). ``ret_pct`` is the period's total return
   in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
-  ``true``/``false``/empty.
+  ``true``/``false``/empty. After them come the tasks' own columns
+  (:attr:`SummaryRow.extra`, e.g. Market-Bench ``pass_at_1``), in the order they first appear,
+  empty for rows of other tasks.
 - ``results.json``: everything else (config with versions, metrics, NAV series,
   per-stage scores, …). Non-finite numbers are written as ``null``.
 - ``*.png``: plots.
@@ -42,20 +44,33 @@ class SummaryRow:
     vol_pct: float | None = None
     ceps: float | None = None
     gate: bool | None = None
+    #: the task's own columns, written after :data:`SUMMARY_COLUMNS` (name -> number, bool or str)
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def as_csv_cells(self) -> list[str]:
-        cells = []
-        for name in SUMMARY_COLUMNS:
-            v = getattr(self, name)
-            if v is None or (isinstance(v, float) and not math.isfinite(v)):
-                cells.append("")
-            elif isinstance(v, bool):
-                cells.append("true" if v else "false")
-            elif isinstance(v, float):
-                cells.append(f"{v:.6g}")
-            else:
-                cells.append(str(v))
-        return cells
+    def as_csv_cells(self, extra_columns: tuple[str, ...] = ()) -> list[str]:
+        """The row's cells: :data:`SUMMARY_COLUMNS`, then ``extra_columns`` (empty where absent)."""
+        return [_cell(getattr(self, name)) for name in SUMMARY_COLUMNS] + [
+            _cell(self.extra.get(name)) for name in extra_columns]
+
+
+def _cell(v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def extra_columns(rows: list[SummaryRow]) -> tuple[str, ...]:
+    """The extra column names of ``rows``, in the order they first appear."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r.extra:
+            if k not in SUMMARY_COLUMNS:
+                seen.setdefault(k)
+    return tuple(seen)
 
 
 @dataclass
@@ -115,16 +130,15 @@ def environment_info() -> dict[str, Any]:
     }
 
 
-def write_summary_csv(path: Path, rows: list[SummaryRow], append: bool = False) -> None:
-    """Write (or append to) ``summary.csv`` with exactly :data:`SUMMARY_COLUMNS`."""
+def write_summary_csv(path: Path, rows: list[SummaryRow]) -> None:
+    """Write ``summary.csv``: :data:`SUMMARY_COLUMNS`, then the rows' :func:`extra_columns`."""
     path = Path(path)
-    new = not (append and path.exists())
-    with path.open("w" if new else "a", newline="") as fh:
+    extra = extra_columns(rows)
+    with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        if new:
-            w.writerow(SUMMARY_COLUMNS)
+        w.writerow([*SUMMARY_COLUMNS, *extra])
         for row in rows:
-            w.writerow(row.as_csv_cells())
+            w.writerow(row.as_csv_cells(extra))
 
 
 def write_results(out_dir: Path, sections: list[SectionResult], meta: dict[str, Any] | None = None) -> Path:
@@ -138,7 +152,7 @@ def write_results(out_dir: Path, sections: list[SectionResult], meta: dict[str, 
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment_info(),
         "meta": meta or {},
-        "summary_columns": list(SUMMARY_COLUMNS),
+        "summary_columns": [*SUMMARY_COLUMNS, *extra_columns(rows)],
         "tasks": {s.task: {"runs": s.runs, **s.extra} for s in sections},
     }
     with (out_dir / "results.json").open("w") as fh:
