@@ -70,6 +70,19 @@ def test_cli_table_results_and_spearman(tmp_path, monkeypatch):
     sp = sec["spearman_qa_ceps"]
     assert 1.0 > sp["qa_mean"]["naive"] > 0.25 == sp["qa_mean"]["fake:x"]  # precondition of the rank order
     assert sp["n"] == 3 and sp["rho"] == pytest.approx(-1.0)
+    assert sp["notes"] == []  # every agent has a normal_2024 row
+
+
+def test_pipeline_ceps_stand_ins_and_bad_cells_are_never_silent(tmp_path):
+    # #15 audit: a missing period was averaged over the others, a non-numeric cell skipped, both silently
+    from quantgym.envs.portbench.static_qa.cli import read_pipeline_ceps
+
+    _pipeline_summary(tmp_path, [("naive", "balanced", "covid_2020", "0.90"), ("naive", "balanced", "china_2015", "0.10")])
+    with pytest.warns(RuntimeWarning, match="'naive' has no normal_2024 run; its CEPS is the mean over china_2015, covid_2020"):
+        assert read_pipeline_ceps([tmp_path]) == {"naive": pytest.approx(0.5)}
+    _pipeline_summary(tmp_path, [("naive", "balanced", "normal_2024", "n/a")])
+    with pytest.raises(ValueError, match="the ceps cell of 'naive' \\(normal_2024\\) is not a number: 'n/a'"):
+        read_pipeline_ceps([tmp_path])
 
 
 def test_cli_bad_agent_and_options(tmp_path):

@@ -60,7 +60,8 @@ def read_pipeline_ceps(paths: list[Path], profile: str = "balanced", period: str
     profile : str
         Profile whose CEPS is used (the paper: Balanced).
     period : str
-        Preferred period; if an agent has no row for it, the mean CEPS over its periods is used.
+        Preferred period; if an agent has no row for it, the mean CEPS over its periods is used (with a
+        ``RuntimeWarning`` naming them).
 
     Returns
     -------
@@ -70,6 +71,8 @@ def read_pipeline_ceps(paths: list[Path], profile: str = "balanced", period: str
     ------
     FileNotFoundError
         A path without ``summary.csv``.
+    ValueError
+        A ``ceps`` cell that is not a number.
     """
     from quantgym.results import read_summary_csv
 
@@ -87,10 +90,16 @@ def read_pipeline_ceps(paths: list[Path], profile: str = "balanced", period: str
             try:
                 c = float(row.get("ceps") or "nan")
             except ValueError:
-                continue
+                raise ValueError(f"{f}: the ceps cell of {row.get('agent')!r} ({row.get('period')}) is not a number: "
+                                 f"{row.get('ceps')!r}") from None
             if math.isfinite(c):
                 per.setdefault(row["agent"], {})[row.get("period") or ""] = c
         for agent, by_period in per.items():
+            if period not in by_period:  # never a silent stand-in: say which periods the mean is over
+                import warnings
+
+                warnings.warn(f"{f}: {agent!r} has no {period} run; its CEPS is the mean over "
+                              f"{', '.join(sorted(by_period))}", RuntimeWarning, stacklevel=2)
             out[agent] = by_period[period] if period in by_period else sum(by_period.values()) / len(by_period)
     return out
 
@@ -259,15 +268,22 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
     spearman_info: dict[str, Any] | None = None
     pr = _split_list(pipeline_results)
     if pr:
+        import warnings
+
         try:
-            ceps = read_pipeline_ceps([Path(p) for p in pr])
-        except FileNotFoundError as exc:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                ceps = read_pipeline_ceps([Path(p) for p in pr])
+        except (FileNotFoundError, ValueError) as exc:
             fail(f"--pipeline-results: {exc}")
+        ceps_notes = [str(w.message) for w in caught]
+        for note in ceps_notes:
+            console.print(f"[yellow]{note}[/]")
         matched = {r.agent: _match_ceps(r.agent, ceps) for r in runs}
         qa_mean = {a: _qa_score(r) for a, r in zip(matched, runs) if matched[a] is not None}
         sp = qa_ceps_spearman(qa_mean, {a: c for a, c in matched.items() if c is not None})
         spearman_info = {**sp, "ceps_balanced": {a: c for a, c in matched.items() if c is not None},
-                         "qa_mean": qa_mean, "sources": pr}
+                         "qa_mean": qa_mean, "sources": pr, "notes": ceps_notes}
         if sp["n"] >= 3:
             console.print(f"QA–CEPS (Balanced) Spearman rank correlation across {sp['n']} agents: "
                           f"[bold]ρ = {sp['rho']:.4f}[/] (paper: −0.47)")
