@@ -5,6 +5,7 @@ on the bundled 800-stock universe, research 2022-2023 and sealed 2024).
 """
 
 import json
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -51,4 +52,6 @@ print("record:", env.unwrapped.record_path)
 from quantgym.envs.quant_arena.plots import plot_run  # noqa: E402
 
 sealed = env.unwrapped.sealed_result
-print("plot:", plot_run(sealed.daily, sealed.metrics, "quant_arena_sealed_2024.png", "frozen candidate, 2024"))
+out = Path("results") / "quant_arena_quickstart"  # never the repository root
+out.mkdir(parents=True, exist_ok=True)
+print("plot:", plot_run(sealed.daily, sealed.metrics, out / "quant_arena_sealed_2024.png", "frozen candidate, 2024"))

@@ -38,8 +38,19 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from quantgym import __version__
+
+        typer.echo(f"quantgym {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
     """quantgym: Gymnasium benchmarks of LLM agents and RL policies on real finance work."""
 
 

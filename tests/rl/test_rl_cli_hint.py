@@ -29,3 +29,21 @@ def test_train_without_the_extra_prints_the_full_hint(monkeypatch, tmp_path):
     assert "pip install 'quantgym[rl]'" in out  # [rl] survives (was printed as pip install 'quantgym')
     assert "download.pytorch.org/whl/cpu" in out and "torch==2.13.0" in out
     assert len([ln for ln in out.splitlines() if ln.strip()]) == 1 and "Traceback" not in out
+
+
+def test_cuda_build_without_a_gpu_is_one_line(monkeypatch):
+    # #18 item 5: a CUDA build of torch on a CPU-only machine is named in one line (the CPU build is ~5 GB smaller)
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from quantgym.envs.portbench.rl.cli import cuda_build_note
+
+    monkeypatch.setattr(torch.version, "cuda", "12.8", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    note = cuda_build_note()
+    assert note is not None and "CUDA 12.8 build" in note and TORCH_CPU_HINT in note and "\n" not in note
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert cuda_build_note() is None
+    monkeypatch.setattr(torch.version, "cuda", None, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cuda_build_note() is None  # the CPU build: nothing to say

@@ -115,9 +115,9 @@ def register(app: typer.Typer) -> None:
             err = f"  [yellow]{escape(rec['agent_error'])}[/]" if rec.get("agent_error") else ""
             fb = "; ".join(str(io["fallback"]) for io in rec.get("agent_io") or () if io.get("fallback"))
             err += f"  [yellow]fallback: {escape(fb)}[/]" if fb else ""
-            console.print(f"  decided {rec['date']} (data through {rec['data_through']}): CEPS "
-                          f"{_fmt(rec.get('ceps'))} {stages}  NAV {rec['nav']:,.0f}  turnover "
-                          f"{rec['turnover']:.3f}{err}")
+            ceps = f"CEPS {_fmt(rec['ceps'])} {stages}  " if rec.get("ceps") is not None else ""  # baselines: none
+            console.print(f"  decided {rec['date']} (data through {rec['data_through']}): {ceps}"
+                          f"NAV {rec['nav']:,.0f}  turnover {rec['turnover']:.3f}{err}")
 
         try:
             res = run_live(agent, folder, profile=profile, data=path, days=days, as_of=as_of, plots=plots,
@@ -129,11 +129,12 @@ def register(app: typer.Typer) -> None:
             table = Table(title=f"PortBench live — {res.agent}, {res.profile}, {res.start} → {res.as_of}",
                           title_justify="left")
             stages = ("S1", "S2", "S3", "S4", "S5") if res.stage_scores else ()
-            for col in ("decisions", "new", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", *stages):
+            ceps = ("CEPS",) if res.ceps is not None else ()  # baselines get no CEPS (§2.5, §4.6): no column
+            for col in ("decisions", "new", "Sharpe", "Ret%", "MaxDD%", "Vol%", *ceps, *stages):
                 table.add_column(col, justify="right")
             ss = res.stage_scores or {}
             table.add_row(str(len(res.records)), str(len(res.new_dates)), _fmt(m.get("sharpe")), _fmt(m.get("ret_pct"), 2),
-                          _fmt(m.get("maxdd_pct"), 2), _fmt(m.get("vol_pct"), 2), _fmt(res.ceps, 4),
+                          _fmt(m.get("maxdd_pct"), 2), _fmt(m.get("vol_pct"), 2), *[_fmt(res.ceps, 4) for _ in ceps],
                           *[_fmt(ss.get(k)) for k in stages])
             console.print(table)
             if res.replay_check.get("note"):

@@ -53,8 +53,10 @@ def register(app: typer.Typer) -> None:
         docs: Optional[Path] = typer.Option(None, "--docs", help="Also splice the markdown into this document "
                                             "between its '<!-- BEGIN/END quantgym reproduce portbench -->' markers."),
     ) -> None:
-        """Run the six baselines in paper and clean mode on the published settings, compare with the page's
-        numbers (spec §10.2/§10.3), run the ablation and write docs-ready markdown."""
+        """Reproduce the paper's baseline tables (paper and clean mode) and the ablation.
+
+        Runs the six baselines in paper and clean mode on the published settings, compares them with the
+        page's numbers (spec §10.2/§10.3), runs the ablation and writes docs-ready markdown."""
         from rich.console import Console
         from rich.progress import Progress
 

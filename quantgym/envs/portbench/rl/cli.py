@@ -29,6 +29,17 @@ def missing_extra_message(exc: ImportError) -> str:
             f"{TORCH_CPU_HINT} ({what} missing)")
 
 
+def cuda_build_note() -> str | None:
+    """One line when the installed torch is a CUDA build but no GPU is usable here, else None."""
+    import torch
+
+    cuda = getattr(torch.version, "cuda", None)
+    if cuda and not torch.cuda.is_available():
+        return (f"note: torch {torch.__version__} is a CUDA {cuda} build but this machine has no usable GPU: "
+                f"training runs on the CPU; {TORCH_CPU_HINT} saves about 5 GB")
+    return None
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``train`` command to ``app``."""
 
@@ -55,8 +66,10 @@ def register(app: typer.Typer) -> None:
         algo_kwargs: Optional[str] = typer.Option(None, "--algo-kwargs", help="JSON object of SB3 hyperparameters."),
         verbose: int = typer.Option(0, "--verbose", "-v", help="SB3 verbosity (0, 1, 2)."),
     ) -> None:
-        """Train PPO/SAC/A2C on PortBench (training split without the evaluation periods), save the model, then
-        evaluate it with the same loop as the baselines on normal_2024 and the three stress windows."""
+        """Train PPO/SAC/A2C on PortBench, save the model, evaluate it like the baselines.
+
+        Trains on the training split without the evaluation periods, saves the model, then evaluates it
+        with the same loop as the baselines on normal_2024 and the three stress windows."""
         from rich.console import Console
         from rich.table import Table
 
@@ -67,6 +80,9 @@ def register(app: typer.Typer) -> None:
             # markup=False: rich would otherwise swallow "[rl]" as a style tag
             console.print(missing_extra_message(exc), markup=False, highlight=False, soft_wrap=True, style="red")
             raise typer.Exit(2) from None
+        note = cuda_build_note()
+        if note:
+            console.print(note, markup=False, highlight=False, soft_wrap=True, style="yellow")
         start, sep, end = train_period.partition(":")
         if not sep or not start or not end:
             raise typer.BadParameter("--train-period must be START:END, e.g. 2016-01-01:2023-12-31")

@@ -155,7 +155,8 @@ def register(app: typer.Typer) -> None:
             ..., "--agent", "-a",
             help="Agent spec, repeatable: oracle, naive, openai:MODEL, replay:FILE (see docs/qa.md).",
         ),
-        out: Path = typer.Option(..., "--out", "-o", help="Output folder (summary.csv, results.json)."),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder: summary.csv, results.json "
+                                           "(default results/qa-<UTC stamp>)."),
         split: str = typer.Option("test", "--split", help="QA split: test (2025, default), val, train."),
         n: int = typer.Option(50, "--n", help="First N pairs per template in file order (paper: 50)."),
         templates: Optional[list[str]] = typer.Option(
@@ -189,6 +190,10 @@ def register(app: typer.Typer) -> None:
             fail(f"--split must be train, val or test; got {split!r}")
         if n < 1:
             fail(f"--n must be >= 1; got {n}")
+        if out is None:
+            import datetime as _dt
+
+            out = Path("results") / f"qa-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
         check_out_dir(out)
         for spec in agent:
             try:
