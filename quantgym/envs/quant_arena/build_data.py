@@ -93,6 +93,10 @@ def build(src: Path = DEFAULT_SRC, out: Path = DEFAULT_OUT) -> dict:
         "list_date": pd.to_datetime(sym["list_date"], format="%Y%m%d", errors="coerce").dt.strftime("%Y-%m-%d"),
     })
     info.to_csv(out / "symbols.csv", index=False)
+    # provenance and terms ship with the data (verbatim), so a user of the wheel has them
+    import shutil
+
+    shutil.copyfile(src / "PROVENANCE.md", out / "PROVENANCE.md")
     return {"n_symbols": len(uni), "n_rows": len(sub), "n_csi300_2021": int(
         panel.loc[(panel["date"] <= WARMUP_END) & panel["in_csi300"], "symbol"].nunique()),
         "parquet_bytes": (out / "daily_default.parquet").stat().st_size}
