@@ -2,6 +2,7 @@
 record carries ``fallback`` with the solver's error, ``quantgym bench`` lists it, results.json counts it."""
 
 import numpy as np
+import pytest
 
 from quantgym.envs.portbench.baselines import _fit_skfolio, black_litterman_weights, make_baseline
 from quantgym.evaluation import evaluate
@@ -75,3 +76,13 @@ def test_rounding_is_not_recorded_as_a_coercion_but_a_real_rescale_is():
     rescaled = evaluate("PortBench-Balanced-v0", _scaled_policy(0.98, 6), period="covid_2020")
     notes = [(st.get("coerced") or {}).get("S3") for st in rescaled.steps]
     assert all(n and "summed to 0.98" in n and "normalised to 1" in n for n in notes)
+
+
+def test_results_keep_the_executed_weights_and_turnover_of_every_step():
+    # #18 item 3: results.json's step records carry the executed weights (non-zero, by ticker) and turnover
+    res = evaluate("PortBench-Balanced-v0", make_baseline("sixty_forty"), period="covid_2020")
+    assert res.steps and all(isinstance(s["weights"], dict) and s["weights"] for s in res.steps)
+    for s in res.steps:
+        assert sum(s["weights"].values()) == pytest.approx(1.0, abs=1e-3) and min(s["weights"].values()) > 0
+        assert s["turnover"] >= 0
+    assert set(res.to_dict()["steps"][0]) >= {"weights", "turnover", "cost", "date"}

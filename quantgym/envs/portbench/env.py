@@ -649,6 +649,9 @@ class PortBenchEnv(gym.Env):
         self.records.append(rec)
         info = self._base_info()
         info.update({k: rec[k] for k in ("turnover", "cost") if k in rec})
+        # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them
+        # in each step record of results.json beside turnover and cost
+        info["weights"] = {snap.tickers[i]: float(w_exec[i]) for i in np.flatnonzero(w_exec > 0)}
         info["orders"] = trade.orders
         if self.scoring:
             info.update({"ceps": ceps_val, "pas": rec["pas"], "tau": tau_hat, "tau_star": rec["tau_star"],

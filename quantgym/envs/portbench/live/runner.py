@@ -57,7 +57,7 @@ ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-B
 #: info keys produced by the PortBench env itself; anything else comes from the agent's wrappers
 _ENV_INFO_KEYS = frozenset({
     "date", "decision_index", "n_decisions", "stage", "stage_scores", "invalid", "refused", "unparseable", "nav",
-    "uses_future_data", "n_available", "turnover", "cost", "orders", "ceps", "pas", "tau", "tau_star", "var",
+    "uses_future_data", "n_available", "turnover", "cost", "weights", "orders", "ceps", "pas", "tau", "tau_star", "var",
     "drawdown", "drift", "alerts", "trigger", "episode_metrics", "dd_within_tolerance",
 })
 _STAGE_KEYS = {"S1": ("views",), "S2": ("signals",), "S3": ("weights",), "all": ("views", "signals", "weights")}
