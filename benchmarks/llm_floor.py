@@ -199,23 +199,27 @@ def tables(transcripts: Path) -> str:
         lines.append(f"| {r['profile']} | {r['period']} | {_f(m['sharpe'], 3)} | {_f(r.get('ceps'), 3)} | "
                      f"{_f(ss.get('S1'), 3)} | {_f(ss.get('S2'), 3)} | {_f(ss.get('S3'), 3)} | "
                      f"{_f(m['maxdd_pct'])} | {_f(best, 3)} ({best_name}) | {_f(ew, 3)} |")
-    # ---- Quant-Arena and Market-Bench
+    # ---- Quant-Arena and Market-Bench (the floor runs Market-Bench in two jobs: one table of both)
+    mb_rows: list[dict] = []
     for name, d in res.items():
         if "quant_arena" in d.get("tasks", {}):
             lines += ["", "| Quant-Arena track | candidates | frozen | research status | S_in | S_out | S |",
                       "|---|---:|---:|---|---:|---:|---:|"]
             for r in d["tasks"]["quant_arena"]["runs"]:
                 fin = r.get("final") or {}
-                lines.append(f"| {r['env_id']} | {len(r.get('feedback') or []) + 1} | {fin.get('frozen_candidate')} | "
+                n_cand = len(r.get("feedback") or []) + (1 if fin.get("frozen_candidate") else 0)
+                lines.append(f"| {r['env_id']} | {n_cand} | {fin.get('frozen_candidate')} | "
                              f"{fin.get('status_research')} | {_f(fin.get('S_in'))} | {_f(fin.get('S_out'))} | "
                              f"{_f(fin.get('S'))} |")
         if "market_bench" in d.get("tasks", {}):
-            lines += ["", "| Market-Bench strategy | pass@1 | pass@3 | mean MAE (solved) | attempts run |",
-                      "|---|---:|---:|---:|---:|"]
-            for row in d["tasks"]["market_bench"]["extra"]["scores"] if "extra" in d["tasks"]["market_bench"] else \
-                    d["tasks"]["market_bench"].get("scores", []):
-                lines.append(f"| {row.get('strategy')} | {_f(row.get('pass@1'))} | {_f(row.get('pass@3'))} | "
-                             f"{_f(row.get('mean_mae_solved'))} | {row.get('attempts', '')} |")
+            mb_rows += list(d["tasks"]["market_bench"].get("scores") or [])
+    if mb_rows:
+        lines += ["", "| Market-Bench strategy | rounds | pass@1 | pass@3 | correct@1 | correct@3 | mean MAE (solved) |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for row in sorted(mb_rows, key=lambda r: str(r.get("strategy"))):
+            lines.append(f"| {row.get('strategy')} | {row.get('n_rounds', '')} | {_f(row.get('pass@1'))} | "
+                         f"{_f(row.get('pass@3'))} | {_f(row.get('correct@1'))} | {_f(row.get('correct@3'))} | "
+                         f"{_f(row.get('mean_mae_solved'))} |")
     return "\n".join(lines) + "\n"
 
 
