@@ -131,19 +131,14 @@ def _fmt(x: float) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
 
 
-def qa_table(runs: list, title: str):
-    """A rich Table in the paper's §10.4 shape (one row per agent)."""
-    from rich.table import Table
-
+def print_qa_table(console, runs: list, title: str) -> None:
+    """The paper's §10.4 table (one row per agent), split to fit the terminal (agent in every part)."""
     from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
+    from quantgym.tables import Col, print_table
 
-    tab = Table(title=title)
-    tab.add_column("agent", style="bold")
-    for c in TABLE_COLUMNS:
-        tab.add_column(c, justify="right")
-    for r in runs:
-        tab.add_row(r.agent, *[_fmt(r.table.get(c, math.nan)) for c in TABLE_COLUMNS])
-    return tab
+    cols = [Col("agent", "left"), *[Col(c) for c in TABLE_COLUMNS]]
+    rows = [[r.agent, *[_fmt(r.table.get(c, math.nan)) for c in TABLE_COLUMNS]] for r in runs]
+    print_table(console, title, cols, rows, keys=1)
 
 
 def register(app: typer.Typer) -> None:
@@ -178,8 +173,6 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         console = Console()
-        if console.width < 150:  # the 16-column table needs room; wrap rather than truncate
-            console = Console(width=150)
         from quantgym.cli_errors import check_out_dir, fail
         from quantgym.cli_errors import out_dir as cli_out_dir
 
@@ -267,8 +260,8 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
             except Exception as exc:  # the LLM agent's configuration errors stop the command
                 console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")
                 raise typer.Exit(1) from exc
-    console.print(qa_table(runs, f"PortBench static QA — split {split}, first {n} per template, "
-                                 f"fidelity {fidelity}"))
+    print_qa_table(console, runs, f"PortBench static QA — split {split}, first {n} per template, "
+                                  f"fidelity {fidelity}")
 
     spearman_info: dict[str, Any] | None = None
     pr = _split_list(pipeline_results)

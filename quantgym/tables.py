@@ -1,0 +1,117 @@
+"""Terminal tables that fit the terminal: never an elided number or name (issue #18 item 1).
+
+Every command prints its tables through :func:`print_table`. Given the console's width it
+
+1. uses the full headers when every column fits;
+2. else each column's short header (:attr:`Col.short`);
+3. else splits the columns into parts that each fit, repeating the key columns (the first ``keys``,
+   e.g. period and agent) in every part, titled ``title (1/2)``, ``title (2/2)``.
+
+Columns never shrink below their widest cell (``min_width``, ``no_wrap``), so rich has nothing to
+cut: a number or an agent name is shown whole or, if a single column is wider than the terminal,
+folded onto the next line, never replaced by ``…``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+#: rich's default box: a left border, then per column 1 + width + 1 padding + 1 border
+_EDGE, _PER_COL = 1, 3
+
+
+@dataclass(frozen=True)
+class Col:
+    """One column: its header, justification and a shorter header for narrow terminals."""
+
+    header: str
+    justify: str = "right"
+    short: str | None = None
+
+    def head(self, short: bool) -> str:
+        return (self.short or self.header) if short else self.header
+
+
+def _len(text: str) -> int:
+    from rich.text import Text
+
+    return max((Text.from_markup(line).cell_len for line in str(text).split("\n")), default=0)
+
+
+def _widths(cols: Sequence[Col], rows: Sequence[Sequence[str]], short: bool) -> list[int]:
+    w = [_len(c.head(short)) for c in cols]
+    for r in rows:
+        for i, cell in enumerate(r):
+            w[i] = max(w[i], _len(cell))
+    return w
+
+
+def _total(widths: Sequence[int]) -> int:
+    return _EDGE + sum(x + _PER_COL for x in widths)
+
+
+def layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, keys: int = 1
+           ) -> tuple[bool, list[list[int]]]:
+    """(short headers?, column-index groups) so that each group's table fits ``width`` columns.
+
+    The first ``keys`` columns are in every group. A group holds at least one non-key column, so a
+    table whose key columns alone are too wide still prints (rich then folds its cells).
+    """
+    n = len(cols)
+    for short in (False, True):
+        if _total(_widths(cols, rows, short)) <= width:
+            return short, [list(range(n))]
+    w = _widths(cols, rows, True)
+    key_w = _total(w[:keys])
+    groups: list[list[int]] = []
+    cur: list[int] = []
+    used = key_w
+    for i in range(keys, n):
+        if cur and used + w[i] + _PER_COL > width:
+            groups.append(list(range(keys)) + cur)
+            cur, used = [], key_w
+        cur.append(i)
+        used += w[i] + _PER_COL
+    if cur or not groups:
+        groups.append(list(range(keys)) + cur)
+    return True, groups
+
+
+def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequence[Sequence[str]], *,
+                keys: int = 1, caption: str | None = None, end_sections: Sequence[bool] | None = None,
+                width: int | None = None) -> int:
+    """Print ``rows`` under ``cols`` on ``console`` (a rich Console) so that it fits the terminal.
+
+    Parameters
+    ----------
+    title : table title (a split table gets `` (k/K)``); caption : printed under the last part.
+    cols : the columns; rows : cell strings (rich markup allowed), one list per row, ``len(cols)`` each.
+    keys : number of leading columns repeated in every part of a split table.
+    end_sections : per row, whether a section line follows it (``rich.table.Table.add_row``).
+    width : the width to fit (default ``console.width``).
+
+    Returns
+    -------
+    int
+        The number of tables printed (1 unless the columns had to be split).
+    """
+    from rich.table import Table
+
+    width = int(width or console.width)
+    short, groups = layout(cols, rows, width, keys)
+    widths = _widths(cols, rows, short)
+    for k, group in enumerate(groups, 1):
+        part = title if len(groups) == 1 or title is None else f"{title} ({k}/{len(groups)})"
+        t = Table(title=part, title_justify="left", caption=caption if k == len(groups) else None,
+                  caption_justify="left")
+        for i in group:
+            t.add_column(cols[i].head(short), justify=cols[i].justify, no_wrap=True, min_width=widths[i],
+                         overflow="fold")
+        for j, r in enumerate(rows):
+            t.add_row(*[str(r[i]) for i in group], end_section=bool(end_sections and end_sections[j]))
+        console.print(t)
+    return len(groups)
+
+
+__all__ = ["Col", "layout", "print_table"]
