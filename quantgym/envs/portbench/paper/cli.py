@@ -16,18 +16,13 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
-def _rich_table(title: str, head: list[str], rows: list[list[str]], section_ends=(), n_text: int = 2):
-    """A narrow rich table: text columns left, numbers right; cells fold instead of being cut (…)."""
-    from rich import box
-    from rich.table import Table
+def _print_table(console, title: str, head: list[str], rows: list[list[str]], section_ends=(), n_text: int = 2):
+    """Text columns left (repeated in every part when the table is split to fit), numbers right."""
+    from quantgym.tables import Col, print_table
 
-    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for i, h in enumerate(head):
-        t.add_column(h, justify="left" if i < n_text else "right", overflow="fold")
     ends = set(section_ends)
-    for i, r in enumerate(rows):
-        t.add_row(*r, end_section=i in ends and i < len(rows) - 1)
-    return t
+    print_table(console, title, [Col(h, "left" if i < n_text else "right") for i, h in enumerate(head)], rows,
+                keys=n_text, end_sections=[i in ends and i < len(rows) - 1 for i in range(len(rows))])
 
 
 def register(app: typer.Typer) -> None:
@@ -105,7 +100,7 @@ def register(app: typer.Typer) -> None:
                                    progress=lambda s: progress.advance(tid))
         for title, head, rows, ends in rp.terminal_tables(rep):
             n_text = next((i for i, h in enumerate(head) if h in ("paper", "Sharpe", "Ret%")), 1)
-            console.print(_rich_table(title, head, rows, ends, n_text))
+            _print_table(console, title, head, rows, ends, n_text)
         paths = rp.write_outputs(rep, out)
         if docs is not None:
             try:
