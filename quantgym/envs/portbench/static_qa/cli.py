@@ -289,7 +289,11 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
             console.print(f"[yellow]QA–CEPS Spearman needs >= 3 agents with pipeline results; "
                           f"found {sp['n']} ({', '.join(sp['agents']) or 'none'})[/]")
 
-    rows = [SummaryRow(task=TASK, agent=r.agent, period=split) for r in runs]
+    from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
+
+    # the QA accuracies as summary.csv extra columns (qa_t1 ... qa_side), after the ten fixed ones (#18)
+    rows = [SummaryRow(task=TASK, agent=r.agent, period=split,
+                       extra={"qa_" + c.lower().rstrip("."): r.table.get(c) for c in TABLE_COLUMNS}) for r in runs]
     section = SectionResult(
         task=TASK, rows=rows,
         runs=[{"agent": r.agent, "metrics": r.table, "n": r.summary["n"], "n_correct": r.summary["n_correct"],
