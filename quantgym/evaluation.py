@@ -186,6 +186,81 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
 _PERIOD_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})(?::(daily|weekly|monthly))?$")
 
 
+#: summary.csv's numeric columns summarised over repeats (with the tasks' numeric extra columns)
+_REPEAT_METRICS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps")
+
+
+def repeats_section(repeats: list[list[SectionResult]], level: float = 0.95, console: Any = None) -> SectionResult:
+    """Summarise ``R`` repeats of one evaluation (``quantgym eval --repeats R``).
+
+    Parameters
+    ----------
+    repeats : the sections :func:`run_eval` returned, one list per repeat.
+    level : confidence level of the Student-t interval over the repeats.
+    console : a rich Console to print the summary table on (None: silent).
+
+    Returns
+    -------
+    SectionResult
+        Task ``"repeats"``: one summary row per (task, agent, profile, period) with the mean of every
+        numeric metric over the repeats, and extra columns ``<metric>_lo`` / ``<metric>_hi`` (the
+        interval), ``n_repeats`` and ``gate_rate`` (share of repeats whose gate passed); ``runs`` hold
+        every metric's :func:`~quantgym.stats.repeats.repeat_interval` and the per-repeat values.
+    """
+    from quantgym.stats.repeats import repeat_interval
+
+    groups: dict[tuple, dict[str, list]] = {}
+    for k, sections in enumerate(repeats):
+        for sec in sections:
+            for row in sec.rows:
+                key = (row.task, row.agent, row.profile, row.period)
+                g = groups.setdefault(key, {"_gate": [], "_repeat": []})
+                g["_repeat"].append(k + 1)
+                g["_gate"].append(row.gate)
+                vals = {m: getattr(row, m) for m in _REPEAT_METRICS}
+                vals.update({m: v for m, v in row.extra.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
+                for m, v in vals.items():
+                    g.setdefault(m, []).append(v)
+    out = SectionResult(task="repeats")
+    for (task, agent, profile, period), g in groups.items():
+        stats = {m: repeat_interval(v, level) for m, v in g.items() if not m.startswith("_")}
+        gates = [x for x in g["_gate"] if x is not None]
+        extra: dict[str, Any] = {"n_repeats": len(g["_repeat"]),
+                                 "gate_rate": (sum(gates) / len(gates)) if gates else None}
+        for m, st in stats.items():
+            if m not in _REPEAT_METRICS:
+                extra[m] = st["mean"]
+            extra[f"{m}_lo"], extra[f"{m}_hi"] = st["lo"], st["hi"]
+        out.rows.append(SummaryRow(task=task, agent=agent, profile=profile, period=period,
+                                   **{m: stats[m]["mean"] for m in _REPEAT_METRICS if m in stats}, extra=extra))
+        out.runs.append({"task": task, "agent": agent, "profile": profile, "period": period, "level": level,
+                         "repeats": g["_repeat"], "gate": g["_gate"], "metrics": stats,
+                         "values": {m: v for m, v in g.items() if not m.startswith("_")}})
+    if console is not None:
+        from quantgym.tables import Col, print_table
+
+        def cell(st: dict | None, nd: int) -> str:
+            if not st or st.get("mean") is None:
+                return ""
+            if st.get("lo") is None:
+                return f"{st['mean']:.{nd}f}"
+            return f"{st['mean']:.{nd}f} ± {(st['hi'] - st['lo']) / 2:.{nd}f}"
+
+        shown = [(m, h, nd) for m, h, nd in (("sharpe", "Sharpe", 3), ("ret_pct", "Ret%", 2), ("maxdd_pct", "MaxDD%", 2),
+                                             ("ceps", "CEPS", 3))
+                 if any((r["metrics"].get(m) or {}).get("mean") is not None for r in out.runs)]
+        one_task = len({r["task"] for r in out.runs}) == 1  # then the task is in the title, not a column
+        cols = [*([] if one_task else [Col("task", "left")]), Col("agent", "left"), Col("period", "left"),
+                *[Col(h) for _, h, _ in shown], Col("n")]
+        rows = [[*([] if one_task else [r["task"]]), r["agent"], "/".join(x for x in (r["profile"], r["period"]) if x),
+                 *[cell(r["metrics"].get(m), nd) for m, _, nd in shown], str(len(r["repeats"]))] for r in out.runs]
+        what = f"{out.runs[0]['task']}: " if one_task and out.runs else ""
+        print_table(console, f"{what}mean ± half-width of the Student-t {level:.0%} interval over {len(repeats)} "
+                    "repeats", cols, rows, keys=2 if one_task else 3)
+    return out
+
+
 def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
     """Raise ``ValueError`` (one line, naming the valid keywords) when ``env_id``'s constructor takes
     none of some keys of ``kwargs``; an env whose constructor takes ``**kwargs`` accepts any key.

@@ -45,6 +45,28 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
     return sections
 
 
+def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log, fail):
+    """``--repeats R``: R independent runs into OUT/repeat-K/, then OUT/summary.csv and results.json with the
+    mean and Student-t interval of every metric over the repeats (:mod:`quantgym.stats.repeats`)."""
+    from quantgym.evaluation import EvalPlan, repeats_section
+    from quantgym.results import write_results
+
+    runs = []
+    for k in range(repeats):
+        plan_k = EvalPlan.from_dict({**plan.to_dict(), "seed": plan.seed + k})
+        opts = dict(options)
+        if "base_url" in opts or "api_key" in opts:  # an openai: agent: its own request seed per repeat
+            opts["seed"] = (seed if seed is not None else 0) + k
+        console.print(f"[bold]repeat {k + 1}/{repeats}[/] (env seed {plan_k.seed}"
+                      + (f", request seed {opts['seed']}" if "seed" in opts else "") + ")")
+        runs.append(_run(agent, plan_k, out_dir / f"repeat-{k + 1}", concurrency, opts, console, err, quiet, log,
+                         fail))
+    sec = repeats_section(runs, console=console)
+    write_results(out_dir, [sec], meta={"command": " ".join(sys.argv), "agent": agent, "repeats": repeats})
+    console.print(f"Wrote [bold]{out_dir}[/] (repeat-1 .. repeat-{repeats}, summary.csv and results.json with the "
+                  "mean and interval over the repeats)")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command to ``app``."""
 
@@ -91,6 +113,9 @@ def register(app: typer.Typer) -> None:
         feedback: bool = typer.Option(False, "--feedback", help="Market-Bench repair mode (error trace back)."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
         baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="PortBench: Equal-Weight beside."),
+        repeats: int = typer.Option(1, "--repeats", min=1, help="Run the evaluation R times (env seed and LLM "
+                                    "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
+                                    "mean with its interval per metric in OUT."),
         plots: bool = typer.Option(True, "--plots/--no-plots"),
         quiet: bool = typer.Option(False, "--quiet", "-q"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: calls, estimated tokens, cost and wall "
@@ -223,7 +248,15 @@ def register(app: typer.Typer) -> None:
         from quantgym.cli_errors import check_out_dir
         from quantgym.cli_errors import out_dir as cli_out_dir
 
+        if repeats > 1 and (scheme == "replay" or cache_from):
+            fail("--repeats needs fresh answers: not with a replay: agent or --cache-from (they return the "
+                 "recorded answers)")
         check_out_dir(out_dir)
+        if repeats > 1:
+            with cli_out_dir(out_dir):
+                _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log,
+                             fail)
+            return
         with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
             sections = _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
         for s in sections:

@@ -1,0 +1,91 @@
+"""Repeated runs of one agent: the mean of each metric with its interval, and rankings with ties.
+
+An LLM agent's answers differ from run to run (sampling at temperature > 0, and batching / kernel
+nondeterminism of the server even at temperature 0), so one run's Sharpe or CEPS is one draw. With
+``r`` repeats the metric's mean is reported with a Student-t interval over the repeats
+(``scipy.stats.t``); two agents are *tied* when their intervals overlap (a conservative reading: no
+test of the difference is implied).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+
+def repeat_interval(values: Iterable[float | None], level: float = 0.95) -> dict[str, Any]:
+    """Mean and Student-t interval of one metric over repeats.
+
+    Parameters
+    ----------
+    values : the metric of each repeat (None / NaN entries are dropped and counted).
+    level : two-sided confidence level of the interval.
+
+    Returns
+    -------
+    dict
+        ``n`` (finite values), ``n_missing``, ``mean``, ``sd`` (ddof 1), ``lo``, ``hi`` (None when
+        ``n < 2``: one run has no spread), ``level``.
+
+    Raises
+    ------
+    ValueError
+        ``level`` outside (0, 1).
+    """
+    from scipy import stats
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    given = list(values)
+    vals = [float(v) for v in given if v is not None and math.isfinite(float(v))]
+    missing = len(given) - len(vals)
+    n = len(vals)
+    out: dict[str, Any] = {"n": n, "n_missing": missing, "level": level, "mean": None, "sd": None, "lo": None,
+                           "hi": None}
+    if n == 0:
+        return out
+    mean = sum(vals) / n
+    out["mean"] = mean
+    if n < 2:
+        return out
+    sd = math.sqrt(sum((v - mean) ** 2 for v in vals) / (n - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    out.update(sd=sd, lo=mean - half, hi=mean + half)
+    return out
+
+
+def rank_with_ties(intervals: Mapping[str, Mapping[str, Any]], higher_is_better: bool = True) -> list[dict]:
+    """Rank agents by their mean; an agent is tied with every agent whose interval overlaps its own.
+
+    Parameters
+    ----------
+    intervals : agent -> :func:`repeat_interval` result (``mean``, ``lo``, ``hi``; an agent without an
+        interval, ``n < 2``, is tied with nobody by that rule but still ranked by its mean).
+    higher_is_better : rank the largest mean first.
+
+    Returns
+    -------
+    list of dict
+        In rank order: ``rank`` (1-based, competition ranking of the means), ``agent``, ``mean``,
+        ``lo``, ``hi``, ``tied_with`` (agents whose interval overlaps this one's), and ``rank_range``
+        ``(best, worst)`` rank this agent could take given the ties.
+    """
+    items = [(a, d) for a, d in intervals.items() if d.get("mean") is not None]
+    items.sort(key=lambda x: -x[1]["mean"] if higher_is_better else x[1]["mean"])
+
+    def overlap(p: Mapping[str, Any], q: Mapping[str, Any]) -> bool:
+        if p.get("lo") is None or q.get("lo") is None:
+            return False
+        return p["lo"] <= q["hi"] and q["lo"] <= p["hi"]
+
+    out = []
+    for i, (a, d) in enumerate(items):
+        rank = 1 + sum(1 for _, e in items if (e["mean"] > d["mean"] if higher_is_better else e["mean"] < d["mean"]))
+        tied = [b for b, e in items if b != a and overlap(d, e)]
+        positions = [j + 1 for j, (b, _) in enumerate(items) if b == a or b in tied]
+        out.append({"rank": rank, "agent": a, "mean": d["mean"], "lo": d.get("lo"), "hi": d.get("hi"),
+                    "tied_with": tied, "rank_range": (min(positions), max(positions))})
+    return out
+
+
+__all__ = ["repeat_interval", "rank_with_ties"]
