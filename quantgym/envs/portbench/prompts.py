@@ -45,6 +45,31 @@ def _num(x: float) -> str:
     return s.replace("0.", ".", 1) if s.startswith(("0.", "-0.")) else s
 
 
+#: ``_num(k / 100)`` for k = -100 .. 100: the strings of every two-decimal correlation (index k + 100)
+_NUM2 = np.array([_num(k / 100) for k in range(-100, 101)], dtype=object)
+
+
+def _nums(x: np.ndarray) -> np.ndarray:
+    """``"nan"`` or :func:`_num` of every entry of ``x``, as an object array of the same shape.
+
+    The same strings as the scalar function, built by table look-up: an entry is rounded with
+    ``rint(100 x)`` only when that cannot differ from ``f"{x:.2f}"`` (finite, in [-1, 1], not within
+    1e-6 of a half-cent tie, and not a negative number that rounds to ``-.00``); every other entry goes
+    through :func:`_num` itself. Speed only (issue #19 item 4): an 80×80 table costs ~0.3 ms, not ~3 ms.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.empty(x.shape, dtype=object)
+    fin = np.isfinite(x)
+    y = np.where(fin, x, 0.0) * 100.0
+    k = np.rint(y)
+    fast = fin & (np.abs(x) <= 1.0) & (np.abs(np.abs(y - np.trunc(y)) - 0.5) > 1e-6) & ~((k == 0) & np.signbit(x))
+    out[fast] = _NUM2[(k[fast] + 100).astype(np.int64)]
+    for ij in zip(*np.nonzero(~fast)):
+        v = x[ij]
+        out[ij] = "nan" if not np.isfinite(v) else _num(float(v))
+    return out
+
+
 def correlation_block(snap: MarketSnapshot, table: str = "upper", max_assets: int | None = None) -> str:
     """Pairwise table (upper triangle, one row per asset), intra-class averages, inter-class matrix.
 
@@ -56,9 +81,9 @@ def correlation_block(snap: MarketSnapshot, table: str = "upper", max_assets: in
         lines.append("pairwise (" + ("upper triangle; " if table == "upper" else "") + "row asset vs columns): "
                      + " ".join(tick))
         pidx = idx[:max_assets]
+        strs = _nums(snap.corr[np.ix_(pidx, pidx)])
         for a, i in enumerate(pidx):
-            cols = pidx[a + 1:] if table == "upper" else pidx
-            vals = " ".join("nan" if not np.isfinite(snap.corr[i, j]) else _num(snap.corr[i, j]) for j in cols)
+            vals = " ".join(strs[a, a + 1:] if table == "upper" else strs[a])
             lines.append(f"{snap.tickers[i]}: {vals}")
     lines.append("intra-class average correlation:")
     counts = np.bincount(snap.class_id[idx], minlength=len(ASSET_CLASSES))
