@@ -8,7 +8,6 @@ through ``quantgym.envs.<task>.bench:run_section(ctx) -> SectionResult``.
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib
 import os
 import sys
@@ -21,7 +20,7 @@ import typer
 from rich.console import Console
 
 from quantgym.results import SectionResult, write_results
-from quantgym.cli_errors import check_out_dir, fail, make_out_dir
+from quantgym.cli_errors import check_out_dir, default_out, fail, make_out_dir
 from quantgym.cli_errors import out_dir as cli_out_dir
 
 try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
@@ -137,8 +136,7 @@ def bench(
     OUT/results.json (everything, incl. NAV series) and PNG plots.
     """
     console = Console()
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_dir = Path(out) if out else Path("results") / f"bench-{stamp}"
+    out_dir = Path(out) if out else default_out("bench")
     sections = _available_sections()
     wanted = _split(tasks) or list(sections)
     unknown = [t for t in wanted if t not in _bench_tasks()]

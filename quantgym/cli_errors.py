@@ -26,6 +26,13 @@ def one_line(msg: object) -> str:
     return " ".join(str(msg).split())
 
 
+def default_out(kind: str) -> Path:
+    """The results folder a command writes when ``--out`` is not given: ``results/<kind>-<UTC stamp>``."""
+    import datetime as _dt
+
+    return Path("results") / f"{kind}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+
+
 def fail(msg: object) -> NoReturn:
     """Print ``error: msg`` as one line on stderr and exit with code 2."""
     print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
@@ -103,4 +110,4 @@ def out_dir(out: Path, flag: str = "--out") -> Iterator[Path]:
         raise
 
 
-__all__ = ["fail", "one_line", "check_out_dir", "make_out_dir", "out_dir"]
+__all__ = ["default_out", "fail", "one_line", "check_out_dir", "make_out_dir", "out_dir"]

@@ -6,7 +6,7 @@ Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
   (empty where a column does not apply). ``ret_pct`` is the period's total return
   in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
   ``true``/``false``/empty. After them come the tasks' own columns
-  (:attr:`SummaryRow.extra`, e.g. Market-Bench ``pass_at_1``), in the order they first appear,
+  (:attr:`SummaryRow.extra`, e.g. a pass rate or an interval bound), in the order they first appear,
   empty for rows of other tasks.
 - ``results.json``: everything else (config with versions, metrics, NAV series,
   per-stage scores, …). Non-finite numbers are written as ``null``.

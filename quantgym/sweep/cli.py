@@ -6,7 +6,6 @@ with a one-line message naming the ``distributed`` extra when it is missing.
 
 from __future__ import annotations
 
-import datetime as _dt
 import sys
 from pathlib import Path
 from typing import Optional
@@ -91,7 +90,7 @@ def register(app: typer.Typer) -> None:
         from rich.markup import escape
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from quantgym.cli_errors import check_out_dir, fail
+        from quantgym.cli_errors import check_out_dir, default_out, fail
         from quantgym.cli_errors import out_dir as cli_out_dir
         from quantgym.sweep.grid import GridError, grid_from_flags, load_grid
         from quantgym.sweep.runner import BACKENDS, SweepError, check_runs, run_sweep
@@ -109,8 +108,7 @@ def register(app: typer.Typer) -> None:
                                        [int(s) for s in _split(seeds)] or [0], data=data)
         except (GridError, OSError, ValueError) as exc:
             fail(exc)
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path(out) if out else Path("results") / f"sweep-{stamp}"
+        out_dir = Path(out) if out else default_out("sweep")
         check_out_dir(out_dir)
         if backend not in BACKENDS:
             fail(f"--backend: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -55,7 +55,7 @@ def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, cons
     for k in range(repeats):
         plan_k = EvalPlan.from_dict({**plan.to_dict(), "seed": plan.seed + k})
         opts = dict(options)
-        if "base_url" in opts or "api_key" in opts:  # an openai: agent: its own request seed per repeat
+        if opts:  # options are built for openai: agents only: each repeat sends its own request seed
             opts["seed"] = (seed if seed is not None else 0) + k
         console.print(f"[bold]repeat {k + 1}/{repeats}[/] (env seed {plan_k.seed}"
                       + (f", request seed {opts['seed']}" if "seed" in opts else "") + ")")
@@ -129,7 +129,6 @@ def register(app: typer.Typer) -> None:
 
         Example: quantgym eval --agent openai:gpt-4o-mini --env PortBench-Balanced-v0 --period covid_2020
         """
-        import datetime as _dt
         import os
 
         from rich.console import Console
@@ -243,9 +242,9 @@ def register(app: typer.Typer) -> None:
                 fail(str(exc))
             render_plan(report, console)
             return
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        out_dir = Path(out) if out else Path("results") / f"eval-{stamp}"
-        from quantgym.cli_errors import check_out_dir
+        from quantgym.cli_errors import check_out_dir, default_out
+
+        out_dir = Path(out) if out else default_out("eval")
         from quantgym.cli_errors import out_dir as cli_out_dir
 
         if repeats > 1 and (scheme == "replay" or cache_from):

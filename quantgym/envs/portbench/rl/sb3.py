@@ -25,6 +25,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper, VecMonitor
 
 import quantgym  # noqa: F401 - registers the env ids
+from quantgym.cli_errors import one_line
 from quantgym.evaluation import EvalResult, evaluate
 from quantgym.envs.portbench.config import STRESS_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
@@ -277,7 +278,7 @@ def load_sb3_agent(arg: str, task: str = "portbench", **options: Any) -> SB3Poli
             algo = algo or cls.__name__.lower()
             break
         except Exception as exc:  # noqa: BLE001 - try the next algorithm class; every error is kept
-            errors.append(f"{cls.__name__}: {type(exc).__name__}: {' '.join(str(exc).split())[:160]}")
+            errors.append(f"{cls.__name__}: {type(exc).__name__}: {one_line(exc)[:160]}")
     if model is None:
         raise ValueError(f"sb3: could not load {model_path} ({'; '.join(errors)})")
     name = options.get("name") or meta.get("name") or f"SB3-{algo.upper()}"

@@ -184,9 +184,9 @@ def register(app: typer.Typer) -> None:
         if n < 1:
             fail(f"--n must be >= 1; got {n}")
         if out is None:
-            import datetime as _dt
+            from quantgym.cli_errors import default_out
 
-            out = Path("results") / f"qa-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+            out = default_out("qa")
         check_out_dir(out)
         for spec in agent:
             try:
