@@ -125,6 +125,8 @@ def test_eval_baseline_on_other_tasks_is_one_line_exit_2(tmp_path):
 
 
 def test_eval_help_names_baselines_for_portbench_only():
-    r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    # width through COLUMNS/terminal_width only: typer reads TERMINAL_WIDTH once, at its first import, so
+    # setting it here would fix every later --help in this pytest process at 400 columns
+    r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400"}, terminal_width=400)
     text = " ".join(r.output.split())
     assert "PortBench only a baseline name" in text and "quantgym bench --agents" in text
