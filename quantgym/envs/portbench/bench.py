@@ -11,17 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.table import Table
-
 from quantgym.evaluation import EvalResult, evaluate, fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period, stress_gate
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
+from quantgym.envs.portbench.uncertainty import p_cell, run_uncertainty, sharpe_cell, summary_fields
 from quantgym.results import SectionResult
+from quantgym.tables import Col, print_table
 
 DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
+#: the terminal table's columns (print_table fits them to the terminal, splitting when needed)
+TABLE_COLUMNS = (Col("period", "left"), Col("agent", "left"), Col("Sharpe [95% CI]", short="Sharpe [CI]"),
+                 Col("Ret%"), Col("MaxDD%"), Col("Vol%"), Col("CEPS"), Col("gate", "center"),
+                 Col("p vs EqW", short="p"))
 ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
            "aggressive": "PortBench-Aggressive-v0"}
 
@@ -79,29 +83,33 @@ def run_section(ctx) -> SectionResult:
             for per in periods:
                 res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per])
                 ctx.progress.advance(tid)
+    unc = _uncertainty(res, base, periods, specs)  # id(EvalResult) -> uncertainty block
     section = SectionResult(task="portbench")
     for prof in profiles:
         tol = PROFILES[prof].max_drawdown
-        table = Table(title=f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
-                      caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
-                              "(§7.2). Baselines are profile-independent and have no CEPS.", title_justify="left")
-        for col, just in (("period", "left"), ("agent", "left"), ("Sharpe", "right"), ("Ret%", "right"),
-                          ("MaxDD%", "right"), ("Vol%", "right"), ("CEPS", "right"), ("gate", "center")):
-            table.add_column(col, justify=just)
         mdds = {lab: {per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods} for lab in labels}
+        cells, ends = [], []
         for pi, per in enumerate(periods):
             for ai, lab in enumerate(labels):
                 r = res[(lab, prof, per)]
                 m = r.metrics
                 row_gate = period_gate(per, mdds[lab], tol)
-                table.add_row(per if ai == 0 else "", lab, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
+                fields = summary_fields(unc[id(r)])
+                cells.append([per if ai == 0 else "", lab, sharpe_cell(m["sharpe"], fields), _fmt(m["ret_pct"]),
                               _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]), _fmt(r.ceps, 3),
                               "" if row_gate is None else ("✓" if row_gate else "✗"),
-                              end_section=ai == len(labels) - 1 and pi < len(periods) - 1)
+                              p_cell(fields["dsharpe_eqw_p"])])
+                ends.append(ai == len(labels) - 1 and pi < len(periods) - 1)
                 row = r.summary_row(gate=row_gate)
                 row.profile = prof
+                row.extra.update(fields)
                 section.rows.append(row)
-        ctx.console.print(table)
+        print_table(ctx.console, f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
+                    TABLE_COLUMNS, cells, keys=2, end_sections=ends,
+                    caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
+                            "(§7.2). Baselines are profile-independent and have no CEPS. [95% CI]: stationary "
+                            "block bootstrap of daily returns; p vs EqW: Ledoit–Wolf test of equal Sharpe with "
+                            "Equal-Weight (beats EqW stays Sharpe strictly greater, §7.3; docs/uncertainty.md).")
         if opts.get("plots", True):
             for per in periods:
                 plot_nav([res[(lab, prof, per)] for lab in labels], f"PortBench {per} — {prof} "
@@ -118,12 +126,13 @@ def run_section(ctx) -> SectionResult:
         d["fallbacks"] = fallbacks[(key, per)]
         d["profile"] = None
         d["note"] = "baseline run once per period; profile-independent (spec §4.6)"
+        d["uncertainty"] = unc[id(r)]
         d["gate_by_profile"] = {p: stress_gate({q: base[(key, q)].metrics["max_drawdown"] for q in periods},
                                                PROFILES[p].max_drawdown) for p in profiles}
         section.runs.append(d)
     for (lab, prof, per), r in res.items():
         if lab not in [a.name for a in agents]:
-            section.runs.append(r.to_dict())
+            section.runs.append({**r.to_dict(), "uncertainty": unc[id(r)]})
     section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
     usage = {getattr(a, "name", spec): a.usage() for spec, a in zip(extra_specs, extra) if hasattr(a, "usage")}
     if usage:
@@ -132,6 +141,21 @@ def run_section(ctx) -> SectionResult:
         if hasattr(a, "close"):
             a.close()
     return section
+
+
+def _uncertainty(res: dict, base: dict, periods: list[str], specs: dict) -> dict[int, dict]:
+    """The uncertainty block (:func:`~quantgym.envs.portbench.uncertainty.run_uncertainty`) of every
+    distinct run, keyed by ``id``: a baseline is run once and shared by the profiles, so once here.
+    Equal-Weight, the paired reference, is run for the test when it is not among the agents."""
+    eqw = {per: base[("equal_weight", per)] for per in periods if ("equal_weight", per) in base}
+    missing = [per for per in periods if per not in eqw]
+    if missing:
+        eqw.update({per: r for (_, per), r in run_baselines(missing, ["equal_weight"], specs=specs).items()})
+    out: dict[int, dict] = {}
+    for (_, _, per), r in res.items():
+        if id(r) not in out:
+            out[id(r)] = run_uncertainty(r, eqw[per])
+    return out
 
 
 def _agent_options(spec: str, out_dir) -> dict:
