@@ -32,7 +32,7 @@ Sharpe difference (:func:`sharpe_difference_test`)
     p-value (normal approximation, LW §3.1, liberal in small samples) is reported beside it as
     ``p_hac``. LW's formulas use population moments (ddof 0); we report Δ on the ddof-1 Sharpe of
     :mod:`quantgym.metrics` (so Δ equals the difference of the Sharpe columns), scaling Δ and its
-    standard error by ``sqrt(n / (n − 1))`` (the ratio of the two, identical for both series); the
+    standard error by ``sqrt((n − 1) / n)`` (the ratio of the two, identical for both series); the
     studentised statistics, hence p-values, are unchanged by that scaling.
 """
 
@@ -286,7 +286,7 @@ def sharpe_difference_test(r1: Any, r2: Any, config: BootstrapConfig = DEFAULT_B
                            "method": "ledoit-wolf-2008 studentised circular block bootstrap"}
     if n < max(3, config.min_obs) or np.ptp(a) == 0 or np.ptp(b) == 0:
         return out
-    scale = math.sqrt(periods_per_year) * math.sqrt(n / (n - 1))  # per-period ddof 0 -> annual ddof 1
+    scale = math.sqrt(periods_per_year) * math.sqrt((n - 1) / n)  # per-period ddof 0 -> annual ddof 1
     if np.array_equal(a, b):
         return {**out, "delta": 0.0, "lo": 0.0, "hi": 0.0, "p": 1.0, "se": 0.0, "p_hac": 1.0}
     e1, e2 = a - rf / periods_per_year, b - rf / periods_per_year
