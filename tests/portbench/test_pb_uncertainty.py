@@ -85,3 +85,17 @@ def test_bench_with_equal_weight_reports_it_as_p_one(tmp_path):
     assert r.exit_code == 0, r.output
     (row,) = read_summary_csv(tmp_path / "b" / "summary.csv")
     assert row["dsharpe_eqw"] == "0" and row["dsharpe_eqw_p"] == "1"
+
+
+def test_the_report_has_the_uncertainty_table(bench):
+    from quantgym.envs.portbench.report import section
+    from quantgym.sweep.report import load_source
+
+    out, _ = bench
+    src = load_source(out)
+    sec = section([src], src.rows)
+    (t,) = [t for t in sec.tables if t.anchor == "pb-uncertainty"]
+    assert t.columns[:4] == ["period", "agent", "profile", "Sharpe"] and "p" in t.columns
+    assert len(t.rows) == 2 and {r[1] for r in t.rows} == {"Risk Parity", "60/40"}
+    assert all(re.fullmatch(r"-?\d+\.\d\d \[-?\d+\.\d\d, -?\d+\.\d\d\]", r[3]) for r in t.rows)
+    assert all(r[-1] in ("✓", "✗") for r in t.rows)  # the strict rule beside the test

@@ -2,7 +2,8 @@
 (Sharpe per period, mean Sharpe, Sharpe minus Equal-Weight's, worst stress drawdown, stress gate (spec
 portbench §7.2), CEPS); NAV per period with the baselines and, when two or more stage-scored agents exist,
 their shaded min–max band (the paper's LLM band); per-stage S1–S5 bars and CEPS; worst stress drawdown
-against the Conservative gate; Sharpe relative to Equal-Weight per period; and the static QA layer's
+against the Conservative gate; Sharpe relative to Equal-Weight per period; each run's bootstrap intervals
+and Ledoit–Wolf test against Equal-Weight (issue #16); and the static QA layer's
 per-template accuracies (from ``results.json``: summary.csv carries no QA metric)."""
 
 from __future__ import annotations
@@ -99,6 +100,49 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
                                  "tolerance in all three stress windows (spec §7.2); – when not all were run. "
                                  "Several runs of one cell (seeds, sources) are averaged."))
     return tables
+
+
+def _interval(iv: dict[str, Any], stat: str, scale: float = 1.0, nd: int = 2) -> str:
+    """``est [lo, hi]`` of one statistic of an uncertainty block (``scale`` 100 for percent)."""
+    d = iv.get(stat) or {}
+
+    def f(x: Any) -> str:
+        return _fmt(None if _num(x) is None else _num(x) * scale, nd)
+
+    return f"{f(d.get('est'))} [{f(d.get('lo'))}, {f(d.get('hi'))}]"
+
+
+def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
+    """Per run (agent × profile × period): the 95 % bootstrap intervals and the Ledoit–Wolf test vs EqW,
+    beside the spec's strict beat-EqW rule (from results.json ``uncertainty``, written by the bench)."""
+    with_u = [r for r in runs if isinstance(r.get("uncertainty"), dict)]
+    if not with_u:
+        return None
+    order = {p: i for i, p in enumerate(_ordered((r.get("period") for r in with_u), PERIOD_ORDER))}
+    multi = len({r.get("_source") for r in with_u}) > 1
+    body = []
+    for r in sorted(with_u, key=lambda r: (order.get(r.get("period"), 99), r.get("profile") or "", r["agent"])):
+        u = r["uncertainty"]
+        iv, t = u.get("intervals") or {}, u.get("vs_equal_weight") or {}
+        beats = None if r["agent"] == EQW else t.get("beats_strict")
+        p = _num(t.get("p"))
+        body.append([str(r.get("period") or "–"), r["agent"], str(r.get("profile") or "all"),
+                     _interval(iv, "sharpe"), _interval(iv, "total_return", 100), _interval(iv, "volatility", 100),
+                     _interval(iv, "max_drawdown", 100),
+                     f"{_fmt(_num(t.get('delta')))} [{_fmt(_num(t.get('lo')))}, {_fmt(_num(t.get('hi')))}]",
+                     "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}"), _fmt(beats)]
+                    + ([str(r.get("_source"))] if multi else []))
+    cfg = (with_u[0]["uncertainty"].get("config") or {})
+    return Table("PortBench — uncertainty of each run (95 % intervals; Sharpe difference vs Equal-Weight)",
+                 ["period", "agent", "profile", "Sharpe", "Ret%", "Vol%", "MaxDD%", "Δ Sharpe vs EqW", "p",
+                  "beats EqW (strict)"] + (["source"] if multi else []), body, anchor="pb-uncertainty",
+                 note="est [lo, hi]: stationary block bootstrap (Politis & Romano 1994) of the run's daily returns, "
+                      "percentile interval, block length by Politis & White (2004); Ret% is the period's total "
+                      "return. Δ Sharpe vs EqW: paired with Equal-Weight's daily returns, Ledoit & Wolf (2008) "
+                      "studentised circular block bootstrap interval and two-sided p-value. 'beats EqW (strict)' is "
+                      "the spec's rule (Sharpe strictly greater, §7.3); p says whether that difference is "
+                      "distinguishable from noise. Baselines (profile 'all') are profile-independent. "
+                      f"Seed {cfg.get('seed')}, B = {cfg.get('n_boot')}. See docs/uncertainty.md.")
 
 
 def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
@@ -248,6 +292,9 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     if not tables and not runs:
         return None
     sec = Section("PortBench", "portbench", tables=tables)
+    unc = uncertainty_table(runs)
+    if unc is not None:
+        sec.tables.append(unc)
     for f in (plot_nav_periods(runs), plot_stage_scores(runs), plot_stress_drawdown(rows), plot_sharpe_vs_eqw(rows)):
         if f is not None:
             sec.figures.append(f)

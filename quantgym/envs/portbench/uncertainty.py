@@ -63,7 +63,8 @@ def run_uncertainty(result: Any, eqw: Any | None, config: BootstrapConfig = DEFA
     dict
         ``intervals``: :func:`bootstrap_intervals` of the run's daily returns (decimals);
         ``vs_equal_weight``: :func:`sharpe_difference_test` of (run, EqW) on their common days, with
-        ``n_common`` (None when ``eqw`` is None); ``config``: the settings.
+        ``n_common``, ``eqw_sharpe`` and ``beats_strict`` (the spec's rule, §7.3: Sharpe strictly greater
+        than EqW's; False for EqW itself) (None when ``eqw`` is None); ``config``: the settings.
     """
     rf, include_start = _settings(result)
     r = daily_returns(result.nav)
@@ -76,7 +77,9 @@ def run_uncertainty(result: Any, eqw: Any | None, config: BootstrapConfig = DEFA
         common = r.index.intersection(e.index)
         test = sharpe_difference_test(r.loc[common].to_numpy(), e.loc[common].to_numpy(), config, rf=rf,
                                       periods_per_year=TRADING_DAYS)
-        out["vs_equal_weight"] = {**test, "n_common": int(common.size)}
+        sh, ref = result.metrics.get("sharpe"), eqw.metrics.get("sharpe")
+        out["vs_equal_weight"] = {**test, "n_common": int(common.size), "eqw_sharpe": ref,
+                                  "beats_strict": None if sh is None or ref is None else bool(sh > ref)}
     return out
 
 
