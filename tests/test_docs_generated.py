@@ -6,6 +6,8 @@
   (replays the shipped real-model transcripts in examples/llm_floor/ offline);
 - the quick offline blocks of ``benchmarks/docs_tables.py`` (docs/qa.md 'qa-reference', ...):
   ``python benchmarks/docs_tables.py --check``;
+- docs/uncertainty.md 'uncertainty-2024': ``python benchmarks/uncertainty_table.py --check`` (the six
+  baselines and 40 seeded random-weights policies on normal_2024, about 30 s);
 - docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
 """
 
@@ -50,3 +52,9 @@ def test_quick_docs_tables_are_current():
     r = _run("benchmarks/docs_tables.py", "--check")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "up to date" in r.stdout and "out of date" not in r.stdout
+
+
+def test_uncertainty_docs_numbers_are_current():
+    r = _run("benchmarks/uncertainty_table.py", "--check")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "up to date" in r.stdout
