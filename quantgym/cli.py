@@ -132,8 +132,8 @@ def bench(
 ) -> None:
     """Run the benchmark's classical agents on the bundled real data and print paper-style tables.
 
-    Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate),
-    OUT/results.json (everything, incl. NAV series) and PNG plots.
+    Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate, then
+    each task's own columns, e.g. PortBench's intervals: docs/uncertainty.md), OUT/results.json (everything, incl. NAV series) and PNG plots.
     """
     console = Console()
     out_dir = Path(out) if out else default_out("bench")
