@@ -1,5 +1,7 @@
 """Uncertainty of every leaderboard number (issue #16): generic statistics, no task named here.
 
+- :mod:`quantgym.stats.config`: :class:`BootstrapConfig`, the one place of the bootstrap settings
+  (seed 16, B = 2000, 95 %, Politis–White block lengths).
 - :mod:`quantgym.stats.bootstrap`: stationary block bootstrap intervals of return statistics
   (Politis & Romano 1994, block length by Politis & White 2004, through ``arch.bootstrap``) and the
   Sharpe-ratio difference test on paired returns (Ledoit & Wolf 2008).

@@ -99,3 +99,19 @@ def test_the_report_has_the_uncertainty_table(bench):
     assert len(t.rows) == 2 and {r[1] for r in t.rows} == {"Risk Parity", "60/40"}
     assert all(re.fullmatch(r"-?\d+\.\d\d \[-?\d+\.\d\d, -?\d+\.\d\d\]", r[3]) for r in t.rows)
     assert all(r[-1] in ("✓", "✗") for r in t.rows)  # the strict rule beside the test
+
+
+def test_extra_agents_rows_and_runs_carry_the_uncertainty(tmp_path):
+    """An extra agent (``--agent``) is run per profile; each of its runs gets the block and the columns."""
+    r = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--profiles", "balanced", "--periods", "covid_2020",
+                                 "--agents", "risk_parity", "--agent", "min_variance", "--out", str(tmp_path / "b"),
+                                 "--no-plots", "-q"])
+    assert r.exit_code == 0, r.output
+    rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "b" / "summary.csv")}
+    assert set(rows) == {"Risk Parity", "Min-Variance"}
+    assert all(rows["Min-Variance"][c] != "" for c in COLUMNS)
+    runs = json.loads((tmp_path / "b" / "results.json").read_text())["tasks"]["portbench"]["runs"]
+    extra = [run for run in runs if run["agent"] == "Min-Variance"]
+    assert len(extra) == 1 and extra[0]["profile"] == "balanced"
+    assert extra[0]["uncertainty"]["vs_equal_weight"]["delta"] == pytest.approx(float(rows["Min-Variance"]["dsharpe_eqw"]),
+                                                                               rel=1e-5)
