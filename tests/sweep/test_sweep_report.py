@@ -48,7 +48,7 @@ def test_html_is_self_contained(report):
     assert not re.search(r'(src|href)="(?!data:|#)', page), "external reference in the page"
     imgs = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(imgs) >= 4 and all(base64.b64decode(i)[:4] == b"\x89PNG" for i in imgs)
-    assert page.count('<table class="lb"') == 4  # inputs, conservative, aggressive, all rows
+    assert page.count('<table class="lb"') == 5  # inputs, conservative, aggressive, uncertainty, all rows
 
 
 def test_stage_scores_and_band_only_with_stage_scored_agents(tmp_path, bench_dir):
