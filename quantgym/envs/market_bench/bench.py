@@ -29,6 +29,7 @@ from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAge
 from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, MarketBenchSandboxLimits, MarketBenchScoringConfig
 from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 TASK = "market_bench"
 
@@ -111,8 +112,6 @@ def extras_table(records: list[dict[str, Any]]):
 
 def run_section(ctx) -> SectionResult:
     """Bench entry point (``quantgym bench``): see the module docstring."""
-    from rich.table import Table
-
     cfg = MarketBenchScoringConfig()
     jobs = default_jobs()
     tid = ctx.progress.add_task("Market-Bench", total=len(jobs))
@@ -121,25 +120,7 @@ def run_section(ctx) -> SectionResult:
     extras = extras_table(records)
     table = scores.merge(extras, on=["agent", "strategy"], how="left")
     k = cfg.attempts
-    for strategy in (*STRATEGIES, "overall"):
-        sub = table[table["strategy"] == strategy]
-        t = Table(title=f"Market-Bench {TASK_VERSION} - {strategy} (spec §6; MAE over solved rounds; "
-                        f"mutants on rounds {', '.join(map(str, MUTANT_ROUNDS))})")
-        cols = ("#", "agent", f"p@{k}", "p@1", "mean MAE", "att.", f"c@{k}", "c@1") + (
-            ("corr", "rel err") if strategy != "overall" else ())
-        for col in cols:
-            t.add_column(col, justify="left" if col == "agent" else "right", no_wrap=col in ("agent", "mean MAE"))
-        for _, row in sub.iterrows():
-            rel = row.get("max_rel_error", np.nan)
-            name = str(row["agent"]).replace("mutant:", "")
-            name = name.split("/")[-1] if strategy != "overall" else name
-            cells = [str(row["rank"]), name, fmt(row[f"pass@{k}"]), fmt(row["pass@1"]),
-                     fmt(row["mean_mae_solved"]), fmt(row["avg_attempt"]), fmt(row[f"correct@{k}"]),
-                     fmt(row["correct@1"])]
-            if strategy != "overall":
-                cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
-            t.add_row(*cells)
-        ctx.console.print(t)
+    print_bench_tables(ctx.console, table, k, cfg)
     agents = list(dict.fromkeys(r["agent"] for r in records))
     rows = [SummaryRow(task=TASK, agent=a, period=TASK_VERSION) for a in agents]
     if ctx.options.get("plots", False):
@@ -155,6 +136,61 @@ def run_section(ctx) -> SectionResult:
                 "the reference runs on all 5 rounds per strategy, the mutants on rounds "
                 + ", ".join(map(str, MUTANT_ROUNDS)),
     })
+
+
+def score_cols(k: int, extras: bool = True, rank: bool = True) -> list[Col]:
+    """The columns of a Market-Bench score table (issue #18 item 1): rank, agent (or strategy), the paper's
+    p@k / p@1 / MAE / attempts, the anti-stub c@k / c@1, and (per strategy) path correlation and relative error."""
+    return [*([Col("#")] if rank else []), Col("agent", "left"), Col(f"p@{k}"), Col("p@1"),
+            Col("mean MAE", short="MAE"), Col("att."), Col(f"c@{k}", group=True), Col("c@1"),
+            *([Col("corr"), Col("rel err", short="rel")] if extras else [])]
+
+
+def _e(x: float) -> str:
+    return f"{x:g}".replace("e-0", "e-")
+
+
+def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), stub: bool = True) -> str:
+    """What the score columns mean (issue #18 item 6), printed under the Market-Bench tables."""
+    text = (f"p@{k} / p@1 (pass@k, the paper's, spec §6): share of rounds solved within the first {k} attempts / on "
+            "the first; solved = the attempt ran in the sandbox and returned every required metric as a finite "
+            f"number, whatever its value. c@{k} / c@1 (correct@k, beyond the paper): share of rounds with an attempt "
+            f"whose every metric is within max({_e(cfg.correct_atol)}, {_e(cfg.correct_rtol)}·|reference|) of the "
+            "reference. MAE: mean |metric − reference| over the strategy's metrics, averaged over solved rounds; "
+            "att.: mean first successful attempt; corr: equity-path correlation with the reference; rel: largest "
+            "per-metric relative error.")
+    if stub:
+        text += (f" stub_zeros returns 0.0 for every required metric without reading the data: 0.0 is a finite "
+                 f"number, so each of its attempts counts as solved (p@{k} = p@1 = 1.00) though its values are wrong "
+                 f"(c@{k} = c@1 = 0.00, a large MAE, no equity path so no corr); c@{k} is the column that tells a "
+                 "stub from a solution.")
+    return text
+
+
+def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(),
+                       width: int | None = None) -> None:
+    """One score table per strategy and one overall (``table``: :func:`score_table` merged with
+    :func:`extras_table`), fitted to the terminal, then the legend of the columns."""
+    from quantgym.tables import print_table
+
+    strategies = (*STRATEGIES, "overall")
+    for i, strategy in enumerate(strategies):
+        sub = table[table["strategy"] == strategy]
+        rows = []
+        for _, row in sub.iterrows():
+            rel = row.get("max_rel_error", np.nan)
+            name = str(row["agent"]).replace("mutant:", "")
+            name = name.split("/")[-1] if strategy != "overall" else name
+            cells = [str(row["rank"]), name, fmt(row[f"pass@{k}"]), fmt(row["pass@1"]),
+                     fmt(row["mean_mae_solved"]), fmt(row["avg_attempt"]), fmt(row[f"correct@{k}"]),
+                     fmt(row["correct@1"])]
+            if strategy != "overall":
+                cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
+            rows.append(cells)
+        print_table(console, f"Market-Bench {TASK_VERSION} - {strategy}", score_cols(k, strategy != "overall"), rows,
+                    keys=2, width=width, caption=(legend(k, cfg) + " Mutants run on rounds "
+                                                  + ", ".join(map(str, MUTANT_ROUNDS)) + ".")
+                    if i == len(strategies) - 1 else None)
 
 
 def _plot(table, path, k) -> None:

@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary, print_warnings as _print_warnings
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 
 def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[str, Any]:
@@ -60,17 +61,16 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                         extra={"scores": scores.to_dict(orient="records"), "task_version": TASK_VERSION,
                                "feedback": plan.feedback, "attempts": plan.attempts})
     if console is not None:
-        from rich.table import Table
+        from quantgym.envs.market_bench.bench import legend, score_cols
+        from quantgym.tables import print_table
 
         k = plan.attempts
-        t = Table(title=f"Market-Bench {TASK_VERSION} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
-                        f"attempts, K={k})", title_justify="left")
-        for col in ("strategy", f"p@{k}", "p@1", "mean MAE", "att."):
-            t.add_column(col, justify="left" if col == "strategy" else "right")
-        for _, row in scores.iterrows():
-            t.add_row(str(row["strategy"]), fmt(row.get(f"pass@{k}")), fmt(row.get("pass@1")),
-                      fmt(row.get("mean_mae_solved")), fmt(row.get("avg_attempt")))
-        console.print(t)
+        cols = [c if c.header != "agent" else Col("strategy", "left") for c in score_cols(k, extras=False, rank=False)]
+        rows = [[str(row["strategy"]), *[fmt(row.get(c)) for c in (f"pass@{k}", "pass@1", "mean_mae_solved",
+                                                                     "avg_attempt", f"correct@{k}", "correct@1")]]
+                for _, row in scores.iterrows()]
+        print_table(console, f"Market-Bench {TASK_VERSION} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
+                    f"attempts, K={k})", cols, rows, keys=1, caption=legend(k, cfg, stub=False))
         _print_warnings(console, runs)
     return sec
 

@@ -9,9 +9,7 @@ profile is the stress gate (§7.2): ``gate`` of a stress-window row = ``|MDD| �
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.table import Table
+from typing import Any, Sequence
 
 from quantgym.evaluation import EvalResult, evaluate, fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
@@ -20,6 +18,7 @@ from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period,
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.results import SectionResult
+from quantgym.tables import Col
 
 DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
@@ -80,32 +79,22 @@ def run_section(ctx) -> SectionResult:
                 res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per])
                 ctx.progress.advance(tid)
     section = SectionResult(task="portbench")
+    gates: dict[tuple[str, str, str], bool | None] = {}
     for prof in profiles:
         tol = PROFILES[prof].max_drawdown
-        table = Table(title=f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
-                      caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
-                              "(§7.2). Baselines are profile-independent and have no CEPS.", title_justify="left")
-        for col, just in (("period", "left"), ("agent", "left"), ("Sharpe", "right"), ("Ret%", "right"),
-                          ("MaxDD%", "right"), ("Vol%", "right"), ("CEPS", "right"), ("gate", "center")):
-            table.add_column(col, justify=just)
         mdds = {lab: {per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods} for lab in labels}
-        for pi, per in enumerate(periods):
-            for ai, lab in enumerate(labels):
+        for per in periods:
+            for lab in labels:
                 r = res[(lab, prof, per)]
-                m = r.metrics
-                row_gate = period_gate(per, mdds[lab], tol)
-                table.add_row(per if ai == 0 else "", lab, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]),
-                              _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]), _fmt(r.ceps, 3),
-                              "" if row_gate is None else ("✓" if row_gate else "✗"),
-                              end_section=ai == len(labels) - 1 and pi < len(periods) - 1)
+                gates[(lab, prof, per)] = row_gate = period_gate(per, mdds[lab], tol)
                 row = r.summary_row(gate=row_gate)
                 row.profile = prof
                 section.rows.append(row)
-        ctx.console.print(table)
         if opts.get("plots", True):
             for per in periods:
                 plot_nav([res[(lab, prof, per)] for lab in labels], f"PortBench {per} — {prof} "
                          f"(drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
+    print_period_tables(ctx.console, periods, profiles, [a.name for a in agents], labels[len(agents):], res, gates)
     fallbacks = {(key, per): [{"date": st.get("date"), "reason": st["fallback"]} for st in r.steps if st.get("fallback")]
                  for (key, per), r in base.items()}
     lines = [f"  {base[(key, per)].agent}, {per}: {', '.join(str(f['date']) for f in fb)} "
@@ -132,6 +121,50 @@ def run_section(ctx) -> SectionResult:
         if hasattr(a, "close"):
             a.close()
     return section
+
+
+def _gate_cell(gate: bool | None) -> str:
+    return "" if gate is None else ("✓" if gate else "✗")
+
+
+#: the metric columns of a per-period table (issue #18 items 1, 4); a gate column per profile follows
+PERIOD_COLS = (Col("agent", "left"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"),
+               Col("CEPS"))
+_SHORT_PROFILE = {"conservative": "cons", "balanced": "bal", "aggressive": "aggr"}
+
+
+def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence[str], baselines: Sequence[str],
+                        others: Sequence[str], res: dict[tuple[str, str, str], Any],
+                        gates: dict[tuple[str, str, str], bool | None], width: int | None = None) -> None:
+    """One table per period (issue #18 item 4): a baseline's run is profile-independent, so it is one row
+    with a gate column per profile; another agent ran once per profile, so it has a row per profile
+    (``name · profile``) with that profile's gate only. ``res`` / ``gates`` are keyed (label, profile, period)."""
+    from quantgym.tables import print_table
+
+    cols = [*PERIOD_COLS, *[Col(f"gate {p}", "center",
+                                short=_SHORT_PROFILE.get(p, p[:4])) for p in profiles]]
+    show_ceps = any(r.ceps is not None for r in res.values())
+    if not show_ceps:
+        cols = [c for c in cols if c.header != "CEPS"]
+    # (shown name, label, the profile whose run is shown, the profiles gated on that row)
+    entries = [(lab, lab, profiles[0], list(profiles)) for lab in baselines]
+    entries += [(f"{lab} · {p}", lab, p, [p]) for lab in others for p in profiles]
+    tols = ", ".join(f"{p} {PROFILES[p].max_drawdown:.0%}" for p in profiles)
+    caption = (f"gate per profile (§7.2; drawdown tolerance {tols}): a stress window's row passes when |MaxDD| ≤ "
+               "the tolerance, normal_2024's when all three stress windows pass. A baseline is profile-independent: "
+               "one run, gated under every profile" + (", no CEPS" if not show_ceps else "")
+               + ("; another agent has a row per profile, with that profile's gate." if others else "."))
+    for i, per in enumerate(periods):
+        rows, ends = [], []
+        for shown, lab, prof, gated in entries:
+            r = res[(lab, prof, per)]
+            m = r.metrics
+            rows.append([shown, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]), _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]),
+                         *([_fmt(r.ceps, 3)] if show_ceps else []),
+                         *[_gate_cell(gates[(lab, p, per)]) if p in gated else "" for p in profiles]])
+            ends.append(bool(others) and lab == baselines[-1] if baselines else False)
+        print_table(console, f"PortBench — {per}", cols, rows, keys=1, end_sections=ends,
+                    caption=caption if i == len(periods) - 1 else None, width=width)
 
 
 def _agent_options(spec: str, out_dir) -> dict:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from rich.table import Table
 
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 from .config import ARENA_VERSION, Windows
 from .data import load_dataset
@@ -95,38 +95,29 @@ def run_section(ctx) -> SectionResult:
             runs[futs[f]] = f.result()
             ctx.progress.advance(tid)
     rows: list[SummaryRow] = []
-    table = Table(title=f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {ds.N} stocks, net of costs)")
-    for col in ("agent", "ARR", "xARR", "Sharpe", "MaxDD", "RankIC", "S_out", "S"):
-        table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
-    rtable = Table(title="Research 2022-2023 (the feedback the agent saw)")
-    for col in ("agent", "ARR", "xARR", "RankIC", "IR", "LS SR", "TO", "S_in"):
-        rtable.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
+    sealed_rows, research_rows = [], []
     for name in names:
         r = runs[name]
         m, mr = r["sealed"] or {}, r["research"] or {}
-        table.add_row(name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
-                      _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
-                      _num(r["S"], 1))
-        rtable.add_row(name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
-                       _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
-                       _num(r["S_in"], 1))
+        sealed_rows.append([name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
+                            _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
+                            _num(r["S"], 1)])
+        research_rows.append([name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
+                              _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
+                              _num(r["S_in"], 1)])
         rows.append(SummaryRow(task="quant_arena", agent=name, profile=None, period=PERIOD,
                                sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else
                                100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
                                100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
                                100 * m["volatility"], ceps=None, gate=None))
-    table.add_row("market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
-                  _pct(ref_sealed["max_drawdown"]), "–", "–", "–")
-    rtable.add_row("market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–")
+    sealed_rows.append(["market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
+                        _pct(ref_sealed["max_drawdown"]), "–", "–", "–"])
+    research_rows.append(["market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–"])
     rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
                            ceps=None, gate=None))
-    ctx.console.print(table)
-    ctx.console.print(rtable)
-    ctx.console.print(f"[dim]S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). Sharpe = mean/std x sqrt(242), "
-                      "no risk-free rate (spec 10.11). Market = cost-free equal weight of every stock of the full "
-                      f"bundled panel (about 5,000 a day). {SURVIVORSHIP_NOTE}[/]")
+    print_tables(ctx.console, ds.N, sealed_rows, research_rows)
     plots: list[str] = []
     if ctx.options.get("plots", True):
         from .plots import plot_nav_comparison, plot_quantiles, plot_run
@@ -161,4 +152,27 @@ def run_section(ctx) -> SectionResult:
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
 
 
-__all__ = ["run_section", "run_example"]
+#: the sealed (2024) and research (2022-2023) tables' columns (issue #18 item 1)
+SEALED_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("Sharpe"), Col("MaxDD", short="MDD"),
+               Col("RankIC", short="IC"), Col("S_out"), Col("S"))
+RESEARCH_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("RankIC", short="IC"), Col("IR"), Col("LS SR"),
+                 Col("TO"), Col("S_in"))
+
+
+def print_tables(console: Any, n_stocks: int, sealed_rows: list[list[str]], research_rows: list[list[str]],
+                 width: int | None = None) -> None:
+    """The bench's sealed and research tables (rows of cells under :data:`SEALED_COLS` / :data:`RESEARCH_COLS`),
+    fitted to the terminal, then what the scores mean."""
+    from quantgym.tables import print_table
+
+    print_table(console, f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {n_stocks} stocks, net of costs)",
+                SEALED_COLS, sealed_rows, width=width)
+    print_table(console, "Research 2022-2023 (the feedback the agent saw)", RESEARCH_COLS, research_rows, width=width,
+                caption="[dim]xARR: ARR in excess of the market; IC: mean daily RankIC; IR: RankIC IR; LS SR: "
+                        "long-short Sharpe; TO: turnover. S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). "
+                        "Sharpe = mean/std x sqrt(242), no risk-free rate (spec 10.11). Market = cost-free equal "
+                        "weight of every stock of the full bundled panel (about 5,000 a day). "
+                        f"{SURVIVORSHIP_NOTE}[/]")
+
+
+__all__ = ["run_section", "run_example", "print_tables"]
