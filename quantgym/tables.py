@@ -90,8 +90,8 @@ def _split(w: Sequence[int], keys: int, width: int, starts: Sequence[bool] = ())
     for i in range(keys, len(w)):
         if cur and key_w + sum(w[j] + _PER_COL for j in cur) + w[i] + _PER_COL > width:
             cut = max((k for k, j in enumerate(cur) if k and starts and starts[j]), default=len(cur))
-            if starts and starts[i]:
-                cut = len(cur)
+            if (starts and starts[i]) or key_w + sum(w[j] + _PER_COL for j in cur[cut:]) + w[i] + _PER_COL > width:
+                cut = len(cur)  # i starts a group itself, or what would move with it does not fit beside it
             groups.append(list(range(keys)) + cur[:cut])
             cur = cur[cut:]
         cur.append(i)

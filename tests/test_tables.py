@@ -49,6 +49,28 @@ def test_full_headers_when_they_fit_short_ones_before_splitting():
     assert short and len(groups) == 1
 
 
+def test_split_parts_fit_and_break_at_group_starts():
+    import random
+
+    from quantgym.tables import _total
+
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(3, 14)
+        cols = [Col(f"c{i}", group=rng.random() < 0.3) for i in range(n)]
+        rows = [["x" * rng.randint(1, 14) for _ in range(n)]]
+        keys = rng.randint(0, 2)
+        short, groups = layout(cols, rows, 80, keys=keys)
+        w = [max(len(c.head(short)), len(v)) for c, v in zip(cols, rows[0])]
+        assert sorted({i for g in groups for i in g}) == list(range(n))
+        assert all(g[:keys] == list(range(keys)) for g in groups)
+        assert all(_total([w[i] for i in g]) <= 80 for g in groups)
+        plain = layout([Col(c.header) for c in cols], rows, 80, keys=keys)[1]
+        assert len(groups) == len(plain)  # group starts never cost a part
+    cols = [Col("agent", "left"), *[Col(f"m{i}") for i in range(4)], Col("g0", group=True), Col("g1"), Col("g2")]
+    assert layout(cols, [["a" * 20, *["1234567"] * 7]], 80)[1] == [[0, 1, 2, 3, 4], [0, 5, 6, 7]]
+
+
 @pytest.mark.parametrize("width", [80, 120])
 def test_qa_table_fits(width, tmp_path):
     r = CliRunner().invoke(app, ["qa", "--agent", "oracle", "--agent", "naive", "--n", "2", "--out",
@@ -245,3 +267,27 @@ def test_quant_arena_eval_table_fits(width):
     assert "QuantArena-OneShot-v0" in text and "1234567" in text and "-123.45" in text
     if width >= 120:
         assert _headers_in_one_part(text, [c.header for c in EVAL_COLS])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_dry_run_table_fits(width, tmp_path):
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:some-model-with-a-long-name", "--base-url",
+                                 "http://127.0.0.1:9/v1", "--env", "PortBench-Balanced-v0,MarketBench-Pairs-v0",
+                                 "--dry-run", "--price-in", "1", "--price-out", "2"],
+                           env={"COLUMNS": str(width)}, terminal_width=width)
+    assert r.exit_code == 0, r.output
+    assert_fits(r.output, width)
+    assert _headers_in_one_part(r.output, ("task", "ep.", "calls", "prompt", "compl.", "≤compl.", "USD", "wall"))
+    assert "Market-Bench" in r.output and "total" in r.output
+
+
+def test_live_table_fits_at_80(tmp_path, monkeypatch):
+    monkeypatch.setenv("QUANTGYM_DATA", str(tmp_path / "no-data"))
+    r = CliRunner().invoke(app, ["live", "--agent", "cov_risk_parity", "--days", "2", "--as-of", "2025-12-30",
+                                 "--data", "bundled", "--no-plots", "--run-dir", str(tmp_path / "live")],
+                           env={"COLUMNS": "80"}, terminal_width=80)
+    assert r.exit_code == 0, r.output
+    # the table (the progress and summary lines around it name the run folder: not wrapped)
+    assert_fits("\n".join(ln for ln in r.output.splitlines() if ln[:1] in "┏┃┡│└" or "PortBench live" in ln), 80)
+    assert "…" not in r.output
+    assert _headers_in_one_part(r.output, ("decisions", "new", "Sharpe", "Ret%", "MaxDD%", "Vol%"))
