@@ -21,8 +21,11 @@ A test (``tests/test_outputs_unchanged.py``) runs the check.
 from __future__ import annotations
 
 import argparse
+import csv
 import gzip
+import io
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -91,9 +94,51 @@ def docs_diff(work: Path) -> list[str]:
     return out[:10]
 
 
+#: floats equal within this relative tolerance are the same result: the last bits of a float depend on
+#: the CPU's BLAS / SIMD kernels (a correlation printed as 0.9999999999999998 on one machine is 1.0 on
+#: another), never on quantgym's code
+FLOAT_RTOL = 1e-9
+
+
+def _csv_cells_differ(a: str, b: str) -> bool:
+    """Two summary.csv cells differ: text exactly; numbers (written with 6 significant digits) by more
+    than one unit of their 6th digit (the rounding of a value that moved only in its last bits)."""
+    if a == b:
+        return False
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return True
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return True
+    unit = 10.0 ** (math.floor(math.log10(max(abs(x), abs(y), 1e-300))) - 5)
+    return abs(x - y) > 1.01 * unit
+
+
+def csv_diff(a: str, b: str, where: str, limit: int = 20, added_ok: bool = False) -> list[str]:
+    """Rows of two CSV texts that differ (see :func:`_csv_cells_differ`), at most ``limit``;
+    ``added_ok``: columns after the golden file's last one are not compared."""
+    ra, rb = list(csv.reader(io.StringIO(a))), list(csv.reader(io.StringIO(b)))
+    if added_ok and ra:
+        rb = [r[:len(ra[0])] for r in rb]
+    out = [f"{where}: {len(ra)} rows in golden, {len(rb)} new"] if len(ra) != len(rb) else []
+    for i, (x, y) in enumerate(zip(ra, rb)):
+        if len(x) != len(y) or any(_csv_cells_differ(p, q) for p, q in zip(x, y)):
+            out.append(f"{where} row {i}: golden {','.join(x)[:100]!r} != new {','.join(y)[:100]!r}")
+    return out[:limit]
+
+
 def diff(a: Any, b: Any, where: str = "", limit: int = 20, added_ok: bool = False) -> list[str]:
-    """Paths where ``a`` and ``b`` differ (at most ``limit``); ``added_ok``: keys only in ``b`` are fine."""
+    """Paths where ``a`` and ``b`` differ (at most ``limit``); ``added_ok``: keys only in ``b`` are fine.
+    Floats compare within :data:`FLOAT_RTOL`; the summary.csv text cell by cell (:func:`csv_diff`)."""
     out: list[str] = []
+    if where == "/bench_summary_csv" and isinstance(a, str) and isinstance(b, str):
+        return csv_diff(a, b, where, limit, added_ok)
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool) or \
+            isinstance(b, float) and isinstance(a, (int, float)) and not isinstance(a, bool):
+        if not math.isclose(a, b, rel_tol=FLOAT_RTOL, abs_tol=1e-12):
+            out.append(f"{where}: golden {a!r} != new {b!r}")
+        return out
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             if added_ok and k not in a:

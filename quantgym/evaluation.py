@@ -238,17 +238,10 @@ def repeats_section(repeats: list[list[SectionResult]], level: float = 0.95, con
                          "repeats": g["_repeat"], "gate": g["_gate"], "metrics": stats,
                          "values": {m: v for m, v in g.items() if not m.startswith("_")}})
     if console is not None:
+        from quantgym.stats.repeats import SHOWN_METRICS, format_mean_pm as cell
         from quantgym.tables import Col, print_table
 
-        def cell(st: dict | None, nd: int) -> str:
-            if not st or st.get("mean") is None:
-                return ""
-            if st.get("lo") is None:
-                return f"{st['mean']:.{nd}f}"
-            return f"{st['mean']:.{nd}f} ± {(st['hi'] - st['lo']) / 2:.{nd}f}"
-
-        shown = [(m, h, nd) for m, h, nd in (("sharpe", "Sharpe", 3), ("ret_pct", "Ret%", 2), ("maxdd_pct", "MaxDD%", 2),
-                                             ("ceps", "CEPS", 3))
+        shown = [(m, h, nd) for m, h, nd in SHOWN_METRICS
                  if any((r["metrics"].get(m) or {}).get("mean") is not None for r in out.runs)]
         one_task = len({r["task"] for r in out.runs}) == 1  # then the task is in the title, not a column
         cols = [*([] if one_task else [Col("task", "left")]), Col("agent", "left"), Col("period", "left"),

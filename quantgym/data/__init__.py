@@ -2,6 +2,9 @@
 
 - :mod:`quantgym.data.sse_l2`: the reader of the real SSE Level-2 day of 600519 (the exchange's own
   file format; Market-Bench's limit-order-book readers, :mod:`quantgym.envs.market_bench.lob`, use it);
+- :mod:`quantgym.data.lobster`: LOBSTER message/order-book files and the book rebuilder (the level-L
+  book after every message, forward and backward from one known row, with a mask of what the
+  message file cannot know);
 - ``quantgym/data/bundled/``: the packaged real data sets (see ``docs/data.md`` for provenance).
 
 A task's own data rules live in its folder, e.g. PortBench's loader, availability and regime rules in

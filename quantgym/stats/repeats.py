@@ -88,4 +88,20 @@ def rank_with_ties(intervals: Mapping[str, Mapping[str, Any]], higher_is_better:
     return out
 
 
-__all__ = ["repeat_interval", "rank_with_ties"]
+#: summary metrics shown over repeats (eval's repeats table, the report's "Repeated runs"):
+#: (summary.csv column, header, decimals)
+SHOWN_METRICS: tuple[tuple[str, str, int], ...] = (("sharpe", "Sharpe", 3), ("ret_pct", "Ret%", 2),
+                                                    ("maxdd_pct", "MaxDD%", 2), ("ceps", "CEPS", 3))
+
+
+def format_mean_pm(st: Mapping[str, Any] | None, nd: int, missing: str = "") -> str:
+    """``"mean ± half-width"`` of a :func:`repeat_interval` result (the mean alone when ``n < 2``;
+    ``missing`` when there is no value)."""
+    if not st or st.get("mean") is None:
+        return missing
+    if st.get("lo") is None:
+        return f"{st['mean']:.{nd}f}"
+    return f"{st['mean']:.{nd}f} ± {(st['hi'] - st['lo']) / 2:.{nd}f}"
+
+
+__all__ = ["repeat_interval", "rank_with_ties", "format_mean_pm", "SHOWN_METRICS"]

@@ -142,6 +142,25 @@ def load_source(path: str | Path, name: str | None = None) -> Source:
     return Source(path=p, name=label, rows=rows, doc=doc, warnings=skipped)
 
 
+def expand_repeats(paths: Sequence[Path]) -> list[tuple[Path, str | None]]:
+    """Replace each ``quantgym eval --repeats R`` folder by its ``repeat-1`` .. ``repeat-R`` subfolders.
+
+    Such a folder's own summary.csv holds the mean over the repeats; the report reads every repeat
+    instead (each one is a row in its task's section) and groups them in "Repeated runs"
+    (:func:`repeats_section`). Returns ``(folder, source name or None)`` pairs; other folders pass
+    through unchanged (name None: :func:`_unique_names` names them).
+    """
+    out: list[tuple[Path, str | None]] = []
+    for p in paths:
+        reps = sorted((q for q in p.glob("repeat-*") if q.is_dir() and q.name[7:].isdigit()),
+                      key=lambda q: int(q.name[7:]))
+        if reps:
+            out += [(q, f"{p.name}/{q.name}") for q in reps]
+        else:
+            out.append((p, None))
+    return out
+
+
 def _unique_names(paths: Sequence[Path]) -> list[str]:
     names = [p.name or str(p) for p in paths]
     out = []
@@ -300,6 +319,59 @@ def _all_rows_table(rows: list[dict[str, Any]]) -> Table:
                  note="Every row of every input summary.csv (common schema, shared/design.md §6).")
 
 
+def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Section | None:
+    """"Repeated runs": one agent's runs of the same (task, profile, period) from several sources.
+
+    Rows group by (task, agent, profile, period); a group of two or more rows from distinct sources is a
+    set of repeats (``quantgym eval --repeats R`` folders, expanded by :func:`expand_repeats`, or the
+    same agent's folders given side by side). Groups whose runs are all identical (a deterministic
+    baseline given twice) are left out: they carry no spread. Each metric is shown as the mean ± the
+    half-width of its Student-t interval over the repeats
+    (:func:`quantgym.stats.repeats.repeat_interval`); agents are ranked per (task, profile, period) by
+    mean Sharpe (CEPS where no Sharpe), ties where intervals overlap
+    (:func:`quantgym.stats.repeats.rank_with_ties`). None when no group qualifies.
+    """
+    from quantgym.stats.repeats import SHOWN_METRICS as _REPEAT_SHOWN, format_mean_pm, rank_with_ties, repeat_interval
+
+    def cell(st: dict[str, Any], nd: int) -> str:
+        return format_mean_pm(st, nd, missing="–")
+
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["task"], r["agent"], r["profile"], r["period"]), []).append(r)
+    stats: dict[tuple, dict[str, Any]] = {}
+    for key, g in groups.items():
+        if len(g) < 2 or len({r["source"] for r in g}) < 2:
+            continue
+        if len({tuple(r[m] for m, _, _ in _REPEAT_SHOWN) for r in g}) == 1:
+            continue
+        stats[key] = {m: repeat_interval([r[m] for r in g], level) for m, _, _ in _REPEAT_SHOWN}
+        stats[key]["n"] = len(g)
+    if not stats:
+        return None
+
+    shown = [(m, h, nd) for m, h, nd in _REPEAT_SHOWN if any(st[m]["mean"] is not None for st in stats.values())]
+    cells: dict[tuple, list[str]] = {}
+    for (task, profile, period) in dict.fromkeys((k[0], k[2], k[3]) for k in stats):
+        mine = {k[1]: st for k, st in stats.items() if (k[0], k[2], k[3]) == (task, profile, period)}
+        by = "sharpe" if any(st["sharpe"]["mean"] is not None for st in mine.values()) else "ceps"
+        for rk in rank_with_ties({a: st[by] for a, st in mine.items()}):
+            st = mine[rk["agent"]]
+            rank = str(rk["rank"]) if rk["rank_range"][0] == rk["rank_range"][1] else \
+                f"{rk['rank_range'][0]}–{rk['rank_range'][1]}"
+            cells[(task, rk["agent"], profile, period)] = [
+                task or "", "/".join(x for x in (profile, period) if x) or "–", rank, rk["agent"], str(st["n"]),
+                *[cell(st[m], nd) for m, _, nd in shown], ", ".join(rk["tied_with"]) or "–"]
+    body = [cells[k] for k in stats if k in cells]
+    table = Table("Repeated runs: mean ± half-width of the Student-t interval", ["task", "profile/period", "rank",
+                  "agent", "n", *[h for _, h, _ in shown], "tied with"], body, anchor="repeats",
+                  note=f"Runs of one agent on the same task, profile and period from several folders (eval --repeats "
+                       f"R writes repeat-1 .. repeat-R). Interval: {level:.0%} Student-t over the repeats. Rank by mean "
+                       "Sharpe (CEPS where there is none) within each task/profile/period; a rank range and "
+                       "'tied with' where intervals overlap (no difference test implied).")
+    return Section("Repeated runs", "repeats", tables=[table])
+
+
 def render_markdown(rep: Report, img_dir: str = "img") -> str:
     out = [f"# {rep.title}", "", f"_Generated {rep.generated} by `quantgym report` from {len(rep.sources)} "
            "folder(s)._", "", _md_table(_sources_table(rep.sources))]
@@ -363,11 +435,16 @@ def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = 
     for p in ps:
         if not p.is_dir():
             raise ReportError(f"{p}: not a folder")
-    sources = [load_source(p, n) for p, n in zip(ps, _unique_names(ps))]
+    expanded = expand_repeats(ps)
+    names = _unique_names([p for p, _ in expanded])
+    sources = [load_source(p, given or n) for (p, given), n in zip(expanded, names)]
     rows = [r for s in sources for r in s.rows]
     from quantgym.tasks import iter_with, load_ref, task_names
 
     sections = [s for s in (load_ref(t.report)(sources, rows) for t in iter_with("report")) if s is not None]
+    rep_sec = repeats_section(rows)
+    if rep_sec is not None:
+        sections.append(rep_sec)
     known = set(task_names())
     other = [r for r in rows if r["task"] not in known]
     if other:

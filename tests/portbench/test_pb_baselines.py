@@ -95,3 +95,28 @@ def test_bench_out_dir_errors_and_lock(tmp_path):
     (busy / ".quantgym.lock").write_text("123")
     res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--out", str(busy), "--quiet"])
     assert res.exit_code == 2 and "another quantgym run" in res.output
+
+
+def test_erc_polish_reaches_equal_risk_contributions_from_any_nearby_start():
+    """The ERC baseline's weights do not depend on where the conic solver stopped (issue: Cov. Risk
+    Parity's Sharpe moved in the 4th digit between two CPUs): Newton reaches the exact optimum."""
+    from skfolio import RiskMeasure
+    from skfolio.optimization import RiskBudgeting
+
+    from quantgym.envs.portbench.baselines import RIDGE, _shrunk_prior, erc_polish
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 0.01, (60, 12)) @ rng.normal(0, 1, (12, 12)) * 0.3 + rng.normal(0, 0.004, (60, 12))
+    w_solver = RiskBudgeting(risk_measure=RiskMeasure.VARIANCE, prior_estimator=_shrunk_prior()).fit(x).weights_
+    w, why = erc_polish(x, w_solver)
+    assert why is None and w.sum() == pytest.approx(1.0, abs=1e-15) and (w > 0).all()
+    cov = np.cov(x, rowvar=False)
+    sigma = cov + RIDGE * np.mean(np.diag(cov)) * np.eye(12)
+    rc = w * (sigma @ w)
+    assert np.ptp(rc / rc.mean()) < 1e-12  # equal risk contributions (the solver's: about 1e-6)
+    assert np.abs(w - w_solver).max() < 1e-4  # the same solution, only more precise
+    for shift in (1e-5, -3e-5):  # another machine's solver stopping elsewhere: the same weights
+        w2, _ = erc_polish(x, w_solver * (1 + shift * rng.normal(size=12)))
+        assert np.abs(w2 - w).max() < 1e-14
+    w3, _ = erc_polish(x, np.full(12, 1 / 12))  # even from 1/n
+    assert np.abs(w3 - w).max() < 1e-14

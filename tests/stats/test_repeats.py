@@ -80,3 +80,43 @@ def test_repeats_refuse_recorded_answers(tmp_path, monkeypatch):
                                  str(tmp_path / "x")])
     assert r.exit_code == 2 and "--repeats needs fresh answers" in r.output, r.output
     assert not (tmp_path / "x").exists()
+
+
+def _repeat_folders(root, agent, sharpes):
+    from quantgym.results import write_results
+
+    for k, s in enumerate(sharpes, 1):
+        row = SummaryRow(task="portbench", agent=agent, profile="balanced", period="covid_2020", sharpe=s,
+                         ret_pct=2.0 * s, maxdd_pct=-4.0, vol_pct=9.0, ceps=0.3)
+        write_results(root / f"repeat-{k}", [SectionResult(task="portbench", rows=[row])], meta={"command": "t"})
+
+
+def test_report_groups_repeats_of_one_agent_with_ties(tmp_path):
+    from quantgym.sweep.report import build_report
+
+    _repeat_folders(tmp_path / "a", "openai:a", [1.0, 1.1, 1.2])
+    _repeat_folders(tmp_path / "b", "openai:b", [0.9, 1.0, 1.15])  # overlaps a: tied
+    _repeat_folders(tmp_path / "c", "openai:c", [0.1, 0.12, 0.14])  # far below: ranked alone
+    rep = build_report([tmp_path / "a", tmp_path / "b", tmp_path / "c"], tmp_path / "out")
+    assert [s.name for s in rep.sources][:3] == ["a/repeat-1", "a/repeat-2", "a/repeat-3"]
+    (sec,) = [s for s in rep.sections if s.anchor == "repeats"]
+    (t,) = sec.tables
+    by = {r[t.columns.index("agent")]: dict(zip(t.columns, r)) for r in t.rows}
+    assert set(by) == {"openai:a", "openai:b", "openai:c"}
+    x = [1.0, 1.1, 1.2]
+    lo, hi = stats.t.interval(0.95, 2, loc=np.mean(x), scale=stats.sem(x))
+    assert by["openai:a"]["Sharpe"] == f"{np.mean(x):.3f} ± {(hi - lo) / 2:.3f}"
+    assert by["openai:a"]["rank"] == "1–2" and by["openai:b"]["rank"] == "1–2" and by["openai:c"]["rank"] == "3"
+    assert by["openai:a"]["tied with"] == "openai:b" and by["openai:c"]["tied with"] == "–"
+    assert by["openai:a"]["n"] == "3"
+    html = (tmp_path / "out" / "leaderboard.html").read_text()
+    assert "Repeated runs" in html and "a/repeat-2" in html
+
+
+def test_report_leaves_out_identical_repeats(tmp_path):
+    """A deterministic baseline repeated carries no spread: no "Repeated runs" section for it."""
+    from quantgym.sweep.report import build_report
+
+    _repeat_folders(tmp_path / "a", "equal_weight", [0.5, 0.5])
+    rep = build_report([tmp_path / "a"], tmp_path / "out")
+    assert not [s for s in rep.sections if s.anchor == "repeats"] and len(rep.rows) == 2

@@ -23,10 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-#: LOBSTER price scale: integer = USD x 10,000.
-LOBSTER_PRICE_SCALE = 10_000
-LOBSTER_EMPTY_ASK = 9_999_999_999
-LOBSTER_EMPTY_BID = -9_999_999_999
+# LOBSTER's price scale (integer = USD x 10,000) and empty-level dummies, defined in the data layer
+from quantgym.data.lobster import EMPTY_ASK as LOBSTER_EMPTY_ASK
+from quantgym.data.lobster import EMPTY_BID as LOBSTER_EMPTY_BID
+from quantgym.data.lobster import PRICE_SCALE as LOBSTER_PRICE_SCALE
+
 _NY = "America/New_York"
 
 
