@@ -4,8 +4,9 @@ Every command prints its tables through :func:`print_table`. Given the console's
 
 1. uses the full headers when every column fits;
 2. else each column's short header (:attr:`Col.short`);
-3. else splits the columns into as few parts as fit, of balanced widths, repeating the key columns (the
-   first ``keys``, e.g. period and agent) in every part, titled ``title (1/2)``, ``title (2/2)``.
+3. else splits the columns into as few parts as fit, repeating the key columns (the first ``keys``, e.g.
+   period and agent) in every part, titled ``title (1/2)``, ``title (2/2)``: whole column groups per
+   part (:attr:`Col.group`) when that takes no more parts, else parts of balanced widths.
 
 Columns never shrink below their widest cell (``min_width``, ``no_wrap``), so rich has nothing to
 cut: a number or an agent name is shown whole or, if a single column is wider than the terminal,
@@ -65,36 +66,53 @@ def layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, keys:
         if _total(_widths(cols, rows, short)) <= width:
             return short, [list(range(n))]
     w = _widths(cols, rows, True)
-    groups = _split(w, keys, width)
-    starts = [c.group for c in cols]  # break at the group starts unless that needs more parts
-    if len(_split(w, keys, width, starts)) > len(groups):
-        starts = []
-    # the same number of parts, balanced: the smallest part width that still needs no more parts
+    n_parts = len(_split(w, keys, width))
+    # whole column groups per part (Col.group starts one) when that needs no more parts than a plain split
+    runs = [[i] for i in range(keys, n)]
+    for i in range(len(runs) - 1, 0, -1):
+        if not cols[runs[i][0]].group:
+            runs[i - 1] += runs.pop(i)
+    packed = _pack(w, keys, width, runs) if len(runs) > 1 else None
+    if packed is not None and len(packed) == n_parts:
+        return True, packed
+    # else as many parts as a plain split, balanced: the smallest part width that still needs no more parts
     lo = max((_total(w[:keys] + [x]) for x in w[keys:]), default=_total(w[:keys]))
     hi = max(lo, width)
     while lo < hi:
         mid = (lo + hi) // 2
-        if len(_split(w, keys, mid, starts)) <= len(groups):
+        if len(_split(w, keys, mid)) <= n_parts:
             hi = mid
         else:
             lo = mid + 1
-    return True, _split(w, keys, lo, starts)
+    return True, _split(w, keys, lo)
 
 
-def _split(w: Sequence[int], keys: int, width: int, starts: Sequence[bool] = ()) -> list[list[int]]:
-    """Greedy: the non-key columns in order, a new part when the next one would pass ``width``; the part
-    then ends before its last group start (``starts[i]``) when it has one."""
+def _pack(w: Sequence[int], keys: int, width: int, runs: list[list[int]]) -> list[list[int]] | None:
+    """Whole runs of columns per part, greedily; None when a run alone does not fit ``width``."""
+    parts: list[list[int]] = []
+    cur: list[int] = []
+    for run in runs:
+        if cur and _total([*w[:keys], *(w[i] for i in cur + run)]) > width:
+            parts.append(cur)
+            cur = []
+        cur = cur + run
+        if _total([*w[:keys], *(w[i] for i in cur)]) > width:
+            return None
+    return [list(range(keys)) + p for p in [*parts, cur]]
+
+
+def _split(w: Sequence[int], keys: int, width: int) -> list[list[int]]:
+    """Greedy: the non-key columns in order, a new part when the next one would pass ``width``."""
     key_w = _total(w[:keys])
     groups: list[list[int]] = []
     cur: list[int] = []
+    used = key_w
     for i in range(keys, len(w)):
-        if cur and key_w + sum(w[j] + _PER_COL for j in cur) + w[i] + _PER_COL > width:
-            cut = max((k for k, j in enumerate(cur) if k and starts and starts[j]), default=len(cur))
-            if (starts and starts[i]) or key_w + sum(w[j] + _PER_COL for j in cur[cut:]) + w[i] + _PER_COL > width:
-                cut = len(cur)  # i starts a group itself, or what would move with it does not fit beside it
-            groups.append(list(range(keys)) + cur[:cut])
-            cur = cur[cut:]
+        if cur and used + w[i] + _PER_COL > width:
+            groups.append(list(range(keys)) + cur)
+            cur, used = [], key_w
         cur.append(i)
+        used += w[i] + _PER_COL
     if cur or not groups:
         groups.append(list(range(keys)) + cur)
     return groups

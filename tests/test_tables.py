@@ -49,7 +49,7 @@ def test_full_headers_when_they_fit_short_ones_before_splitting():
     assert short and len(groups) == 1
 
 
-def test_split_parts_fit_and_break_at_group_starts():
+def test_split_parts_fit_and_keep_column_groups_whole():
     import random
 
     from quantgym.tables import _total
@@ -66,9 +66,12 @@ def test_split_parts_fit_and_break_at_group_starts():
         assert all(g[:keys] == list(range(keys)) for g in groups)
         assert all(_total([w[i] for i in g]) <= 80 for g in groups)
         plain = layout([Col(c.header) for c in cols], rows, 80, keys=keys)[1]
-        assert len(groups) == len(plain)  # group starts never cost a part
+        assert len(groups) == len(plain)  # column groups never cost a part
     cols = [Col("agent", "left"), *[Col(f"m{i}") for i in range(4)], Col("g0", group=True), Col("g1"), Col("g2")]
     assert layout(cols, [["a" * 20, *["1234567"] * 7]], 80)[1] == [[0, 1, 2, 3, 4], [0, 5, 6, 7]]
+    # without groups: as many parts, balanced (not 5 columns then 2)
+    assert layout([Col(c.header) for c in cols], [["a" * 20, *["1234567"] * 7]], 80)[1] == [[0, 1, 2, 3, 4],
+                                                                                           [0, 5, 6, 7]]
 
 
 @pytest.mark.parametrize("width", [80, 120])
