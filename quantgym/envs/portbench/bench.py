@@ -141,8 +141,8 @@ def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence
     (``name · profile``) with that profile's gate only. ``res`` / ``gates`` are keyed (label, profile, period)."""
     from quantgym.tables import print_table
 
-    cols = [*PERIOD_COLS, *[Col(f"gate {p}", "center",
-                                short=_SHORT_PROFILE.get(p, p[:4])) for p in profiles]]
+    cols = [*PERIOD_COLS, *[Col(f"gate {p}", "center", short=_SHORT_PROFILE.get(p, p[:4]), group=i == 0)
+                            for i, p in enumerate(profiles)]]
     show_ceps = any(r.ceps is not None for r in res.values())
     if not show_ceps:
         cols = [c for c in cols if c.header != "CEPS"]
