@@ -125,6 +125,10 @@ def test_first_success_prefix_and_summary_extra_on_a_hand_table():
     ex = summary_extra(pre, unbiased_table(att), "x")
     assert ex["pass@1"] == 0.0 and ex["pass@3"] == 0.5 and ex["correct@3"] == 0.0 and ex["mae"] == 0.5
     assert ex["pass@1_unbiased"] == pytest.approx((2 / 3 + 0) / 2) and ex["correct@3_unbiased"] == 0.5
+    short = [A("y", "pairs", 1, 1, SUCCESS, 0.0, correct=True), A("y", "pairs", 2, 1, FAILED)]  # K = 1
+    assert summary_extra(short, unbiased_table(short), "y")["pass@3"] is None
+    solved_early = [A("z", "pairs", 1, 1, SUCCESS, 0.0, correct=True), A("z", "pairs", 2, 2, SUCCESS, 1.0)]
+    assert summary_extra(solved_early, unbiased_table(solved_early), "z")["pass@3"] == 1.0
     recs = [dict(agent="x", strategy="pairs", round=1, attempt=1, status=SUCCESS, mae=0.0, reason="",
                  sandbox_status="ok", path_corr=None, max_rel_error=None, correct=True)]
     assert records_to_attempts(recs)[0].correct is True

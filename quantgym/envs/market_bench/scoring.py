@@ -329,7 +329,7 @@ def summary_extra(attempts: Iterable[AttemptRecord | Mapping[str, Any]], unbiase
 
     ``pass@1``, ``pass@3``, ``correct@1``, ``correct@3``, ``mae`` (mean MAE over solved rounds) are the
     paper's sequential metrics at its K = 3 (the first 3 attempts of each round; ``pass@3`` / ``correct@3``
-    empty when no round had 3 attempts); ``n_attempts`` is the fewest attempts of a round; then the
+    empty when a round ended unsolved with fewer than 3 attempts, i.e. K < 3); ``n_attempts`` is the fewest attempts of a round; then the
     unbiased estimates with their interval (:func:`unbiased_table`): ``pass@k_unbiased``, ``pass@k_lo``,
     ``pass@k_hi`` and the same for ``correct@k``, k in :data:`UNBIASED_KS`.
     """
@@ -338,7 +338,9 @@ def summary_extra(attempts: Iterable[AttemptRecord | Mapping[str, Any]], unbiase
     att = [a for a in att if a.agent == agent]
     out: dict[str, Any] = {}
     seq = overall_scores(strategy_scores(att, k=3), k=3) if att else pd.DataFrame()
-    full = bool(att) and bool((round_table(att)["n_attempts"] >= 3).any())
+    # pass@3 is defined when every round had 3 attempts or was solved before running out (K >= 3)
+    rt = round_table(att)
+    full = bool(att) and bool(((rt["n_attempts"] >= 3) | (rt["solved"] == 1)).all())
     row = seq.iloc[0].to_dict() if len(seq) else {}
 
     def num(v: Any) -> float | None:
