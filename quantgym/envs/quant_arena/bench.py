@@ -25,6 +25,7 @@ from .config import ARENA_VERSION, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
+from .metrics import overfitting_extra
 
 PERIOD = "sealed_2024"
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
@@ -58,10 +59,31 @@ def run_example(name: str, record_dir: Path | None = None, executor: str = "sand
                 "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],
                 "research_years": fin["research_years"], "sealed_years": fin["sealed_years"],
                 "feedback": info1["feedback"], "record_path": None if u.record_path is None else str(u.record_path),
+                "overfitting": fin["overfitting"],
                 "wall_s": time.perf_counter() - t0, "research_daily": res_in.daily, "sealed_daily": res_out.daily,
                 "timings": {"research": res_in.timings, "sealed": res_out.timings}}
     finally:
         env.close()
+
+
+def classical_loop(runs: dict[str, dict], n_ann: int = 242) -> dict[str, Any]:
+    """DSR and PBO of the research loop "try the classical submissions, keep the best S_in".
+
+    Each bench episode has one candidate (DSR and PBO need two); taken together the submissions form a
+    research loop of ``len(runs)`` trials, which is what the bench prints (issue #16 item 2).
+    """
+    from types import SimpleNamespace
+
+    from .metrics import research_overfitting
+
+    names = list(runs)
+    cands = [{"index": i + 1, "research": SimpleNamespace(status=runs[n]["status_research"],
+                                                          daily=runs[n]["research_daily"])}
+             for i, n in enumerate(names)]
+    ok = [i for i, n in enumerate(names) if runs[n]["status_research"] == "ok"]
+    best = max(ok, key=lambda i: runs[names[i]]["S_in"]) if ok else None
+    out = research_overfitting(cands, None if best is None else best + 1, n_ann)
+    return {"trials": names, "frozen": None if best is None else names[best], "rule": "highest S_in", **out}
 
 
 def _pct(x: Any, nd: int = 1) -> str:
@@ -99,7 +121,7 @@ def run_section(ctx) -> SectionResult:
     for col in ("agent", "ARR", "xARR", "Sharpe", "MaxDD", "RankIC", "S_out", "S"):
         table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
     rtable = Table(title="Research 2022-2023 (the feedback the agent saw)")
-    for col in ("agent", "ARR", "xARR", "RankIC", "IR", "LS SR", "TO", "S_in"):
+    for col in ("agent", "ARR", "xARR", "RankIC", "IR", "LS SR", "TO", "PSR", "S_in"):
         rtable.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
     for name in names:
         r = runs[name]
@@ -109,15 +131,17 @@ def run_section(ctx) -> SectionResult:
                       _num(r["S"], 1))
         rtable.add_row(name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
                        _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
-                       _num(r["S_in"], 1))
+                       _num((r.get("overfitting") or {}).get("psr0")), _num(r["S_in"], 1))
         rows.append(SummaryRow(task="quant_arena", agent=name, profile=None, period=PERIOD,
                                sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else
                                100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
                                100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
-                               100 * m["volatility"], ceps=None, gate=None))
+                               100 * m["volatility"], ceps=None, gate=None,
+                               extra=overfitting_extra(r.get("overfitting"))))
     table.add_row("market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
                   _pct(ref_sealed["max_drawdown"]), "–", "–", "–")
-    rtable.add_row("market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–")
+    rtable.add_row("market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–", "–")
+    loop = classical_loop(runs)
     rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
@@ -127,6 +151,10 @@ def run_section(ctx) -> SectionResult:
     ctx.console.print(f"[dim]S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). Sharpe = mean/std x sqrt(242), "
                       "no risk-free rate (spec 10.11). Market = cost-free equal weight of every stock of the full "
                       f"bundled panel (about 5,000 a day). {SURVIVORSHIP_NOTE}[/]")
+    ctx.console.print(f"[dim]Overfitting diagnostics (not scored; docs/quant_arena.md): PSR = P(true research Sharpe "
+                      f"> 0). The {len(names)} submissions as one research loop keeping the best S_in "
+                      f"({loop['frozen']}): DSR {_num(loop['dsr'])}, PBO {_num(loop['pbo'])} "
+                      f"(CSCV, {loop['pbo_blocks']} blocks, {loop['pbo_splits'] or 0} splits).[/]")
     plots: list[str] = []
     if ctx.options.get("plots", True):
         from .plots import plot_nav_comparison, plot_quantiles, plot_run
@@ -158,7 +186,8 @@ def run_section(ctx) -> SectionResult:
                          extra={"version": ARENA_VERSION, "windows": {"research": [w.research_start, w.research_end],
                                                                    "sealed": [w.sealed_start, w.sealed_end]},
                                 "dataset": ds.name, "survivorship": SURVIVORSHIP_NOTE, "plots": plots,
+                                "classical_loop": loop,
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
 
 
-__all__ = ["run_section", "run_example"]
+__all__ = ["run_section", "run_example", "classical_loop"]
