@@ -217,23 +217,28 @@ def test_market_bench_tables_fit_and_have_a_legend(width):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_market_bench_eval_table_fits(width):
+@pytest.mark.parametrize("samples", [False, True])
+def test_market_bench_eval_table_fits(width, samples):
     from types import SimpleNamespace as NS
 
     from quantgym.envs.market_bench.eval import _section
 
-    recs = [{"agent": "openai:gpt-4o-mini-2024-07-18", "strategy": s, "round": 1, "attempt": a, "status": st,
+    recs = [{"agent": "openai:gpt-4o-mini-2024-07-18", "strategy": s, "round": r, "attempt": a, "status": st,
              "mae": 1651583.59 if st == "SUCCESS" else None, "reason": "", "sandbox_status": "ok", "path_corr": None,
-             "max_rel_error": None, "correct": False}
-            for s in ("scheduled", "delta_hedge") for a, st in ((1, "FAILED"), (2, "SUCCESS"))]
+             "max_rel_error": None, "correct": a == 3}
+            for s in ("scheduled", "delta_hedge") for r in (1, 2) for a, st in ((1, "FAILED"), (2, "SUCCESS"),
+                                                                               (3, "SUCCESS"))]
     agent = NS(name="openai:gpt-4o-mini-2024-07-18", usage=lambda: {})
     con, buf = _console(width)
-    _section([{"records": recs}], agent, NS(attempts=3, feedback=True), con)
+    _section([{"records": recs, "all_attempts": samples}], agent, NS(attempts=3, feedback=not samples), con)
     text = buf.getvalue()
     assert_fits(text, width)
     assert "1651583.59" in text and "delta_hedge" in text and "openai:gpt-4o-mini-2024-07-18" in text
     assert _headers_in_one_part(text, ("strategy", "p@3", "p@1", "att.", "c@3", "c@1"))
     assert "stub_zeros" not in text and "(pass@k" in text
+    assert ("Unbiased pass@k / correct@k" in text) == samples and ("not estimated" in text) != samples
+    if samples:
+        assert "[" in text and "rounds" in text  # intervals, whole
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -242,15 +247,18 @@ def test_quant_arena_bench_tables_fit(width):
 
     sealed = [[n, "-12.3%", "-12.3%", "-1.23", "-25.1%", "-0.012", "45.2", "45.2"]
               for n in ("momentum_20d", "low_volatility", "market (EW)")]
-    research = [[n, "-12.3%", "-12.3%", "-0.012", "-1.23", "-1.23", "12.34", "45.2"]
+    research = [[n, "-12.3%", "-12.3%", "-0.012", "-1.23", "-1.23", "12.34", "0.97", "45.2"]
                 for n in ("momentum_20d", "low_volatility", "market (EW)")]
     con, buf = _console(width)
     print_tables(con, 800, sealed, research)
     text = buf.getvalue()
     assert_fits(text, width)
-    assert text.count("┏") == 2 and "low_volatility" in text and "-25.1%" in text and "12.34" in text
-    for cols in (SEALED_COLS, RESEARCH_COLS):
-        assert _headers_in_one_part(text, [c.header for c in cols])
+    assert text.count("┏") == (2 if width >= 120 else 3)  # the research table in two parts at 80
+    assert "low_volatility" in text and "-25.1%" in text and "12.34" in text and "0.97" in text
+    assert _headers_in_one_part(text, [c.header for c in SEALED_COLS])
+    if width >= 120:
+        assert _headers_in_one_part(text, [c.header for c in RESEARCH_COLS])
+    assert all(c.header in text or c.short in text for c in RESEARCH_COLS)
     assert "Survivorship" in text
 
 
@@ -264,12 +272,13 @@ def test_quant_arena_eval_table_fits(width):
                                                         "S": 40.118, "sealed": {"arr": -1.2345, "sharpe": -12.345}},
            "feedback": [{}, {}, {}], "usage": {"calls": 123, "total_tokens": 1234567}}
     con, buf = _console(width)
+    run["final"]["overfitting"] = {"dsr": 0.123, "pbo": 0.5}
     _section([run], NS(name="openai:gpt-4o-mini-2024-07-18", usage=lambda: {}), con)
     text = buf.getvalue()
     assert_fits(text, width)
-    assert "QuantArena-OneShot-v0" in text and "1234567" in text and "-123.45" in text
-    if width >= 120:
-        assert _headers_in_one_part(text, [c.header for c in EVAL_COLS])
+    assert "QuantArena-OneShot-v0" in text and "1234567" in text and "-123.45" in text and "0.12" in text
+    if width >= 120:  # one part (short headers if need be)
+        assert text.count("┏") == 1 and all((c.short or c.header) in text for c in EVAL_COLS)
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -11,6 +11,8 @@ from quantgym.evaluation import EvalContext, EvalPlan, fmt as _fmt, job_label, l
 from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
+from .metrics import overfitting_extra
+
 
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
     """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission."""
@@ -63,13 +65,16 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
             task="quant_arena", agent=agent.name, profile=None, period="sealed",
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
-            vol_pct=None if m.get("volatility") is None else 100 * m["volatility"]))
+            vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
+            extra=overfitting_extra(fin.get("overfitting"))))
         sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
                          "transcript": agent.usage().get("transcript")})
         u = run["usage"] or {}
         rows.append([run["env_id"], str(len(run["feedback"]) + (1 if fin.get("frozen_candidate") else 0)),
                      str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
-                     _fmt(fin.get("S")), _fmt(None if m.get("arr") is None else 100 * m["arr"]),
+                     _fmt(fin.get("S")), _fmt((fin.get("overfitting") or {}).get("dsr")),
+                     _fmt((fin.get("overfitting") or {}).get("pbo")),
+                     _fmt(None if m.get("arr") is None else 100 * m["arr"]),
                      _fmt(m.get("sharpe")), str(u.get("calls", "")), str(u.get("total_tokens", ""))])
     if console is not None:
         from quantgym.tables import print_table
@@ -81,8 +86,8 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
 
 #: the ``eval`` table's columns (issue #18 item 1)
 EVAL_COLS = (Col("env", "left"), Col("candidates", short="cand."), Col("frozen", short="frz."), Col("S_in"),
-             Col("S_out"), Col("S"), Col("sealed ARR%", short="ARR%"), Col("Sharpe"), Col("calls"),
-             Col("tokens", short="tok."))
+             Col("S_out"), Col("S"), Col("DSR", group=True), Col("PBO"), Col("sealed ARR%", short="ARR%", group=True),
+             Col("Sharpe"), Col("calls", group=True), Col("tokens", short="tok."))
 
 
 ADAPTER = QuantArenaEval()
