@@ -302,6 +302,8 @@ class EvalPlan:
     periods : PortBench periods (names or dicts; default ``["normal_2024"]``).
     rounds : Market-Bench rounds (default 1..5).
     attempts : Market-Bench K (default 3). feedback : Market-Bench repair mode.
+    all_attempts : Market-Bench: run every one of the ``attempts`` (no stop at the first success; not in
+        repair mode): the n independent samples of the unbiased pass@k (``quantgym eval --attempts n``).
     seed : env seed. env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
     baseline : PortBench: also run Equal-Weight for the NAV plots and tables.
     plots : write PNGs.
@@ -312,6 +314,7 @@ class EvalPlan:
     rounds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
     attempts: int = 3
     feedback: bool = False
+    all_attempts: bool = False
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     baseline: bool = True

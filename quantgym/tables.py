@@ -4,8 +4,9 @@ Every command prints its tables through :func:`print_table`. Given the console's
 
 1. uses the full headers when every column fits;
 2. else each column's short header (:attr:`Col.short`);
-3. else splits the columns into parts that each fit, repeating the key columns (the first ``keys``,
-   e.g. period and agent) in every part, titled ``title (1/2)``, ``title (2/2)``.
+3. else splits the columns into as few parts as fit, repeating the key columns (the first ``keys``, e.g.
+   period and agent) in every part, titled ``title (1/2)``, ``title (2/2)``: whole column groups per
+   part (:attr:`Col.group`) when that takes no more parts, else parts of balanced widths.
 
 Columns never shrink below their widest cell (``min_width``, ``no_wrap``), so rich has nothing to
 cut: a number or an agent name is shown whole or, if a single column is wider than the terminal,
@@ -23,11 +24,13 @@ _EDGE, _PER_COL = 1, 3
 
 @dataclass(frozen=True)
 class Col:
-    """One column: its header, justification and a shorter header for narrow terminals."""
+    """One column: its header, justification, a shorter header for narrow terminals and whether it starts
+    a group of columns (a split table breaks there when it can: ``group``)."""
 
     header: str
     justify: str = "right"
     short: str | None = None
+    group: bool = False
 
     def head(self, short: bool) -> str:
         return (self.short or self.header) if short else self.header
@@ -63,11 +66,48 @@ def layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, keys:
         if _total(_widths(cols, rows, short)) <= width:
             return short, [list(range(n))]
     w = _widths(cols, rows, True)
+    n_parts = len(_split(w, keys, width))
+    # whole column groups per part (Col.group starts one) when that needs no more parts than a plain split
+    runs = [[i] for i in range(keys, n)]
+    for i in range(len(runs) - 1, 0, -1):
+        if not cols[runs[i][0]].group:
+            runs[i - 1] += runs.pop(i)
+    packed = _pack(w, keys, width, runs) if len(runs) > 1 else None
+    if packed is not None and len(packed) == n_parts:
+        return True, packed
+    # else as many parts as a plain split, balanced: the smallest part width that still needs no more parts
+    lo = max((_total(w[:keys] + [x]) for x in w[keys:]), default=_total(w[:keys]))
+    hi = max(lo, width)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if len(_split(w, keys, mid)) <= n_parts:
+            hi = mid
+        else:
+            lo = mid + 1
+    return True, _split(w, keys, lo)
+
+
+def _pack(w: Sequence[int], keys: int, width: int, runs: list[list[int]]) -> list[list[int]] | None:
+    """Whole runs of columns per part, greedily; None when a run alone does not fit ``width``."""
+    parts: list[list[int]] = []
+    cur: list[int] = []
+    for run in runs:
+        if cur and _total([*w[:keys], *(w[i] for i in cur + run)]) > width:
+            parts.append(cur)
+            cur = []
+        cur = cur + run
+        if _total([*w[:keys], *(w[i] for i in cur)]) > width:
+            return None
+    return [list(range(keys)) + p for p in [*parts, cur]]
+
+
+def _split(w: Sequence[int], keys: int, width: int) -> list[list[int]]:
+    """Greedy: the non-key columns in order, a new part when the next one would pass ``width``."""
     key_w = _total(w[:keys])
     groups: list[list[int]] = []
     cur: list[int] = []
     used = key_w
-    for i in range(keys, n):
+    for i in range(keys, len(w)):
         if cur and used + w[i] + _PER_COL > width:
             groups.append(list(range(keys)) + cur)
             cur, used = [], key_w
@@ -75,7 +115,7 @@ def layout(cols: Sequence[Col], rows: Sequence[Sequence[str]], width: int, keys:
         used += w[i] + _PER_COL
     if cur or not groups:
         groups.append(list(range(keys)) + cur)
-    return True, groups
+    return groups
 
 
 def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequence[Sequence[str]], *,
@@ -85,7 +125,8 @@ def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequ
 
     Parameters
     ----------
-    title : table title (a split table gets `` (k/K)``); caption : printed under the last part.
+    title : table title (a split table gets `` (k/K)``); caption : a legend printed under the last part,
+        wrapped at ``width`` (rich markup allowed).
     cols : the columns; rows : cell strings (rich markup allowed), one list per row, ``len(cols)`` each.
     keys : number of leading columns repeated in every part of a split table.
     end_sections : per row, whether a section line follows it (``rich.table.Table.add_row``).
@@ -103,14 +144,17 @@ def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequ
     widths = _widths(cols, rows, short)
     for k, group in enumerate(groups, 1):
         part = title if len(groups) == 1 or title is None else f"{title} ({k}/{len(groups)})"
-        t = Table(title=part, title_justify="left", caption=caption if k == len(groups) else None,
-                  caption_justify="left")
+        t = Table(title=part, title_justify="left")
         for i in group:
             t.add_column(cols[i].head(short), justify=cols[i].justify, no_wrap=True, min_width=widths[i],
                          overflow="fold")
         for j, r in enumerate(rows):
             t.add_row(*[str(r[i]) for i in group], end_section=bool(end_sections and end_sections[j]))
         console.print(t)
+    if caption:  # a legend under the last part, wrapped at the terminal's width (not the table's)
+        from rich.text import Text
+
+        console.print(Text.from_markup(caption), width=width)
     return len(groups)
 
 

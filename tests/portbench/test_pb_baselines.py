@@ -54,7 +54,7 @@ def test_bench_cli_writes_results(tmp_path):
                                    "conservative", "--periods", "covid_2020", "--agents", "equal_weight,risk_parity",
                                    "--quiet"])
     assert res.exit_code == 0, res.output
-    assert "Conservative profile" in res.output and "Equal-Weight" in res.output
+    assert "PortBench — covid_2020" in res.output and "gate conservative" in res.output and "Equal-Weight" in res.output
     rows = read_summary_csv(out / "summary.csv")
     assert list(rows[0].keys())[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)  # then the uncertainty columns
     assert [r["agent"] for r in rows] == ["Equal-Weight", "Risk Parity"]

@@ -62,7 +62,7 @@ def test_results_json_has_an_uncertainty_block_per_run(bench):
 
 def test_the_terminal_table_shows_intervals_and_p_and_fits_80_columns(bench):
     _, text = bench
-    assert "Sharpe [CI]" in text and " p ┃" in text  # the short headers at 80 columns
+    assert "PortBench — uncertainty" in text and "Sharpe [" in text and ("p vs EqW" in text or " p ┃" in text)
     assert re.search(r"-?\d+\.\d\d \[-?\d+\.\d\d,-?\d+\.\d\d\]", text)  # e.g. 0.85 [0.10,1.60]
     assert max(len(line) for line in text.splitlines()) <= 80
 

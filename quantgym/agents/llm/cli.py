@@ -109,7 +109,10 @@ def register(app: typer.Typer) -> None:
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
         rounds: Optional[int] = typer.Option(None, "--rounds", help="Quant-Arena: most candidates to submit."),
         mb_rounds: Optional[str] = typer.Option(None, "--round", help="Market-Bench rounds, comma-separated (1-5)."),
-        attempts: int = typer.Option(3, "--attempts", help="Market-Bench attempts K."),
+        attempts: Optional[int] = typer.Option(None, "--attempts", min=1, help="Market-Bench attempts per round. "
+                                               "Default: the paper's K = 3, the round ends at its first success. "
+                                               "--attempts n: all n independent attempts run, and the unbiased "
+                                               "pass@k / correct@k (k <= n) are reported beside the paper's."),
         feedback: bool = typer.Option(False, "--feedback", help="Market-Bench repair mode (error trace back)."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
         baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="PortBench: Equal-Weight beside."),
@@ -192,7 +195,9 @@ def register(app: typer.Typer) -> None:
             except ValueError:
                 fail(f"--round takes round numbers 1-5, comma-separated; got {mb_rounds!r}")
         if scheme != "replay" or "attempts" not in plan_kw:
-            plan_kw["attempts"] = attempts
+            plan_kw["attempts"] = 3 if attempts is None else attempts
+        if attempts is not None and (scheme != "replay" or "all_attempts" not in plan_kw):
+            plan_kw["all_attempts"] = True
         if scheme != "replay" or feedback:
             plan_kw["feedback"] = feedback
         if extra_kw:

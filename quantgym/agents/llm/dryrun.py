@@ -144,11 +144,7 @@ def _fmt_s(s: float) -> str:
 
 def render_plan(report: dict[str, Any], console: Any) -> None:
     """Print ``report`` (from :func:`dry_run_plan`) as a table that fits 80 columns."""
-    from rich.table import Table
-
-    t = Table(title=f"Dry run: openai:{report['model']} (no call sent)", title_justify="left")
-    for col in ("task", "ep.", "calls", "prompt", "compl.", "≤compl.", "USD", "wall"):
-        t.add_column(col, justify="left" if col == "task" else "right", no_wrap=True)
+    from quantgym.tables import Col, print_table
     from quantgym.tasks import task_names, get_task
 
     short = {n: get_task(n).title for n in task_names()}
@@ -161,11 +157,12 @@ def render_plan(report: dict[str, Any], console: Any) -> None:
                 _fmt_tokens(r["completion_tokens"]), _fmt_tokens(r["completion_tokens_max"]), cost,
                 _fmt_s(r["wall_s"])]
 
-    for r in report["rows"]:
-        t.add_row(*cells(r, r["task"]))
+    rows = [cells(r, r["task"]) for r in report["rows"]]
     if len(report["rows"]) > 1:
-        t.add_row(*cells(report["total"], "total"))
-    console.print(t)
+        rows.append(cells(report["total"], "total"))
+    print_table(console, f"Dry run: openai:{report['model']} (no call sent)",
+                [Col("task", "left"), *[Col(c) for c in ("ep.", "calls", "prompt", "compl.", "≤compl.", "USD", "wall")]],
+                rows)
     console.print("calls: the floor (no re-ask; code tasks: the first attempt runs) and the most (every "
                   "re-ask / attempt); prompt, compl.: estimated tokens of the floor; ≤compl.: the caps of the "
                   "most; k = 1,000", highlight=False)

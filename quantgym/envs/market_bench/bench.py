@@ -15,7 +15,9 @@ rounds, the zero stub (:class:`StubAgent`: pass@1 = 1 but correct@1 = 0) on all 
 mutant on the rounds :data:`MUTANT_ROUNDS` of its strategy (all 5 by default): 15 + 15 + 30
 sandbox runs, two at a time, about 30 s on 2 cores. Lower :data:`MUTANT_ROUNDS` if the
 section must be faster. ``summary.csv`` rows: ``task=market_bench``, ``agent``, ``period=<task version>``,
-the other columns empty; everything else goes into ``results.json``.
+the shared metric columns empty, then the extra columns of :func:`~quantgym.envs.market_bench.scoring.summary_extra`
+(the agent's overall ``pass@1``, ``pass@3``, ``correct@1``, ``correct@3``, ``mae``, ``n_attempts``; the
+unbiased estimates stay empty here, see :data:`BENCH_NOT_SAMPLES`); everything else goes into ``results.json``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import numpy as np
 
 from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, StubAgent
 from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, MarketBenchSandboxLimits, MarketBenchScoringConfig
-from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table
+from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table, summary_extra, unbiased_table
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 TASK = "market_bench"
 
@@ -93,6 +96,12 @@ def run_jobs(jobs, workers: int = 2, attempts: int = 3, on_done=None) -> list[di
     return [r for recs in results for r in recs]
 
 
+#: why the bench reports no unbiased pass@k: its agents are deterministic and each episode ends at its first
+#: success, so a round's attempts are not n independent samples (``quantgym eval --attempts n`` has them)
+BENCH_NOT_SAMPLES = ("each episode ends at its first success and the bench agents are deterministic: the attempts "
+                     "are not n independent samples (quantgym eval --attempts n keeps n of them)")
+
+
 def records_to_attempts(records: list[dict[str, Any]]) -> list[AttemptRecord]:
     return [AttemptRecord(r["agent"], r["strategy"], int(r["round"]), int(r["attempt"]), r["status"], r["mae"],
                           r["reason"], r["sandbox_status"], r["path_corr"], r["max_rel_error"], r.get("correct"))
@@ -111,24 +120,76 @@ def extras_table(records: list[dict[str, Any]]):
 
 def run_section(ctx) -> SectionResult:
     """Bench entry point (``quantgym bench``): see the module docstring."""
-    from rich.table import Table
-
     cfg = MarketBenchScoringConfig()
     jobs = default_jobs()
     tid = ctx.progress.add_task("Market-Bench", total=len(jobs))
     records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid))
-    scores = score_table(records_to_attempts(records), cfg)
+    attempts = records_to_attempts(records)
+    scores = score_table(attempts, cfg)
+    unbiased = unbiased_table(attempts, not_samples=BENCH_NOT_SAMPLES)
     extras = extras_table(records)
     table = scores.merge(extras, on=["agent", "strategy"], how="left")
     k = cfg.attempts
-    for strategy in (*STRATEGIES, "overall"):
+    print_bench_tables(ctx.console, table, k, cfg)
+    agents = list(dict.fromkeys(r["agent"] for r in records))
+    rows = [SummaryRow(task=TASK, agent=a, period=TASK_VERSION, extra=summary_extra(attempts, unbiased, a))
+            for a in agents]
+    if ctx.options.get("plots", False):
+        _plot(table, ctx.out_dir / "market_bench_mae.png", k)
+    return SectionResult(task=TASK, rows=rows, runs=records, extra={
+        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
+        "scores": table.to_dict(orient="records"),
+        "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": BENCH_NOT_SAMPLES,
+        "mutant_rounds": list(MUTANT_ROUNDS),
+        "metrics_note": "pass@k / pass@1 are the paper's (solved = ran and returned every metric; a stub returning "
+                        "constants is 'solved'); correct@k / correct@1 count attempts whose every metric is within "
+                        "max(correct_atol, correct_rtol*|reference|) of the reference (ScoringConfig)",
+        "note": "each episode ends at its first success; deterministic agents use one attempt per solved round; "
+                "the reference runs on all 5 rounds per strategy, the mutants on rounds "
+                + ", ".join(map(str, MUTANT_ROUNDS)),
+    })
+
+
+def score_cols(k: int, extras: bool = True, rank: bool = True) -> list[Col]:
+    """The columns of a Market-Bench score table (issue #18 item 1): rank, agent (or strategy), the paper's
+    p@k / p@1 / MAE / attempts, the anti-stub c@k / c@1, and (per strategy) path correlation and relative error."""
+    return [*([Col("#")] if rank else []), Col("agent", "left"), Col(f"p@{k}"), Col("p@1"),
+            Col("mean MAE", short="MAE"), Col("att."), Col(f"c@{k}", group=True), Col("c@1"),
+            *([Col("corr"), Col("rel err", short="rel")] if extras else [])]
+
+
+def _e(x: float) -> str:
+    return f"{x:g}".replace("e-0", "e-")
+
+
+def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), stub: bool = True,
+           extras: bool = True) -> str:
+    """What the score columns mean (issue #18 item 6), printed under the Market-Bench tables."""
+    text = (f"p@{k} / p@1 (pass@k, the paper's, spec §6): share of rounds solved within the first {k} attempts / on "
+            "the first; solved = the attempt ran in the sandbox and returned every required metric as a finite "
+            f"number, whatever its value. c@{k} / c@1 (correct@k, beyond the paper): share of rounds with an attempt "
+            f"whose every metric is within max({_e(cfg.correct_atol)}, {_e(cfg.correct_rtol)}·|reference|) of the "
+            "reference. MAE: mean |metric − reference| over the strategy's metrics, averaged over solved rounds; "
+            "att.: mean first successful attempt" + ("; corr: equity-path correlation with the reference; rel: "
+                                                       "largest per-metric relative error." if extras else "."))
+    if stub:
+        text += (f" stub_zeros returns 0.0 for every required metric without reading the data: 0.0 is a finite "
+                 f"number, so each of its attempts counts as solved (p@{k} = p@1 = 1.00) though its values are wrong "
+                 f"(c@{k} = c@1 = 0.00, a large MAE, no equity path so no corr); c@{k} is the column that tells a "
+                 "stub from a solution.")
+    return text
+
+
+def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(),
+                       width: int | None = None) -> None:
+    """One score table per strategy and one overall (``table``: :func:`score_table` merged with
+    :func:`extras_table`), fitted to the terminal, then the legend of the columns."""
+    from quantgym.tables import print_table
+
+    strategies = (*STRATEGIES, "overall")
+    for i, strategy in enumerate(strategies):
         sub = table[table["strategy"] == strategy]
-        t = Table(title=f"Market-Bench {TASK_VERSION} - {strategy} (spec §6; MAE over solved rounds; "
-                        f"mutants on rounds {', '.join(map(str, MUTANT_ROUNDS))})")
-        cols = ("#", "agent", f"p@{k}", "p@1", "mean MAE", "att.", f"c@{k}", "c@1") + (
-            ("corr", "rel err") if strategy != "overall" else ())
-        for col in cols:
-            t.add_column(col, justify="left" if col == "agent" else "right", no_wrap=col in ("agent", "mean MAE"))
+        rows = []
         for _, row in sub.iterrows():
             rel = row.get("max_rel_error", np.nan)
             name = str(row["agent"]).replace("mutant:", "")
@@ -138,23 +199,11 @@ def run_section(ctx) -> SectionResult:
                      fmt(row["correct@1"])]
             if strategy != "overall":
                 cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
-            t.add_row(*cells)
-        ctx.console.print(t)
-    agents = list(dict.fromkeys(r["agent"] for r in records))
-    rows = [SummaryRow(task=TASK, agent=a, period=TASK_VERSION) for a in agents]
-    if ctx.options.get("plots", False):
-        _plot(table, ctx.out_dir / "market_bench_mae.png", k)
-    return SectionResult(task=TASK, rows=rows, runs=records, extra={
-        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
-        "scores": table.to_dict(orient="records"),
-        "mutant_rounds": list(MUTANT_ROUNDS),
-        "metrics_note": "pass@k / pass@1 are the paper's (solved = ran and returned every metric; a stub returning "
-                        "constants is 'solved'); correct@k / correct@1 count attempts whose every metric is within "
-                        "max(correct_atol, correct_rtol*|reference|) of the reference (ScoringConfig)",
-        "note": "each episode ends at its first success; deterministic agents use one attempt per solved round; "
-                "the reference runs on all 5 rounds per strategy, the mutants on rounds "
-                + ", ".join(map(str, MUTANT_ROUNDS)),
-    })
+            rows.append(cells)
+        print_table(console, f"Market-Bench {TASK_VERSION} - {strategy}", score_cols(k, strategy != "overall"), rows,
+                    keys=2, width=width, caption=(legend(k, cfg) + " Mutants run on rounds "
+                                                  + ", ".join(map(str, MUTANT_ROUNDS)) + ".")
+                    if i == len(strategies) - 1 else None)
 
 
 def _plot(table, path, k) -> None:

@@ -7,13 +7,18 @@ from typing import Any, Callable
 
 from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary, print_warnings as _print_warnings
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 
 def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[str, Any]:
     """One Market-Bench (strategy, round) episode of up to K attempts."""
     import gymnasium as gym
 
-    env = gym.make(env_id, round=rnd, attempts=plan.attempts, feedback=plan.feedback, **plan.env_kwargs)
+    kw = dict(plan.env_kwargs)
+    # quantgym eval --attempts n: all n independent attempts run (the samples of the unbiased pass@k);
+    # by default (and in repair mode) the episode ends at the first success, as in the paper
+    kw.setdefault("end_on_success", not (getattr(plan, "all_attempts", False) and not plan.feedback))
+    env = gym.make(env_id, round=rnd, attempts=plan.attempts, feedback=plan.feedback, **kw)
     try:
         obs, info = env.reset(seed=plan.seed)
         agent.reset(env)
@@ -28,6 +33,7 @@ def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[
             r.update(agent=agent.name, strategy=u.strategy, round=u.round_number)
             recs.append(r)
         return {"env_id": env_id, "round": rnd, "records": recs, "round_record": info["record"], "episode": label,
+                "all_attempts": not kw["end_on_success"],
                 "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
                 "llm": llm_summary(agent, label)}
     finally:
@@ -45,37 +51,84 @@ class MarketBenchEval:
         return _section(runs, agent, plan, ctx.console)
 
 
+def not_samples_reason(runs: list[dict], feedback: bool) -> str | None:
+    """Why the runs' attempts are not n independent samples (None when they are)."""
+    if feedback:
+        return ("repair mode (--feedback): each attempt sees the previous error, so the attempts are not independent "
+                "samples")
+    if not runs or not all(run.get("all_attempts") for run in runs):
+        return ("the episodes ended at the first success (the paper's protocol): give quantgym eval --attempts n "
+                "to keep all n independent attempts")
+    return None
+
+
 def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> SectionResult:
     from quantgym.envs.market_bench.bench import records_to_attempts
     from quantgym.envs.market_bench.config import TASK_VERSION, MarketBenchScoringConfig as ScoringConfig
-    from quantgym.envs.market_bench.scoring import fmt, score_table
+    from quantgym.envs.market_bench.scoring import (UNBIASED_KS, first_success_prefix, fmt, score_table, summary_extra,
+                                                    unbiased_table)
 
     records = [r for run in runs for r in run["records"]]
     cfg = ScoringConfig(attempts=plan.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
-    scores = score_table(records_to_attempts(records), cfg)
+    attempts = records_to_attempts(records)
+    # the paper's sequential metrics from what its protocol would have run (up to each round's first success)
+    sequential = first_success_prefix(attempts)
+    scores = score_table(sequential, cfg)
+    why = not_samples_reason(runs, plan.feedback)
+    unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
-                                                              period=TASK_VERSION)],
+                                                              period=TASK_VERSION,
+                                                              extra=summary_extra(sequential, unbiased, agent.name))],
                         runs=[{**run, "agent": agent.name, "transcript": agent.usage().get("transcript")}
                               for run in runs],
                         extra={"scores": scores.to_dict(orient="records"), "task_version": TASK_VERSION,
-                               "feedback": plan.feedback, "attempts": plan.attempts})
+                               "feedback": plan.feedback, "attempts": plan.attempts,
+                               "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": why or UNBIASED_NOTE})
     if console is not None:
-        from rich.table import Table
+        from quantgym.envs.market_bench.bench import legend, score_cols
+        from quantgym.tables import print_table
 
         k = plan.attempts
-        t = Table(title=f"Market-Bench {TASK_VERSION} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
-                        f"attempts, K={k})", title_justify="left")
-        for col in ("strategy", f"p@{k}", "p@1", "mean MAE", "att."):
-            t.add_column(col, justify="left" if col == "strategy" else "right")
-        for _, row in scores.iterrows():
-            t.add_row(str(row["strategy"]), fmt(row.get(f"pass@{k}")), fmt(row.get("pass@1")),
-                      fmt(row.get("mean_mae_solved")), fmt(row.get("avg_attempt")))
-        console.print(t)
+        cols = [c if c.header != "agent" else Col("strategy", "left") for c in score_cols(k, extras=False, rank=False)]
+        rows = [[str(row["strategy"]), *[fmt(row.get(c)) for c in (f"pass@{k}", "pass@1", "mean_mae_solved",
+                                                                     "avg_attempt", f"correct@{k}", "correct@1")]]
+                for _, row in scores.iterrows()]
+        caption = legend(k, cfg, stub=False, extras=False)
+        print_table(console, f"Market-Bench {TASK_VERSION} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
+                    f"attempts, K={k})", cols, rows, keys=1, caption=caption if why is not None else None)
+        if why is None:
+            ks = list(UNBIASED_KS)
+            ucols = [Col("strategy", "left"), Col("rounds"),
+                     *[Col(f"{m}@{kk}", short=f"{m[0]}@{kk}", group=m == "pass") for kk in ks for m in ("pass", "correct")]]
+            urows = [[str(row["strategy"]), str(row["n_rounds"]),
+                      *[interval_cell(row, f"{m}@{kk}") for kk in ks for m in ("pass", "correct")]]
+                     for _, row in unbiased.iterrows()]
+            print_table(console, f"Unbiased pass@k / correct@k over n = {k} attempts per round (Chen et al. 2021; "
+                        "95 % t interval over rounds)", ucols, urows, keys=1, caption=caption)
+        else:
+            console.print(f"[dim]Unbiased pass@k not estimated: {why}.[/]")
         _print_warnings(console, runs)
     return sec
 
 
+#: results.json note on the unbiased estimates
+UNBIASED_NOTE = ("pass@k_unbiased = mean over rounds of 1 - C(n-c,k)/C(n,k) (Chen et al. 2021) with c the SUCCESS "
+                 "attempts of n; correct@k_unbiased the same with the correct attempts; lo/hi: 95 % Student-t "
+                 "interval over the rounds, clipped to [0, 1]. The paper's sequential pass@k (scores) is unchanged.")
+
+
+def interval_cell(row: Any, name: str) -> str:
+    """``0.62 [0.41, 0.83]`` of an unbiased estimate (``-`` when undefined)."""
+    from quantgym.envs.market_bench.scoring import fmt
+
+    est, lo, hi = row.get(f"{name}_unbiased"), row.get(f"{name}_lo"), row.get(f"{name}_hi")
+    if est is None or (isinstance(est, float) and est != est):
+        return "-"
+    if lo is None or (isinstance(lo, float) and lo != lo):
+        return fmt(est)
+    return f"{fmt(est)} [{fmt(lo)}, {fmt(hi)}]"
+
 
 ADAPTER = MarketBenchEval()
 
-__all__ = ["ADAPTER", "MarketBenchEval", "run_market_bench"]
+__all__ = ["ADAPTER", "MarketBenchEval", "run_market_bench", "not_samples_reason", "interval_cell", "UNBIASED_NOTE"]

@@ -80,8 +80,8 @@ class MarketBenchLLMAgent(LLMAgent):
         """``quantgym eval --dry-run``: add this env id's planned episodes to the task row ``r``
         (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`.
 
-        Each round's prompt is rendered; the floor is the first attempt, the most ``attempts`` calls per
-        round (repair mode: the conversation grows by the code and its trace each time).
+        Each round's prompt is rendered; the floor is the first attempt (every attempt with
+        ``plan.all_attempts``, ``--attempts n``), the most ``attempts`` calls per round (repair mode: the conversation grows by the code and its trace each time).
         """
         import gymnasium as gym
 
@@ -101,11 +101,12 @@ class MarketBenchLLMAgent(LLMAgent):
             _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_MARKET_BENCH},
                                                {"role": "user", "content": texts[st]}], tuple(texts), cap, window)
             pt, k = f1["prompt_tokens_est"], int(plan.attempts)
-            # floor: the first attempt runs and ends the round; most: every attempt (repair mode: the
-            # conversation grows by the code and its trace each time)
+            # floor: the first attempt runs and ends the round (all k with --attempts n, independent mode);
+            # most: every attempt (repair mode: the conversation grows by the code and its trace each time)
             grow = (c1 or 0) + 400 if plan.feedback else 0
-            _add(r, 1, k, pt, sum(pt + i * grow for i in range(k)), _expected_completion(c1, "code"),
-                 k * (c1 or 0), f1["prompt_style"])
+            floor = k if getattr(plan, "all_attempts", False) and not plan.feedback else 1
+            _add(r, floor, k, floor * pt, sum(pt + i * grow for i in range(k)),
+                 floor * _expected_completion(c1, "code"), k * (c1 or 0), f1["prompt_style"])
 
 
 __all__ = ["MarketBenchLLMAgent", "SYSTEM_MARKET_BENCH"]

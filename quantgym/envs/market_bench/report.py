@@ -64,8 +64,29 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
         sec.tables.append(Table(f"Market-Bench — {strat}", cols, body, anchor=f"mb-{strat}",
                                 note="pass@k: share of rounds solved within k attempts (ran and returned every "
                                      "metric); correct@k: within tolerance of the reference; MAE over solved rounds "
-                                     "(spec market_bench §6). Read from results.json (summary.csv has no "
-                                     "Market-Bench metric)." if strat == "overall" else ""))
+                                     "(spec market_bench §6). Read from results.json (summary.csv holds each agent's "
+                                     "overall figures as extra columns)." if strat == "overall" else ""))
+    unb = [dict(x, _source=s.name) for s in sources for x in (s.task_doc("market_bench").get("unbiased") or [])
+           if isinstance(x, dict)]
+    defined = [x for x in unb if x.get("pass@1_unbiased") is not None]
+    if defined:
+        from quantgym.envs.market_bench.eval import interval_cell
+        from quantgym.envs.market_bench.scoring import UNBIASED_KS
+
+        names = [f"{m}@{k}" for k in UNBIASED_KS for m in ("pass", "correct")]
+        sec.tables.append(Table(
+            "Market-Bench — unbiased pass@k / correct@k", ["agent", "strategy", "rounds", "n (fewest)",
+                                                          *[f"{c} [95 % CI]" for c in names]]
+            + (["source"] if multi else []),
+            [[str(x.get("agent")), str(x.get("strategy")), str(x.get("n_rounds")), str(x.get("n_min")),
+              *[interval_cell(x, c) for c in names]] + ([x["_source"]] if multi else []) for x in defined],
+            anchor="mb-unbiased",
+            note="1 − C(n−c, k)/C(n, k) per round (Chen et al. 2021; c = attempts that ran / were correct out of n "
+                 "independent attempts, quantgym eval --attempts n), mean over rounds and a Student-t interval "
+                 "over the rounds clipped to [0, 1]. Beside, not instead of, the paper's sequential pass@k above."))
+    elif unb:
+        notes = {s.task_doc("market_bench").get("unbiased_note") for s in sources} - {None}
+        sec.notes.append("Unbiased pass@k not estimated: " + "; ".join(sorted(map(str, notes))) + ".")
     return sec
 
 

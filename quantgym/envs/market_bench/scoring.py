@@ -243,6 +243,123 @@ def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], cfg: Mark
     return pd.concat([rank(g, k=cfg.attempts) for _, g in both.groupby("strategy", sort=False)], ignore_index=True)
 
 
+def first_success_prefix(attempts: Iterable[AttemptRecord]) -> list[AttemptRecord]:
+    """Each round's attempts up to and including its first SUCCESS (all of them when none succeeded).
+
+    What the paper's protocol (the episode ends at the first success) would have run of independent
+    attempts: the sequential pass@k, MAE and average attempt of a run that kept all n attempts are
+    computed from this prefix, so they equal the stop-at-first-success numbers.
+    """
+    att = list(attempts)
+    first: dict[tuple, int] = {}
+    for a in att:
+        if a.status == SUCCESS:
+            key = (a.agent, a.strategy, a.round)
+            first[key] = min(first.get(key, a.attempt), a.attempt)
+    return [a for a in att if a.attempt <= first.get((a.agent, a.strategy, a.round), a.attempt)]
+
+
+#: k of the unbiased estimates reported beside the paper's sequential pass@k (issue #16 item 3)
+UNBIASED_KS: tuple[int, ...] = (1, 3)
+
+
+def unbiased_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], ks: Iterable[int] = UNBIASED_KS,
+                   level: float = 0.95, not_samples: str | None = None) -> pd.DataFrame:
+    """Unbiased pass@k and correct@k (Chen et al. 2021) per (agent, strategy) and overall, with intervals.
+
+    Each round's ``n`` attempts and its ``c`` SUCCESS / correct attempts give
+    ``1 − C(n − c, k)/C(n, k)`` (:func:`quantgym.stats.passk.pass_at_k`); the table holds their mean over
+    the rounds and a Student-t interval over the rounds (:func:`quantgym.stats.passk.estimate_over_rounds`).
+    ``overall`` pools every round of the agent (equal to the mean over strategies when each strategy has
+    the same number of rounds). Beside, never instead of, the paper's sequential pass@k
+    (:func:`strategy_scores`).
+
+    Parameters
+    ----------
+    attempts : the attempt table (every attempt of every round).
+    ks : the k values (a k above a round's n gives None with the reason).
+    level : confidence level of the interval.
+    not_samples : when the attempts are not n independent samples fixed in advance (episodes ended at
+        the first success, repair mode), the reason: every estimate is None and ``reason`` says why.
+
+    Returns
+    -------
+    DataFrame
+        ``agent, strategy, n_rounds, n_min`` (fewest attempts in a round), then per k
+        ``pass@k_unbiased, pass@k_lo, pass@k_hi, correct@k_unbiased, correct@k_lo, correct@k_hi``, and
+        ``reason`` (None when every estimate is defined).
+    """
+    from quantgym.stats.passk import estimate_over_rounds
+
+    ks = tuple(int(k) for k in ks)
+    df = pd.DataFrame([asdict(a) if isinstance(a, AttemptRecord) else dict(a) for a in attempts])
+    cols = ["agent", "strategy", "n_rounds", "n_min"] + [f"{m}@{k}_{x}" for k in ks for m in ("pass", "correct")
+                                                        for x in ("unbiased", "lo", "hi")] + ["reason"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    if "correct" not in df:
+        df["correct"] = False
+    df["ok"] = df["status"] == SUCCESS
+    df["good"] = df["ok"] & df["correct"].map(lambda v: v is True or v == 1)
+    per_round = df.groupby(["agent", "strategy", "round"], sort=False).agg(n=("attempt", "size"), c=("ok", "sum"),
+                                                                           cc=("good", "sum")).reset_index()
+    groups = [((a, s), g) for (a, s), g in per_round.groupby(["agent", "strategy"], sort=False)]
+    groups += [((a, "overall"), g) for a, g in per_round.groupby("agent", sort=False)]
+    rows = []
+    for (agent, strategy), g in groups:
+        row: dict[str, Any] = {"agent": agent, "strategy": strategy, "n_rounds": int(len(g)), "n_min": int(g["n"].min())}
+        reasons = []
+        for k in ks:
+            for m, col in (("pass", "c"), ("correct", "cc")):
+                if not_samples is not None:
+                    est = {"estimate": None, "lo": None, "hi": None, "reason": not_samples}
+                else:
+                    est = estimate_over_rounds(g["n"], g[col], k, level)
+                row.update({f"{m}@{k}_unbiased": est["estimate"], f"{m}@{k}_lo": est["lo"], f"{m}@{k}_hi": est["hi"]})
+                if est["reason"] and est["reason"] not in reasons:
+                    reasons.append(est["reason"])
+        row["reason"] = "; ".join(reasons) or None
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def summary_extra(attempts: Iterable[AttemptRecord | Mapping[str, Any]], unbiased: pd.DataFrame,
+                  agent: str) -> dict[str, Any]:
+    """The summary.csv columns of one Market-Bench agent (its ``overall`` scores).
+
+    ``pass@1``, ``pass@3``, ``correct@1``, ``correct@3``, ``mae`` (mean MAE over solved rounds) are the
+    paper's sequential metrics at its K = 3 (the first 3 attempts of each round; ``pass@3`` / ``correct@3``
+    empty when a round ended unsolved with fewer than 3 attempts, i.e. K < 3); ``n_attempts`` is the fewest attempts of a round; then the
+    unbiased estimates with their interval (:func:`unbiased_table`): ``pass@k_unbiased``, ``pass@k_lo``,
+    ``pass@k_hi`` and the same for ``correct@k``, k in :data:`UNBIASED_KS`.
+    """
+    att = [a if isinstance(a, AttemptRecord) else AttemptRecord(**{f: a[f] for f in a if f in AttemptRecord.__dataclass_fields__})
+           for a in attempts]
+    att = [a for a in att if a.agent == agent]
+    out: dict[str, Any] = {}
+    seq = overall_scores(strategy_scores(att, k=3), k=3) if att else pd.DataFrame()
+    # pass@3 is defined when every round had 3 attempts or was solved before running out (K >= 3)
+    rt = round_table(att)
+    full = bool(att) and bool(((rt["n_attempts"] >= 3) | (rt["solved"] == 1)).all())
+    row = seq.iloc[0].to_dict() if len(seq) else {}
+
+    def num(v: Any) -> float | None:
+        return None if v is None or not math.isfinite(float(v)) else float(v)
+
+    out.update({"pass@1": num(row.get("pass@1")), "pass@3": num(row.get("pass@3")) if full else None,
+                "correct@1": num(row.get("correct@1")), "correct@3": num(row.get("correct@3")) if full else None,
+                "mae": num(row.get("mean_mae_solved"))})
+    u = unbiased[(unbiased["agent"] == agent) & (unbiased["strategy"] == "overall")] if len(unbiased) else unbiased
+    urow = u.iloc[0].to_dict() if len(u) else {}
+    out["n_attempts"] = None if urow.get("n_min") is None else int(urow["n_min"])
+    for k in UNBIASED_KS:
+        for m in ("pass", "correct"):
+            for x in ("unbiased", "lo", "hi"):
+                v = urow.get(f"{m}@{k}_{x}")
+                out[f"{m}@{k}_{x}"] = None if v is None or (isinstance(v, float) and not math.isfinite(v)) else v
+    return out
+
+
 def fmt(x: Any, decimals: int = 2) -> str:
     """Table cell: numbers rounded to ``decimals`` (spec §6: 2 decimals), NaN/None as '-'."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
@@ -254,4 +371,5 @@ def fmt(x: Any, decimals: int = 2) -> str:
 
 __all__ = ["SUCCESS", "FAILED", "validate_metrics", "mae", "metric_errors", "path_correlation", "is_correct",
            "mean_clipped_rel_error", "attempt_reward", "AttemptRecord",
-           "round_table", "strategy_scores", "overall_scores", "rank", "score_table", "fmt"]
+           "round_table", "strategy_scores", "overall_scores", "rank", "score_table", "fmt", "UNBIASED_KS",
+           "unbiased_table", "summary_extra", "first_success_prefix"]

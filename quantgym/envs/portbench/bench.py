@@ -9,7 +9,7 @@ profile is the stress gate (§7.2): ``gate`` of a stress-window row = ``|MDD| �
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from quantgym.evaluation import EvalResult, evaluate, fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
@@ -19,13 +19,9 @@ from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.envs.portbench.uncertainty import p_cell, run_uncertainty, sharpe_cell, summary_fields
 from quantgym.results import SectionResult
-from quantgym.tables import Col, print_table
+from quantgym.tables import Col
 
 DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
-#: the terminal table's columns (print_table fits them to the terminal, splitting when needed)
-TABLE_COLUMNS = (Col("period", "left"), Col("agent", "left"), Col("Sharpe [95% CI]", short="Sharpe [CI]"),
-                 Col("Ret%"), Col("MaxDD%"), Col("Vol%"), Col("CEPS"), Col("gate", "center"),
-                 Col("p vs EqW", short="p"))
 ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
            "aggressive": "PortBench-Aggressive-v0"}
 
@@ -85,35 +81,25 @@ def run_section(ctx) -> SectionResult:
                 ctx.progress.advance(tid)
     unc = _uncertainty(res, base, periods, specs)  # id(EvalResult) -> uncertainty block
     section = SectionResult(task="portbench")
+    gates: dict[tuple[str, str, str], bool | None] = {}
     for prof in profiles:
         tol = PROFILES[prof].max_drawdown
         mdds = {lab: {per: res[(lab, prof, per)].metrics["max_drawdown"] for per in periods} for lab in labels}
-        cells, ends = [], []
-        for pi, per in enumerate(periods):
-            for ai, lab in enumerate(labels):
+        for per in periods:
+            for lab in labels:
                 r = res[(lab, prof, per)]
-                m = r.metrics
-                row_gate = period_gate(per, mdds[lab], tol)
                 fields = summary_fields(unc[id(r)])
-                cells.append([per if ai == 0 else "", lab, sharpe_cell(m["sharpe"], fields), _fmt(m["ret_pct"]),
-                              _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]), _fmt(r.ceps, 3),
-                              "" if row_gate is None else ("✓" if row_gate else "✗"),
-                              p_cell(fields["dsharpe_eqw_p"])])
-                ends.append(ai == len(labels) - 1 and pi < len(periods) - 1)
+                gates[(lab, prof, per)] = row_gate = period_gate(per, mdds[lab], tol)
                 row = r.summary_row(gate=row_gate)
                 row.profile = prof
                 row.extra.update(fields)
                 section.rows.append(row)
-        print_table(ctx.console, f"PortBench — {prof.capitalize()} profile (drawdown tolerance {tol:.0%})",
-                    TABLE_COLUMNS, cells, keys=2, end_sections=ends,
-                    caption="gate: stress rows |MaxDD| ≤ tolerance; normal_2024 row: all three stress windows pass "
-                            "(§7.2). Baselines are profile-independent and have no CEPS. [95% CI]: stationary "
-                            "block bootstrap of daily returns; p vs EqW: Ledoit–Wolf test of equal Sharpe with "
-                            "Equal-Weight (beats EqW stays Sharpe strictly greater, §7.3; docs/uncertainty.md).")
         if opts.get("plots", True):
             for per in periods:
                 plot_nav([res[(lab, prof, per)] for lab in labels], f"PortBench {per} — {prof} "
                          f"(drawdown tolerance {tol:.0%})", ctx.out_dir / f"portbench_nav_{prof}_{per}.png", tol)
+    print_period_tables(ctx.console, periods, profiles, [a.name for a in agents], labels[len(agents):], res, gates)
+    print_uncertainty_table(ctx.console, periods, profiles, [a.name for a in agents], labels[len(agents):], res, unc)
     fallbacks = {(key, per): [{"date": st.get("date"), "reason": st["fallback"]} for st in r.steps if st.get("fallback")]
                  for (key, per), r in base.items()}
     lines = [f"  {base[(key, per)].agent}, {per}: {', '.join(str(f['date']) for f in fb)} "
@@ -156,6 +142,75 @@ def _uncertainty(res: dict, base: dict, periods: list[str], specs: dict) -> dict
         if id(r) not in out:
             out[id(r)] = run_uncertainty(r, eqw[per])
     return out
+
+
+def _gate_cell(gate: bool | None) -> str:
+    return "" if gate is None else ("✓" if gate else "✗")
+
+
+#: the metric columns of a per-period table (issue #18 items 1, 4); a gate column per profile follows
+PERIOD_COLS = (Col("agent", "left"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"),
+               Col("CEPS"))
+_SHORT_PROFILE = {"conservative": "cons", "balanced": "bal", "aggressive": "aggr"}
+
+
+def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence[str], baselines: Sequence[str],
+                        others: Sequence[str], res: dict[tuple[str, str, str], Any],
+                        gates: dict[tuple[str, str, str], bool | None], width: int | None = None) -> None:
+    """One table per period (issue #18 item 4): a baseline's run is profile-independent, so it is one row
+    with a gate column per profile; another agent ran once per profile, so it has a row per profile
+    (``name · profile``) with that profile's gate only. ``res`` / ``gates`` are keyed (label, profile, period)."""
+    from quantgym.tables import print_table
+
+    cols = [*PERIOD_COLS, *[Col(f"gate {p}", "center", short=_SHORT_PROFILE.get(p, p[:4]), group=i == 0)
+                            for i, p in enumerate(profiles)]]
+    show_ceps = any(r.ceps is not None for r in res.values())
+    if not show_ceps:
+        cols = [c for c in cols if c.header != "CEPS"]
+    # (shown name, label, the profile whose run is shown, the profiles gated on that row)
+    entries = [(lab, lab, profiles[0], list(profiles)) for lab in baselines]
+    entries += [(f"{lab} · {p}", lab, p, [p]) for lab in others for p in profiles]
+    tols = ", ".join(f"{p} {PROFILES[p].max_drawdown:.0%}" for p in profiles)
+    caption = (f"gate per profile (§7.2; drawdown tolerance {tols}): a stress window's row passes when |MaxDD| ≤ "
+               "the tolerance, normal_2024's when all three stress windows pass. A baseline is profile-independent: "
+               "one run, gated under every profile" + (", no CEPS" if not show_ceps else "")
+               + ("; another agent has a row per profile, with that profile's gate." if others else "."))
+    for i, per in enumerate(periods):
+        rows, ends = [], []
+        for shown, lab, prof, gated in entries:
+            r = res[(lab, prof, per)]
+            m = r.metrics
+            rows.append([shown, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]), _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]),
+                         *([_fmt(r.ceps, 3)] if show_ceps else []),
+                         *[_gate_cell(gates[(lab, p, per)]) if p in gated else "" for p in profiles]])
+            ends.append(bool(others) and lab == baselines[-1] if baselines else False)
+        print_table(console, f"PortBench — {per}", cols, rows, keys=1, end_sections=ends,
+                    caption=caption if i == len(periods) - 1 else None, width=width)
+
+
+def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequence[str], baselines: Sequence[str],
+                            others: Sequence[str], res: dict[tuple[str, str, str], Any], unc: dict[int, dict],
+                            width: int | None = None) -> None:
+    """Compact uncertainty table (issue #16): per period, each run's Sharpe with its 95 % stationary-bootstrap
+    interval, Δ Sharpe vs Equal-Weight and the Ledoit–Wolf p-value (a baseline once, another agent per profile)."""
+    from quantgym.tables import print_table
+
+    cols = [Col("period", "left"), Col("agent", "left"), Col("Sharpe [95% CI]", short="Sharpe [CI]"),
+            Col("ΔSh vs EqW", short="ΔSh"), Col("p vs EqW", short="p")]
+    entries = [(lab, lab, profiles[0]) for lab in baselines] + [(f"{lab} · {p}", lab, p) for lab in others
+                                                                 for p in profiles]
+    rows, ends = [], []
+    for pi, per in enumerate(periods):
+        for ei, (shown, lab, prof) in enumerate(entries):
+            r = res[(lab, prof, per)]
+            f = summary_fields(unc[id(r)])
+            rows.append([per if ei == 0 else "", shown, sharpe_cell(r.metrics["sharpe"], f), _fmt(f["dsharpe_eqw"]),
+                         p_cell(f["dsharpe_eqw_p"])])
+            ends.append(ei == len(entries) - 1 and pi < len(periods) - 1)
+    print_table(console, "PortBench — uncertainty (95 %)", cols, rows, keys=2, end_sections=ends, width=width,
+                caption="[95% CI]: stationary block bootstrap of daily returns; ΔSh, p: Ledoit–Wolf test of equal "
+                        "Sharpe with Equal-Weight on the same days. Beats EqW stays Sharpe strictly greater (§7.3); "
+                        "docs/uncertainty.md.")
 
 
 def _agent_options(spec: str, out_dir) -> dict:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, is_llm_agent, job_label, llm_summary,
                                  parse_period, period_label, policy_name, print_warnings as _print_warnings)
 from quantgym.results import SectionResult
+from quantgym.tables import Col
 
 
 def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[str, Any]:
@@ -77,21 +78,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     from quantgym.envs.portbench.profiles import PROFILES
 
     sec = SectionResult(task="portbench")
-    table = None
-    if console is not None:
-        from rich.table import Table
-
-        how = ("stagewise S1→S2→S3, text protocol" if is_llm_agent(agent) else
-               "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
-        table = Table(title=f"PortBench — {policy_name(agent)} ({how})", title_justify="left")
-        cols = ["profile", "period", "agent", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "S1", "S2", "S3",
-                "S4", "S5", "refused", "unparse", "calls", "tokens", "warn", "gate"]
-        if not is_llm_agent(agent):  # no text protocol, no LLM calls
-            cols = [c for c in cols if c not in ("refused", "unparse", "calls", "tokens", "warn")]
-            if getattr(agent, "direct_allocation", False):  # no stage scores either
-                cols = [c for c in cols if c not in ("CEPS", "S1", "S2", "S3", "S4", "S5")]
-        for col in cols:
-            table.add_column(col, justify="left" if col in ("profile", "period", "agent") else "right")
+    cells_rows: list[dict[str, str]] = []  # one per table row, keyed by EVAL_COLS header
     by_profile: dict[str, dict[str, float]] = {}
     for run in runs:
         r = run["result"]
@@ -114,24 +101,23 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             bd = base.to_dict()
             bd["note"] = "Equal-Weight reference for the plot (direct allocation, no stage scores)"
             sec.runs.append(bd)
-        if table is not None:
+        if console is not None:
             ss = r.stage_scores or {}
             u = run["usage"] or {}
             m = r.metrics
-            cells = {"profile": r.profile, "period": r.period, "agent": r.agent, "Sharpe": _fmt(m["sharpe"], 3),
-                     "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]), "Vol%": _fmt(m["vol_pct"]),
-                     "CEPS": _fmt(r.ceps, 3), **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
-                     "refused": str(m.get("refused_steps", "")),
-                     "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
-                     "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
-                     "warn": str(u.get("warnings", 0) or ""),
-                     "gate": "" if gate is None else ("✓" if gate else "✗")}
-            table.add_row(*[cells[c] for c in cols])
+            cells_rows.append({
+                "profile": r.profile, "period": r.period, "agent": r.agent, "Sharpe": _fmt(m["sharpe"], 3),
+                "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]), "Vol%": _fmt(m["vol_pct"]),
+                "CEPS": _fmt(r.ceps, 3), **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
+                "refused": str(m.get("refused_steps", "")),
+                "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
+                "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
+                "warn": str(u.get("warnings", 0) or ""), "gate": "" if gate is None else ("✓" if gate else "✗")})
             if base is not None:
                 bm = base.metrics
-                bcells = {"agent": base.agent, "Sharpe": _fmt(bm["sharpe"], 3), "Ret%": _fmt(bm["ret_pct"]),
-                          "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"])}
-                table.add_row(*[bcells.get(c, "") for c in cols])
+                cells_rows.append({"profile": r.profile, "period": r.period, "agent": base.agent,
+                                   "Sharpe": _fmt(bm["sharpe"], 3), "Ret%": _fmt(bm["ret_pct"]),
+                                   "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"])})
         if plan.plots:
             from quantgym.envs.portbench.plots import plot_nav
 
@@ -141,10 +127,41 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                             tol)
             sec.extra.setdefault("plots", []).append(str(path))
     if console is not None:
-        console.print(table)
+        how = ("stagewise S1→S2→S3, text protocol" if is_llm_agent(agent) else
+               "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
+        print_eval_table(console, f"PortBench — {policy_name(agent)} ({how})", cells_rows, llm=is_llm_agent(agent),
+                         stage_scores=not getattr(agent, "direct_allocation", False))
         _print_warnings(console, runs)
     return sec
 
+
+#: the ``eval`` table's columns (issue #18 item 1): the keys (profile: one table each; period, agent), the
+#: metrics and the gate, then the stage scores, then the LLM's text-protocol counts; a split table breaks
+#: between these groups when it can
+EVAL_COLS = (Col("profile", "left"), Col("period", "left"), Col("agent", "left"), Col("Sharpe"),
+             Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"), Col("gate", "center"), Col("CEPS", group=True),
+             *[Col(s) for s in ("S1", "S2", "S3", "S4", "S5")], Col("refused", short="ref.", group=True),
+             Col("unparse", short="unp."), Col("calls"), Col("tokens", short="tok."), Col("warn", short="w"))
+_LLM_ONLY = ("refused", "unparse", "calls", "tokens", "warn")
+_STAGE = ("CEPS", "S1", "S2", "S3", "S4", "S5")
+
+
+def print_eval_table(console: Any, title: str, rows: list[dict[str, str]], llm: bool, stage_scores: bool = True,
+                     width: int | None = None) -> int:
+    """The ``eval`` result table from ``rows`` (cells keyed by :data:`EVAL_COLS` header; a missing cell is
+    empty), one table per profile (named in its title), each fitted to the terminal by
+    :func:`quantgym.tables.print_table` with period and agent in every part. Returns the number of parts."""
+    from quantgym.tables import print_table
+
+    cols = [c for c in EVAL_COLS[1:] if (llm or c.header not in _LLM_ONLY) and (stage_scores or c.header not in _STAGE)]
+    n = 0
+    for prof in dict.fromkeys(r.get("profile", "") for r in rows):
+        mine = [r for r in rows if r.get("profile", "") == prof]
+        # a line after each period's block: the agent's row, then its Equal-Weight reference
+        ends = [i + 1 < len(mine) and mine[i + 1].get("period") != r.get("period") for i, r in enumerate(mine)]
+        n += print_table(console, f"{title}, {prof} profile" if prof else title, cols,
+                         [[r.get(c.header, "") for c in cols] for r in mine], keys=2, width=width, end_sections=ends)
+    return n
 
 
 ADAPTER = PortBenchEval()

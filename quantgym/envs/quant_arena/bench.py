@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from rich.table import Table
 
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
 
 from .config import ARENA_VERSION, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
+from .metrics import overfitting_extra
 
 PERIOD = "sealed_2024"
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
@@ -58,10 +59,31 @@ def run_example(name: str, record_dir: Path | None = None, executor: str = "sand
                 "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],
                 "research_years": fin["research_years"], "sealed_years": fin["sealed_years"],
                 "feedback": info1["feedback"], "record_path": None if u.record_path is None else str(u.record_path),
+                "overfitting": fin["overfitting"],
                 "wall_s": time.perf_counter() - t0, "research_daily": res_in.daily, "sealed_daily": res_out.daily,
                 "timings": {"research": res_in.timings, "sealed": res_out.timings}}
     finally:
         env.close()
+
+
+def classical_loop(runs: dict[str, dict], n_ann: int = 242) -> dict[str, Any]:
+    """DSR and PBO of the research loop "try the classical submissions, keep the best S_in".
+
+    Each bench episode has one candidate (DSR and PBO need two); taken together the submissions form a
+    research loop of ``len(runs)`` trials, which is what the bench prints (issue #16 item 2).
+    """
+    from types import SimpleNamespace
+
+    from .metrics import research_overfitting
+
+    names = list(runs)
+    cands = [{"index": i + 1, "research": SimpleNamespace(status=runs[n]["status_research"],
+                                                          daily=runs[n]["research_daily"])}
+             for i, n in enumerate(names)]
+    ok = [i for i, n in enumerate(names) if runs[n]["status_research"] == "ok"]
+    best = max(ok, key=lambda i: runs[names[i]]["S_in"]) if ok else None
+    out = research_overfitting(cands, None if best is None else best + 1, n_ann)
+    return {"trials": names, "frozen": None if best is None else names[best], "rule": "highest S_in", **out}
 
 
 def _pct(x: Any, nd: int = 1) -> str:
@@ -95,38 +117,35 @@ def run_section(ctx) -> SectionResult:
             runs[futs[f]] = f.result()
             ctx.progress.advance(tid)
     rows: list[SummaryRow] = []
-    table = Table(title=f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {ds.N} stocks, net of costs)")
-    for col in ("agent", "ARR", "xARR", "Sharpe", "MaxDD", "RankIC", "S_out", "S"):
-        table.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
-    rtable = Table(title="Research 2022-2023 (the feedback the agent saw)")
-    for col in ("agent", "ARR", "xARR", "RankIC", "IR", "LS SR", "TO", "S_in"):
-        rtable.add_column(col, justify="left" if col == "agent" else "right", no_wrap=True)
+    sealed_rows, research_rows = [], []
     for name in names:
         r = runs[name]
         m, mr = r["sealed"] or {}, r["research"] or {}
-        table.add_row(name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
-                      _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
-                      _num(r["S"], 1))
-        rtable.add_row(name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
-                       _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
-                       _num(r["S_in"], 1))
+        sealed_rows.append([name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
+                            _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
+                            _num(r["S"], 1)])
+        research_rows.append([name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
+                              _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
+                              _num((r.get("overfitting") or {}).get("psr0")), _num(r["S_in"], 1)])
         rows.append(SummaryRow(task="quant_arena", agent=name, profile=None, period=PERIOD,
                                sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else
                                100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
                                100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
-                               100 * m["volatility"], ceps=None, gate=None))
-    table.add_row("market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
-                  _pct(ref_sealed["max_drawdown"]), "–", "–", "–")
-    rtable.add_row("market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–")
+                               100 * m["volatility"], ceps=None, gate=None,
+                               extra=overfitting_extra(r.get("overfitting"))))
+    sealed_rows.append(["market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
+                        _pct(ref_sealed["max_drawdown"]), "–", "–", "–"])
+    research_rows.append(["market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–", "–"])
+    loop = classical_loop(runs)
     rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
                            ceps=None, gate=None))
-    ctx.console.print(table)
-    ctx.console.print(rtable)
-    ctx.console.print(f"[dim]S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). Sharpe = mean/std x sqrt(242), "
-                      "no risk-free rate (spec 10.11). Market = cost-free equal weight of every stock of the full "
-                      f"bundled panel (about 5,000 a day). {SURVIVORSHIP_NOTE}[/]")
+    print_tables(ctx.console, ds.N, sealed_rows, research_rows,
+                 note=f"Overfitting diagnostics (not scored; docs/quant_arena.md): PSR = P(true research Sharpe > 0). "
+                      f"The {len(names)} submissions as one research loop keeping the best S_in ({loop['frozen']}): "
+                      f"DSR {_num(loop['dsr'])}, PBO {_num(loop['pbo'])} (CSCV, {loop['pbo_blocks']} blocks, "
+                      f"{loop['pbo_splits'] or 0} splits).")
     plots: list[str] = []
     if ctx.options.get("plots", True):
         from .plots import plot_nav_comparison, plot_quantiles, plot_run
@@ -158,7 +177,31 @@ def run_section(ctx) -> SectionResult:
                          extra={"version": ARENA_VERSION, "windows": {"research": [w.research_start, w.research_end],
                                                                    "sealed": [w.sealed_start, w.sealed_end]},
                                 "dataset": ds.name, "survivorship": SURVIVORSHIP_NOTE, "plots": plots,
+                                "classical_loop": loop,
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
 
 
-__all__ = ["run_section", "run_example"]
+#: the sealed (2024) and research (2022-2023) tables' columns (issue #18 item 1)
+SEALED_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("Sharpe"), Col("MaxDD", short="MDD"),
+               Col("RankIC", short="IC"), Col("S_out"), Col("S"))
+RESEARCH_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("RankIC", short="IC"), Col("IR"), Col("LS SR"),
+                 Col("TO"), Col("PSR", group=True), Col("S_in"))
+
+
+def print_tables(console: Any, n_stocks: int, sealed_rows: list[list[str]], research_rows: list[list[str]],
+                 width: int | None = None, note: str = "") -> None:
+    """The bench's sealed and research tables (rows of cells under :data:`SEALED_COLS` / :data:`RESEARCH_COLS`),
+    fitted to the terminal, then what the scores mean (and ``note``)."""
+    from quantgym.tables import print_table
+
+    print_table(console, f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {n_stocks} stocks, net of costs)",
+                SEALED_COLS, sealed_rows, width=width)
+    print_table(console, "Research 2022-2023 (the feedback the agent saw)", RESEARCH_COLS, research_rows, width=width,
+                caption="[dim]xARR: ARR in excess of the market; IC: mean daily RankIC; IR: RankIC IR; LS SR: "
+                        "long-short Sharpe; TO: turnover. S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). "
+                        "Sharpe = mean/std x sqrt(242), no risk-free rate (spec 10.11). Market = cost-free equal "
+                        "weight of every stock of the full bundled panel (about 5,000 a day). "
+                        f"{SURVIVORSHIP_NOTE}" + (f" {note}" if note else "") + "[/]")
+
+
+__all__ = ["run_section", "run_example", "classical_loop", "print_tables"]

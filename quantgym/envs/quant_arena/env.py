@@ -20,7 +20,7 @@ from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, A
                      Windows)
 from .data import ArenaDataset, load_dataset
 from .executor import ArenaHostError, WindowResult, evaluate_submission, source_hash
-from .metrics import total_score
+from .metrics import research_overfitting, total_score
 from .prompts import round6, feedback_text, research_feedback, task_brief
 from .records import RunRecorder
 
@@ -70,7 +70,10 @@ class QuantArenaEnv(gym.Env):
 
     ## Rewards
     Research step: S_in of the candidate (0–100; 0 if its status is not ``ok``).
-    Final step: total ``S = 0.5·S_in + 0.5·S_out`` of the frozen candidate.
+    Final step: total ``S = 0.5·S_in + 0.5·S_out`` of the frozen candidate. The final info also
+    carries ``overfitting`` (issue #16): the Deflated Sharpe Ratio of the frozen candidate's research
+    returns and the PBO by CSCV over the candidates' research returns
+    (:func:`~quantgym.envs.quant_arena.metrics.research_overfitting`); diagnostics only, S ignores them.
 
     ## Starting State
     No candidate; budget 5 (one-shot: 1).
@@ -323,7 +326,8 @@ class QuantArenaEnv(gym.Env):
         if not self._candidates:
             self._record("freeze", candidate=None, note="no candidate: S = 0")
             final = {"S": 0.0, "S_in": 0.0, "S_out": 0.0, "frozen_candidate": None, "status_research": None,
-                     "status_sealed": None, "research": None, "sealed": None, "note": "freeze with no candidate"}
+                     "status_sealed": None, "research": None, "sealed": None, "note": "freeze with no candidate",
+                     "overfitting": research_overfitting([], None, self.cfg.scoring.n_ann)}
             return self._end(final)
         if k is None:
             k = len(self._candidates)
@@ -344,7 +348,9 @@ class QuantArenaEnv(gym.Env):
                  "research": res_in.metrics, "sealed": res_out.metrics,
                  "research_years": res_in.years, "sealed_years": res_out.years,
                  "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
-                 "version": self.cfg.scoring.version}
+                 "version": self.cfg.scoring.version,
+                 # diagnostics of the research loop (issue #16): not part of S
+                 "overfitting": research_overfitting(self._candidates, cand["index"], self.cfg.scoring.n_ann)}
         self._sealed_result = res_out
         return self._end(final)
 

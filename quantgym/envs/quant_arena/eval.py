@@ -9,6 +9,9 @@ from typing import Any, Callable
 
 from quantgym.evaluation import EvalContext, EvalPlan, fmt as _fmt, job_label, llm_summary, print_warnings as _print_warnings
 from quantgym.results import SectionResult, SummaryRow
+from quantgym.tables import Col
+
+from .metrics import overfitting_extra
 
 
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
@@ -54,13 +57,7 @@ class QuantArenaEval:
 
 def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     sec = SectionResult(task="quant_arena")
-    table = None
-    if console is not None:
-        from rich.table import Table
-
-        table = Table(title=f"Quant-Arena — {agent.name}", title_justify="left")
-        for col in ("env", "candidates", "frozen", "S_in", "S_out", "S", "sealed ARR%", "Sharpe", "calls", "tokens"):
-            table.add_column(col, justify="left" if col == "env" else "right")
+    rows: list[list[str]] = []
     for run in runs:
         fin = run["final"] or {}
         m = fin.get("sealed") or {}
@@ -68,19 +65,29 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
             task="quant_arena", agent=agent.name, profile=None, period="sealed",
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
-            vol_pct=None if m.get("volatility") is None else 100 * m["volatility"]))
+            vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
+            extra=overfitting_extra(fin.get("overfitting"))))
         sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
                          "transcript": agent.usage().get("transcript")})
-        if table is not None:
-            u = run["usage"] or {}
-            table.add_row(run["env_id"], str(len(run["feedback"]) + (1 if fin.get("frozen_candidate") else 0)),
-                          str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
-                          _fmt(fin.get("S")), _fmt(None if m.get("arr") is None else 100 * m["arr"]),
-                          _fmt(m.get("sharpe")), str(u.get("calls", "")), str(u.get("total_tokens", "")))
+        u = run["usage"] or {}
+        rows.append([run["env_id"], str(len(run["feedback"]) + (1 if fin.get("frozen_candidate") else 0)),
+                     str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
+                     _fmt(fin.get("S")), _fmt((fin.get("overfitting") or {}).get("dsr")),
+                     _fmt((fin.get("overfitting") or {}).get("pbo")),
+                     _fmt(None if m.get("arr") is None else 100 * m["arr"]),
+                     _fmt(m.get("sharpe")), str(u.get("calls", "")), str(u.get("total_tokens", ""))])
     if console is not None:
-        console.print(table)
+        from quantgym.tables import print_table
+
+        print_table(console, f"Quant-Arena — {agent.name}", EVAL_COLS, rows)
         _print_warnings(console, runs)
     return sec
+
+
+#: the ``eval`` table's columns (issue #18 item 1)
+EVAL_COLS = (Col("env", "left"), Col("candidates", short="cand."), Col("frozen", short="frz."), Col("S_in"),
+             Col("S_out"), Col("S"), Col("DSR", group=True), Col("PBO"), Col("sealed ARR%", short="ARR%", group=True),
+             Col("Sharpe"), Col("calls", group=True), Col("tokens", short="tok."))
 
 
 ADAPTER = QuantArenaEval()

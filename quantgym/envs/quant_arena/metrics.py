@@ -367,6 +367,95 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
     return ScoreBreakdown(components=s, Q=q, D=d, K=int(K), S=window_score(q, d, c))
 
 
+# ---------------------------------------------------------------------- overfitting diagnostics
+#: CSCV blocks of the research-loop PBO (the paper's S = 16: C(16, 8) = 12,870 splits of the research window).
+PBO_BLOCKS = 16
+
+
+def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int = 242) -> dict[str, Any]:
+    """Deflated Sharpe Ratio and PBO of a research run (issue #16 item 2): diagnostics, not scored.
+
+    The trials are the candidates whose research evaluation is ``ok`` (each has a daily NAV path on the
+    research window); the others are counted in ``n_candidates`` but have no returns. The DSR
+    (:func:`quantgym.stats.overfitting.deflated_sharpe_ratio`) is the frozen candidate's research-period
+    daily returns against the expected best research Sharpe of ``n_trials`` skill-less trials with the
+    trials' dispersion of research Sharpe ratios; PBO (:func:`~quantgym.stats.overfitting.pbo_cscv`,
+    :data:`PBO_BLOCKS` blocks) is over the trials' research-period daily returns. Neither enters S.
+
+    Parameters
+    ----------
+    candidates : list of dict
+        The env's candidates: ``index`` and ``research`` (a ``WindowResult`` with ``status`` and
+        ``daily["nav"]``, D_0..D_n).
+    frozen : int or None
+        1-based index of the frozen candidate (None: no candidate).
+    n_ann : int
+        Days per year, for the annualised Sharpe ratios shown beside the per-day ones.
+
+    Returns
+    -------
+    dict
+        ``dsr``, ``psr0`` (P(true research Sharpe > 0), no deflation), ``sharpe_research`` and
+        ``sharpe_benchmark`` (the frozen candidate's research Sharpe and the expected maximum of
+        ``n_trials`` skill-less trials, annualised), ``sd_trial_sharpes`` (annualised), ``skew``,
+        ``kurtosis``, ``n_days``, ``n_trials``, ``n_candidates``, ``reason_dsr``; ``pbo``, ``pbo_splits``,
+        ``pbo_blocks``, ``pbo_block_days``, ``pbo_logit_median``, ``reason_pbo``. A statistic that
+        cannot be computed is None with its reason (never an exception).
+    """
+    from quantgym.stats.overfitting import deflated_sharpe_ratio, pbo_cscv, per_period_sharpe
+
+    def finite(x: Any) -> float | None:
+        return None if x is None or not math.isfinite(float(x)) else float(x)
+
+    paths: dict[int, np.ndarray] = {}
+    for c in candidates:
+        res = c["research"]
+        nav = (getattr(res, "daily", None) or {}).get("nav")
+        if res.status == "ok" and nav is not None and len(nav) >= 2:
+            nav = np.asarray(nav, dtype=np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                paths[int(c["index"])] = nav[1:] / nav[:-1] - 1.0
+    ann = math.sqrt(n_ann)
+    out: dict[str, Any] = {"dsr": None, "psr0": None, "sharpe_research": None, "sharpe_benchmark": None,
+                           "sd_trial_sharpes": None, "skew": None, "kurtosis": None, "n_days": None,
+                           "n_trials": len(paths), "n_candidates": len(candidates), "reason_dsr": None,
+                           "pbo": None, "pbo_splits": None, "pbo_blocks": PBO_BLOCKS, "pbo_block_days": None,
+                           "pbo_logit_median": None, "reason_pbo": None}
+    lengths = {r.size for r in paths.values()}
+    if len(lengths) > 1:  # one window, so never expected; keep the frozen candidate's calendar
+        keep = paths[frozen].size if frozen in paths else max(lengths)
+        paths = {k: r for k, r in paths.items() if r.size == keep}
+        out["n_trials"] = len(paths)
+    sharpes = {k: per_period_sharpe(r) for k, r in paths.items()}
+    if frozen is None:
+        out["reason_dsr"] = "no candidate was frozen"
+    elif frozen not in paths:
+        st = next((c["research"].status for c in candidates if int(c["index"]) == frozen), None)
+        out["reason_dsr"] = f"the frozen candidate's research status is {st!r}: no research returns"
+    else:
+        d = deflated_sharpe_ratio(paths[frozen], list(sharpes.values()), n_trials=len(paths))
+        sd = math.sqrt(d["var_trial_sharpes"]) if math.isfinite(d["var_trial_sharpes"]) else None
+        out.update(dsr=finite(d["dsr"]), psr0=finite(d["psr0"]), sharpe_research=finite(d["sr"] * ann),
+                   sharpe_benchmark=finite(d["sr0"] * ann), sd_trial_sharpes=None if sd is None else sd * ann,
+                   skew=finite(d["skew"]), kurtosis=finite(d["kurtosis"]), n_days=d["n_obs"],
+                   reason_dsr=d["reason"])
+    if len(paths) < 2:
+        out["reason_pbo"] = (f"{len(paths)} candidate(s) with research returns (status ok): PBO needs at least 2")
+    else:
+        p = pbo_cscv(np.column_stack([paths[k] for k in sorted(paths)]), n_blocks=PBO_BLOCKS)
+        out.update(pbo=finite(p["pbo"]), pbo_splits=p["n_splits"] or None, pbo_block_days=p["block_rows"] or None,
+                   pbo_logit_median=finite(np.median(p["logits"])) if p["logits"].size else None,
+                   reason_pbo=p["reason"])
+    return out
+
+
+def overfitting_extra(of: dict | None) -> dict[str, Any]:
+    """The summary.csv columns of a run's ``overfitting`` block (appended after the shared columns)."""
+    of = of or {}
+    return {"dsr": of.get("dsr"), "pbo": of.get("pbo"), "psr0": of.get("psr0"), "n_trials": of.get("n_trials")}
+
+
 __all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
            "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
-           "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window"]
+           "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window", "PBO_BLOCKS",
+           "research_overfitting", "overfitting_extra"]

@@ -7,7 +7,8 @@ One file per run (episode): ``<record_dir>/<run_id>.jsonl``. Each line is one ev
 
 ``candidate`` lines carry the source text, its SHA-256, the feedback shown to the
 agent and the full research evaluation; ``sealed`` carries the sealed evaluation;
-``final`` the scores. Lines are written and flushed as they happen, so failed and
+``final`` the scores and the research loop's ``overfitting`` diagnostics (Deflated Sharpe Ratio,
+PBO; :func:`~quantgym.envs.quant_arena.metrics.research_overfitting`, not part of S). Lines are written and flushed as they happen, so failed and
 cancelled runs keep everything up to the failure. Non-finite numbers are written as
 ``null`` (:func:`quantgym.results.to_jsonable`).
 """

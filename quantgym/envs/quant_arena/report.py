@@ -30,15 +30,34 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     body = []
     for r in runs:
         m = r.get("sealed") or {}
+        of = r.get("overfitting") or {}
         body.append([str(r.get("agent")), _fmt(pct(m.get("arr")), 1), _fmt(pct(m.get("excess_arr")), 1),
                      _fmt(m.get("sharpe")), _fmt(pct(m.get("max_drawdown")), 1), _fmt(m.get("rankic_mean"), 3),
-                     _fmt(r.get("S_in"), 1), _fmt(r.get("S_out"), 1), _fmt(r.get("S"), 1)])
+                     _fmt(r.get("S_in"), 1), _fmt(r.get("S_out"), 1), _fmt(r.get("S"), 1),
+                     _fmt(of.get("dsr")), _fmt(of.get("pbo")), "–" if not of else str(of.get("n_trials"))])
     if not body:
-        body = [[r["agent"], "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–"] for r in qrows]
+        body = [[r["agent"], "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–", "–", "–", "–"]
+                for r in qrows]
     sec.tables.append(Table("Quant-Arena — sealed window", ["agent", "ARR%", "excess ARR%", "Sharpe", "MaxDD%",
-                                                             "RankIC", "S_in", "S_out", "S"], body,
-                            note="Sealed-window metrics net of costs (spec quant_arena §10); S = 0.5 S_in + 0.5 S_out.",
+                                                             "RankIC", "S_in", "S_out", "S", "DSR", "PBO", "trials"],
+                            body,
+                            note="Sealed-window metrics net of costs (spec quant_arena §10); S = 0.5 S_in + 0.5 S_out. "
+                                 "DSR (Deflated Sharpe Ratio of the frozen candidate's research returns) and PBO "
+                                 "(probability of backtest overfitting, CSCV over the candidates' research returns) "
+                                 "are diagnostics of the research loop, not part of S; both need 2 or more trials "
+                                 "(docs/quant_arena.md).",
                             anchor="qa-table"))
+    loops = [s.task_doc("quant_arena").get("classical_loop") for s in sources]
+    loops = [lp for lp in loops if isinstance(lp, dict)]
+    if loops:
+        sec.tables.append(Table("Quant-Arena — the classical submissions as one research loop",
+                                ["trials", "kept (best S_in)", "research Sharpe", "expected max Sharpe", "DSR", "PBO"],
+                                [[str(lp.get("n_trials")), str(lp.get("frozen")), _fmt(lp.get("sharpe_research")),
+                                  _fmt(lp.get("sharpe_benchmark")), _fmt(lp.get("dsr")), _fmt(lp.get("pbo"))]
+                                 for lp in loops],
+                                note="Annualised research-period (2022-2023) Sharpe ratios; the expected maximum is "
+                                     "that of as many skill-less trials with the same dispersion (Bailey & López de "
+                                     "Prado 2014).", anchor="qa-loop"))
     quant = {str(r.get("agent")): (r.get("sealed") or {}).get("quantile_returns_bp") for r in runs}
     quant = {a: q for a, q in quant.items() if q}
     plt = _plt()

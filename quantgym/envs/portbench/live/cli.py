@@ -13,7 +13,6 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from quantgym.envs.portbench.live.config import default_portbench_dir
 
@@ -126,17 +125,17 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         m = res.metrics
         if not quiet:
-            table = Table(title=f"PortBench live — {res.agent}, {res.profile}, {res.start} → {res.as_of}",
-                          title_justify="left")
+            from quantgym.tables import Col, print_table
+
             stages = ("S1", "S2", "S3", "S4", "S5") if res.stage_scores else ()
             ceps = ("CEPS",) if res.ceps is not None else ()  # baselines get no CEPS (§2.5, §4.6): no column
-            for col in ("decisions", "new", "Sharpe", "Ret%", "MaxDD%", "Vol%", *ceps, *stages):
-                table.add_column(col, justify="right")
+            cols = [Col("decisions", short="dec."), Col("new"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"),
+                    Col("Vol%"), *[Col(c) for c in (*ceps, *stages)]]
             ss = res.stage_scores or {}
-            table.add_row(str(len(res.records)), str(len(res.new_dates)), _fmt(m.get("sharpe")), _fmt(m.get("ret_pct"), 2),
+            print_table(console, f"PortBench live — {res.agent}, {res.profile}, {res.start} → {res.as_of}", cols,
+                        [[str(len(res.records)), str(len(res.new_dates)), _fmt(m.get("sharpe")), _fmt(m.get("ret_pct"), 2),
                           _fmt(m.get("maxdd_pct"), 2), _fmt(m.get("vol_pct"), 2), *[_fmt(res.ceps, 4) for _ in ceps],
-                          *[_fmt(ss.get(k)) for k in stages])
-            console.print(table)
+                          *[_fmt(ss.get(k)) for k in stages]]], keys=0)
             if res.replay_check.get("note"):
                 console.print(f"[yellow]note:[/] {escape(res.replay_check['note'])}")
         console.print(f"{'no new trading day' if not res.new_dates else f'{len(res.new_dates)} new decision(s)'}; "

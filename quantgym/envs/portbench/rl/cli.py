@@ -71,7 +71,6 @@ def register(app: typer.Typer) -> None:
         Trains on the training split without the evaluation periods, saves the model, then evaluates it
         with the same loop as the baselines on normal_2024 and the three stress windows."""
         from rich.console import Console
-        from rich.table import Table
 
         console = Console()
         try:
@@ -98,14 +97,14 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             console.print(f"[red]error: {exc}[/red]")
             raise typer.Exit(2) from None
-        table = Table(title=f"{res['policy'].name} on {env} (trained {res['train_seconds']:.1f} s, seed {seed})",
-                      title_justify="left", caption="training windows: " + ", ".join(f"{a}..{b}" for a, b in res["windows"]))
-        for col in ("period", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate"):
-            table.add_column(col, justify="left" if col == "period" else "right")
-        for r in res["section"].rows:
-            table.add_row(r.period, *(("" if v is None else f"{v:.3f}") for v in (r.sharpe, r.ret_pct, r.maxdd_pct,
-                                                                                  r.vol_pct, r.ceps)),
-                          "" if r.gate is None else ("✓" if r.gate else "✗"))
-        console.print(table)
+        from quantgym.tables import Col, print_table
+
+        print_table(console, f"{res['policy'].name} on {env} (trained {res['train_seconds']:.1f} s, seed {seed})",
+                    [Col("period", "left"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"),
+                     Col("CEPS"), Col("gate", "center")],
+                    [[r.period, *(("" if v is None else f"{v:.3f}") for v in (r.sharpe, r.ret_pct, r.maxdd_pct, r.vol_pct,
+                                                                             r.ceps)),
+                      "" if r.gate is None else ("✓" if r.gate else "✗")] for r in res["section"].rows],
+                    caption="training windows: " + ", ".join(f"{a}..{b}" for a, b in res["windows"]))
         console.print(f"model: {res['model_path']}  results: {res['out_dir']}/summary.csv, results.json  "
                       f"(bench beside the baselines: quantgym bench --agent sb3:{res['out_dir']})")
