@@ -78,6 +78,10 @@ def test_report_market_bench_pass_at_k_and_mae_from_results_json(tmp_path):
     assert dict(zip(head, _cells(block, "stub_zeros")))["correct@3"] == "0.00"  # "solved" but wrong
     for strat in ("scheduled", "pairs", "delta_hedge"):
         assert f"### Market-Bench — {strat}" in md
+    png = tmp_path / "rep" / "img" / "market_bench_passk.png"  # the plot people look at instead of the table
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert "img/market_bench_passk.png" in md
+    assert "market_bench_passk" in rep.html_path.read_text()
 
 
 def test_report_market_bench_recomputes_scores_from_runs(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from quantgym.sweep.report import Section, Source, Table, _fmt, _ordered
+from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _ordered, _plt, _png
 
 
 # --------------------------------------------------------------------------- Market-Bench
@@ -66,6 +66,9 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
                                      "metric); correct@k: within tolerance of the reference; MAE over solved rounds "
                                      "(spec market_bench §6). Read from results.json (summary.csv holds each agent's "
                                      "overall figures as extra columns)." if strat == "overall" else ""))
+    fig = _plot_overall(scores, pass_cols, multi)
+    if fig is not None:
+        sec.figures.append(fig)
     unb = [dict(x, _source=s.name) for s in sources for x in (s.task_doc("market_bench").get("unbiased") or [])
            if isinstance(x, dict)]
     defined = [x for x in unb if x.get("pass@1_unbiased") is not None]
@@ -88,6 +91,35 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
         notes = {s.task_doc("market_bench").get("unbiased_note") for s in sources} - {None}
         sec.notes.append("Unbiased pass@k not estimated: " + "; ".join(sorted(map(str, notes))) + ".")
     return sec
+
+
+def _plot_overall(scores: list[dict[str, Any]], cols: list[str], multi: bool) -> Figure | None:
+    """Grouped bars of the overall pass@k / correct@k per agent (the Market-Bench leaderboard at a
+    glance: a stub that "solves" every round by pass@k shows its correct@k of 0 beside it)."""
+    rows = [x for x in scores if x.get("strategy") == "overall"]
+    cols = [c for c in cols if any(isinstance(x.get(c), (int, float)) for x in rows)]
+    if not rows or not cols:
+        return None
+    plt = _plt()
+    rows = sorted(rows, key=lambda x: (x.get("rank") is None, x.get("rank") or 0))
+    labels = [f"{x.get('agent')}" + (f" ({x['_source']})" if multi else "") for x in rows]
+    fig, ax = plt.subplots(figsize=(min(11.0, max(6.0, 1.1 * len(rows) + 2)), 3.8))
+    width = 0.8 / len(cols)
+    for j, c in enumerate(cols):
+        vals = [x.get(c) if isinstance(x.get(c), (int, float)) else 0.0 for x in rows]
+        ax.bar([i + (j - (len(cols) - 1) / 2) * width for i in range(len(rows))], vals, width, label=c,
+               hatch="//" if c.startswith("correct@") else None, edgecolor="black", linewidth=0.4)
+    ax.set_xticks(range(len(rows)), labels, rotation=20, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.25)  # room for the legend above the bars
+    ax.set_ylabel("share of rounds")
+    ax.set_title("Market-Bench, all strategies: pass@k (ran and returned every metric) vs correct@k (within "
+                 "tolerance)", fontsize=9)
+    ax.legend(fontsize=7, ncol=len(cols))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return Figure("market_bench_passk", "Overall pass@k and correct@k per agent (hatched: correct@k). pass@k "
+                  "counts any attempt that ran and returned every metric; correct@k needs every metric within "
+                  "tolerance of the reference (spec market_bench §6).", _png(fig))
 
 
 # --------------------------------------------------------------------------- rendering
