@@ -136,7 +136,7 @@ def run_section(ctx) -> SectionResult:
     sealed_rows.append(["market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
                         _pct(ref_sealed["max_drawdown"]), "–", "–", "–"])
     research_rows.append(["market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–", "–"])
-    loop = classical_loop(runs)
+    loop = classical_loop({n: runs[n] for n in names})  # EXAMPLES order, not the threads' completion order
     rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
