@@ -174,10 +174,10 @@ def deflated_sharpe_ratio(returns: Any, trial_sharpes: Any, n_trials: int | None
     if not (math.isfinite(sd) and sd > 0):
         out["reason"] = "zero volatility: the selected strategy's Sharpe ratio is undefined"
         return out
-    c = r - r.mean()
-    m2 = float(np.mean(c ** 2))
-    skew = float(np.mean(c ** 3) / m2 ** 1.5)
-    kurt = float(np.mean(c ** 4) / m2 ** 2)
+    from scipy import stats
+
+    skew = float(stats.skew(r))  # population moments (bias=True): m3 / m2^1.5
+    kurt = float(stats.kurtosis(r, fisher=False))  # Pearson: m4 / m2^2
     sr = float(r.mean() / sd)
     out.update(sr=sr, skew=skew, kurtosis=kurt, psr0=probabilistic_sharpe_ratio(sr, 0.0, t, skew, kurt))
     if n < 2 or ts.size < 2:

@@ -333,9 +333,6 @@ def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Sect
     """
     from quantgym.stats.repeats import SHOWN_METRICS as _REPEAT_SHOWN, format_mean_pm, rank_with_ties, repeat_interval
 
-    def cell(st: dict[str, Any], nd: int) -> str:
-        return format_mean_pm(st, nd, missing="–")
-
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["task"], r["agent"], r["profile"], r["period"]), []).append(r)
@@ -361,7 +358,7 @@ def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Sect
                 f"{rk['rank_range'][0]}–{rk['rank_range'][1]}"
             cells[(task, rk["agent"], profile, period)] = [
                 task or "", "/".join(x for x in (profile, period) if x) or "–", rank, rk["agent"], str(st["n"]),
-                *[cell(st[m], nd) for m, _, nd in shown], ", ".join(rk["tied_with"]) or "–"]
+                *[format_mean_pm(st[m], nd, missing="–") for m, _, nd in shown], ", ".join(rk["tied_with"]) or "–"]
     body = [cells[k] for k in stats if k in cells]
     table = Table("Repeated runs: mean ± half-width of the Student-t interval", ["task", "profile/period", "rank",
                   "agent", "n", *[h for _, h, _ in shown], "tied with"], body, anchor="repeats",

@@ -17,7 +17,7 @@ def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[
     kw = dict(plan.env_kwargs)
     # quantgym eval --attempts n: all n independent attempts run (the samples of the unbiased pass@k);
     # by default (and in repair mode) the episode ends at the first success, as in the paper
-    kw.setdefault("end_on_success", not (getattr(plan, "all_attempts", False) and not plan.feedback))
+    kw.setdefault("end_on_success", not (plan.all_attempts and not plan.feedback))
     env = gym.make(env_id, round=rnd, attempts=plan.attempts, feedback=plan.feedback, **kw)
     try:
         obs, info = env.reset(seed=plan.seed)
