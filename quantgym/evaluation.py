@@ -74,6 +74,8 @@ class EvalResult:
     steps : per-step ``info`` records (orders dropped).
     config : env kwargs and config used.
     records : the env's own episode records (Market-Bench attempts, ...; empty when it has none).
+    agent_key : the name a user passes back on the command line (a baseline's key, ``cov_risk_parity``;
+        :func:`policy_key`), written as summary.csv's ``agent`` (issue #18); ``agent`` is the display name.
     """
 
     task: str
@@ -88,18 +90,20 @@ class EvalResult:
     steps: list[dict] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
+    agent_key: str | None = None
 
     def summary_row(self, gate: bool | None = None) -> SummaryRow:
         m = self.metrics
         return SummaryRow(
-            task=self.task, agent=self.agent, profile=self.profile, period=self.period,
+            task=self.task, agent=self.agent_key or self.agent, profile=self.profile, period=self.period,
             sharpe=m.get("sharpe"), ret_pct=m.get("ret_pct"), maxdd_pct=m.get("maxdd_pct"), vol_pct=m.get("vol_pct"),
             ceps=self.ceps, gate=gate,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "task": self.task, "agent": self.agent, "env_id": self.env_id, "profile": self.profile,
+            "task": self.task, "agent": self.agent, "agent_key": self.agent_key or self.agent,
+            "env_id": self.env_id, "profile": self.profile,
             "period": self.period, "metrics": self.metrics, "stage_scores": self.stage_scores, "ceps": self.ceps,
             "nav": {"dates": [d.strftime("%Y-%m-%d") for d in self.nav.index], "values": self.nav.to_numpy()},
             "steps": self.steps, "config": self.config,
@@ -107,7 +111,15 @@ class EvalResult:
 
 
 def policy_name(policy: Any) -> str:
+    """A policy's display name: its ``name``, else its class name."""
     return getattr(policy, "name", None) or type(policy).__name__
+
+
+def policy_key(policy: Any) -> str:
+    """The name a user passes back on the command line: a policy's ``key`` (a PortBench baseline's
+    ``cov_risk_parity``), else :func:`policy_name` (an LLM agent's ``openai:MODEL``)."""
+    key = getattr(policy, "key", None)
+    return key if isinstance(key, str) and key else policy_name(policy)
 
 
 def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **env_kwargs: Any) -> EvalResult:
@@ -166,6 +178,7 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
     result = EvalResult(
         task=base.task_name,
         agent=policy_name(policy),
+        agent_key=policy_key(policy),
         env_id=env_id,
         profile=ep.get("profile"),
         period=ep.get("period"),

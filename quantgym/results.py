@@ -3,7 +3,9 @@
 Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
 
 - ``summary.csv``: one row per run. The first columns are always :data:`SUMMARY_COLUMNS`
-  (empty where a column does not apply). ``ret_pct`` is the period's total return
+  (empty where a column does not apply). ``agent`` is the name a user passes back on the command
+  line (a baseline's key, ``cov_risk_parity``; :func:`quantgym.evaluation.policy_key`); the display
+  name (``Cov. Risk Parity``) is the run's ``agent`` in ``results.json``, beside ``agent_key``. ``ret_pct`` is the period's total return
   in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
   ``true``/``false``/empty. After them come the tasks' own columns
   (:attr:`SummaryRow.extra`, e.g. a pass rate or an interval bound), in the order they first appear,

@@ -47,7 +47,8 @@ def results_table(name: str, outcome):
         row = rec.get("summary") or {}
         kw = "\n".join(f"  {k}={v}" for k, v in sorted(s["env_kwargs"].items()))
         ok = rec["status"] == "ok"
-        table.add_row(escape(str(row.get("agent") or s["agent"])) + f"\n  [dim]{rec['run_id'][:8]}[/]",
+        name = (rec.get("result") or {}).get("agent") or row.get("agent") or s["agent"]  # the display name
+        table.add_row(escape(str(name)) + f"\n  [dim]{rec['run_id'][:8]}[/]",
                       escape(s["env_id"] + ("\n" + kw if kw else "")), str(s["seed"]),
                       f(row.get("sharpe"), 3) if ok else "[red]failed[/]", f(row.get("ret_pct")), f(row.get("maxdd_pct")),
                       end_section=True)

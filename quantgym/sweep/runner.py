@@ -85,7 +85,7 @@ def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], Sum
     """Generic Gymnasium episode (tasks without sweep hooks, other envs): total reward, steps and the last info."""
     import gymnasium as gym
 
-    from quantgym.evaluation import policy_name
+    from quantgym.evaluation import policy_key, policy_name
 
     kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **dict(spec.env_kwargs)}
     env = gym.make(spec.env_id, **kwargs)
@@ -105,12 +105,12 @@ def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], Sum
     finally:
         env.close()
     task = task_of(spec.env_id)
-    agent = policy_name(policy)
+    agent, key = policy_name(policy), policy_key(policy)
     last = {k: v for k, v in info.items() if not callable(v)}
-    result = {"task": task, "agent": agent, "env_id": spec.env_id, "profile": None,
+    result = {"task": task, "agent": agent, "agent_key": key, "env_id": spec.env_id, "profile": None,
               "period": spec.env_kwargs.get("period"), "total_reward": total, "n_steps": n, "final_info": last,
               "config": {"env_kwargs": kwargs}}
-    return result, SummaryRow(task=task, agent=agent, period=result["period"])
+    return result, SummaryRow(task=task, agent=key, period=result["period"])
 
 
 def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str | None = None) -> dict[str, Any]:

@@ -57,10 +57,13 @@ def test_bench_cli_writes_results(tmp_path):
     assert "PortBench — covid_2020" in res.output and "gate conservative" in res.output and "Equal-Weight" in res.output
     rows = read_summary_csv(out / "summary.csv")
     assert list(rows[0].keys())[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)  # then the uncertainty columns
-    assert [r["agent"] for r in rows] == ["Equal-Weight", "Risk Parity"]
+    # summary.csv: the CLI key a user passes back (issue #18); results.json: the display name beside it
+    assert [r["agent"] for r in rows] == ["equal_weight", "risk_parity"]
     assert all(r["task"] == "portbench" and r["ceps"] == "" and r["gate"] in ("true", "false") for r in rows)
     doc = json.loads((out / "results.json").read_text())
     run = doc["tasks"]["portbench"]["runs"][0]
+    assert [(r["agent"], r["agent_key"]) for r in doc["tasks"]["portbench"]["runs"]] == [
+        ("Equal-Weight", "equal_weight"), ("Risk Parity", "risk_parity")]
     assert len(run["nav"]["values"]) == len(run["nav"]["dates"]) > 50
     assert (out / "portbench_nav_conservative_covid_2020.png").stat().st_size > 10_000
 
@@ -120,3 +123,21 @@ def test_erc_polish_reaches_equal_risk_contributions_from_any_nearby_start():
         assert np.abs(w2 - w).max() < 1e-14
     w3, _ = erc_polish(x, np.full(12, 1 / 12))  # even from 1/n
     assert np.abs(w3 - w).max() < 1e-14
+
+
+def test_summary_agent_is_the_cli_key_and_round_trips():
+    """summary.csv's ``agent`` is what a user passes back (issue #18): every baseline's key builds that
+    baseline again; a policy without a key (a user's subclass, an LLM agent) is written under its name."""
+    from quantgym.envs.portbench.baselines import BASELINES, _Baseline, baseline_display_name, make_baseline
+    from quantgym.evaluation import policy_key, policy_name
+
+    for key, cls in BASELINES.items():
+        b = make_baseline(key)
+        assert policy_key(b) == key and type(make_baseline(policy_key(b))) is cls
+        assert policy_name(b) == cls.name == baseline_display_name(key) != key
+    assert baseline_display_name("openai:m") == "openai:m"
+
+    class Mine(_Baseline):
+        name = "My-Weights"
+
+    assert policy_key(Mine()) == "My-Weights"

@@ -108,10 +108,10 @@ def test_extra_agents_rows_and_runs_carry_the_uncertainty(tmp_path):
                                  "--no-plots", "-q"])
     assert r.exit_code == 0, r.output
     rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "b" / "summary.csv")}
-    assert set(rows) == {"Risk Parity", "Min-Variance"}
-    assert all(rows["Min-Variance"][c] != "" for c in COLUMNS)
+    assert set(rows) == {"risk_parity", "min_variance"}  # the CLI keys (issue #18)
+    assert all(rows["min_variance"][c] != "" for c in COLUMNS)
     runs = json.loads((tmp_path / "b" / "results.json").read_text())["tasks"]["portbench"]["runs"]
     extra = [run for run in runs if run["agent"] == "Min-Variance"]
     assert len(extra) == 1 and extra[0]["profile"] == "balanced"
-    assert extra[0]["uncertainty"]["vs_equal_weight"]["delta"] == pytest.approx(float(rows["Min-Variance"]["dsharpe_eqw"]),
+    assert extra[0]["uncertainty"]["vs_equal_weight"]["delta"] == pytest.approx(float(rows["min_variance"]["dsharpe_eqw"]),
                                                                                rel=1e-5)

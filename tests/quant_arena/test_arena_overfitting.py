@@ -11,7 +11,8 @@ import pytest
 from quantgym.envs.quant_arena.env import QuantArenaEnv
 from quantgym.envs.quant_arena.eval import _section
 from quantgym.envs.quant_arena.examples import example_source
-from quantgym.envs.quant_arena.metrics import PBO_BLOCKS, research_overfitting, total_score
+from quantgym.envs.quant_arena.config import ArenaScoringConfig
+from quantgym.envs.quant_arena.metrics import research_overfitting, total_score
 from quantgym.envs.quant_arena.records import read_record
 from quantgym.results import SUMMARY_COLUMNS, extra_columns, write_summary_csv
 from quantgym.stats.overfitting import deflated_sharpe_ratio, pbo_cscv, per_period_sharpe
@@ -54,7 +55,7 @@ def test_final_info_carries_dsr_and_pbo_and_s_is_unchanged(loop_run):
     assert of["dsr"] == pytest.approx(d["dsr"], abs=1e-6)
     assert of["sharpe_research"] == pytest.approx(d["sr"] * math.sqrt(242), abs=1e-6)
     assert of["sharpe_research"] == pytest.approx(cands[1]["research"].metrics["sharpe"], abs=1e-6)
-    p = pbo_cscv(np.column_stack(rets), n_blocks=PBO_BLOCKS)
+    p = pbo_cscv(np.column_stack(rets), n_blocks=ArenaScoringConfig().pbo_blocks)
     assert of["pbo"] == pytest.approx(p["pbo"], abs=1e-6) and of["pbo_splits"] == 12870
     # in the run record's final event and in episode_result
     final = [e for e in read_record(env.record_path) if e["event"] == "final"][-1]

@@ -65,7 +65,7 @@ def test_eval_repeats_writes_every_repeat_and_the_summary(tmp_path):
     assert (out / "repeat-1" / "results.json").is_file() and (out / "repeat-2" / "summary.csv").is_file()
     rows = read_summary_csv(out / "summary.csv")
     assert rows and all(x["n_repeats"] == "2" for x in rows)
-    ew = next(x for x in rows if x["agent"] == "Equal-Weight")
+    ew = next(x for x in rows if x["agent"] == "equal_weight")
     assert ew["sharpe_lo"] == ew["sharpe"] == ew["sharpe_hi"]  # a deterministic baseline: zero spread
     doc = json.loads((out / "results.json").read_text())
     assert doc["meta"]["repeats"] == 2 and doc["tasks"]["repeats"]["runs"][0]["repeats"] == [1, 2]

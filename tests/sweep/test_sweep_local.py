@@ -24,8 +24,8 @@ def test_local_sweep_writes_run_files_and_the_common_schema(local_sweep, small_g
     rows = read_summary_csv(out / "summary.csv")
     assert list(rows[0]) == list(SUMMARY_COLUMNS)
     assert [(r["agent"], r["profile"]) for r in rows] == [
-        ("Equal-Weight", "conservative"), ("Equal-Weight", "aggressive"),
-        ("Risk Parity", "conservative"), ("Risk Parity", "aggressive")]
+        ("equal_weight", "conservative"), ("equal_weight", "aggressive"),
+        ("risk_parity", "conservative"), ("risk_parity", "aggressive")]
     doc = json.loads((out / "results.json").read_text())
     runs = doc["tasks"]["portbench"]["runs"]
     assert [r["run_id"] for r in runs] == [s.run_id for s in specs]

@@ -35,7 +35,7 @@ def test_leaderboard_numbers_come_from_the_inputs(report, bench_dir):
     bench = {r["agent"]: r for r in read_summary_csv(bench_dir / "summary.csv")}
     # EqW's covid Sharpe is the mean of its identical bench and sweep runs; Δ vs EqW of EqW is 0
     eqw = next(line for line in cons.splitlines() if "| Equal-Weight |" in line).split("|")
-    assert f"{float(bench['Equal-Weight']['sharpe']):.3f}" in [c.strip() for c in eqw]
+    assert f"{float(bench['equal_weight']['sharpe']):.3f}" in [c.strip() for c in eqw]
     assert "0.000" in [c.strip() for c in eqw]
     # gates: only covid_2020 was run, so the 3-window stress gate is unknown unless a window fails
     rp = next(line for line in cons.splitlines() if "| Risk Parity |" in line)

@@ -142,7 +142,11 @@ def _risk_data(r: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 class _Baseline:
+    #: display name (tables, plots, results.json ``agent``)
     name = "baseline"
+    #: the CLI key (``bench --agents``, ``eval --agent``; summary.csv's ``agent`` column, issue #18); None
+    #: for a user's subclass, which is then written under its ``name``
+    key: str | None = None
     direct_allocation = True
     #: env kwargs a baseline needs (merged under the caller's by :func:`quantgym.evaluation.evaluate`): it
     #: bypasses the S1–S5 pipeline (§4.6), so the env is built without stage scoring
@@ -179,6 +183,7 @@ class EqualWeight(_Baseline):
     """§8.1: ``w_i = 1/n`` over the available assets, rebalanced back at every date."""
 
     name = "Equal-Weight"
+    key = "equal_weight"
 
     def allocate(self, r, avail):
         if self.paper is not None and self.paper.eqw_all_assets:  # paper mode (§8.1): every universe asset
@@ -193,6 +198,7 @@ class SixtyForty(_Baseline):
     """
 
     name = "60/40"
+    key = "sixty_forty"
 
     def allocate(self, r, avail):
         n = avail.size
@@ -216,6 +222,7 @@ class RiskParity(_Baseline):
     than 20 observations get the cross-sectional median σ; ``σ ≥ 1e−8``."""
 
     name = "Risk Parity"
+    key = "risk_parity"
 
     def allocate(self, r, avail):
         idx = np.flatnonzero(avail)
@@ -240,6 +247,7 @@ class CovarianceRiskParity(_Baseline):
     machine precision by :func:`erc_polish` (so the 6-decimal weights are the same on every CPU)."""
 
     name = "Cov. Risk Parity"
+    key = "cov_risk_parity"
 
     def allocate(self, r, avail):
         from skfolio import RiskMeasure
@@ -275,6 +283,7 @@ class MinimumVariance(_Baseline):
     ``MeanRisk(MINIMIZE_RISK, VARIANCE)``; on failure ``1/n``."""
 
     name = "Min-Variance"
+    key = "min_variance"
 
     def allocate(self, r, avail):
         from skfolio import RiskMeasure
@@ -340,6 +349,7 @@ class BlackLitterman(_Baseline):
     """§8.6 Black–Litterman (repo variant: sample-mean prior, ±1 % daily absolute views)."""
 
     name = "Black-Litterman"
+    key = "black_litterman"
 
     def allocate(self, r, avail):
         idx = np.flatnonzero(avail)
@@ -354,15 +364,16 @@ class BlackLitterman(_Baseline):
         return _finish(w)
 
 
-#: name -> class, in the paper's table order
-BASELINES: dict[str, type[_Baseline]] = {
-    "equal_weight": EqualWeight,
-    "sixty_forty": SixtyForty,
-    "risk_parity": RiskParity,
-    "cov_risk_parity": CovarianceRiskParity,
-    "min_variance": MinimumVariance,
-    "black_litterman": BlackLitterman,
-}
+#: CLI key -> class, in the paper's table order
+BASELINES: dict[str, type[_Baseline]] = {c.key: c for c in (
+    EqualWeight, SixtyForty, RiskParity, CovarianceRiskParity, MinimumVariance, BlackLitterman)}
+
+
+def baseline_display_name(agent: str) -> str:
+    """The display name of a baseline key (``cov_risk_parity`` -> ``Cov. Risk Parity``); any other
+    agent name unchanged (summary.csv files written before issue #18 hold display names)."""
+    cls = BASELINES.get(agent)
+    return agent if cls is None else cls.name
 
 
 def make_baseline(name: str) -> _Baseline:

@@ -115,6 +115,8 @@ def _interval(iv: dict[str, Any], stat: str, scale: float = 1.0, nd: int = 2) ->
 def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
     """Per run (agent × profile × period): the 95 % bootstrap intervals and the Ledoit–Wolf test vs EqW,
     beside the spec's strict beat-EqW rule (from results.json ``uncertainty``, written by the bench)."""
+    from quantgym.envs.portbench.uncertainty import p_cell
+
     with_u = [r for r in runs if isinstance(r.get("uncertainty"), dict)]
     if not with_u:
         return None
@@ -130,7 +132,7 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
                      _interval(iv, "sharpe"), _interval(iv, "total_return", 100), _interval(iv, "volatility", 100),
                      _interval(iv, "max_drawdown", 100),
                      f"{_fmt(_num(t.get('delta')))} [{_fmt(_num(t.get('lo')))}, {_fmt(_num(t.get('hi')))}]",
-                     "–" if p is None else ("<0.001" if p < 0.001 else f"{p:.3f}"), _fmt(beats)]
+                     p_cell(p), _fmt(beats)]
                     + ([str(r.get("_source"))] if multi else []))
     cfg = (with_u[0]["uncertainty"].get("config") or {})
     return Table("PortBench — uncertainty of each run (95 % intervals; Sharpe difference vs Equal-Weight)",
@@ -286,8 +288,18 @@ def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
                   "and sources); above zero beats EqW.", _png(fig))
 
 
+def _display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """PortBench summary rows with the display name in ``agent`` (summary.csv holds a baseline's CLI key,
+    ``cov_risk_parity``, issue #18; results.json's runs hold the display name the tables and plots use)."""
+    from quantgym.envs.portbench.baselines import baseline_display_name
+
+    return [{**r, "agent": baseline_display_name(r["agent"])} if r.get("task") == "portbench" and r.get("agent")
+            else r for r in rows]
+
+
 def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
     runs = _pb_runs(sources)
+    rows = _display_rows(rows)
     tables = portbench_tables(rows)
     if not tables and not runs:
         return None

@@ -66,11 +66,12 @@ def run_example(name: str, record_dir: Path | None = None, executor: str = "sand
         env.close()
 
 
-def classical_loop(runs: dict[str, dict], n_ann: int = 242) -> dict[str, Any]:
+def classical_loop(runs: dict[str, dict], scoring: Any = None) -> dict[str, Any]:
     """DSR and PBO of the research loop "try the classical submissions, keep the best S_in".
 
     Each bench episode has one candidate (DSR and PBO need two); taken together the submissions form a
-    research loop of ``len(runs)`` trials, which is what the bench prints (issue #16 item 2).
+    research loop of ``len(runs)`` trials, which is what the bench prints (issue #16 item 2). ``scoring``:
+    the :class:`~quantgym.envs.quant_arena.config.ArenaScoringConfig` (default: the default one).
     """
     from types import SimpleNamespace
 
@@ -82,7 +83,7 @@ def classical_loop(runs: dict[str, dict], n_ann: int = 242) -> dict[str, Any]:
              for i, n in enumerate(names)]
     ok = [i for i, n in enumerate(names) if runs[n]["status_research"] == "ok"]
     best = max(ok, key=lambda i: runs[names[i]]["S_in"]) if ok else None
-    out = research_overfitting(cands, None if best is None else best + 1, n_ann)
+    out = research_overfitting(cands, None if best is None else best + 1, scoring)
     return {"trials": names, "frozen": None if best is None else names[best], "rule": "highest S_in", **out}
 
 

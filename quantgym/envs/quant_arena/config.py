@@ -180,6 +180,10 @@ class ArenaScoringConfig(Config):
         all-inf submission ends ``failed`` instead of silently holding cash. This refines
         §10.4's "±inf → NaN", which stays the rule for features (and for scores when False).
         The host re-check of the child's scores already counted ±inf as a day error.
+    pbo_blocks : int
+        **[project choice]** 16 CSCV blocks for the research loop's Probability of Backtest Overfitting
+        (the paper's S = 16: C(16, 8) = 12,870 splits of the research window; Bailey, Borwein, López de
+        Prado & Zhu 2017). A diagnostic beside S, never part of it (issue #16).
     zero_coverage_status : {"ok", "no_signal"}
         What an evaluation with **coverage 0** (no finite score on any decision date: the
         account never trades) is. ``"ok"`` (default, **spec-defined, not a project
@@ -217,6 +221,7 @@ class ArenaScoringConfig(Config):
     failed_day_fraction: float = 0.10
     inf_score_is_day_error: bool = True
     zero_coverage_status: str = "ok"
+    pbo_blocks: int = 16
 
     def __post_init__(self) -> None:
         if self.zero_coverage_status not in ("ok", "no_signal"):

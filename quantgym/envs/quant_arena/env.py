@@ -327,7 +327,7 @@ class QuantArenaEnv(gym.Env):
             self._record("freeze", candidate=None, note="no candidate: S = 0")
             final = {"S": 0.0, "S_in": 0.0, "S_out": 0.0, "frozen_candidate": None, "status_research": None,
                      "status_sealed": None, "research": None, "sealed": None, "note": "freeze with no candidate",
-                     "overfitting": research_overfitting([], None, self.cfg.scoring.n_ann)}
+                     "overfitting": research_overfitting([], None, self.cfg.scoring)}
             return self._end(final)
         if k is None:
             k = len(self._candidates)
@@ -350,7 +350,7 @@ class QuantArenaEnv(gym.Env):
                  "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
                  "version": self.cfg.scoring.version,
                  # diagnostics of the research loop (issue #16): not part of S
-                 "overfitting": research_overfitting(self._candidates, cand["index"], self.cfg.scoring.n_ann)}
+                 "overfitting": research_overfitting(self._candidates, cand["index"], self.cfg.scoring)}
         self._sealed_result = res_out
         return self._end(final)
 

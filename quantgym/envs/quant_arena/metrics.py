@@ -368,11 +368,8 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
 
 
 # ---------------------------------------------------------------------- overfitting diagnostics
-#: CSCV blocks of the research-loop PBO (the paper's S = 16: C(16, 8) = 12,870 splits of the research window).
-PBO_BLOCKS = 16
-
-
-def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int = 242) -> dict[str, Any]:
+def research_overfitting(candidates: list[dict], frozen: int | None,
+                         c: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """Deflated Sharpe Ratio and PBO of a research run (issue #16 item 2): diagnostics, not scored.
 
     The trials are the candidates whose research evaluation is ``ok`` (each has a daily NAV path on the
@@ -380,7 +377,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int 
     (:func:`quantgym.stats.overfitting.deflated_sharpe_ratio`) is the frozen candidate's research-period
     daily returns against the expected best research Sharpe of ``n_trials`` skill-less trials with the
     trials' dispersion of research Sharpe ratios; PBO (:func:`~quantgym.stats.overfitting.pbo_cscv`,
-    :data:`PBO_BLOCKS` blocks) is over the trials' research-period daily returns. Neither enters S.
+    ``c.pbo_blocks`` blocks) is over the trials' research-period daily returns. Neither enters S.
 
     Parameters
     ----------
@@ -389,8 +386,9 @@ def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int 
         ``daily["nav"]``, D_0..D_n).
     frozen : int or None
         1-based index of the frozen candidate (None: no candidate).
-    n_ann : int
-        Days per year, for the annualised Sharpe ratios shown beside the per-day ones.
+    c : ArenaScoringConfig, optional
+        ``n_ann`` (days per year, for the annualised Sharpe ratios shown beside the per-day ones) and
+        ``pbo_blocks`` (CSCV blocks); default :class:`ArenaScoringConfig()`.
 
     Returns
     -------
@@ -403,6 +401,9 @@ def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int 
         cannot be computed is None with its reason (never an exception).
     """
     from quantgym.stats.overfitting import deflated_sharpe_ratio, pbo_cscv, per_period_sharpe
+
+    c = c or ArenaScoringConfig()
+    n_ann = c.n_ann
 
     def finite(x: Any) -> float | None:
         return None if x is None or not math.isfinite(float(x)) else float(x)
@@ -419,7 +420,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int 
     out: dict[str, Any] = {"dsr": None, "psr0": None, "sharpe_research": None, "sharpe_benchmark": None,
                            "sd_trial_sharpes": None, "skew": None, "kurtosis": None, "n_days": None,
                            "n_trials": len(paths), "n_candidates": len(candidates), "reason_dsr": None,
-                           "pbo": None, "pbo_splits": None, "pbo_blocks": PBO_BLOCKS, "pbo_block_days": None,
+                           "pbo": None, "pbo_splits": None, "pbo_blocks": c.pbo_blocks, "pbo_block_days": None,
                            "pbo_logit_median": None, "reason_pbo": None}
     lengths = {r.size for r in paths.values()}
     if len(lengths) > 1:  # one window, so never expected; keep the frozen candidate's calendar
@@ -442,7 +443,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None, n_ann: int 
     if len(paths) < 2:
         out["reason_pbo"] = (f"{len(paths)} candidate(s) with research returns (status ok): PBO needs at least 2")
     else:
-        p = pbo_cscv(np.column_stack([paths[k] for k in sorted(paths)]), n_blocks=PBO_BLOCKS)
+        p = pbo_cscv(np.column_stack([paths[k] for k in sorted(paths)]), n_blocks=c.pbo_blocks)
         out.update(pbo=finite(p["pbo"]), pbo_splits=p["n_splits"] or None, pbo_block_days=p["block_rows"] or None,
                    pbo_logit_median=finite(np.median(p["logits"])) if p["logits"].size else None,
                    reason_pbo=p["reason"])
@@ -457,5 +458,5 @@ def overfitting_extra(of: dict | None) -> dict[str, Any]:
 
 __all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
            "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
-           "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window", "PBO_BLOCKS",
+           "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window",
            "research_overfitting", "overfitting_extra"]

@@ -42,7 +42,7 @@ def test_cli_live_runs_resumes_and_defaults(tmp_path, monkeypatch):
     assert r3.exit_code == 0 and "no new trading day" in r3.output
     recs = [json.loads(x) for x in (run / "decisions.jsonl").read_text().splitlines()]
     assert [x["date"] for x in recs] == ["2025-12-26", "2025-12-29", "2025-12-30", "2025-12-31"]
-    assert (run / "summary.csv").read_text().splitlines()[1].startswith("portbench,Equal-Weight,balanced,live,")
+    assert (run / "summary.csv").read_text().splitlines()[1].startswith("portbench,equal_weight,balanced,live,")
 
 
 def test_cli_live_errors_are_one_line(tmp_path):

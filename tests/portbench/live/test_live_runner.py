@@ -141,7 +141,7 @@ def test_baseline_live_run_on_bundled_data(tmp_path):
     assert len(res.nav) == 13 and res.nav.index[0] == data.dates[-13]
     rows = read_summary_csv(run / "summary.csv")
     assert len(rows) == 1 and tuple(rows[0]) == SUMMARY_COLUMNS
-    assert rows[0]["period"] == "live" and rows[0]["agent"] == "Equal-Weight" and rows[0]["ceps"] == ""
+    assert rows[0]["period"] == "live" and rows[0]["agent"] == "equal_weight" and rows[0]["ceps"] == ""
     assert float(rows[0]["ret_pct"]) == pytest.approx(100 * (res.nav.iloc[-1] / 1e6 - 1), rel=1e-5)
     doc = json.loads((run / "results.json").read_text())
     live = doc["tasks"]["portbench"]["live"]

@@ -37,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 
-from quantgym.evaluation import EvalResult, policy_name
+from quantgym.evaluation import EvalResult, policy_key, policy_name
 from quantgym.envs.portbench.data import PortBenchData, load_portbench_data
 from quantgym.envs.portbench.config import LivePeriod, resolve_live
 from quantgym.envs.portbench.env import STAGES, STATUS_UNPARSEABLE, PortBenchEnv
@@ -496,7 +496,8 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
     # -- derived outputs ------------------------------------------------------------------------
     metrics = base.episode_metrics()
     result = EvalResult(
-        task="portbench", agent=name, env_id=ENV_IDS[profile], profile=profile, period="live",
+        task="portbench", agent=name, agent_key=policy_key(policy), env_id=ENV_IDS[profile], profile=profile,
+        period="live",
         metrics={k: v for k, v in metrics.items() if k != "stage_means"}, stage_scores=metrics.get("stage_means"),
         ceps=metrics.get("ceps"), nav=base.nav_series(), steps=list(base.records),
         config={"env_kwargs": header.get("env_kwargs"), "config": base.config.to_dict()},
