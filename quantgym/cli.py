@@ -3,7 +3,9 @@
 ``quantgym bench`` is the main job: every task's section runs its classical
 agents on the bundled real data, prints paper-style tables and writes the
 results folder (:mod:`quantgym.results`). Each task contributes a section
-through ``quantgym.envs.<task>.bench:run_section(ctx) -> SectionResult``.
+through ``quantgym.envs.<task>.bench:run_section(ctx) -> SectionResult``; ``--data TASK=PATH`` runs a
+section on the user's own data set instead, loaded once by that module's ``load_data(path, options)``
+(:class:`quantgym.tasks.Task`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,8 @@ class BenchContext:
     console: Console
     progress: Any  # rich.progress.Progress
     options: dict[str, Any] = field(default_factory=dict)
+    #: the user's data set of ``--data TASK=PATH`` as the section's ``load_data`` returned it; None = bundled data
+    data: Any = None
 
 
 def _bench_tasks() -> list[str]:
@@ -97,6 +101,49 @@ def _available_sections() -> dict[str, Any]:
     return found
 
 
+def _parse_data(values: Optional[list[str]], wanted: list[str], sections: dict[str, Any]) -> dict[str, Path]:
+    """``--data TASK=PATH`` (repeatable, comma-separated) -> {task: resolved path}; one clear line (exit 2)
+    for an unknown or unselected task, a missing ``=``, a task twice or a path that does not exist. A section
+    takes ``--data`` when its module has ``load_data(path, options)``; ``DATA_REFUSAL`` says why one does not."""
+    out: dict[str, Path] = {}
+    for item in (v.strip() for value in values or () for v in value.split(",")):
+        if not item:
+            continue
+        task, eq, path = (x.strip() for x in item.partition("="))
+        if not eq or not task or not path:
+            fail(f"--data {item!r}: expected TASK=PATH, e.g. --data portbench=~/my-data")
+        if task not in _bench_tasks():
+            from quantgym.tasks import task_names
+
+            why = "has no bench section" if task in task_names() else "is not a task"
+            fail(f"--data {item}: {task!r} {why}; choose from {', '.join(_bench_tasks())}")
+        if task not in wanted:
+            fail(f"--data {item}: {task} is not among the tasks run ({', '.join(wanted)}); add it to --tasks")
+        if task in out:
+            fail(f"--data {item}: a second data set for {task} (the first: {out[task]}); give one per task")
+        module = sections.get(task)
+        if not callable(getattr(module, "load_data", None)):
+            fail(f"--data {item}: " + (getattr(module, "DATA_REFUSAL", None)
+                                       or f"{task}'s bench section takes no user data; run it without --data"))
+        p = Path(path).expanduser().resolve()
+        if not p.exists():
+            fail(f"--data {item}: {p} does not exist; give the folder or file of the data set (docs/data.md)")
+        out[task] = p
+    return out
+
+
+def _load_data(paths: dict[str, Path], sections: dict[str, Any], options: dict) -> dict[str, tuple[Any, list[str]]]:
+    """Each task's data set, loaded once by its section's ``load_data(path, options) -> (data, notes)`` (which
+    also checks it against the options); a load or check failure is one line (exit 2)."""
+    out = {}
+    for task, p in paths.items():
+        try:
+            out[task] = sections[task].load_data(str(p), options)
+        except (ValueError, FileNotFoundError, OSError) as exc:
+            fail(f"--data {task}={p}: {exc}")
+    return out
+
+
 def _split(value: Optional[str]) -> Optional[list[str]]:
     if value is None:
         return None
@@ -112,12 +159,12 @@ def bench(
         None, "--tasks", help=f"Comma-separated tasks to run (default: all): {', '.join(_bench_tasks())}."
     ),
     profiles: Optional[str] = typer.Option(
-        None, "--profiles", help="PortBench: comma-separated profiles (default: conservative,balanced,aggressive)."
+        None, "--profiles", help="PortBench: comma-separated profiles (default: conservative, balanced, aggressive)."
     ),
     periods: Optional[str] = typer.Option(
         None,
         "--periods",
-        help="PortBench: comma-separated periods (default: normal_2024,china_2015,covid_2020,crypto_2022).",
+        help="PortBench: comma-separated periods (default: normal_2024, china_2015, covid_2020, crypto_2022).",
     ),
     agents: Optional[str] = typer.Option(
         None, "--agents", help="PortBench: comma-separated baseline names (default: all six)."
@@ -127,10 +174,15 @@ def bench(
         help="Extra agent(s) evaluated beside the baselines, repeatable: openai:MODEL, replay:FILE, sb3:PATH "
         "(see docs). PortBench runs them per profile and period with full S1–S5 scoring.",
     ),
+    data: Optional[list[str]] = typer.Option(
+        None, "--data", metavar="TASK=PATH",
+        help="Run a task on your own data set instead of the bundled one, repeatable or comma-separated: "
+        "TASK=PATH, e.g. portbench=DIR (docs/data.md). The path is printed and recorded in results.json.",
+    ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
 ) -> None:
-    """Run the benchmark's classical agents on the bundled real data and print paper-style tables.
+    """Run the benchmark's classical agents on the bundled real data (or --data) and print paper-style tables.
 
     Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate, then
     each task's own columns, e.g. PortBench's intervals: docs/uncertainty.md), OUT/results.json (everything, incl. NAV series) and PNG plots.
@@ -146,8 +198,9 @@ def bench(
         why = ", ".join(f"{t!r} has no bench section" if t in task_names() else f"unknown task {t!r}"
                         for t in unknown)
         fail(f"--tasks: {why}; choose from {', '.join(_bench_tasks())}")
+    data_paths = _parse_data(data, wanted, sections)
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
-               "extra_agents": list(agent or [])}
+               "extra_agents": list(agent or []), "data": {t: str(p) for t, p in data_paths.items()}}
     for task in wanted:  # validate every option before anything runs or is written
         check = getattr(sections.get(task), "validate", None)
         if check is not None:
@@ -156,10 +209,18 @@ def bench(
             except ValueError as exc:
                 fail(exc)
     check_out_dir(out_dir)
+    loaded = _load_data(data_paths, sections, options)  # once per task, checked against the options
+    for task, (_, notes) in loaded.items():  # once, before the tables: these are not the bundled benchmark's
+        console.print(f"[bold yellow]{task}: your own data {data_paths[task]}[/] (not the bundled benchmark data)",
+                      highlight=False, soft_wrap=True)
+        for note in notes:
+            console.print(f"  note: {note}", highlight=False, markup=False, soft_wrap=True)
     with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
         lock = _claim_out_dir(out_dir, console)
         try:
-            _run_bench(out_dir, wanted, sections, options, quiet, plots, console)
+            _run_bench(out_dir, wanted, sections, options, quiet, plots, console,
+                       {t: d for t, (d, _) in loaded.items()},
+                       {t: {"path": str(data_paths[t]), "notes": n} for t, (_, n) in loaded.items()})
         finally:
             lock.unlink(missing_ok=True)
 
@@ -183,7 +244,8 @@ def _claim_out_dir(out_dir: Path, console: Console) -> Path:
     return lock
 
 
-def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: bool, console: Console) -> None:
+def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: bool, console: Console,
+               data: dict[str, Any] | None = None, provenance: dict[str, dict] | None = None) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     results: list[SectionResult] = []
@@ -201,14 +263,19 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
             if task not in sections:
                 console.print(f"[yellow]{task}: no bench section installed yet, skipped[/]")
                 continue
-            ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options)
+            ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options,
+                               data=(data or {}).get(task))
             try:
                 results.append(sections[task].run_section(ctx))
             except (ValueError, FileNotFoundError, _ClickException) as exc:  # bad --agent spec, transcript, key…
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
                 fail(f"{task}: {msg}")
+    for r in results:  # a section run on user data says so in its own block too (bundled: no key, as before)
+        if (provenance or {}).get(r.task):
+            r.extra["data"] = provenance[r.task]
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
+                                          "data": {t: (provenance or {}).get(t) for t in wanted if t in sections},
                                           "elapsed_s": time.perf_counter() - t0})
     files = "summary.csv, results.json" + (", plots" if plots else "")
     console.print(f"\nWrote [bold]{out_dir}[/] ({files}) in {time.perf_counter() - t0:.1f}s")

@@ -55,7 +55,10 @@ class Task:
     envs : env id -> (Gymnasium entry point ``"module:Class"``, default kwargs).
     vector_entry_points : env id -> ``"module:function"`` for ``gym.make_vec(..., "vector_entry_point")``.
     bench : module with ``run_section(ctx) -> SectionResult`` and optional ``validate(options)``
-        (``quantgym bench``), or None when the task has no bench section.
+        (``quantgym bench``), or None when the task has no bench section. ``--data TASK=PATH`` needs
+        ``load_data(path, options) -> (data, notes)`` in it (the task's own loader; a one-line ``ValueError``
+        when the data does not fit the options); the section then gets the data as ``ctx.data``. Without it
+        ``--data`` is refused, with the module's ``DATA_REFUSAL`` string as the reason when it has one.
     eval : ``"module:attribute"`` of an :class:`EvalAdapter` (``quantgym eval``), or None.
     eval_refusal : the one-line message ``quantgym eval`` gives for this task's ids when ``eval`` is None.
     llm : ``"module:Class"`` of the task's LLM adapter (a subclass of

@@ -34,6 +34,11 @@ from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
 TASK = "market_bench"
+#: why ``quantgym bench --data market_bench=...`` is refused (the CLI prints it as one line)
+DATA_REFUSAL = ("Market-Bench's bench checks the reference agent and the mutants on the 15 shipped rounds against "
+                "the outputs shipped with them; on your own round those outputs would come from the reference "
+                "agent itself, so the bench has nothing to check: run it without --data (your own round: the env's "
+                "data=, docs/market_bench.md)")
 
 
 def agent_name(agent) -> str:

@@ -53,8 +53,91 @@ def validate(options: dict) -> None:
         make_baseline(a)
 
 
+def _baseline_key(name: str) -> str | None:
+    """The :data:`BASELINES` key of a baseline key or display name; None for any other name."""
+    try:
+        return next(k for k, c in BASELINES.items() if c is type(make_baseline(name)))
+    except ValueError:
+        return None
+
+
+def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
+    """``quantgym bench --data portbench=DIR``: the directory through PortBench's own loader (the sweep hook's
+    :meth:`~quantgym.envs.portbench.sweep.PortBenchSweep.load_data`; schema in docs/data.md §7), loaded once
+    and checked against the options before anything runs. Returns ``(data, notes)``: the notes (tickers the
+    data lacks, a 60/40 leg that trades fewer tickers) are printed in the header and kept in results.json.
+
+    Raises
+    ------
+    ValueError
+        One line naming what is missing and how to fix it: the §1.9 regime ticker; a period the data does not
+        cover (every default period is a bundled window: give ``--periods START:END:FREQ`` inside the data);
+        60/40 without any of its bond (or equity) tickers (add them, or leave it out with ``--agents``).
+    FileNotFoundError
+        No ``prices.parquet`` / ``assets.csv`` in ``path``.
+    """
+    import warnings
+
+    import pandas as pd
+
+    from quantgym.envs.portbench.baselines import SIXTY_FORTY_BONDS, SIXTY_FORTY_EQUITY
+    from quantgym.envs.portbench.config import Period, PortBenchConfig
+    from quantgym.envs.portbench.data import PortBenchDataWarning
+    from quantgym.envs.portbench.market import check_regime_ticker
+    from quantgym.envs.portbench.sweep import HOOKS
+    from quantgym.envs.portbench.universe import CANONICAL_TICKERS
+
+    with warnings.catch_warnings():  # the tickers it drops become one short note below
+        warnings.simplefilter("ignore", PortBenchDataWarning)
+        data = HOOKS.load_data(path)
+    notes = []
+    absent = [t for t in CANONICAL_TICKERS if t not in data.tickers]
+    if absent:
+        notes.append(f"{len(data.tickers)} tickers traded ({', '.join(data.tickers[:8])}"
+                     f"{', ...' if len(data.tickers) > 8 else ''}); {len(absent)} of the {len(CANONICAL_TICKERS)} "
+                     "PortBench tickers are not in the data")
+    cfg = PortBenchConfig()
+    check_regime_ticker(cfg.regime_ticker, data.tickers, data.asset_class)
+    dates = pd.DatetimeIndex(data.dates)
+    lb = cfg.lookback
+    first, last = dates[0].date(), dates[-1].date()
+    uncovered = []
+    for given in options.get("periods") or DEFAULT_PERIODS:
+        per = resolve_period(given)
+        if not isinstance(per, Period):  # 'live': resolved on the data's own calendar
+            continue
+        before = int(dates.searchsorted(pd.Timestamp(per.start)))
+        if before < lb or dates[-1] < pd.Timestamp(per.end):
+            uncovered.append(f"{per.name} ({per.start}..{per.end})" if per.name == given else given)
+    if uncovered:
+        start = dates[min(lb, len(dates) - 1)].date()
+        hint = ("the default periods are the bundled windows; give yours inside the data with --periods "
+                if not options.get("periods") else "give periods inside the data with --periods ")
+        raise ValueError(f"the data ({first}..{last}) does not cover {', '.join(uncovered)} (a period needs its "
+                         f"whole window in the data and {lb} trading days before it): {hint}START:END:FREQ, e.g. "
+                         f"--periods {start}:{last}:weekly")
+    keys = [_baseline_key(a) for a in (options.get("agents") or list(BASELINES))]
+    extra = [a for a in options.get("extra_agents") or () if ":" not in a and _baseline_key(a) == "sixty_forty"]
+    if "sixty_forty" in keys or extra:
+        legs = {"bond": SIXTY_FORTY_BONDS, "equity": SIXTY_FORTY_EQUITY}
+        empty = [leg for leg, ts in legs.items() if not any(t in data.tickers for t in ts)]
+        if empty:
+            others = ",".join(k for k in keys if k != "sixty_forty")
+            fix = (f"--agents {others}" if others else "--agents without sixty_forty") if "sixty_forty" in keys \
+                else f"no --agent {extra[0]}"
+            raise ValueError("60/40 needs at least one ticker of each leg and the data has none of its "
+                             + " and none of its ".join(f"{leg} tickers ({', '.join(legs[leg])})" for leg in empty)
+                             + f": add one to the data, or leave 60/40 out ({fix})")
+        short = [t for ts in legs.values() for t in ts if t not in data.tickers]
+        if short:
+            notes.append(f"60/40 spreads each leg over the tickers the data has (§8.2); it has no {', '.join(short)}")
+    return data, notes
+
+
 def run_section(ctx) -> SectionResult:
     opts = ctx.options
+    data = getattr(ctx, "data", None)  # the user's PortBenchData of --data portbench=DIR; None = bundled
+    dkw: dict[str, Any] = {} if data is None else {"data": data}
     profiles = [get_profile(p).name for p in (opts.get("profiles") or list(PROFILES))]
     specs = {resolve_period(p).name: p for p in (opts.get("periods") or DEFAULT_PERIODS)}  # name -> as given
     periods = list(specs)
@@ -64,7 +147,7 @@ def run_section(ctx) -> SectionResult:
     extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
     tid = ctx.progress.add_task("PortBench", total=total)
-    base = run_baselines(periods, keys, ctx.progress, tid, specs=specs)
+    base = run_baselines(periods, keys, ctx.progress, tid, data=data, specs=specs)
     # (label, profile, period) -> EvalResult; baselines are shared across profiles
     res: dict[tuple[str, str, str], EvalResult] = {}
     labels = [a.name for a in agents]
@@ -77,9 +160,9 @@ def run_section(ctx) -> SectionResult:
         labels.append(label)
         for prof in profiles:
             for per in periods:
-                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per])
+                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw)
                 ctx.progress.advance(tid)
-    unc = _uncertainty(res, base, periods, specs)  # id(EvalResult) -> uncertainty block
+    unc = _uncertainty(res, base, periods, specs, data)  # id(EvalResult) -> uncertainty block
     section = SectionResult(task="portbench")
     gates: dict[tuple[str, str, str], bool | None] = {}
     for prof in profiles:
@@ -129,14 +212,15 @@ def run_section(ctx) -> SectionResult:
     return section
 
 
-def _uncertainty(res: dict, base: dict, periods: list[str], specs: dict) -> dict[int, dict]:
+def _uncertainty(res: dict, base: dict, periods: list[str], specs: dict, data: Any = None) -> dict[int, dict]:
     """The uncertainty block (:func:`~quantgym.envs.portbench.uncertainty.run_uncertainty`) of every
     distinct run, keyed by ``id``: a baseline is run once and shared by the profiles, so once here.
     Equal-Weight, the paired reference, is run for the test when it is not among the agents."""
     eqw = {per: base[("equal_weight", per)] for per in periods if ("equal_weight", per) in base}
     missing = [per for per in periods if per not in eqw]
     if missing:
-        eqw.update({per: r for (_, per), r in run_baselines(missing, ["equal_weight"], specs=specs).items()})
+        eqw.update({per: r for (_, per), r in run_baselines(missing, ["equal_weight"], data=data,
+                                                                        specs=specs).items()})
     out: dict[int, dict] = {}
     for (_, _, per), r in res.items():
         if id(r) not in out:

@@ -87,6 +87,42 @@ def classical_loop(runs: dict[str, dict], scoring: Any = None) -> dict[str, Any]
     return {"trials": names, "frozen": None if best is None else names[best], "rule": "highest S_in", **out}
 
 
+def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
+    """``quantgym bench --data quant_arena=PATH``: the panel through Quant-Arena's own loader
+    (:func:`~quantgym.envs.quant_arena.data.load_dataset`: a long-panel ``.parquet``, a folder of
+    ``daily*.parquet`` [+ ``symbols.csv``, ``market_reference.csv``] or a qlib folder; docs/quant_arena.md),
+    loaded once. Returns ``(data, notes)``.
+
+    Raises
+    ------
+    ValueError
+        One line when the panel does not cover the bench's default windows (research 2022-2023 with a day
+        before it, sealed 2024 to within a week of its end): the bench runs those windows only.
+    FileNotFoundError
+        Nothing readable at ``path``.
+    """
+    import pandas as pd
+
+    from .account import window_rows
+
+    ds = load_dataset(path)
+    w = Windows()
+    first, last = pd.Timestamp(ds.dates[0]).date(), pd.Timestamp(ds.dates[-1]).date()
+    covered = (first < pd.Timestamp(w.research_start).date()
+               and last >= (pd.Timestamp(w.sealed_end) - pd.Timedelta(days=7)).date())
+    try:
+        window_rows(ds, w.research_start, w.research_end)
+        window_rows(ds, w.sealed_start, w.sealed_end)
+    except ValueError:
+        covered = False
+    if not covered:
+        raise ValueError(f"the panel ({first}..{last}) does not cover the bench's windows (research "
+                         f"{w.research_start}..{w.research_end} with a day before it, sealed {w.sealed_start}.."
+                         f"{w.sealed_end}); the bench runs these windows only: give a panel that covers them "
+                         "(other windows: the env's research_start/sealed_end keywords, docs/quant_arena.md)")
+    return ds, [f"{ds.N} stocks, {first}..{last} ({ds.name})"]
+
+
 def _pct(x: Any, nd: int = 1) -> str:
     return "–" if x is None else f"{100 * x:.{nd}f}%"
 
@@ -100,7 +136,8 @@ def run_section(ctx) -> SectionResult:
     t0 = time.perf_counter()
     names = list(EXAMPLES)
     tid = ctx.progress.add_task("Quant-Arena", total=len(names) + 1)
-    ds = load_dataset()
+    own = getattr(ctx, "data", None)  # the user's panel of --data quant_arena=PATH; None = bundled
+    ds = own if own is not None else load_dataset()
     w = Windows()
     rec_dir = Path(ctx.out_dir) / "quant_arena_records"
     # warm the shared truncation cache once (threads then reuse it)
@@ -113,7 +150,7 @@ def run_section(ctx) -> SectionResult:
     ctx.progress.advance(tid)
     runs: dict[str, dict] = {}
     with cf.ThreadPoolExecutor(max_workers=2) as pool:  # each episode's work is in its sandbox child
-        futs = {pool.submit(run_example, n, rec_dir): n for n in names}
+        futs = {pool.submit(run_example, n, rec_dir, data=own): n for n in names}
         for f in cf.as_completed(futs):
             runs[futs[f]] = f.result()
             ctx.progress.advance(tid)
@@ -142,7 +179,7 @@ def run_section(ctx) -> SectionResult:
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
                            ceps=None, gate=None))
-    print_tables(ctx.console, ds.N, sealed_rows, research_rows,
+    print_tables(ctx.console, ds.N, sealed_rows, research_rows, own_data=None if own is None else ds.name,
                  note=f"Overfitting diagnostics (not scored; docs/quant_arena.md): PSR = P(true research Sharpe > 0). "
                       f"The {len(names)} submissions as one research loop keeping the best S_in ({loop['frozen']}): "
                       f"DSR {_num(loop['dsr'])}, PBO {_num(loop['pbo'])} (CSCV, {loop['pbo_blocks']} blocks, "
@@ -177,7 +214,8 @@ def run_section(ctx) -> SectionResult:
     return SectionResult(task="quant_arena", rows=rows, runs=details,
                          extra={"version": ARENA_VERSION, "windows": {"research": [w.research_start, w.research_end],
                                                                    "sealed": [w.sealed_start, w.sealed_end]},
-                                "dataset": ds.name, "survivorship": SURVIVORSHIP_NOTE, "plots": plots,
+                                "dataset": ds.name, "plots": plots,
+                                **({"survivorship": SURVIVORSHIP_NOTE} if own is None else {}),
                                 "classical_loop": loop,
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
 
@@ -190,19 +228,23 @@ RESEARCH_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("RankIC", sh
 
 
 def print_tables(console: Any, n_stocks: int, sealed_rows: list[list[str]], research_rows: list[list[str]],
-                 width: int | None = None, note: str = "") -> None:
+                 width: int | None = None, note: str = "", own_data: str | None = None) -> None:
     """The bench's sealed and research tables (rows of cells under :data:`SEALED_COLS` / :data:`RESEARCH_COLS`),
-    fitted to the terminal, then what the scores mean (and ``note``)."""
+    fitted to the terminal, then what the scores mean (and ``note``); ``own_data``: the name of the user's
+    panel (``--data``), which replaces the bundled panel's market and survivorship notes."""
     from quantgym.tables import print_table
 
-    print_table(console, f"Quant-Arena {ARENA_VERSION}: sealed 2024 (bundled {n_stocks} stocks, net of costs)",
+    market = ("Market = cost-free equal weight of every stock of the full bundled panel (about 5,000 a day). "
+              f"{SURVIVORSHIP_NOTE}" if own_data is None else
+              f"Market = the data's market_reference.csv, else the cost-free equal weight of its stocks ({own_data}).")
+    print_table(console, f"Quant-Arena {ARENA_VERSION}: sealed 2024 ({'bundled' if own_data is None else 'your'} "
+                f"{n_stocks} stocks, net of costs)",
                 SEALED_COLS, sealed_rows, width=width)
     print_table(console, "Research 2022-2023 (the feedback the agent saw)", RESEARCH_COLS, research_rows, width=width,
                 caption="[dim]xARR: ARR in excess of the market; IC: mean daily RankIC; IR: RankIC IR; LS SR: "
                         "long-short Sharpe; TO: turnover. S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). "
-                        "Sharpe = mean/std x sqrt(242), no risk-free rate (spec 10.11). Market = cost-free equal "
-                        "weight of every stock of the full bundled panel (about 5,000 a day). "
-                        f"{SURVIVORSHIP_NOTE}" + (f" {note}" if note else "") + "[/]")
+                        "Sharpe = mean/std x sqrt(242), no risk-free rate (spec 10.11). "
+                        f"{market}" + (f" {note}" if note else "") + "[/]")
 
 
 __all__ = ["run_section", "run_example", "classical_loop", "print_tables"]
