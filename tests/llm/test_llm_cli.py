@@ -39,7 +39,7 @@ def test_eval_portbench_concurrent_then_replay(server, tmp_path, monkeypatch):
     assert list(rows[0]) == list(SUMMARY_COLUMNS)
     mine = [row for row in rows if row["agent"] == "openai:test-model"]
     assert len(mine) == 2 and all(row["ceps"] and row["profile"] == "balanced" for row in mine)
-    assert {row["agent"] for row in rows} == {"openai:test-model", "Equal-Weight"}
+    assert {row["agent"] for row in rows} == {"openai:test-model", "equal_weight"}
     doc = json.loads((out / "results.json").read_text())
     pb = doc["tasks"]["portbench"]
     runs = [x for x in pb["runs"] if x["agent"] == "openai:test-model"]
@@ -88,7 +88,7 @@ def test_eval_baseline_on_portbench_goes_through_evaluate(tmp_path):
     assert "current_episode" not in r.output and "Traceback" not in r.output
     rows = read_summary_csv(out / "summary.csv")
     # the agent itself, and no duplicate Equal-Weight reference row
-    assert [row["agent"] for row in rows] == ["Equal-Weight"] and rows[0]["profile"] == "balanced"
+    assert [row["agent"] for row in rows] == ["equal_weight"] and rows[0]["profile"] == "balanced"
     assert rows[0]["sharpe"] not in (None, "")
     doc = json.loads((out / "results.json").read_text())
     run = doc["tasks"]["portbench"]["runs"][0]
@@ -108,7 +108,7 @@ def test_eval_baseline_matches_bench_loop(tmp_path):
     direct = evaluate("PortBench-Balanced-v0", make_baseline("risk_parity"), seed=0,
                       period={"start": "2020-03-01", "end": "2020-03-31", "freq": "weekly"})
     rows = {row["agent"]: row for row in read_summary_csv(out / "summary.csv")}
-    assert set(rows) == {direct.agent, "Equal-Weight"}
+    assert set(rows) == {direct.agent_key, "equal_weight"} and direct.agent_key == "risk_parity"
     runs = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"]
     mine = next(x for x in runs if x["agent"] == direct.agent)
     assert mine["metrics"]["sharpe"] == pytest.approx(direct.metrics["sharpe"], rel=1e-12)

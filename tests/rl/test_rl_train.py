@@ -118,7 +118,7 @@ def test_bench_cli_adds_the_trained_model_beside_the_baselines(two_ppo_runs, tmp
     assert res.exit_code == 0, res.output
     rows = read_summary_csv(tmp_path / "summary.csv")
     agents = {r["agent"] for r in rows if r["task"] == "portbench"}
-    assert {"Equal-Weight", "SB3-PPO"} <= agents
+    assert {"equal_weight", "SB3-PPO"} <= agents
     ppo = next(r for r in rows if r["agent"] == "SB3-PPO")
     assert float(ppo["sharpe"]) == pytest.approx(two_ppo_runs[0]["results"][0].metrics["sharpe"], abs=1e-4)  # csv rounding
 

@@ -56,7 +56,7 @@ def validate(options: dict) -> None:
 def _baseline_key(name: str) -> str | None:
     """The :data:`BASELINES` key of a baseline key or display name; None for any other name."""
     try:
-        return next(k for k, c in BASELINES.items() if c is type(make_baseline(name)))
+        return make_baseline(name).key
     except ValueError:
         return None
 
@@ -142,7 +142,7 @@ def run_section(ctx) -> SectionResult:
     specs = {resolve_period(p).name: p for p in (opts.get("periods") or DEFAULT_PERIODS)}  # name -> as given
     periods = list(specs)
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
-    keys = [next(k for k, c in BASELINES.items() if c is type(a)) for a in agents]
+    keys = [a.key for a in agents]
     extra_specs = list(opts.get("extra_agents") or [])
     extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)

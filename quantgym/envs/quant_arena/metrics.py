@@ -369,7 +369,7 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
 
 # ---------------------------------------------------------------------- overfitting diagnostics
 def research_overfitting(candidates: list[dict], frozen: int | None,
-                         c: ArenaScoringConfig | None = None) -> dict[str, Any]:
+                         scoring: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """Deflated Sharpe Ratio and PBO of a research run (issue #16 item 2): diagnostics, not scored.
 
     The trials are the candidates whose research evaluation is ``ok`` (each has a daily NAV path on the
@@ -377,7 +377,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None,
     (:func:`quantgym.stats.overfitting.deflated_sharpe_ratio`) is the frozen candidate's research-period
     daily returns against the expected best research Sharpe of ``n_trials`` skill-less trials with the
     trials' dispersion of research Sharpe ratios; PBO (:func:`~quantgym.stats.overfitting.pbo_cscv`,
-    ``c.pbo_blocks`` blocks) is over the trials' research-period daily returns. Neither enters S.
+    ``scoring.pbo_blocks`` blocks) is over the trials' research-period daily returns. Neither enters S.
 
     Parameters
     ----------
@@ -386,7 +386,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None,
         ``daily["nav"]``, D_0..D_n).
     frozen : int or None
         1-based index of the frozen candidate (None: no candidate).
-    c : ArenaScoringConfig, optional
+    scoring : ArenaScoringConfig, optional
         ``n_ann`` (days per year, for the annualised Sharpe ratios shown beside the per-day ones) and
         ``pbo_blocks`` (CSCV blocks); default :class:`ArenaScoringConfig()`.
 
@@ -402,8 +402,8 @@ def research_overfitting(candidates: list[dict], frozen: int | None,
     """
     from quantgym.stats.overfitting import deflated_sharpe_ratio, pbo_cscv, per_period_sharpe
 
-    c = c or ArenaScoringConfig()
-    n_ann = c.n_ann
+    scoring = scoring or ArenaScoringConfig()
+    n_ann = scoring.n_ann
 
     def finite(x: Any) -> float | None:
         return None if x is None or not math.isfinite(float(x)) else float(x)
@@ -420,7 +420,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None,
     out: dict[str, Any] = {"dsr": None, "psr0": None, "sharpe_research": None, "sharpe_benchmark": None,
                            "sd_trial_sharpes": None, "skew": None, "kurtosis": None, "n_days": None,
                            "n_trials": len(paths), "n_candidates": len(candidates), "reason_dsr": None,
-                           "pbo": None, "pbo_splits": None, "pbo_blocks": c.pbo_blocks, "pbo_block_days": None,
+                           "pbo": None, "pbo_splits": None, "pbo_blocks": scoring.pbo_blocks, "pbo_block_days": None,
                            "pbo_logit_median": None, "reason_pbo": None}
     lengths = {r.size for r in paths.values()}
     if len(lengths) > 1:  # one window, so never expected; keep the frozen candidate's calendar
@@ -443,7 +443,7 @@ def research_overfitting(candidates: list[dict], frozen: int | None,
     if len(paths) < 2:
         out["reason_pbo"] = (f"{len(paths)} candidate(s) with research returns (status ok): PBO needs at least 2")
     else:
-        p = pbo_cscv(np.column_stack([paths[k] for k in sorted(paths)]), n_blocks=c.pbo_blocks)
+        p = pbo_cscv(np.column_stack([paths[k] for k in sorted(paths)]), n_blocks=scoring.pbo_blocks)
         out.update(pbo=finite(p["pbo"]), pbo_splits=p["n_splits"] or None, pbo_block_days=p["block_rows"] or None,
                    pbo_logit_median=finite(np.median(p["logits"])) if p["logits"].size else None,
                    reason_pbo=p["reason"])
