@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> None:
     EXAMPLE.mkdir(parents=True, exist_ok=True)
     for f in sorted(out.glob("*/transcripts/*.jsonl")):
         dst = EXAMPLE / f"{f.parent.parent.name}.jsonl.gz"
-        with f.open("rb") as src, gzip.open(dst, "wb", compresslevel=9, mtime=0) as g:
+        with f.open("rb") as src, gzip.GzipFile(dst, "wb", compresslevel=9, mtime=0) as g:
             shutil.copyfileobj(src, g)
         print(f"wrote {dst.relative_to(ROOT)} ({dst.stat().st_size / 1e6:.2f} MB)")
 
@@ -203,25 +203,52 @@ def tables(transcripts: Path) -> str:
                      f"{_f(m['maxdd_pct'])} | {_f(best, 3)} ({best_name}) | {_f(ew, 3)} |")
     # ---- Quant-Arena and Market-Bench (the floor runs Market-Bench in two jobs: one table of both)
     mb_rows: list[dict] = []
+    mb_records: list[dict] = []
     for name, d in res.items():
         if "quant_arena" in d.get("tasks", {}):
             lines += ["", "| Quant-Arena track | candidates | frozen | research status | S_in | S_out | S |",
                       "|---|---:|---:|---|---:|---:|---:|"]
             for r in d["tasks"]["quant_arena"]["runs"]:
                 fin = r.get("final") or {}
-                n_cand = len(r.get("feedback") or []) + (1 if fin.get("frozen_candidate") else 0)
+                n_cand = (fin.get("overfitting") or {}).get("n_candidates")
                 lines.append(f"| {r['env_id']} | {n_cand} | {fin.get('frozen_candidate')} | "
                              f"{fin.get('status_research')} | {_f(fin.get('S_in'))} | {_f(fin.get('S_out'))} | "
                              f"{_f(fin.get('S'))} |")
         if "market_bench" in d.get("tasks", {}):
-            mb_rows += list(d["tasks"]["market_bench"].get("scores") or [])
-    if mb_rows:
+            mb_rows += [s for s in d["tasks"]["market_bench"].get("scores") or [] if s.get("strategy") != "overall"]
+            mb_records += [rec for run in d["tasks"]["market_bench"]["runs"] for rec in run.get("records") or []]
+    if mb_rows:  # one row per strategy (the parts hold different strategies), then all rounds together
+        n_all = sum(int(r.get("n_rounds") or 0) for r in mb_rows)
+
+        def pooled(key: str) -> float | None:
+            vals = [(r.get(key), int(r.get("n_rounds") or 0)) for r in mb_rows]
+            return None if any(v is None for v, _ in vals) or not n_all else sum(v * n for v, n in vals) / n_all
+
+        mae = [r.get("mean_mae_solved") for r in mb_rows if r.get("mean_mae_solved") is not None]
+        mb_rows = sorted(mb_rows, key=lambda r: str(r.get("strategy"))) + [{
+            "strategy": "**all**", "n_rounds": n_all, **{k: pooled(k) for k in ("pass@1", "pass@3", "correct@1",
+                                                                              "correct@3")},
+            "mean_mae_solved": sum(mae) / len(mae) if mae else None}]
         lines += ["", "| Market-Bench strategy | rounds | pass@1 | pass@3 | correct@1 | correct@3 | mean MAE (solved) |",
                   "|---|---:|---:|---:|---:|---:|---:|"]
-        for row in sorted(mb_rows, key=lambda r: str(r.get("strategy"))):
+        for row in mb_rows:
             lines.append(f"| {row.get('strategy')} | {row.get('n_rounds', '')} | {_f(row.get('pass@1'))} | "
                          f"{_f(row.get('pass@3'))} | {_f(row.get('correct@1'))} | {_f(row.get('correct@3'))} | "
                          f"{_f(row.get('mean_mae_solved'))} |")
+    if mb_records:  # why the attempts failed (the sandbox's reason, by kind)
+        why: dict[str, int] = {}
+        for rec in mb_records:
+            if rec.get("status") == "SUCCESS":
+                continue
+            reason = str(rec.get("reason") or rec.get("status"))
+            kind = ("forbidden import" if reason.startswith("forbidden: import")
+                    else reason.split(": ")[1] if reason.startswith("error: ") and ": " in reason[7:] else reason[:40])
+            why[kind] = why.get(kind, 0) + 1
+        mb_calls = [c for name, cs in calls.items() if name.startswith("market_bench") for c in cs]
+        capped = sum(1 for c in mb_calls if c.get("finish_reason") == "length")
+        lines += ["", f"Market-Bench attempts: {len(mb_records)}, failed "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(why.items(), key=lambda kv: (-kv[1], kv[0])))
+                  + f"; {capped} of {len(mb_calls)} replies stopped at the output cap (finish_reason length)."]
     return "\n".join(lines) + "\n"
 
 
