@@ -245,8 +245,8 @@ SCHEDULED_ROUNDS_V2: tuple[ScheduledRound, ...] = (
         "0 B600, 0 B900, 120 S2000, 240 B1200, 240 S300, 300 B1800, 420 S700, 480 B1500, 540 S1100, 590 S900")),
     ScheduledRound(3, "msft_1000_1010", 200_000.0, "s", _sched(
         "5 B6000, 6 B6000, 60 S9000, 180 S3000, 300 B8000, 420 B2000, 480 S4000, 560 S2500, 599 B1000")),
-    ScheduledRound(4, "msft_1020_1030", 30_000.0, "s", _sched(
-        "10 B800, 70 B900, 130 S2500, 190 B1500, 250 B1500, 310 S600, 370 B700, 430 S1200, 490 B2000, 550 S1500, "
+    ScheduledRound(4, "msft_1020_1030", 60_000.0, "s", _sched(
+        "10 B800, 70 B900, 130 S1000, 190 B1500, 250 S1500, 310 S600, 370 B700, 430 S1200, 490 B2000, 550 S1500, "
         "620 B300")),
     ScheduledRound(5, "msft_hour", 150_000.0, "s", _sched(
         "0 B2000, 180 B3000, 360 S1500, 540 B2500, 720 S4000, 900 S2000, 1080 B1000, 1260 B6000, 1440 S3500, "
@@ -254,11 +254,11 @@ SCHEDULED_ROUNDS_V2: tuple[ScheduledRound, ...] = (
         "2880 B1200, 3060 S900, 3240 B4000, 3420 S1000, 3700 B500")),
 )
 PAIRS_ROUNDS_V2: tuple[PairsRound, ...] = (
-    PairsRound(1, RealPairsBook(window=_DAY), 0.9375, 200, 2.0, 0.5, 60 * _S, 1.0, 1 * _S, 0.10, 1e6),
+    PairsRound(1, RealPairsBook(window=_DAY), 0.9375, 200, 2.0, 0.5, 60 * _S, 1.0, 4 * _S, 0.10, 1e6),
     PairsRound(2, RealPairsBook(window=_AM), 0.875, 100, 1.5, 0.25, 30 * _S, 1.5, 4 * _S, 0.20, 1e6),
-    PairsRound(3, RealPairsBook(window=_PM), 1.0, 300, 2.0, 0.5, 120 * _S, 1.0, 2 * _S, 0.10, 2e6),
+    PairsRound(3, RealPairsBook(window=_PM), 1.0, 300, 2.0, 0.5, 120 * _S, 1.0, 5 * _S, 0.10, 2e6),
     PairsRound(4, RealPairsBook(window=_DAY), 0.9375, 150, 1.75, 0.5, 45 * _S, 1.25, 7 * _S, 0.15, 5e5),
-    PairsRound(5, RealPairsBook(window=_DAY), 0.875, 400, 2.25, 0.75, 90 * _S, 2.0, 3 * _S, 0.25, 3e6),
+    PairsRound(5, RealPairsBook(window=_DAY), 0.875, 400, 2.25, 0.75, 90 * _S, 2.0, 6 * _S, 0.25, 3e6),
 )
 DELTA_HEDGE_ROUNDS_V2: tuple[DeltaHedgeRound, ...] = (
     DeltaHedgeRound(1, "msft_0930_0940", DeltaSeriesConfig(1 * _S, -2000, 200), 1e6, 1 * _S, 50 * _MS, 0.5,
@@ -358,6 +358,8 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
         End the episode at the first correct attempt (True).
     prompt_style : {"full", "compact", "minimal"}
         Rendering of the task prompt (:data:`quantgym.spaces.PROMPT_STYLES`).
+    task_set : {"v1", "v2"}
+        The rounds (:data:`TASK_SETS`; default ``v1``): the one place where env, bench and eval take it from.
     """
 
     sandbox: MarketBenchSandboxLimits = field(default_factory=MarketBenchSandboxLimits)
@@ -366,6 +368,7 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
     feedback: bool = False
     end_on_success: bool = True
     prompt_style: str = "full"
+    task_set: str = DEFAULT_TASK_SET
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
