@@ -44,7 +44,8 @@ def test_snapshot_files_read_into_the_tidy_book_table(file):
 
 def test_szse_values_and_session_filter():
     df = read_snapshots("szse_20220601", symbols=["300274.SZ"])
-    assert set(df["symbol"]) == {"300274.SZ"}
+    assert set(df["symbol"]) == {"300274.SZ"} and len(df) == 4_919
+    assert len(read_snapshots("szse_20220601", symbols=["300122.SZ"])) == 4_906  # docs/market_bench.md v2
     row = df[df["ts_event"] == int(pd.Timestamp("2022-06-01 11:06:30", tz="Asia/Shanghai").value)]
     one = read_snapshots("szse_20220601", symbols=["000400.SZ"])
     r2 = one[one["ts_event"] == int(pd.Timestamp("2022-06-01 11:06:30", tz="Asia/Shanghai").value)].iloc[0]
