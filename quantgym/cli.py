@@ -179,8 +179,8 @@ def bench(
         help="Run a task on your own data set instead of the bundled one, repeatable or comma-separated: "
         "TASK=PATH, e.g. portbench=DIR (docs/data.md). The path is printed and recorded in results.json.",
     ),
-    task_set: str = typer.Option("v1", "--task-set", help="Market-Bench: task set v1 (default) or v2 (real "
-                                 "MSFT hour, real SZSE pair; docs/market_bench.md)."),
+    task_set: Optional[str] = typer.Option(None, "--task-set", help="Market-Bench: task set v1 (default) or v2 "
+                                           "(real MSFT hour, real SZSE pair; docs/market_bench.md)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
 ) -> None:

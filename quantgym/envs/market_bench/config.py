@@ -214,13 +214,15 @@ SHIPS_INPUTS: dict[str, bool] = {"v1": True, "v2": False}
 #: v2 MSFT windows: America/New_York local [start, end) on 2012-06-21 of the book rebuilt from the full
 #: LOBSTER hour (quantgym.data.lobster); end exclusive ("10:30:00" = the whole rest of the hour).
 _MSFT_HOUR = "MSFT (NASDAQ, LOBSTER, 2012-06-21), book rebuilt from LOBSTER's message stream"
-for _k, (_a, _b) in {"msft_0930_0935": ("09:30:00", "09:35:00"), "msft_0930_0940": ("09:30:00", "09:40:00"),
-                     "msft_0945_1000": ("09:45:00", "10:00:00"), "msft_0950_1000": ("09:50:00", "10:00:00"),
-                     "msft_1000_1005": ("10:00:00", "10:05:00"), "msft_1000_1010": ("10:00:00", "10:10:00"),
-                     "msft_1015_1030": ("10:15:00", "10:30:00"), "msft_1020_1030": ("10:20:00", "10:30:00"),
-                     "msft_hour": ("09:30:00", "10:30:00")}.items():
-    DATASETS[_k] = {"source": "lobster_msft_hour", "instrument": f"{_MSFT_HOUR}, {_a}-{_b} New York time",
-                    "currency": "USD", "real": True, "window": (_a, _b), "tz": "America/New_York"}
+DATASETS.update({
+    key: {"source": "lobster_msft_hour", "instrument": f"{_MSFT_HOUR}, {a}-{b} New York time", "currency": "USD",
+          "real": True, "window": (a, b), "tz": "America/New_York"}
+    for key, (a, b) in {"msft_0930_0935": ("09:30:00", "09:35:00"), "msft_0930_0940": ("09:30:00", "09:40:00"),
+                        "msft_0945_1000": ("09:45:00", "10:00:00"), "msft_0950_1000": ("09:50:00", "10:00:00"),
+                        "msft_1000_1005": ("10:00:00", "10:05:00"), "msft_1000_1010": ("10:00:00", "10:10:00"),
+                        "msft_1015_1030": ("10:15:00", "10:30:00"), "msft_1020_1030": ("10:20:00", "10:30:00"),
+                        "msft_hour": ("09:30:00", "10:30:00")}.items()
+})
 
 
 @dataclass(frozen=True)

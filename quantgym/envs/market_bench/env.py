@@ -101,10 +101,12 @@ class MarketBenchEnv(gym.Env):
     accounting, no fees (spec §3, §9.4-§9.10).
 
     ## Data & Point-in-time
-    Real books where they exist (MSFT LOBSTER excerpt 2012-06-21, 600519 SSE Level-2 day
+    v1: real books where they exist (MSFT LOBSTER excerpt 2012-06-21, 600519 SSE Level-2 day
     2023-02-07, level sizes randomised as in the paper), a seeded synthetic KO/PEP book for the
     pairs strategy (labelled synthetic in the prompt and metadata), seeded random-walk option
-    delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``).
+    delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``). v2: the MSFT
+    hour 09:30-10:30 rebuilt from LOBSTER messages and a real SZSE pair (300274.SZ / 300122.SZ,
+    2022-06-01), sizes randomised; inputs rebuilt at load and checked against the manifest.
 
     ## Scoring
     Per attempt: status and MAE (spec §6) plus per-metric relative errors, the equity-path
