@@ -69,7 +69,7 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                                                     unbiased_table)
 
     records = [r for run in runs for r in run["records"]]
-    task_set = check_task_set(plan.env_kwargs.get("task_set"))  # --env-kwargs '{"task_set": "v2"}'
+    task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
     cfg = ScoringConfig(attempts=plan.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
     attempts = records_to_attempts(records)
     # the paper's sequential metrics from what its protocol would have run (up to each round's first success)
