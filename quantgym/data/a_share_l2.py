@@ -46,21 +46,21 @@ _TZ = "Asia/Shanghai"
 #: Continuous-auction windows (local time; start, end, end inclusive) shared by SSE and SZSE.
 CONTINUOUS = (("09:30:00", "11:30:00", True), ("13:00:00", "14:57:00", False))
 
-# key -> zip name, member, date (None: in the file), time column, symbol column, suffix, phase column,
-# the phase values of trading, last/volume columns, level price/size column patterns (1- or 0-based)
+# key -> what it is (desc), zip name, member, date, time column, symbol column, suffix, phase column, the phase
+# values of trading, last/volume columns, level price/size column patterns (levels 1- or 0-based: base)
 SNAPSHOT_FILES: dict[str, dict] = {
     "szse_20220601": dict(
-        zip="script_orderBookSnapshotEngine_tick.zip", member="tick.csv", date="2022-06-01", time="MDTime",
+        desc="SZSE Level-2 3-second 10-level snapshots", zip="script_orderBookSnapshotEngine_tick.zip", member="tick.csv", date="2022-06-01", time="MDTime",
         symbol="SecurityID", suffix="", phase="TradingPhaseCode", trading=("3",), last="LastPx",
         volume="TotalVolumeTrade", bid_px="BuyPrice{}", bid_sz="BuyOrderQty{}", ask_px="SellPrice{}",
         ask_sz="SellOrderQty{}", base=1),
     "sse_20211201": dict(
-        zip="data_Real-Time_Stock_Price_Increase_Calculation_20211201snapshot_30stocks.zip",
+        desc="SSE Level-2 10-level snapshots", zip="data_Real-Time_Stock_Price_Increase_Calculation_20211201snapshot_30stocks.zip",
         member="20211201snapshot_30stocks.csv", date="2021-12-01", time="DateTime", symbol="SecurityID",
         suffix=".SH", phase="InstrumentStatus", trading=("TRADE",), last="LastPx", volume="TotalVolumeTrade",
         bid_px="BidPrice{}", bid_sz="BidOrderQty{}", ask_px="OfferPrice{}", ask_sz="OfferOrderQty{}", base=0),
     "sse_600519_20230201": dict(
-        zip="data_dolphinscheduler_integration_20230201.zip", member="20230201/snapshot.csv", date="2023-02-01",
+        desc="SSE Level-2 10-level snapshots", zip="data_dolphinscheduler_integration_20230201.zip", member="20230201/snapshot.csv", date="2023-02-01",
         time="UpdateTime", symbol="SecurityID", suffix=".SH", phase="InstruStatus", trading=("TRADE",),
         last="LastPrice", volume="TradVolume", bid_px="BidPrice{}", bid_sz="BidVolume{}", ask_px="AskPrice{}",
         ask_sz="AskVolume{}", base=1),

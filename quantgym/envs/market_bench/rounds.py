@@ -110,12 +110,12 @@ def build_inputs(strategy: str, round_: int, shared: str | Path | None = None, t
                   "delay_ns": cfg.delay_ns, "alloc": cfg.alloc, "c0": cfg.c0}
         from quantgym.data.a_share_l2 import SNAPSHOT_FILES
 
-        day = SNAPSHOT_FILES[cfg.book.file]["date"]
+        day, desc = SNAPSHOT_FILES[cfg.book.file]["date"], SNAPSHOT_FILES[cfg.book.file]["desc"]
         ties = int((np.diff(book["ts_event"].to_numpy()) == 0).sum())
         meta.update(dataset=f"a_share_l2/{cfg.book.file}", seeds={"sizes": seed("sizes")}, synthetic=False,
                     currency="CNY", source=f"a_share_l2 {SNAPSHOT_FILES[cfg.book.file]['zip']}",
-                    instrument=(f"{cfg.book.symbol_a} (leg A) and {cfg.book.symbol_b} (leg B), SZSE Level-2 3-second "
-                                f"10-level snapshots, {day}, {cfg.book.window[0]}-{cfg.book.window[1]} Asia/Shanghai "
+                    instrument=(f"{cfg.book.symbol_a} (leg A) and {cfg.book.symbol_b} (leg B), {desc}, {day}, "
+                                f"{cfg.book.window[0]}-{cfg.book.window[1]} Asia/Shanghai "
                                 "(continuous trading; no lunch-break rows), real prices (dolphindb/Tutorials_CN "
                                 "sample, original vendor not stated)"),
                     window_local=list(cfg.book.window), equal_ts_rows=ties, real_book=asdict(cfg.book))
