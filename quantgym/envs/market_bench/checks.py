@@ -6,7 +6,8 @@
 - every defined |z| (S2, all rows) more than 1e-5 from z_in and from z_out;
 - every alloc·E/(mid_A + β·mid_B) (S2) and every cash/px of the S1 cash cap more than 1e-6 from
   an integer, or within 1e-9 of one;
-- at least 10 fills per round, 10 entries per S2 round, 2 killed hedges per S3 round;
+- at least 10 fills per round, 10 entries and 10 exits per S2 round (exits: beyond §9.14), 2 killed hedges per
+  S3 round;
 - (S2, beyond §9.14, for real books) the reference's z equals a per-window two-pass ``numpy.std`` z within
   1e-7 and is defined on exactly the same rows: real prices repeat, and a window of equal spreads must be
   "undefined" for every correct implementation, not a rounding residue of a running sum;
@@ -108,6 +109,8 @@ def builder_checks(rnd) -> dict[str, Any]:
         p = rnd.params
         if ref["n_entries"] < 10:
             fails.append(f"only {ref['n_entries']:.0f} entries")
+        if ref["n_exits"] < 10:  # entries AND exits happen (issue #17: real pairs must trade both ways)
+            fails.append(f"only {ref['n_exits']:.0f} exits")
         bk = BookData(rnd.inputs["book.csv"])
         mid_a, mid_b, _, _, z = pairs_zscore(bk, p["beta"], p["window"], p["symbol_a"], p["symbol_b"])
         az = np.abs(z[np.isfinite(z)])
