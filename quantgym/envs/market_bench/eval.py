@@ -43,6 +43,12 @@ def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[
 class MarketBenchEval:
     """:class:`~quantgym.evaluation.EvalAdapter` of Market-Bench."""
 
+    def validate(self, plan: EvalPlan) -> None:
+        """Refuse an unknown task set (``--env-kwargs '{"task_set": ...}'``) before anything runs (one line)."""
+        from quantgym.envs.market_bench.config import check_task_set
+
+        check_task_set((plan.env_kwargs or {}).get("task_set"))
+
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
         return [(job_label(env_id, f"round {int(r)}"), (lambda r=r: run_market_bench(agent, env_id, int(r), plan)))
                 for r in plan.rounds]
