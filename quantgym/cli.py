@@ -179,6 +179,8 @@ def bench(
         help="Run a task on your own data set instead of the bundled one, repeatable or comma-separated: "
         "TASK=PATH, e.g. portbench=DIR (docs/data.md). The path is printed and recorded in results.json.",
     ),
+    task_set: Optional[str] = typer.Option(None, "--task-set", help="Market-Bench: task set v1 (default) or v2 "
+                                           "(real MSFT hour, real SZSE pair; docs/market_bench.md)."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
 ) -> None:
@@ -200,6 +202,7 @@ def bench(
         fail(f"--tasks: {why}; choose from {', '.join(_bench_tasks())}")
     data_paths = _parse_data(data, wanted, sections)
     options = {"profiles": _split(profiles), "periods": _split(periods), "agents": _split(agents), "plots": plots,
+               "task_set": task_set,
                "extra_agents": list(agent or []), "data": {t: str(p) for t, p in data_paths.items()}}
     for task in wanted:  # validate every option before anything runs or is written
         check = getattr(sections.get(task), "validate", None)

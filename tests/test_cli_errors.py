@@ -69,6 +69,13 @@ def test_eval_unknown_period(tmp_path):
                        "--out", str(tmp_path / "o")], "'covid_2021'", "covid_2020", "START:END[:FREQ]")
 
 
+def test_unknown_market_bench_task_set(tmp_path):
+    run_bad(tmp_path, ["bench", "--tasks", "market_bench", "--task-set", "v3", "--out", str(tmp_path / "o")],
+            "unknown Market-Bench task set 'v3'", "v1", "v2")
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "MarketBench-Pairs-v0", "--env-kwargs",
+                       '{"task_set": "v3"}', "--out", str(tmp_path / "o")], "unknown Market-Bench task set 'v3'")
+
+
 @pytest.mark.parametrize("env", ["PortBench-Balanced-v0", "QuantArena-v0", "MarketBench-Pairs-v0"])
 def test_eval_unknown_env_kwarg_lists_the_valid_ones(tmp_path, env):
     # #15: an unknown --env-kwargs key was a TypeError traceback from gym.make after the run started

@@ -56,3 +56,17 @@ V3_BOOK = book([
 ], symbol="TEST")
 V3_DELTA = pd.DataFrame({"ts_event": [1000, 1150], "option_delta": [1180, 100]})
 V3_PARAMS = dict(c0=100_000.0, interval_ns=100, delay_ns=20, fraction=0.5, lot=100, min_gap_ns=250, k=1.0)
+
+# V4 (task set v2 rule): two legs with EQUAL ts_event, leg A's row first; as_of is file order (L = 1)
+V4_BOOK = book([
+    (100, "A", [(9.99, 500)], [(10.01, 500)]),
+    (100, "B", [(19.99, 500)], [(20.01, 500)]),
+    (200, "A", [(10.09, 500)], [(10.11, 500)]),
+    (200, "B", [(20.09, 500)], [(20.11, 500)]),
+    (300, "A", [(10.29, 500)], [(10.31, 500)]),
+    (300, "B", [(20.19, 500)], [(20.21, 500)]),
+    (400, "A", [(10.29, 100)], [(10.31, 500)]),
+    (400, "B", [(20.09, 500)], [(20.11, 500)]),
+])
+V4_PARAMS = dict(beta=1.0, window=3, z_in=1.2, z_out=0.5, cooldown_ns=10_000, k=1.0, delay_ns=50, alloc=0.5,
+                 c0=10_000.0, symbol_a="A", symbol_b="B")

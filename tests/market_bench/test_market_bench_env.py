@@ -13,7 +13,7 @@ from quantgym._util import unwrap_fence
 from quantgym.envs import register_envs
 from quantgym.envs.market_bench.agents import (MUTANTS, MutantAgent, ReferenceAgent, StubAgent, mutants_for,
                                                reference_source)
-from quantgym.envs.market_bench.config import METRIC_KEYS, STRATEGIES, MarketBenchSandboxLimits
+from quantgym.envs.market_bench.config import METRIC_KEYS, N_ROUNDS, STRATEGIES, TASK_SETS, MarketBenchSandboxLimits
 from quantgym.envs.market_bench.env import InvalidActionError, MarketBenchEnv
 
 from .market_bench_vectors import V1_BOOK, V1_C0, V1_SCHEDULE, V3_BOOK, V3_DELTA, V3_PARAMS
@@ -36,10 +36,12 @@ def test_make_pairs_prompt_is_self_contained():
     env.close()
 
 
+@pytest.mark.parametrize("task_set", TASK_SETS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_reference_perfect_and_mutants_wrong_round1(strategy):
-    env = gym.make(IDS[strategy], round=1)
-    obs, _ = env.reset()
+def test_reference_perfect_and_mutants_wrong_round1(strategy, task_set):
+    env = gym.make(IDS[strategy], round=1, task_set=task_set)
+    obs, info = env.reset()
+    assert info["task_version"] == task_set and env.unwrapped.config.task_set == task_set
     obs, reward, term, trunc, info = env.step(ReferenceAgent().act(obs))
     assert (info["status"], info["mae"], reward, term) == ("SUCCESS", 0.0, 1.0, True)
     assert info["correct"] is True and info["record"]["correct"] is True and info["record"]["first_correct"] == 1
@@ -54,6 +56,43 @@ def test_reference_perfect_and_mutants_wrong_round1(strategy):
         assert info["record"]["solved"] is True and info["correct"] is False and info["record"]["correct"] is False
         assert 0.0 <= reward < 0.5, (m.name, reward)
     env.close()
+
+
+# the v1 rounds where LIFO equals FIFO (docs/market_bench.md): the lifo mutant's output is the right answer there
+LIFO_EQUALS_FIFO = {("v1", 2), ("v1", 4), ("v1", 5)}
+
+
+@pytest.mark.parametrize("task_set", TASK_SETS)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("rnd", range(1, N_ROUNDS + 1))
+def test_reference_exact_and_every_mutant_wrong_on_every_round(strategy, rnd, task_set):
+    # the reference source scores MAE 0 on every round; every mutant is beyond the correctness tolerance
+    # (run in-process: trusted sources; the sandboxed path is test_reference_perfect_and_mutants_wrong_round1)
+    from quantgym.envs.market_bench.agents import trusted_maes
+
+    res = trusted_maes(strategy, rnd, task_set)
+    assert res.pop("reference") == {"mae": 0.0, "correct": True}
+    assert set(res) == {m.name for m in mutants_for(strategy)}
+    for name, r in res.items():
+        if name == "lifo" and (task_set, rnd) in LIFO_EQUALS_FIFO:
+            assert r["mae"] < 1e-9 and r["correct"], r
+        else:
+            assert r["mae"] > 1e-6 and not r["correct"], (name, r)
+
+
+def test_make_v2_scheduled_runs_on_the_real_msft_hour():
+    # issue #17 "done": gym.make("MarketBench-Scheduled-v0", task_set="v2") on real MSFT book data
+    env = gym.make("MarketBench-Scheduled-v0", task_set="v2", round=5)
+    obs, info = env.reset()
+    with open(json.loads(obs["inputs_json"])["book.csv"]) as fh:
+        n = sum(1 for _ in fh) - 1
+    assert n == info["meta"]["n_rows"] == 105_464 and info["meta"]["window_local"] == ["09:30:00", "10:30:00"]
+    assert "REAL DATA: MSFT (NASDAQ, LOBSTER, 2012-06-21)" in obs["prompt"]
+    _, reward, _, _, info = env.step(ReferenceAgent().act(obs))
+    assert (info["status"], info["mae"], info["correct"], reward) == ("SUCCESS", 0.0, True, 1.0)
+    env.close()
+    with pytest.raises(ValueError, match="unknown Market-Bench task set"):
+        MarketBenchEnv("scheduled", 1, task_set="v9")
 
 
 @pytest.mark.parametrize("strategy", ["pairs", "scheduled"])

@@ -13,7 +13,7 @@ from quantgym.envs.market_bench.book import BookData, Fifo, SyntheticBook, max_d
 from quantgym.envs.market_bench.references import backtest_delta_hedge, backtest_pairs, backtest_scheduled
 
 from .market_bench_vectors import (V1_BOOK, V1_C0, V1_SCHEDULE, V2_BOOK, V2_PARAMS, V3_BOOK, V3_DELTA, V3_PARAMS,
-                                   book)
+                                   V4_BOOK, V4_PARAMS, book)
 
 
 def test_v1_scheduled_market_orders():
@@ -69,6 +69,31 @@ def test_v2_pairs():
     assert r["fill_vwap_a"] == pytest.approx(4_018.80 / 200)  # 20.094
     assert r["fill_vwap_b"] == pytest.approx(4_079.02 / 102)  # 39.990392
     assert r["final_z"] == pytest.approx(-1.388730, abs=1e-6)
+
+
+def test_v4_pairs_equal_timestamps_file_order():
+    # Task set v2 rule (docs/market_bench.md, "Task set v2"): the legs' rows may share a ts_event, A's first;
+    # as_of at a row is the leg's last row at or before THIS row in the file. beta 1, W 3, z_in 1.2, delay 50.
+    r = backtest_pairs(V4_BOOK, **V4_PARAMS)
+    # r1 (100, B): s = 10.00 - 20.00 = -10.00; r2 (200, A): B as_of = r1 (r3 has the same ts but comes later)
+    #   -> s = 10.10 - 20.00 = -9.90; r3: s = 10.10 - 20.10 = -10.00; z(r3) = (-10 + 9.9667)/0.04714 = -0.7071
+    # r4 (300, A): s = 10.30 - 20.10 = -9.80 (B still r3); window [-9.90, -10.00, -9.80]: mu -9.90,
+    #   sigma sqrt(0.02/3) = 0.08165, z = 1.2247 > 1.2 -> SHORT. Q_A = floor(0.5*10,000/(10.30 + 20.10)) = 164,
+    #   Q_B = 164. A SELL 164 limit ceil(1030 - 2) -> 10.28; B BUY 164 limit from r3: floor(2010 + 2) -> 20.12.
+    #   (a ts-based as_of sees the later B rows: s = -10.00, -10.00, -9.90 on r2..r4, z = 1.4142, Q_A = 163)
+    # r5 (300, B): s = -9.90, z = 0; pending. r6 (400, A): SELL 164 -> 100@10.29 (L = 1), 64 cancelled;
+    #   cash 11,029; equity 11,029 - 100*10.30 = 9,999.00. r7 (400, B): BUY 164 -> 164@20.11, cash 7,730.96;
+    #   s = 10.30 - 20.10 = -9.80, window [-9.90, -9.90, -9.80] -> z = 1.4142 (SHORT, no exit).
+    assert r["final_cash"] == pytest.approx(7_730.96, abs=1e-9)
+    assert (r["final_position_a"], r["final_position_b"]) == (-100, 164)
+    # unrealised: 100*(10.29 - 10.30) + 164*(20.10 - 20.11) = -1.00 - 1.64 = -2.64; realised 0
+    assert r["realized_pnl"] == 0.0 and r["unrealized_pnl"] == pytest.approx(-2.64, abs=1e-9)
+    assert r["final_equity"] == pytest.approx(7_730.96 - 1_030.00 + 164 * 20.10, abs=1e-9)  # 9,997.36
+    assert r["equity_curve"] == pytest.approx([10_000] * 7 + [9_999.00, 9_997.36], abs=1e-9)
+    assert r["max_drawdown"] == pytest.approx(2.64, abs=1e-9)
+    assert (r["n_entries"], r["n_exits"], r["n_orders"], r["n_fills"]) == (1, 0, 2, 2)
+    assert (r["filled_qty_a"], r["filled_qty_b"], r["fill_vwap_a"], r["fill_vwap_b"]) == (100, 164, 10.29, 20.11)
+    assert r["final_z"] == pytest.approx(2 ** 0.5, abs=1e-9)
 
 
 def test_v3_delta_hedge():

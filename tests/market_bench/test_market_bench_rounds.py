@@ -8,32 +8,59 @@ import pytest
 from scipy.signal import lfilter
 
 from quantgym.envs.market_bench.checks import builder_checks
-from quantgym.envs.market_bench.config import (METRIC_KEYS, N_ROUNDS, STRATEGIES, DeltaSeriesConfig, PairsBookConfig,
-                                               stream_seed)
+from quantgym.envs.market_bench.config import (METRIC_KEYS, N_ROUNDS, STRATEGIES, TASK_SETS, DeltaSeriesConfig,
+                                               PairsBookConfig, stream_seed)
 from quantgym.envs.market_bench.data import generate_option_delta, generate_pairs_book, synthetic_book
 from quantgym.envs.market_bench.prompts import ns_words, render_prompt
 from quantgym.envs.market_bench.rounds import build_round, load_round, manifest_path, round_hashes
 
-ALL = [(s, r) for s in STRATEGIES for r in range(1, N_ROUNDS + 1)]
+ALL = [(ts, s, r) for ts in TASK_SETS for s in STRATEGIES for r in range(1, N_ROUNDS + 1)]
 
 
-def test_stream_seed_formula():
+@pytest.mark.parametrize("task_set", TASK_SETS)
+def test_stream_seed_formula(task_set):
     import hashlib
 
-    text = "market_bench|v1|2|3|book"
-    assert stream_seed("pairs", 3, "book") == int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    assert stream_seed("pairs", 3, "book") != stream_seed("pairs", 4, "book")
+    text = f"market_bench|{task_set}|2|3|book"
+    assert stream_seed("pairs", 3, "book", task_set) == int.from_bytes(hashlib.sha256(text.encode()).digest()[:8],
+                                                                        "little")
+    assert stream_seed("pairs", 3, "book", task_set) != stream_seed("pairs", 4, "book", task_set)
 
 
-@pytest.mark.parametrize("strategy,rnd", ALL)
-def test_rebuild_matches_shipped_manifest(strategy, rnd):
-    # rebuilding from the shipped sources reproduces every input file and the reference outputs
-    shipped = json.loads(manifest_path().read_text())["rounds"][f"{strategy}/round_{rnd}"]["files"]
-    built = build_round(strategy, rnd)
+@pytest.mark.parametrize("task_set,strategy,rnd", ALL)
+def test_rebuild_matches_shipped_manifest(task_set, strategy, rnd):
+    # rebuilding from the sources reproduces every input file and the reference outputs (v2 ships no input
+    # files: load_round rebuilds them and checks them against the same manifest)
+    shipped = json.loads(manifest_path(version=task_set).read_text())["rounds"][f"{strategy}/round_{rnd}"]["files"]
+    built = build_round(strategy, rnd, task_set=task_set)
     assert round_hashes(built) == shipped
     assert builder_checks(built)["ok"]
-    loaded = load_round(strategy, rnd)
+    loaded = load_round(strategy, rnd, task_set=task_set)
     assert loaded.metrics == built.metrics
+    assert loaded.meta["task_version"] == task_set
+    for name, df in built.inputs.items():
+        pd.testing.assert_frame_equal(loaded.inputs[name], df)
+
+
+@pytest.mark.parametrize("task_set,strategy,rnd", ALL)
+def test_reference_outputs_invariants(task_set, strategy, rnd):
+    # accounting identities of every shipped reference output (spec §9.7.4, §9.7.6, §9.8.3, §9.10, §9.11)
+    r = load_round(strategy, rnd, task_set=task_set)
+    ref, p = r.reference, r.params
+    assert ref["final_equity"] - p["c0"] == pytest.approx(ref["realized_pnl"] + ref["unrealized_pnl"], abs=1e-6)
+    curve = np.asarray(ref["equity_curve"])
+    assert len(curve) == len(r.inputs["book.csv"]) + 1 and curve[0] == p["c0"]
+    assert curve[-1] == pytest.approx(ref["final_equity"], abs=1e-6)
+    assert ref["max_drawdown"] == pytest.approx(float(np.max(np.maximum.accumulate(curve) - curve)), abs=1e-9)
+    assert ref["n_fills"] >= 10
+    if strategy == "scheduled":
+        assert ref["filled_qty"] + ref["unfilled_qty"] == r.inputs["schedule.csv"]["qty"].sum()
+    elif strategy == "pairs":
+        assert ref["n_entries"] >= 10 and ref["n_exits"] >= ref["n_entries"] - 1
+    else:
+        assert ref["n_hedges_sent"] == ref["n_hedges_filled"] + ref["n_hedges_killed"]
+        assert ref["n_hedges_killed"] >= 2
+        assert ref["final_net_delta"] == ref["final_option_delta"] + ref["final_position"]
 
 
 # §9.13 informative figures of the prototype (independent implementation): the reference reproduces them
@@ -106,9 +133,10 @@ def test_generic_synthetic_book_levels_symbols_correlation():
     assert np.corrcoef(x, y)[0, 1] > 0.4
 
 
+@pytest.mark.parametrize("task_set", TASK_SETS)
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_prompt_states_every_parameter_and_key(strategy):
-    r = load_round(strategy, 2)
+def test_prompt_states_every_parameter_and_key(strategy, task_set):
+    r = load_round(strategy, 2, task_set=task_set)
     files = {n: f"/tmp/{n}" for n in r.inputs}
     prompt = render_prompt(strategy, r.params, r.meta, files, 120, 3)
     for k in METRIC_KEYS[strategy]:
@@ -121,3 +149,50 @@ def test_prompt_states_every_parameter_and_key(strategy):
         assert must in prompt
     if strategy == "pairs":
         assert "ddof = 0" in prompt
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("rnd", range(1, N_ROUNDS + 1))
+def test_v2_prompt_names_real_data_and_what_was_randomised(strategy, rnd):
+    r = load_round(strategy, rnd, task_set="v2")
+    files = {n: f"/tmp/{n}" for n in r.inputs}
+    for style in ("full", "compact", "minimal"):
+        prompt = render_prompt(strategy, r.params, r.meta, files, 120, 3, style)
+        assert "REAL DATA" in prompt and "SYNTHETIC DATA" not in prompt
+        assert "Randomised: every level size" in prompt and f"{r.meta['n_rows']:,} book rows" in prompt
+        for seed in r.meta["seeds"].values():
+            assert str(seed) in prompt
+        if strategy == "pairs":  # symbols, venue, date, window, source, the equal-timestamp rule
+            for must in ("300274.SZ", "300122.SZ", "SZSE", "2022-06-01", r.meta["window_local"][0],
+                         r.meta["window_local"][1], "Asia/Shanghai", "vendor not stated", "FILE order"):
+                assert must in prompt, must
+        else:
+            for must in ("MSFT", "NASDAQ", "LOBSTER", "2012-06-21", "New York time", r.meta["window_local"][0]):
+                assert must in prompt, must
+        if strategy == "delta_hedge":
+            assert "Synthetic: option_delta.csv" in prompt
+
+
+def test_v2_msft_hour_agrees_with_the_v1_excerpt():
+    # the v2 book is rebuilt from LOBSTER messages; over the 2.79 s of the real excerpt it must equal v1's
+    # cleaned excerpt (692 rows, spec §9.2.5), every price and raw size
+    from quantgym.envs.market_bench.data import msft_hour_book, real_book
+
+    v1 = real_book("msft")
+    hour = msft_hour_book()
+    ts = hour["ts_event"].to_numpy()
+    part = hour[(ts >= v1["ts_event"].iloc[0]) & (ts <= v1["ts_event"].iloc[-1])].reset_index(drop=True)
+    assert len(v1) == 692 and len(hour) == 105_464
+    pd.testing.assert_frame_equal(part, v1, check_dtype=False)
+
+
+def test_v2_pairs_without_the_a_share_folder_is_a_one_line_error(monkeypatch, tmp_path):
+    from quantgym.envs.market_bench import rounds
+
+    monkeypatch.setattr(rounds, "_VERIFIED_INPUTS", {})
+    with pytest.raises(FileNotFoundError) as exc:
+        load_round("pairs", 1, task_set="v2", data_dir=tmp_path / "absent")
+    msg = str(exc.value)
+    assert "\n" not in msg and "data_dir=" in msg and "QUANTGYM_A_SHARE_L2" in msg
+    with pytest.raises(ValueError, match="unknown Market-Bench task set 'v3'"):
+        load_round("pairs", 1, task_set="v3")

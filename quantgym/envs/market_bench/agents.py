@@ -154,6 +154,35 @@ class StubAgent:
         return f"def run_backtest(inputs):\n    return {{k: 0.0 for k in {keys!r}}}\n"
 
 
+def trusted_maes(strategy: str, round_: int, task_set: str | None = None) -> dict[str, dict[str, float]]:
+    """MAE and correctness of the reference source and of each mutant of ``strategy`` on one shipped round.
+
+    The sources are OUR trusted ones (reference + mutants), so they run in this process, without the sandbox
+    (about 10x faster than :class:`~quantgym.envs.market_bench.env.MarketBenchEnv`, which the bench and the env
+    tests use). Returns ``{name: {"mae": float, "correct": bool}}`` with ``"reference"`` first.
+    """
+    import tempfile
+
+    from quantgym.envs.market_bench.config import METRIC_KEYS, MarketBenchScoringConfig
+    from quantgym.envs.market_bench.rounds import load_round, write_inputs
+    from quantgym.envs.market_bench.scoring import is_correct, mae
+
+    rnd = load_round(strategy, round_, task_set=task_set)
+    cfg = MarketBenchScoringConfig()
+    out: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="quantgym-mb-trusted-") as tmp:
+        inputs = write_inputs(rnd, tmp)
+        for name, src in [("reference", reference_source(strategy, rnd.params))] + \
+                [(m.name, m.source(rnd.params)) for m in mutants_for(strategy)]:
+            scope: dict[str, Any] = {"__name__": f"market_bench_{name}"}
+            exec(compile(src, f"<{strategy} {name}>", "exec"), scope)  # noqa: S102 - our own sources
+            res = scope["run_backtest"](inputs)
+            metrics = {k: float(res[k]) for k in METRIC_KEYS[strategy]}
+            out[name] = {"mae": mae(metrics, rnd.metrics, strategy),
+                         "correct": is_correct(metrics, rnd.metrics, strategy, cfg)}
+    return out
+
+
 def write_mutant_sources(folder: str | Path, round_: int = 1) -> list[Path]:
     """Write the reference and every mutant's source of ``round_`` as ``.py`` files (for reading)."""
     from quantgym.envs.market_bench.rounds import load_round
@@ -174,4 +203,4 @@ def write_mutant_sources(folder: str | Path, round_: int = 1) -> list[Path]:
 
 
 __all__ = ["reference_source", "Mutant", "MUTANTS", "mutants_for", "ReferenceAgent", "MutantAgent", "StubAgent",
-           "write_mutant_sources"]
+           "trusted_maes", "write_mutant_sources"]

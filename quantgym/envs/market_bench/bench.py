@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from quantgym.envs.market_bench.agents import MUTANTS, MutantAgent, ReferenceAgent, StubAgent
-from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION, MarketBenchSandboxLimits, MarketBenchScoringConfig
+from quantgym.envs.market_bench.config import (N_ROUNDS, STRATEGIES, MarketBenchSandboxLimits, MarketBenchScoringConfig,
+                                               check_task_set)
 from quantgym.envs.market_bench.scoring import AttemptRecord, fmt, score_table, summary_extra, unbiased_table
 from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
@@ -48,11 +49,12 @@ def agent_name(agent) -> str:
 
 
 def run_episode(agent, strategy: str, round_: int, attempts: int = 3,
-                sandbox: MarketBenchSandboxLimits = MarketBenchSandboxLimits()) -> list[dict[str, Any]]:
-    """Run one agent on one (strategy, round) episode; returns its attempt records (dicts)."""
+                sandbox: MarketBenchSandboxLimits = MarketBenchSandboxLimits(),
+                task_set: str | None = None) -> list[dict[str, Any]]:
+    """Run one agent on one (strategy, round) episode of a task set (default v1); returns its attempt records."""
     from quantgym.envs.market_bench.env import MarketBenchEnv
 
-    env = MarketBenchEnv(strategy=strategy, round=round_, attempts=attempts, sandbox=sandbox)
+    env = MarketBenchEnv(strategy=strategy, round=round_, attempts=attempts, sandbox=sandbox, task_set=task_set)
     try:
         obs, _ = env.reset()
         done = False
@@ -88,10 +90,11 @@ def default_jobs(rounds: tuple[int, ...] = tuple(range(1, N_ROUNDS + 1)),
     return jobs
 
 
-def run_jobs(jobs, workers: int = 2, attempts: int = 3, on_done=None) -> list[dict[str, Any]]:
-    """Run episodes concurrently (each attempt is its own sandbox process); records in job order."""
+def run_jobs(jobs, workers: int = 2, attempts: int = 3, on_done=None, task_set: str | None = None) -> list[dict[str, Any]]:
+    """Run episodes of a task set (default v1) concurrently (each attempt is its own sandbox process);
+    records in job order."""
     def one(job):
-        recs = run_episode(job[0], job[1], job[2], attempts=attempts)
+        recs = run_episode(job[0], job[1], job[2], attempts=attempts, task_set=task_set)
         if on_done is not None:
             on_done()
         return recs
@@ -123,26 +126,34 @@ def extras_table(records: list[dict[str, Any]]):
     return pd.DataFrame({"mean_path_corr": g["path_corr"].mean(), "max_rel_error": g["max_rel_error"].max()}).reset_index()
 
 
+def validate(options: dict[str, Any]) -> None:
+    """Check the bench options before anything runs: ``task_set`` must be a Market-Bench task set."""
+    check_task_set(options.get("task_set"))
+
+
 def run_section(ctx) -> SectionResult:
-    """Bench entry point (``quantgym bench``): see the module docstring."""
+    """Bench entry point (``quantgym bench``): see the module docstring. ``ctx.options["task_set"]``
+    (``quantgym bench --task-set v2``) selects the rounds (default v1)."""
     cfg = MarketBenchScoringConfig()
+    task_set = check_task_set(ctx.options.get("task_set"))
     jobs = default_jobs()
-    tid = ctx.progress.add_task("Market-Bench", total=len(jobs))
-    records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid))
+    tid = ctx.progress.add_task(f"Market-Bench {task_set}", total=len(jobs))
+    records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid),
+                       task_set=task_set)
     attempts = records_to_attempts(records)
     scores = score_table(attempts, cfg)
     unbiased = unbiased_table(attempts, not_samples=BENCH_NOT_SAMPLES)
     extras = extras_table(records)
     table = scores.merge(extras, on=["agent", "strategy"], how="left")
     k = cfg.attempts
-    print_bench_tables(ctx.console, table, k, cfg)
+    print_bench_tables(ctx.console, table, k, cfg, task_set=task_set)
     agents = list(dict.fromkeys(r["agent"] for r in records))
-    rows = [SummaryRow(task=TASK, agent=a, period=TASK_VERSION, extra=summary_extra(attempts, unbiased, a))
+    rows = [SummaryRow(task=TASK, agent=a, period=task_set, extra=summary_extra(attempts, unbiased, a))
             for a in agents]
     if ctx.options.get("plots", False):
         _plot(table, ctx.out_dir / "market_bench_mae.png", k)
     return SectionResult(task=TASK, rows=rows, runs=records, extra={
-        "task_version": TASK_VERSION, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
+        "task_version": task_set, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
         "scores": table.to_dict(orient="records"),
         "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": BENCH_NOT_SAMPLES,
         "mutant_rounds": list(MUTANT_ROUNDS),
@@ -186,7 +197,7 @@ def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), s
 
 
 def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(),
-                       width: int | None = None) -> None:
+                       width: int | None = None, task_set: str = "v1") -> None:
     """One score table per strategy and one overall (``table``: :func:`score_table` merged with
     :func:`extras_table`), fitted to the terminal, then the legend of the columns."""
     from quantgym.tables import print_table
@@ -205,7 +216,7 @@ def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfi
             if strategy != "overall":
                 cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
             rows.append(cells)
-        print_table(console, f"Market-Bench {TASK_VERSION} - {strategy}", score_cols(k, strategy != "overall"), rows,
+        print_table(console, f"Market-Bench {task_set} - {strategy}", score_cols(k, strategy != "overall"), rows,
                     keys=2, width=width, caption=(legend(k, cfg) + " Mutants run on rounds "
                                                   + ", ".join(map(str, MUTANT_ROUNDS)) + ".")
                     if i == len(strategies) - 1 else None)

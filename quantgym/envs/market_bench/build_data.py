@@ -10,9 +10,12 @@ Writes
   inputs (csv.gz), params, meta and reference outputs, plus ``manifest.json`` (sha256 of each
   file's exact text), after the builder checks of spec §9.14.
 
+- ``.../market_bench/v2/...``: task set v2 (``--task-set v2``): params, meta, reference outputs and the
+  manifest; its input files are not shipped but rebuilt at load time and checked against the manifest.
+
 Usage::
 
-    python -m quantgym.envs.market_bench.build_data [--shared /work/shared/data] [--check]
+    python -m quantgym.envs.market_bench.build_data [--shared /work/shared/data] [--check] [--task-set v2]
 
 ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
 """
@@ -25,13 +28,21 @@ import sys
 from pathlib import Path
 
 
-def build(shared: Path, check_only: bool = False) -> dict:
+def build(shared: Path, check_only: bool = False, task_set: str = "v1", data_dir: Path | None = None) -> dict:
+    """Build (or ``check_only``: rebuild in memory and compare) every round of ``task_set``.
+
+    v1 also re-copies its raw sources from ``shared``; v2 reads the bundled LOBSTER hour and the A-share
+    Level-2 folder ``data_dir`` (default: ``shared / "a_share_l2"``).
+    """
     from quantgym.data.sse_l2 import write_bundled
-    from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, TASK_VERSION
+    from quantgym.envs.market_bench.config import N_ROUNDS, STRATEGIES, check_task_set
     from quantgym.envs.market_bench.rounds import build_round, manifest_path, round_hashes, write_round
     from quantgym.envs.market_bench.checks import builder_checks
 
-    if not check_only:
+    version = check_task_set(task_set)
+    if data_dir is None and version != "v1":
+        data_dir = shared / "a_share_l2"
+    if not check_only and version == "v1":
         import gzip
         import shutil
 
@@ -47,25 +58,26 @@ def build(shared: Path, check_only: bool = False) -> dict:
                 shutil.copyfile(shared / src, SOURCES_DIR / dest)
         # provenance and terms ship with the data (verbatim), so a user of the wheel has them
         shutil.copyfile(shared / "market_bench" / "PROVENANCE.md", SOURCES_DIR.parent / "PROVENANCE.md")
-    manifest: dict = {"task_version": TASK_VERSION, "rounds": {}}
+    manifest: dict = {"task_version": version, "rounds": {}}
     for strategy in STRATEGIES:
         for r in range(1, N_ROUNDS + 1):
-            rnd = build_round(strategy, r, shared=None if check_only else shared)
+            rnd = build_round(strategy, r, shared=None if check_only or version != "v1" else shared, task_set=version,
+                              data_dir=data_dir)
             report = builder_checks(rnd)
             if not report["ok"]:
                 raise SystemExit(f"{strategy} round {r} fails the builder checks: {report['failures']}")
             hashes = round_hashes(rnd) if check_only else write_round(rnd)
             manifest["rounds"][f"{strategy}/round_{r}"] = {"files": hashes, "checks": report}
-            print(f"{strategy} round {r}: {rnd.meta['n_rows']} rows, checks ok", file=sys.stderr)
+            print(f"{version} {strategy} round {r}: {rnd.meta['n_rows']} rows, checks ok", file=sys.stderr)
     if check_only:
-        shipped = json.loads(manifest_path().read_text())
+        shipped = json.loads(manifest_path(version=version).read_text())
         bad = [k for k, v in manifest["rounds"].items()
                if any(shipped["rounds"][k]["files"].get(f) != h for f, h in v["files"].items())]
         if bad:
             raise SystemExit(f"rebuilt rounds differ from the shipped manifest: {bad}")
-        print("all rounds reproduce the shipped manifest", file=sys.stderr)
+        print(f"all {version} rounds reproduce the shipped manifest", file=sys.stderr)
     else:
-        manifest_path().write_text(json.dumps(manifest, indent=1) + "\n")
+        manifest_path(version=version).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
 
@@ -73,8 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=Path("/work/shared/data"), help="root of the shared raw data")
     ap.add_argument("--check", action="store_true", help="rebuild in memory and compare with the shipped manifest")
+    ap.add_argument("--task-set", default="v1", help="task set to build: v1 (default) or v2")
+    ap.add_argument("--a-share-dir", type=Path, default=None,
+                    help="v2: folder of the A-share Level-2 zips (default: SHARED/a_share_l2)")
     a = ap.parse_args(argv)
-    build(a.shared, check_only=a.check)
+    build(a.shared, check_only=a.check, task_set=a.task_set, data_dir=a.a_share_dir)
 
 
 if __name__ == "__main__":

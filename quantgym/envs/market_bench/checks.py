@@ -6,7 +6,13 @@
 - every defined |z| (S2, all rows) more than 1e-5 from z_in and from z_out;
 - every alloc·E/(mid_A + β·mid_B) (S2) and every cash/px of the S1 cash cap more than 1e-6 from
   an integer, or within 1e-9 of one;
-- at least 10 fills per round, 10 entries per S2 round, 2 killed hedges per S3 round.
+- at least 10 fills per round, 10 entries and 10 exits per S2 round (exits: beyond §9.14), 2 killed hedges per
+  S3 round;
+- (S2, beyond §9.14, for real books) the reference's z equals a per-window two-pass ``numpy.std`` z within
+  1e-7 and is defined on exactly the same rows: real prices repeat, and a window of equal spreads must be
+  "undefined" for every correct implementation, not a rounding residue of a running sum;
+- (task set v2) rows may share a ``ts_event`` across the two symbols of a pairs book (leg A first); within one
+  symbol ``ts_event`` stays strictly increasing.
 """
 
 from __future__ import annotations
@@ -23,8 +29,12 @@ INT_MARGIN = 1e-6
 INT_EXACT = 1e-9
 
 
-def book_guarantees(df) -> list[str]:
-    """Failures of the §9.1.5 guarantees (empty list = all hold)."""
+def book_guarantees(df, equal_ts_across_symbols: bool = False) -> list[str]:
+    """Failures of the §9.1.5 guarantees (empty list = all hold).
+
+    ``equal_ts_across_symbols`` (task set v2 pairs): two symbols may share a ``ts_event`` (file order
+    non-decreasing, strictly increasing per symbol) instead of every ``ts_event`` being unique.
+    """
     fails = []
     L = sum(1 for c in df.columns if c.startswith("bid_px_"))
     if L != LEVELS:
@@ -44,9 +54,30 @@ def book_guarantees(df) -> list[str]:
     if (sz % 100).any() or sz.min() < 100 or sz.max() > 2000:
         fails.append("size outside 100..2000 step 100")
     ts = df["ts_event"].to_numpy(np.int64)
-    if len(np.unique(ts)) != len(ts) or (np.diff(ts) <= 0).any():
+    if equal_ts_across_symbols:
+        per_symbol = df.groupby("symbol", sort=False)["ts_event"].apply(lambda x: bool((np.diff(x) > 0).all()))
+        if (np.diff(ts) < 0).any() or not per_symbol.all():
+            fails.append("ts_event not non-decreasing / strictly increasing per symbol")
+    elif len(np.unique(ts)) != len(ts) or (np.diff(ts) <= 0).any():
         fails.append("ts_event not strictly increasing / unique")
     return fails
+
+
+def exact_z_gap(spread: np.ndarray, z: np.ndarray, window: int) -> tuple[float, int]:
+    """(max |z − z_exact|, rows where only one of the two is defined): z_exact from a two-pass
+    ``numpy.std`` (ddof 0) of each window of ``spread`` (NaN before both legs), undefined if <= 1e-12."""
+    z_exact = np.full(len(z), np.nan)
+    ok = np.flatnonzero(np.isfinite(spread))
+    if len(ok) >= window:
+        s = spread[ok[0]:]
+        win = np.lib.stride_tricks.sliding_window_view(s, window)
+        sd = win.std(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            zz = np.where(sd > 1e-12, (s[window - 1:] - win.mean(axis=1)) / sd, np.nan)
+        z_exact[ok[0] + window - 1:] = zz
+    both = np.isfinite(z) & np.isfinite(z_exact)
+    gap = float(np.abs(z[both] - z_exact[both]).max()) if both.any() else 0.0
+    return gap, int((np.isfinite(z) != np.isfinite(z_exact)).sum())
 
 
 def _int_margin(values) -> float:
@@ -63,7 +94,7 @@ def builder_checks(rnd) -> dict[str, Any]:
     from quantgym.envs.market_bench.references import backtest_pairs, backtest_scheduled
     from quantgym.envs.market_bench.references.pairs import pairs_zscore
 
-    fails = book_guarantees(rnd.inputs["book.csv"])
+    fails = book_guarantees(rnd.inputs["book.csv"], equal_ts_across_symbols=bool(rnd.meta.get("equal_ts_rows")))
     ref = rnd.reference
     out: dict[str, Any] = {}
     if ref["n_fills"] < 10:
@@ -78,9 +109,16 @@ def builder_checks(rnd) -> dict[str, Any]:
         p = rnd.params
         if ref["n_entries"] < 10:
             fails.append(f"only {ref['n_entries']:.0f} entries")
+        if ref["n_exits"] < 10:  # entries AND exits happen (issue #17: real pairs must trade both ways)
+            fails.append(f"only {ref['n_exits']:.0f} exits")
         bk = BookData(rnd.inputs["book.csv"])
-        z = pairs_zscore(bk, p["beta"], p["window"], p["symbol_a"], p["symbol_b"])[4]
+        mid_a, mid_b, _, _, z = pairs_zscore(bk, p["beta"], p["window"], p["symbol_a"], p["symbol_b"])
         az = np.abs(z[np.isfinite(z)])
+        if not rnd.meta.get("synthetic", True):
+            gap, flips = exact_z_gap(mid_a - p["beta"] * mid_b, z, int(p["window"]))
+            out.update(exact_z_gap=gap, exact_z_undefined_mismatch=flips)
+            if gap > 1e-7 or flips:
+                fails.append(f"z differs from the two-pass z by {gap:.1e} ({flips} definedness mismatches)")
         out["z_margin"] = float(min(np.abs(az - p["z_in"]).min(), np.abs(az - p["z_out"]).min()))
         if out["z_margin"] <= Z_MARGIN:
             fails.append("a |z| too close to a threshold")

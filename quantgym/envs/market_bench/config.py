@@ -200,13 +200,103 @@ DELTA_HEDGE_ROUNDS: tuple[DeltaHedgeRound, ...] = (
 ROUNDS: dict[str, tuple] = {"scheduled": SCHEDULED_ROUNDS, "pairs": PAIRS_ROUNDS, "delta_hedge": DELTA_HEDGE_ROUNDS}
 
 
-def round_config(strategy: str, round_: int):
-    """The frozen round config of (strategy, round), round in 1..5."""
-    if strategy not in ROUNDS:
+# ================================================================ task set v2 (docs/market_bench.md, "Task set v2")
+#: Task sets: ``v1`` (spec §9.13; the default) and ``v2`` (real MSFT hour, real A-share pair). The one place
+#: where a task set is chosen: every path (env ``task_set=``, bench, eval, build) passes it to
+#: :func:`round_config` / :func:`task_set_rounds`.
+TASK_SETS: tuple[str, ...] = ("v1", "v2")
+DEFAULT_TASK_SET = TASK_VERSION
+#: Whether a task set ships its round input files as package data [project choice]. v1: yes (small). v2: no:
+#: its books are rebuilt at load time from the bundled LOBSTER hour and from the A-share Level-2 folder (not in
+#: the wheel: vendor not stated), then checked byte for byte against the shipped sha256 manifest; params, meta
+#: and reference outputs are shipped.
+SHIPS_INPUTS: dict[str, bool] = {"v1": True, "v2": False}
+#: v2 MSFT windows: America/New_York local [start, end) on 2012-06-21 of the book rebuilt from the full
+#: LOBSTER hour (quantgym.data.lobster); end exclusive ("10:30:00" = the whole rest of the hour).
+_MSFT_HOUR = "MSFT (NASDAQ, LOBSTER, 2012-06-21), book rebuilt from LOBSTER's message stream"
+DATASETS.update({
+    key: {"source": "lobster_msft_hour", "instrument": f"{_MSFT_HOUR}, {a}-{b} New York time", "currency": "USD",
+          "real": True, "window": (a, b), "tz": "America/New_York"}
+    for key, (a, b) in {"msft_0930_0935": ("09:30:00", "09:35:00"), "msft_0930_0940": ("09:30:00", "09:40:00"),
+                        "msft_0945_1000": ("09:45:00", "10:00:00"), "msft_0950_1000": ("09:50:00", "10:00:00"),
+                        "msft_1000_1005": ("10:00:00", "10:05:00"), "msft_1000_1010": ("10:00:00", "10:10:00"),
+                        "msft_1015_1030": ("10:15:00", "10:30:00"), "msft_1020_1030": ("10:20:00", "10:30:00"),
+                        "msft_hour": ("09:30:00", "10:30:00")}.items()
+})
+
+
+@dataclass(frozen=True)
+class RealPairsBook(Config, version="v2"):
+    """A real two-symbol book for strategy 2 (task set v2): two stocks of one snapshot file of
+    :mod:`quantgym.data.a_share_l2`, same day, continuous trading within ``window`` (local
+    Asia/Shanghai, [start, end]; the lunch break is never in it). ``symbol_a`` is leg A."""
+
+    file: str = "szse_20220601"
+    symbol_a: str = "300274.SZ"
+    symbol_b: str = "300122.SZ"
+    window: tuple[str, str] = ("09:30:00", "14:57:00")
+    levels: int = LEVELS
+
+
+_DAY, _AM, _PM = ("09:30:00", "14:57:00"), ("09:30:00", "11:30:00"), ("13:00:00", "14:57:00")
+#: v2 schedules: (MSFT window, C0 USD, orders as "offset-in-seconds side+qty"); every offset is from the
+#: window's first row; an offset past the window's last row expires (rounds 1, 4, 5)
+_SCHEDULES_V2 = (
+    ("msft_0930_0935", 100_000.0, "0 B1500, 15 B2500, 30 S1000, 60 B3000, 90 S4000, 120 S2500, 150 B1200, "
+                                  "180 B2000, 240 S800, 299 B1000, 301 B500"),
+    ("msft_0950_1000", 50_000.0, "0 B600, 0 B900, 120 S2000, 240 B1200, 240 S300, 300 B1800, 420 S700, "
+                                 "480 B1500, 540 S1100, 590 S900"),
+    ("msft_1000_1010", 200_000.0, "5 B6000, 6 B6000, 60 S9000, 180 S3000, 300 B8000, 420 B2000, 480 S4000, "
+                                  "560 S2500, 599 B1000"),
+    ("msft_1020_1030", 60_000.0, "10 B800, 70 B900, 130 S1000, 190 B1500, 250 S1500, 310 S600, 370 B700, "
+                                 "430 S1200, 490 B2000, 550 S1500, 620 B300"),
+    ("msft_hour", 150_000.0, "0 B2000, 180 B3000, 360 S1500, 540 B2500, 720 S4000, 900 S2000, 1080 B1000, "
+                             "1260 B6000, 1440 S3500, 1620 S1500, 1800 B800, 1800 S800, 1980 B2200, 2160 S5000, "
+                             "2340 B1500, 2520 B3000, 2700 S2500, 2880 B1200, 3060 S900, 3240 B4000, 3420 S1000, "
+                             "3700 B500"),
+)
+SCHEDULED_ROUNDS_V2: tuple[ScheduledRound, ...] = tuple(
+    ScheduledRound(r, data, c0, "s", _sched(text)) for r, (data, c0, text) in enumerate(_SCHEDULES_V2, 1))
+PAIRS_ROUNDS_V2: tuple[PairsRound, ...] = (
+    PairsRound(1, RealPairsBook(window=_DAY), 0.9375, 200, 2.0, 0.5, 60 * _S, 1.0, 4 * _S, 0.10, 1e6),
+    PairsRound(2, RealPairsBook(window=_AM), 0.875, 100, 1.5, 0.25, 30 * _S, 1.5, 4 * _S, 0.20, 1e6),
+    PairsRound(3, RealPairsBook(window=_PM), 1.0, 300, 2.0, 0.5, 120 * _S, 1.0, 5 * _S, 0.10, 2e6),
+    PairsRound(4, RealPairsBook(window=_DAY), 0.9375, 150, 1.75, 0.5, 45 * _S, 1.25, 7 * _S, 0.15, 5e5),
+    PairsRound(5, RealPairsBook(window=_DAY), 0.875, 400, 2.25, 0.75, 90 * _S, 2.0, 6 * _S, 0.25, 3e6),
+)
+DELTA_HEDGE_ROUNDS_V2: tuple[DeltaHedgeRound, ...] = (
+    DeltaHedgeRound(1, "msft_0930_0940", DeltaSeriesConfig(1 * _S, -2000, 200), 1e6, 1 * _S, 50 * _MS, 0.5,
+                    3 * _S, 0.5),
+    DeltaHedgeRound(2, "msft_0945_1000", DeltaSeriesConfig(500 * _MS, 3000, 300), 1e6, 2 * _S, 100 * _MS, 0.5,
+                    5 * _S, 1.0),
+    DeltaHedgeRound(3, "msft_1000_1005", DeltaSeriesConfig(250 * _MS, -1000, 150), 1e6, 500 * _MS, 20 * _MS, 0.75,
+                    1 * _S, 0.5),
+    DeltaHedgeRound(4, "msft_1015_1030", DeltaSeriesConfig(2 * _S, 500, 400), 2e6, 5 * _S, 200 * _MS, 0.5,
+                    15 * _S, 0.75),
+    DeltaHedgeRound(5, "msft_hour", DeltaSeriesConfig(5 * _S, 0, 500), 2e6, 10 * _S, 250 * _MS, 1.0, 30 * _S, 1.5),
+)
+ROUNDS_BY_SET: dict[str, dict[str, tuple]] = {
+    "v1": ROUNDS,
+    "v2": {"scheduled": SCHEDULED_ROUNDS_V2, "pairs": PAIRS_ROUNDS_V2, "delta_hedge": DELTA_HEDGE_ROUNDS_V2},
+}
+
+
+def check_task_set(task_set: str | None) -> str:
+    """``task_set`` validated (None: :data:`DEFAULT_TASK_SET`); raises a one-line ``ValueError``."""
+    ts = DEFAULT_TASK_SET if task_set is None else task_set
+    if ts not in TASK_SETS:
+        raise ValueError(f"unknown Market-Bench task set {task_set!r}; choose from {TASK_SETS}")
+    return ts
+
+
+def round_config(strategy: str, round_: int, task_set: str | None = None):
+    """The frozen round config of (strategy, round) of a task set (default ``v1``), round in 1..5."""
+    rounds = ROUNDS_BY_SET[check_task_set(task_set)]
+    if strategy not in rounds:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
     if not 1 <= int(round_) <= N_ROUNDS:
         raise ValueError(f"round must be in 1..{N_ROUNDS}, got {round_!r}")
-    return ROUNDS[strategy][int(round_) - 1]
+    return rounds[strategy][int(round_) - 1]
 
 
 # ---------------------------------------------------------------- sandbox and scoring
@@ -272,6 +362,8 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
         End the episode at the first correct attempt (True).
     prompt_style : {"full", "compact", "minimal"}
         Rendering of the task prompt (:data:`quantgym.spaces.PROMPT_STYLES`).
+    task_set : {"v1", "v2"}
+        The rounds (:data:`TASK_SETS`; default ``v1``): the one place where env, bench and eval take it from.
     """
 
     sandbox: MarketBenchSandboxLimits = field(default_factory=MarketBenchSandboxLimits)
@@ -280,6 +372,7 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
     feedback: bool = False
     end_on_success: bool = True
     prompt_style: str = "full"
+    task_set: str = DEFAULT_TASK_SET
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]

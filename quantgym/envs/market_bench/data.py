@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
-from quantgym.envs.market_bench.config import DATASETS, LEVELS, TICK, DeltaSeriesConfig, PairsBookConfig
-from quantgym.envs.market_bench.lob import book_columns, clean_book, read_lobster, sse_book
+from quantgym.envs.market_bench.config import DATASETS, LEVELS, TICK, DeltaSeriesConfig, PairsBookConfig, RealPairsBook
+from quantgym.envs.market_bench.lob import (book_columns, clean_book, lobster_book_frame, lobster_time_to_ns,
+                                            read_lobster, sse_book)
 
 #: Default location of the shared raw sources (override with ``QUANTGYM_SHARED_DATA``); only the
 #: build script reads it.
@@ -62,6 +63,9 @@ def real_book(dataset: str, levels: int = LEVELS, shared: str | Path | None = No
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose from {list(DATASETS)}")
     spec = DATASETS[dataset]
+    if spec["source"] == "lobster_msft_hour":
+        book = msft_hour_book(levels)
+        return _cut(book, "2012-06-21", spec["tz"], *spec["window"], end_inclusive=False)
     if spec["source"] == "lobster_msft":
         if shared is None:
             msg, ob = source_path("msft_message"), source_path("msft_orderbook")
@@ -83,6 +87,66 @@ def real_book(dataset: str, levels: int = LEVELS, shared: str | Path | None = No
 
     hi = (tod <= ns(end)) if end == "11:30:00" else (tod < ns(end))
     return book[(tod >= ns(start)) & hi].reset_index(drop=True)
+
+
+def _cut(book: pd.DataFrame, day: str, tz: str, start: str, end: str, end_inclusive: bool) -> pd.DataFrame:
+    """Rows of ``book`` whose local time on ``day`` is in [start, end] (or [start, end)) (spec §9.2.4 e)."""
+    tod = book["ts_event"].to_numpy(dtype=np.int64) - int(pd.Timestamp(day, tz=tz).value)
+    lo, hi = pd.Timedelta(start).value, pd.Timedelta(end).value
+    keep = (tod >= lo) & ((tod <= hi) if end_inclusive else (tod < hi))
+    return book[keep].reset_index(drop=True)
+
+
+_HOUR_CACHE: dict[int, pd.DataFrame] = {}
+
+
+def msft_hour_book(levels: int = LEVELS) -> pd.DataFrame:
+    """The real MSFT book of 2012-06-21 09:30-10:30 after every LOBSTER message, cleaned (spec §9.2.4 a-d).
+
+    Rebuilt by :func:`quantgym.data.lobster.rebuild_book` from the bundled full message stream and the
+    known 50-level row after message 66,912 (10:00:00; forward to 10:30 and backward to 09:30,
+    ``message_levels=50``), top ``levels`` levels, converted by
+    :func:`~quantgym.envs.market_bench.lob.lobster_book_frame` (message times parsed exactly from their
+    shortest decimal text), then :func:`~quantgym.envs.market_bench.lob.clean_book`. Raw sizes. Cached
+    per process (returns a copy).
+
+    Raises
+    ------
+    ValueError
+        If a cell of the top ``levels`` is one the message file cannot determine (never in this hour).
+    """
+    if levels not in _HOUR_CACHE:
+        from quantgym.data import lobster
+
+        msg = lobster.read_messages(lobster.MSFT_HOUR_MESSAGES)
+        row = lobster.read_orderbook(lobster.MSFT_EXCERPT_BOOK)[0]
+        rb = lobster.rebuild_book(msg, row, lobster.MSFT_EXCERPT_START, levels=levels, message_levels=50)
+        if not rb.known.all():
+            raise ValueError(f"the rebuilt MSFT hour has {rb.n_unknown} unknown cells in its top {levels} levels")
+        time_ns = lobster_time_to_ns([repr(float(t)) for t in msg["Time"].to_numpy()])
+        raw = lobster_book_frame(time_ns, rb.book, date="2012-06-21", symbol="MSFT")
+        _HOUR_CACHE[levels] = clean_book(raw, levels)
+    return _HOUR_CACHE[levels].copy()
+
+
+def real_pairs_book(cfg: RealPairsBook, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """Two real simultaneous books for strategy 2 (task set v2), raw sizes, in the book schema.
+
+    Reads ``cfg.file`` with :func:`quantgym.data.a_share_l2.read_snapshots` (folder ``data_dir``, see
+    :func:`quantgym.data.a_share_l2.data_dir`), keeps the two symbols' continuous-trading rows within
+    ``cfg.window`` (local, both ends inclusive), cleans each symbol (spec §9.2.4 a-d, top ``cfg.levels``)
+    and merges them in time order, **leg A first at an equal** ``ts_event`` (the v2 rule of equal
+    timestamps, docs/market_bench.md).
+    """
+    from quantgym.data.a_share_l2 import SNAPSHOT_FILES, read_snapshots
+
+    snaps = read_snapshots(cfg.file, path=data_dir, symbols=[cfg.symbol_a, cfg.symbol_b])
+    snaps = snaps[snaps["continuous"].to_numpy()]
+    book = _cut(snaps, SNAPSHOT_FILES[cfg.file]["date"], "Asia/Shanghai", *cfg.window, end_inclusive=True)
+    legs = [clean_book(book[book["symbol"] == s], cfg.levels) for s in (cfg.symbol_a, cfg.symbol_b)]
+    both = pd.concat(legs, ignore_index=True)
+    order = np.lexsort((np.repeat([0, 1], [len(x) for x in legs]), both["ts_event"].to_numpy()))
+    return both.iloc[order].reset_index(drop=True)
 
 
 def randomise_sizes(book: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
@@ -223,5 +287,5 @@ def synthetic_book(n_rows: int, *, levels: int = LEVELS, n_symbols: int = 1, see
     return _book_frame(out, bid, ask, K, keep)
 
 
-__all__ = ["real_book", "randomise_sizes", "paper_preprocess", "generate_pairs_book", "generate_option_delta", "synthetic_book",
+__all__ = ["real_book", "msft_hour_book", "real_pairs_book", "randomise_sizes", "paper_preprocess", "generate_pairs_book", "generate_option_delta", "synthetic_book",
            "SHARED_DATA", "SOURCES_DIR", "SOURCE_FILES", "source_path"]

@@ -17,8 +17,8 @@ from gymnasium import spaces
 
 from quantgym._util import unwrap_fence
 from quantgym.envs.market_bench.config import (
-    ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, TASK_VERSION, MarketBenchConfig,
-    MarketBenchSandboxLimits, MarketBenchScoringConfig,
+    ALLOWED_IMPORTS, LEVELS, METRIC_KEYS, N_ROUNDS, PATH_KEY, STRATEGIES, MarketBenchConfig, MarketBenchSandboxLimits,
+    MarketBenchScoringConfig, check_task_set,
 )
 from quantgym.envs.market_bench.prompts import render_prompt
 from quantgym.envs.market_bench.rounds import Round, load_round, run_reference, write_inputs
@@ -75,10 +75,14 @@ class MarketBenchEnv(gym.Env):
 
     ## Arguments
     - ``strategy``: ``"scheduled"`` | ``"pairs"`` | ``"delta_hedge"`` (set by the registered ids).
-    - ``round``: 1..5 (v1 task set).
+    - ``round``: 1..5.
+    - ``task_set``: ``"v1"`` (default; spec §9.13) or ``"v2"`` (real MSFT hour rebuilt from LOBSTER for
+      strategies 1 and 3, a real SZSE pair for strategy 2; docs/market_bench.md "Task set v2").
+    - ``data_dir``: v2 pairs only: the A-share Level-2 folder (default ``$QUANTGYM_A_SHARE_L2`` or
+      ``<clone>/../shared/data/a_share_l2``; :func:`quantgym.data.a_share_l2.data_dir`).
     - ``config``: a :class:`~quantgym.envs.market_bench.config.MarketBenchConfig` (sandbox, scoring,
-      attempts, feedback, end_on_success, prompt_style). Those six kwargs are shortcuts into it: None
-      (default) keeps the config's value, a value replaces it (``env.config`` is the result).
+      attempts, feedback, end_on_success, prompt_style, task_set). Those seven kwargs are shortcuts into it:
+      None (default) keeps the config's value, a value replaces it (``env.config`` is the result).
     - ``attempts``: K, default 3.
     - ``feedback``: False (paper, independent one-shot attempts) or True (error trace back).
     - ``data``: optional user round instead of a shipped one: ``{"book": DataFrame|path,
@@ -97,10 +101,12 @@ class MarketBenchEnv(gym.Env):
     accounting, no fees (spec §3, §9.4-§9.10).
 
     ## Data & Point-in-time
-    Real books where they exist (MSFT LOBSTER excerpt 2012-06-21, 600519 SSE Level-2 day
+    v1: real books where they exist (MSFT LOBSTER excerpt 2012-06-21, 600519 SSE Level-2 day
     2023-02-07, level sizes randomised as in the paper), a seeded synthetic KO/PEP book for the
     pairs strategy (labelled synthetic in the prompt and metadata), seeded random-walk option
-    delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``).
+    delta. Shipped with sha256 manifest (``quantgym/data/bundled/market_bench``). v2: the MSFT
+    hour 09:30-10:30 rebuilt from LOBSTER messages and a real SZSE pair (300274.SZ / 300122.SZ,
+    2022-06-01), sizes randomised; inputs rebuilt at load and checked against the manifest.
 
     ## Scoring
     Per attempt: status and MAE (spec §6) plus per-metric relative errors, the equity-path
@@ -110,7 +116,7 @@ class MarketBenchEnv(gym.Env):
     (``pass@k`` as in the paper, ``correct@k`` beside it).
 
     ## Version History
-    - v0: task set ``v1`` (spec §9).
+    - v0: task set ``v1`` (spec §9); ``task_set="v2"`` selects the real-data task set v2.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -121,7 +127,8 @@ class MarketBenchEnv(gym.Env):
                  sandbox: MarketBenchSandboxLimits | None = None, scoring: MarketBenchScoringConfig | None = None,
                  end_on_success: bool | None = None, workdir: str | Path | None = None,
                  render_mode: str | None = None, prompt_style: str | None = None,
-                 config: MarketBenchConfig | None = None):
+                 config: MarketBenchConfig | None = None, task_set: str | None = None,
+                 data_dir: str | Path | None = None):
         if config is not None and not isinstance(config, MarketBenchConfig):
             raise TypeError(f"config must be a MarketBenchConfig, got {type(config).__name__}")
         cfg = config if config is not None else MarketBenchConfig()
@@ -132,6 +139,7 @@ class MarketBenchEnv(gym.Env):
         scoring = cfg.scoring if scoring is None else scoring
         end_on_success = cfg.end_on_success if end_on_success is None else end_on_success
         prompt_style = cfg.prompt_style if prompt_style is None else prompt_style
+        task_set = check_task_set(cfg.task_set if task_set is None else task_set)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
         if data is None and not (isinstance(round, (int, np.integer)) and 1 <= int(round) <= N_ROUNDS):
@@ -146,7 +154,9 @@ class MarketBenchEnv(gym.Env):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.prompt_style = check_prompt_style(prompt_style)
         self.config = MarketBenchConfig(sandbox=sandbox, scoring=scoring, attempts=int(attempts), feedback=bool(feedback),
-                                        end_on_success=bool(end_on_success), prompt_style=self.prompt_style)
+                                        end_on_success=bool(end_on_success), prompt_style=self.prompt_style,
+                                        task_set=task_set)
+        self.task_set = task_set
         self.strategy = strategy
         self.round_number = 0 if data is not None else int(round)
         self.attempts = int(attempts)
@@ -155,7 +165,8 @@ class MarketBenchEnv(gym.Env):
         self.scoring_config = scoring
         self.end_on_success = bool(end_on_success)
         self.render_mode = render_mode
-        self.round = load_round(strategy, int(round)) if data is None else self._user_round(strategy, data)
+        self.round = (load_round(strategy, int(round), task_set=task_set, data_dir=data_dir) if data is None
+                      else self._user_round(strategy, data, task_set))
         self._own_workdir = workdir is None
         self._cleanup = None
         self.workdir = Path(workdir) if workdir is not None else None
@@ -180,7 +191,7 @@ class MarketBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------ data
     @staticmethod
-    def _user_round(strategy: str, data: dict[str, Any]) -> Round:
+    def _user_round(strategy: str, data: dict[str, Any], task_set: str) -> Round:
         if not isinstance(data, dict) or "book" not in data or "params" not in data:
             raise ValueError("data must be a dict with 'book' and 'params' (and 'schedule' / 'option_delta')")
         need = {"scheduled": "schedule", "delta_hedge": "option_delta"}.get(strategy)
@@ -207,7 +218,7 @@ class MarketBenchEnv(gym.Env):
             legs = {str(data["params"].get("symbol_a", "KO")), str(data["params"].get("symbol_b", "PEP"))}
             if not legs <= symbols:
                 raise ValueError(f"data['book'] for 'pairs' must hold the legs {sorted(legs)}, got {sorted(symbols)}")
-        meta = {"task_version": TASK_VERSION, "strategy": strategy, "round": 0, "synthetic": False,
+        meta = {"task_version": task_set, "strategy": strategy, "round": 0, "synthetic": False,
                 "instrument": "user-supplied book", "currency": "currency units", **dict(data.get("meta", {}))}
         rnd = Round(strategy, 0, inputs, dict(data["params"]), meta)
         try:
@@ -233,7 +244,7 @@ class MarketBenchEnv(gym.Env):
         ok = [r for r in self.records if r["status"] == SUCCESS]
         good = [r for r in ok if r.get("correct")]
         return {
-            "task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
+            "task_version": self.task_set, "strategy": self.strategy, "round": self.round_number,
             "attempts_used": self._attempt, "solved": bool(ok),
             "best_mae": min(r["mae"] for r in ok) if ok else None,
             "first_attempt": ok[0]["attempt"] if ok else None,
@@ -255,7 +266,7 @@ class MarketBenchEnv(gym.Env):
         self._last_status = ""
         self._feedback = ""
         self.records = []
-        info = {"task_version": TASK_VERSION, "strategy": self.strategy, "round": self.round_number,
+        info = {"task_version": self.task_set, "strategy": self.strategy, "round": self.round_number,
                 "inputs": dict(self._inputs), "meta": copy.deepcopy(self.round.meta), "metric_keys": list(METRIC_KEYS[self.strategy]),
                 "allowed_imports": list(ALLOWED_IMPORTS), "prompt_style": self.prompt_style}
         return self._obs(), info
@@ -358,7 +369,7 @@ class MarketBenchEnv(gym.Env):
         """The round for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): the round record
         (solved, best MAE, first successful / correct attempt, statuses) as metrics and the attempt records
         (without their per-metric errors)."""
-        return {"metrics": self._round_record(), "period": TASK_VERSION,
+        return {"metrics": self._round_record(), "period": self.task_set,
                 "records": [{k: v for k, v in r.items() if k != "metrics"} for r in self.records]}
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:

@@ -43,6 +43,12 @@ def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[
 class MarketBenchEval:
     """:class:`~quantgym.evaluation.EvalAdapter` of Market-Bench."""
 
+    def validate(self, plan: EvalPlan) -> None:
+        """Refuse an unknown task set (``--env-kwargs '{"task_set": ...}'``) before anything runs (one line)."""
+        from quantgym.envs.market_bench.config import check_task_set
+
+        check_task_set((plan.env_kwargs or {}).get("task_set"))
+
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
         return [(job_label(env_id, f"round {int(r)}"), (lambda r=r: run_market_bench(agent, env_id, int(r), plan)))
                 for r in plan.rounds]
@@ -64,11 +70,12 @@ def not_samples_reason(runs: list[dict], feedback: bool) -> str | None:
 
 def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> SectionResult:
     from quantgym.envs.market_bench.bench import records_to_attempts
-    from quantgym.envs.market_bench.config import TASK_VERSION, MarketBenchScoringConfig as ScoringConfig
+    from quantgym.envs.market_bench.config import MarketBenchScoringConfig as ScoringConfig, check_task_set
     from quantgym.envs.market_bench.scoring import (UNBIASED_KS, first_success_prefix, fmt, score_table, summary_extra,
                                                     unbiased_table)
 
     records = [r for run in runs for r in run["records"]]
+    task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
     cfg = ScoringConfig(attempts=plan.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
     attempts = records_to_attempts(records)
     # the paper's sequential metrics from what its protocol would have run (up to each round's first success)
@@ -77,11 +84,11 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     why = not_samples_reason(runs, plan.feedback)
     unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
-                                                              period=TASK_VERSION,
+                                                              period=task_set,
                                                               extra=summary_extra(sequential, unbiased, agent.name))],
                         runs=[{**run, "agent": agent.name, "transcript": agent.usage().get("transcript")}
                               for run in runs],
-                        extra={"scores": scores.to_dict(orient="records"), "task_version": TASK_VERSION,
+                        extra={"scores": scores.to_dict(orient="records"), "task_version": task_set,
                                "feedback": plan.feedback, "attempts": plan.attempts,
                                "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": why or UNBIASED_NOTE})
     if console is not None:
@@ -94,7 +101,7 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                                                                      "avg_attempt", f"correct@{k}", "correct@1")]]
                 for _, row in scores.iterrows()]
         caption = legend(k, cfg, stub=False, extras=False)
-        print_table(console, f"Market-Bench {TASK_VERSION} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
+        print_table(console, f"Market-Bench {task_set} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
                     f"attempts, K={k})", cols, rows, keys=1, caption=caption if why is not None else None)
         if why is None:
             ks = list(UNBIASED_KS)

@@ -102,13 +102,25 @@ def read_lobster(message_path: str | Path, orderbook_path: str | Path, *, date: 
     ob = pd.read_csv(orderbook_path, header=None, dtype=np.int64).to_numpy()
     if len(msg) != len(ob):
         raise ValueError(f"LOBSTER pair has {len(msg)} messages but {len(ob)} book rows")
+    return lobster_book_frame(lobster_time_to_ns(msg[0].to_numpy()), ob, date=date, symbol=symbol, levels=levels)
+
+
+def lobster_book_frame(time_ns: np.ndarray, ob: np.ndarray, *, date: str, symbol: str,
+                       levels: int | None = None) -> pd.DataFrame:
+    """LOBSTER order-book rows (int64 array (n, 4K), LOBSTER column order and units, e.g. a file or
+    :func:`quantgym.data.lobster.rebuild_book`'s ``book``) -> book schema (spec §9.2.1).
+
+    ``time_ns``: the messages' times as ns after midnight New York (:func:`lobster_time_to_ns`);
+    ``ts_event`` = UTC ns of 00:00 America/New_York on ``date`` + ``time_ns``. Empty levels (ask
+    9999999999, bid -9999999999) -> NaN price, size 0. ``levels``: keep the first L (default all K).
+    """
     if ob.shape[1] % 4:
         raise ValueError(f"LOBSTER order book has {ob.shape[1]} columns, not a multiple of 4")
     file_levels = ob.shape[1] // 4
     L = file_levels if levels is None else min(int(levels), file_levels)
     midnight = int(pd.Timestamp(date, tz=_NY).value)
     out: dict[str, object] = {
-        "ts_event": midnight + lobster_time_to_ns(msg[0].to_numpy()),
+        "ts_event": midnight + np.asarray(time_ns, dtype=np.int64),
         "symbol": np.full(len(ob), symbol, dtype=object),
     }
     for i in range(L):
@@ -238,5 +250,5 @@ def clean_book(book: pd.DataFrame, levels: int) -> pd.DataFrame:
     return b[~eq.to_numpy()].reset_index(drop=True)
 
 
-__all__ = ["book_columns", "n_levels", "lobster_time_to_ns", "read_lobster", "read_databento_mbp", "sse_book",
+__all__ = ["book_columns", "n_levels", "lobster_time_to_ns", "read_lobster", "lobster_book_frame", "read_databento_mbp", "sse_book",
            "clean_book", "SSE_WINDOWS"]

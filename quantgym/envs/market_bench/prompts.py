@@ -250,6 +250,8 @@ def render_prompt(strategy: str, params: dict[str, Any], meta: dict[str, Any], i
                  + (" Level sizes are randomised (100..2,000 shares); prices are the real ones." if meta.get("source") else ""))
     if strategy == "delta_hedge" and not synthetic:
         data_line += " The option-delta series is a seeded random walk (synthetic)."
+    if meta.get("data_note"):  # task set v2: real data named, what was randomised, the equal-timestamp rule
+        data_line = meta["data_note"]
     cols = {"book.csv": f"ts_event, symbol, {_levels_cols(levels)}",
             "schedule.csv": "ts_event, side, qty", "option_delta.csv": "ts_event, option_delta"}
     files = "\n".join(f"- `{n}` (columns: {cols.get(n, '?')}): {path}" for n, path in input_files.items())
@@ -533,6 +535,8 @@ def _render_short(strategy: str, params: dict[str, Any], meta: dict[str, Any], i
             data_line += " Level sizes randomised (100..2,000 shares); real prices."
         if strategy == "delta_hedge":
             data_line += " Option delta: a seeded random walk."
+    if meta.get("data_note"):  # task set v2 (every style states the real data and what was randomised)
+        data_line = meta["data_note"]
     rnd = meta.get("round")
     title = TITLES[strategy].split(" - ", 1)[1] if compact else strategy
     head = (f"# Market-Bench {meta.get('task_version', '')} - {title}" + (f", round {rnd}" if rnd else "")

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.market_bench.config import (
-    DATASETS, LEVELS, METRIC_KEYS, STRATEGIES, STRATEGY_NUMBER, TASK_VERSION, DeltaHedgeRound, PairsRound,
-    ScheduledRound, round_config, stream_seed,
+    DATASETS, LEVELS, METRIC_KEYS, SHIPS_INPUTS, STRATEGIES, STRATEGY_NUMBER, TASK_VERSION, DeltaHedgeRound,
+    PairsRound, RealPairsBook, ScheduledRound, check_task_set, round_config, stream_seed,
 )
 
 BUNDLED_ROOT = Path(__file__).resolve().parents[2] / "data" / "bundled" / "market_bench"
@@ -66,51 +66,76 @@ def _offset_ns(unit: str) -> int:
     return {"ms": 1_000_000, "s": 1_000_000_000, "ns": 1}[unit]
 
 
-def build_round(strategy: str, round_: int, shared: str | Path | None = None) -> Round:
-    """Build (strategy, round) of the current task version from the sources (spec §9.13).
+def build_inputs(strategy: str, round_: int, shared: str | Path | None = None, task_set: str | None = None,
+                 data_dir: str | Path | None = None) -> Round:
+    """The inputs, parameters and metadata of (strategy, round) of a task set, without the reference.
 
     Parameters
     ----------
     shared : path, optional
-        Root of the raw shared data (default: ``QUANTGYM_SHARED_DATA`` or ``/work/shared/data``;
-        the SSE day comes from the bundled parquet tables when ``None``).
+        v1 only: root of the raw shared data (``None``: the shipped copies).
+    task_set : {"v1", "v2"}, optional
+        Default ``v1`` (:data:`~quantgym.envs.market_bench.config.DEFAULT_TASK_SET`).
+    data_dir : path, optional
+        v2 pairs only: the A-share Level-2 folder (:func:`quantgym.data.a_share_l2.data_dir`).
     """
-    from quantgym.envs.market_bench.data import generate_option_delta, generate_pairs_book, randomise_sizes, real_book
+    from quantgym.envs.market_bench.data import (generate_option_delta, generate_pairs_book, randomise_sizes,
+                                                 real_book, real_pairs_book)
 
-    cfg = round_config(strategy, round_)
+    ts_name = check_task_set(task_set)
+    cfg = round_config(strategy, round_, ts_name)
     r = int(round_)
-    meta: dict[str, Any] = {"task_version": TASK_VERSION, "strategy": strategy, "strategy_number": STRATEGY_NUMBER[strategy],
+
+    def seed(stream: str) -> int:
+        return stream_seed(strategy, r, stream, version=ts_name)
+
+    meta: dict[str, Any] = {"task_version": ts_name, "strategy": strategy, "strategy_number": STRATEGY_NUMBER[strategy],
                             "round": r, "levels": LEVELS}
     if isinstance(cfg, ScheduledRound):
-        seed = stream_seed(strategy, r, "sizes")
-        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(seed))
+        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
         t0 = int(book["ts_event"].iloc[0])
         unit = _offset_ns(cfg.offset_unit)
         sched = pd.DataFrame({"ts_event": [t0 + off * unit for off, _, _ in cfg.schedule],
                               "side": [s for _, s, _ in cfg.schedule], "qty": [q for _, _, q in cfg.schedule]})
         inputs = {"book.csv": book, "schedule.csv": sched}
         params = {"c0": cfg.c0}
-        meta.update(dataset=cfg.data, seeds={"sizes": seed}, synthetic=False, **_ds_meta(cfg.data),
+        meta.update(dataset=cfg.data, seeds={"sizes": seed("sizes")}, synthetic=False, **_ds_meta(cfg.data),
                     schedule_offsets=[[o, s, q] for o, s, q in cfg.schedule], offset_unit=cfg.offset_unit)
-    elif isinstance(cfg, PairsRound):
-        seed = stream_seed(strategy, r, "book")
-        book = generate_pairs_book(cfg.book, np.random.default_rng(seed))
+    elif isinstance(cfg, PairsRound) and isinstance(cfg.book, RealPairsBook):
+        raw = real_pairs_book(cfg.book, data_dir)
+        book = randomise_sizes(raw, np.random.default_rng(seed("sizes")))
         inputs = {"book.csv": book}
         params = {"symbol_a": cfg.book.symbol_a, "symbol_b": cfg.book.symbol_b, "beta": cfg.beta, "window": cfg.window,
                   "z_in": cfg.z_in, "z_out": cfg.z_out, "cooldown_ns": cfg.cooldown_ns, "k": cfg.k,
                   "delay_ns": cfg.delay_ns, "alloc": cfg.alloc, "c0": cfg.c0}
-        meta.update(dataset="synthetic_pairs", seeds={"book": seed}, synthetic=True, currency="USD",
+        from quantgym.data.a_share_l2 import SNAPSHOT_FILES
+
+        day, desc = SNAPSHOT_FILES[cfg.book.file]["date"], SNAPSHOT_FILES[cfg.book.file]["desc"]
+        ties = int((np.diff(book["ts_event"].to_numpy()) == 0).sum())
+        meta.update(dataset=f"a_share_l2/{cfg.book.file}", seeds={"sizes": seed("sizes")}, synthetic=False,
+                    currency="CNY", source=f"a_share_l2 {SNAPSHOT_FILES[cfg.book.file]['zip']}",
+                    instrument=(f"{cfg.book.symbol_a} (leg A) and {cfg.book.symbol_b} (leg B), {desc}, {day}, "
+                                f"{cfg.book.window[0]}-{cfg.book.window[1]} Asia/Shanghai "
+                                "(continuous trading; no lunch-break rows), real prices (dolphindb/Tutorials_CN "
+                                "sample, original vendor not stated)"),
+                    window_local=list(cfg.book.window), equal_ts_rows=ties, real_book=asdict(cfg.book))
+    elif isinstance(cfg, PairsRound):
+        book = generate_pairs_book(cfg.book, np.random.default_rng(seed("book")))
+        inputs = {"book.csv": book}
+        params = {"symbol_a": cfg.book.symbol_a, "symbol_b": cfg.book.symbol_b, "beta": cfg.beta, "window": cfg.window,
+                  "z_in": cfg.z_in, "z_out": cfg.z_out, "cooldown_ns": cfg.cooldown_ns, "k": cfg.k,
+                  "delay_ns": cfg.delay_ns, "alloc": cfg.alloc, "c0": cfg.c0}
+        meta.update(dataset="synthetic_pairs", seeds={"book": seed("book")}, synthetic=True, currency="USD",
                     instrument="KO / PEP labels on a SYNTHETIC seeded book (no real KO/PEP book data exists here)",
                     source="generator of spec §9.12.1", generator=asdict(cfg.book))
     elif isinstance(cfg, DeltaHedgeRound):
-        s_sizes, s_delta = stream_seed(strategy, r, "sizes"), stream_seed(strategy, r, "delta")
-        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(s_sizes))
+        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
         ts = book["ts_event"].to_numpy()
-        delta = generate_option_delta(cfg.delta, int(ts[0]), int(ts[-1]), np.random.default_rng(s_delta))
+        delta = generate_option_delta(cfg.delta, int(ts[0]), int(ts[-1]), np.random.default_rng(seed("delta")))
         inputs = {"book.csv": book, "option_delta.csv": delta}
         params = {"c0": cfg.c0, "interval_ns": cfg.interval_ns, "delay_ns": cfg.delay_ns, "fraction": cfg.fraction,
                   "lot": cfg.lot, "min_gap_ns": cfg.min_gap_ns, "k": cfg.k}
-        meta.update(dataset=cfg.data, seeds={"sizes": s_sizes, "delta": s_delta}, synthetic=False,
+        meta.update(dataset=cfg.data, seeds={"sizes": seed("sizes"), "delta": seed("delta")}, synthetic=False,
                     synthetic_parts=["option_delta.csv (seeded random walk, spec §9.12.2)", "level sizes (randomised)"],
                     delta_series=asdict(cfg.delta), **_ds_meta(cfg.data))
     else:  # pragma: no cover
@@ -118,11 +143,36 @@ def build_round(strategy: str, round_: int, shared: str | Path | None = None) ->
     book = inputs["book.csv"]
     meta.update(n_rows=len(book), first_ts_event=int(book["ts_event"].iloc[0]),
                 last_ts_event=int(book["ts_event"].iloc[-1]), symbols=sorted(set(book["symbol"].astype(str))))
+    if ts_name != "v1":
+        meta["data_note"] = data_note(strategy, meta)
     # round-trip through the exact file text so the reference sees what the agent sees
     inputs = {name: pd.read_csv(io.StringIO(csv_text(df))) for name, df in inputs.items()}
-    rnd = Round(strategy, r, inputs, params, meta)
+    return Round(strategy, r, inputs, params, meta)
+
+
+def build_round(strategy: str, round_: int, shared: str | Path | None = None, task_set: str | None = None,
+                data_dir: str | Path | None = None) -> Round:
+    """Build (strategy, round) of a task set from the sources (spec §9.13; v2: docs/market_bench.md) and run
+    the reference backtester on it. Arguments as :func:`build_inputs`."""
+    rnd = build_inputs(strategy, round_, shared, task_set, data_dir)
     rnd.reference = run_reference(rnd)
     return rnd
+
+
+def data_note(strategy: str, meta: dict[str, Any]) -> str:
+    """What a v2 round's data is (real symbol, venue, date, window, source) and what was randomised (prompt)."""
+    seeds = ", ".join(f"{k} {v}" for k, v in meta["seeds"].items())
+    note = (f"REAL DATA: {meta['instrument']}; {meta['n_rows']:,} book rows. Real: every price (so raw mids and "
+            f"spreads). Randomised: every level size, replaced by 100..2,000 shares (the paper's preprocessing; "
+            f"seed {seeds}); only the top {meta['levels']} levels are kept.")
+    if strategy == "delta_hedge":
+        note += " Synthetic: option_delta.csv, a seeded random walk."
+    if meta.get("equal_ts_rows"):
+        note += (f" {meta['equal_ts_rows']:,} rows share their ts_event with the previous row (the two stocks' "
+                 "snapshots of the same second; leg A's row comes first): process rows in FILE order, and "
+                 "as_of(X, t) at a row means X's last row at or before THIS row in the file (a later row with an "
+                 "equal ts_event is not yet seen).")
+    return note
 
 
 def _ds_meta(dataset: str) -> dict[str, Any]:
@@ -173,31 +223,68 @@ def round_hashes(rnd: Round) -> dict[str, str]:
 
 
 def write_round(rnd: Round, root: Path = BUNDLED_ROOT) -> dict[str, str]:
-    """Write a built round as package data; returns the sha256 of its files' texts."""
-    d = round_dir(rnd.strategy, rnd.round, root)
+    """Write a built round as package data; returns the sha256 of its files' texts.
+
+    The input files are written only for a task set that ships them
+    (:data:`~quantgym.envs.market_bench.config.SHIPS_INPUTS`); the manifest pins their hashes either way.
+    """
+    version = rnd.meta["task_version"]
+    d = round_dir(rnd.strategy, rnd.round, root, version)
     d.mkdir(parents=True, exist_ok=True)
-    for name, df in rnd.inputs.items():
-        (d / f"{name}.gz").write_bytes(_gz(csv_text(df)))
+    if SHIPS_INPUTS[version]:
+        for name, df in rnd.inputs.items():
+            (d / f"{name}.gz").write_bytes(_gz(csv_text(df)))
     (d / "params.json").write_text(json.dumps(rnd.params, indent=1) + "\n")
     (d / "meta.json").write_text(json.dumps(rnd.meta, indent=1) + "\n")
     (d / "reference.json.gz").write_bytes(_gz(reference_text(rnd)))
     return round_hashes(rnd)
 
 
-def load_round(strategy: str, round_: int, root: Path = BUNDLED_ROOT) -> Round:
-    """Load a shipped round (inputs, params, meta, reference). Raises FileNotFoundError if absent."""
+def load_round(strategy: str, round_: int, root: Path = BUNDLED_ROOT, task_set: str | None = None,
+               data_dir: str | Path | None = None) -> Round:
+    """Load a shipped round (inputs, params, meta, reference) of a task set (default ``v1``).
+
+    A task set that does not ship its inputs (v2) rebuilds them with :func:`build_inputs` (``data_dir``: the
+    A-share Level-2 folder of the v2 pairs rounds) and checks each file's sha256 against the shipped manifest.
+
+    Raises
+    ------
+    FileNotFoundError
+        The round's shipped files, or (v2 pairs) the A-share Level-2 folder, are missing.
+    RuntimeError
+        Rebuilt v2 inputs differ from the manifest (the sources changed).
+    """
+    version = check_task_set(task_set)
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
-    round_config(strategy, round_)  # validates the round number
-    d = round_dir(strategy, round_, root)
+    round_config(strategy, round_, version)  # validates the round number
+    d = round_dir(strategy, round_, root, version)
     if not d.exists():
         raise FileNotFoundError(f"round data missing: {d} (rebuild with python -m quantgym.envs.market_bench.build_data)")
-    inputs = {name: pd.read_csv(d / f"{name}.gz") for name in INPUT_FILES[strategy]}
     params = json.loads((d / "params.json").read_text())
     meta = json.loads((d / "meta.json").read_text())
     with gzip.open(d / "reference.json.gz", "rt") as fh:
         ref = json.load(fh)
+    if SHIPS_INPUTS[version]:
+        inputs = {name: pd.read_csv(d / f"{name}.gz") for name in INPUT_FILES[strategy]}
+    else:
+        key = (strategy, int(round_), version, str(Path(root).resolve()), str(data_dir))
+        if key not in _VERIFIED_INPUTS:
+            built = build_inputs(strategy, round_, task_set=version, data_dir=data_dir).inputs
+            shipped = json.loads(manifest_path(root, version).read_text())["rounds"][f"{strategy}/round_{int(round_)}"]
+            bad = [n for n, h in input_hashes(Round(strategy, int(round_), built, params, meta)).items()
+                   if shipped["files"].get(n) != h]
+            if bad:
+                raise RuntimeError(f"Market-Bench {version} {strategy} round {round_}: rebuilt {bad} differ from the "
+                                   "shipped manifest (the sources changed)")
+            _VERIFIED_INPUTS[key] = built
+        inputs = {n: df.copy() for n, df in _VERIFIED_INPUTS[key].items()}
     return Round(strategy, int(round_), inputs, params, meta, ref)
+
+
+#: rebuilt and verified inputs of the rounds that are not shipped (v2), per process: building one takes
+#: 0.3-3 s (the MSFT hour's rebuild is itself cached by :func:`~quantgym.envs.market_bench.data.msft_hour_book`)
+_VERIFIED_INPUTS: dict[tuple, dict[str, pd.DataFrame]] = {}
 
 
 def manifest_path(root: Path = BUNDLED_ROOT, version: str = TASK_VERSION) -> Path:
@@ -216,5 +303,5 @@ def write_inputs(rnd: Round, folder: str | Path) -> dict[str, str]:
     return out
 
 
-__all__ = ["Round", "build_round", "run_reference", "load_round", "write_round", "write_inputs", "csv_text",
+__all__ = ["Round", "build_inputs", "build_round", "data_note", "run_reference", "load_round", "write_round", "write_inputs", "csv_text",
            "input_hashes", "round_hashes", "reference_text", "round_dir", "manifest_path", "INPUT_FILES", "BUNDLED_ROOT"]
