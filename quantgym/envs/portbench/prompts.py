@@ -11,23 +11,25 @@ asset; minimal: class averages only), decimals and wording (one ``TICKER class r
 asset; minimal groups the rows by class), the macro block (minimal: :data:`MINIMAL_MACRO_KEYS`), and
 the news text (truncated to :data:`NEWS_CHARS`).
 
-Block cache (speed only, issue #19 item 4). Every ``render_s*`` takes ``cache``: None renders
-everything, a dict keeps the blocks that depend on the snapshot's row only (header, asset lines,
-macro lines, correlation block) so that S1 and S3 of one decision date, the styles and every env
-over the same dataset render them once. The env passes the per-dataset row cache of the decision
-row (:meth:`quantgym.envs.portbench.market.MarketView._row_parts`: keyed by dataset object, window
-config and row, bounded by ``ROW_CACHE_MAX`` rows, freed with the dataset). Each entry also keeps
-the snapshot objects it was rendered from and is used only when the snapshot carries the very same
-(read-only) arrays, date, regime and universe, so a dict shared by mistake can cost a re-render but
-never change a prompt. The prompt text is the same with and without the cache
-(tests/portbench/test_pb_prompt_cache.py). Memory: the full-style blocks of one row are about a
-quarter of the row's correlation matrix (about 14 kB against 51 kB at N = 80).
+Block cache (speed only, issue #19 item 4). :func:`render_s1` and :func:`render_s3` take ``cache``:
+None renders everything; a dict keeps the blocks that depend on the snapshot's row only (header,
+asset lines, macro lines, correlation block) so that S1 and S3 of one decision date, every style
+and every env over the same dataset render them once. The env passes the row cache of the decision
+row (:meth:`quantgym.envs.portbench.market.MarketView._row_parts`: one dict per dataset object,
+window config and row, at most ``ROW_CACHE_MAX`` rows, freed with the dataset). An entry holds weak
+references to the row arrays it was rendered from and is used only when the snapshot carries the
+very same (read-only) arrays, date, regime and universe: a dict shared by mistake costs a re-render,
+never a changed prompt, and the cache keeps no array alive. The prompt text is the same with and
+without the cache (tests/portbench/test_pb_prompt_cache.py). Memory: about 20 kB per decision row
+in the full style at N = 80 (14 kB of it the correlation block); a block longer than
+:data:`BLOCK_CACHE_MAX_CHARS` is rendered every time.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import weakref
 
 import numpy as np
 
@@ -82,24 +84,37 @@ def _nums(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _row_key(snap: MarketSnapshot) -> tuple:
-    """What a cached block may depend on: the snapshot's row objects (compared by identity), date, regime
-    and universe (compared by value)."""
+#: a rendered block longer than this is not kept (a full-style pairwise table beyond about N = 180 assets):
+#: bounds the cache's memory per decision row
+BLOCK_CACHE_MAX_CHARS = 65_536
+
+
+def _row_objects(snap: MarketSnapshot) -> tuple:
+    """The snapshot's row arrays a cached block may depend on (compared by identity)."""
     return (snap.available, snap.price, snap.trailing_return, snap.ann_vol, snap.corr, snap.intra, snap.inter,
-            snap.macro, snap.macro_mask, snap.class_id), (snap.decision_date, snap.regime, snap.tickers, snap.classes)
+            snap.macro, snap.macro_mask, snap.class_id)
 
 
 def _block(cache: dict | None, snap: MarketSnapshot, key: tuple, build):
-    """``build()``, kept in ``cache[("prompt",) + key]`` for the same snapshot row (module docstring)."""
+    """``build()``, kept in ``cache[("prompt",) + key]`` for the same snapshot row (module docstring).
+
+    An entry holds weak references to the row arrays it was rendered from (so it keeps no array
+    alive), the date, regime and universe, and the text; it is used only when all of them are the
+    snapshot's."""
     if cache is None:
         return build()
     key = ("prompt",) + key
-    objs, vals = _row_key(snap)
+    objs = _row_objects(snap)
+    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes)
     hit = cache.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], objs)) and hit[1] == vals:
+    if hit is not None and hit[1] == vals and all(r() is o for r, o in zip(hit[0], objs)):
         return hit[2]
     text = build()
-    cache[key] = (objs, vals, text)
+    if len(text) <= BLOCK_CACHE_MAX_CHARS:
+        try:
+            cache[key] = (tuple(weakref.ref(o) for o in objs), vals, text)
+        except TypeError:  # a hand-built snapshot with plain sequences: no cache
+            pass
     return text
 
 
@@ -190,7 +205,8 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
         return _s2_short(snap, views, notes, threshold, check_prompt_style(style))
     lines = _header(snap, "S2 SIGNAL GENERATION")
     lines.append("[YOUR S1 VIEWS]")
-    lines += [f"{snap.tickers[i]}: view={views[i]:+.3f}" for i in snap.avail_idx]
+    tk = snap.tickers
+    lines += [f"{tk[i]}: view={v:+.3f}" for i, v in zip(snap.avail_idx.tolist(), views[snap.available].tolist())]
     lines.append(f"Your detected regime: {notes.get('detected_regime', 'n/a')}")
     lines.append(f"Your macro summary: {notes.get('macro_summary', 'n/a')}")
     if snap.news_text:
@@ -219,11 +235,14 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     lines.append("[YOUR S2 SIGNALS] ticker: signal (strength)")
-    for i in snap.avail_idx:
-        st = 0.5 if strengths is None else float(strengths[i])
-        lines.append(f"{snap.tickers[i]}: {SIGNAL_NAMES[int(signals[i])]} ({st:.2f})")
-    cw = {snap.tickers[i]: round(float(snap.current_weights[i]), 3) for i in range(len(snap.tickers))
-          if snap.current_weights[i] > 5e-4}
+    tk, avail = snap.tickers, snap.available
+    idx = snap.avail_idx.tolist()
+    sts = [0.5] * len(idx) if strengths is None else np.asarray(strengths)[avail].tolist()
+    lines += [f"{tk[i]}: {SIGNAL_NAMES[int(sg)]} ({float(st):.2f})"
+              for i, sg, st in zip(idx, np.asarray(signals)[avail].tolist(), sts)]
+    cwv = snap.current_weights
+    held = np.flatnonzero(cwv > 5e-4)
+    cw = {tk[i]: round(float(w), 3) for i, w in zip(held.tolist(), cwv[held].tolist())}
     lines.append("[CURRENT WEIGHTS] " + json.dumps(cw))
     lines.append(f"[NAV] {snap.nav * nav_units:,.2f}")
     lines.append(_block(cache, snap, ("corr", corr_table, None), lambda: correlation_block(snap, corr_table)))

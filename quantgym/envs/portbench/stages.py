@@ -16,7 +16,7 @@ from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
-from quantgym.metrics import max_drawdown
+from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
 SIGNAL_NAMES = ("sell", "hold", "buy")
@@ -201,6 +201,19 @@ class RiskReport:
                 "trigger": self.trigger}
 
 
+def _returns0(snap: MarketSnapshot) -> np.ndarray:
+    """The window returns with missing = 0, kept in ``snap.extra`` for a read-only window (speed only:
+    the agent's and the truth's reports of a decision share it)."""
+    src = snap.returns
+    hit = snap.extra.get("returns0")
+    if hit is not None and hit[0] is src:
+        return hit[1]
+    r = np.nan_to_num(src, nan=0.0)
+    if isinstance(src, np.ndarray) and not src.flags.writeable:
+        snap.extra["returns0"] = (src, r)
+    return r
+
+
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
                 cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
@@ -213,10 +226,9 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     """
     var_limit = profile.var_limit if profile else -0.02
     tol = profile.max_drawdown if profile else 0.10
-    r = np.nan_to_num(snap.returns, nan=0.0)
-    p = r @ np.where(snap.available, weights, 0.0)
+    p = _returns0(snap) @ np.where(snap.available, weights, 0.0)
     if p.size > cfg.s5_min_obs:
-        var = round(float(np.quantile(p, 0.05)), 6)
+        var = round(quantile_linear(p, 0.05), 6)
         dd = round(max_drawdown(p, include_start=include_start), 6)
     else:
         var, dd = 0.0, 0.0
