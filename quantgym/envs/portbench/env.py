@@ -560,7 +560,9 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas)
+        # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas); the S1 and
+        # S2 sub-steps of stagewise mode make none
+        if self.scoring and (not self.stagewise or self.stage == 2):
             with _single_thread_blas():
                 return self._step(action)
         return self._step(action)

@@ -237,9 +237,12 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     lines.append("[YOUR S2 SIGNALS] ticker: signal (strength)")
     tk, avail = snap.tickers, snap.available
     idx = snap.avail_idx.tolist()
-    sts = [0.5] * len(idx) if strengths is None else np.asarray(strengths)[avail].tolist()
-    lines += [f"{tk[i]}: {SIGNAL_NAMES[int(sg)]} ({float(st):.2f})"
-              for i, sg, st in zip(idx, np.asarray(signals)[avail].tolist(), sts)]
+    names = [SIGNAL_NAMES[int(sg)] for sg in np.asarray(signals)[avail].tolist()]
+    if strengths is None:  # the default strength 0.5 prints as (0.50)
+        lines += [tk[i] + ": " + nm + " (0.50)" for i, nm in zip(idx, names)]
+    else:
+        lines += [f"{tk[i]}: {nm} ({float(st):.2f})"
+                  for i, nm, st in zip(idx, names, np.asarray(strengths)[avail].tolist())]
     cwv = snap.current_weights
     held = np.flatnonzero(cwv > 5e-4)
     cw = {tk[i]: round(float(w), 3) for i, w in zip(held.tolist(), cwv[held].tolist())}

@@ -117,6 +117,12 @@ def s3_truth(
     return w
 
 
+#: ``~eye(m)`` for m = 0 .. number of classes (read-only)
+_OFF_DIAGONAL = tuple(~np.eye(m, dtype=bool) for m in range(len(ASSET_CLASSES) + 1))
+for _m in _OFF_DIAGONAL:
+    _m.flags.writeable = False
+
+
 @dataclass
 class CorrelationScore:
     """Parts of the two-layer correlation score (spec §4.3)."""
@@ -138,21 +144,23 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     k = len(ASSET_CLASSES)
     cw = np.bincount(snap.class_id, weights=np.where(snap.available, weights, 0.0), minlength=k)
     intra = snap.intra
-    use_i = np.isfinite(intra) & (cw > 0)
+    held = cw > 0
+    use_i = np.isfinite(intra) & held
     i_score = float(np.clip(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0))
-    active = np.flatnonzero(cw > 0)
+    active = np.flatnonzero(held)
     h = 1.0
     if active.size >= 2:
-        ww = np.outer(cw[active], cw[active])
-        rho = snap.inter[np.ix_(active, active)]
-        mask = ~np.eye(active.size, dtype=bool) & np.isfinite(rho)
+        ca = cw[active]
+        ww = ca[:, None] * ca[None, :]  # np.outer
+        rho = snap.inter[active[:, None], active]  # np.ix_
+        mask = _OFF_DIAGONAL[active.size] & np.isfinite(rho)
         den = ww[mask].sum()
         if den > 0:
             rho_w = (ww[mask] * rho[mask]).sum() / den
             h = float(np.clip((1.0 - rho_w) / 2.0, 0.0, 1.0))
     return CorrelationScore(
         i_score, h, 0.5 * i_score + 0.5 * h,
-        {ASSET_CLASSES[c]: float(cw[c]) for c in range(k) if cw[c] > 0},
+        {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
     )
 
 
