@@ -20,7 +20,7 @@ window config and row, at most ``ROW_CACHE_MAX`` rows, freed with the dataset). 
 references to the row arrays it was rendered from and is used only when the snapshot carries the
 very same (read-only) arrays, date, regime and universe: a dict shared by mistake costs a re-render,
 never a changed prompt, and the cache keeps no array alive. The prompt text is the same with and
-without the cache (tests/portbench/test_pb_prompt_cache.py). Memory: about 20 kB per decision row
+without the cache (tests/portbench/test_pb_prompt_speed_exact.py). Memory: about 20 kB per decision row
 in the full style at N = 80 (14 kB of it the correlation block); a block longer than
 :data:`BLOCK_CACHE_MAX_CHARS` is rendered every time.
 """
@@ -92,20 +92,20 @@ BLOCK_CACHE_MAX_CHARS = 65_536
 def _row_objects(snap: MarketSnapshot) -> tuple:
     """The snapshot's row arrays a cached block may depend on (compared by identity)."""
     return (snap.available, snap.price, snap.trailing_return, snap.ann_vol, snap.corr, snap.intra, snap.inter,
-            snap.macro, snap.macro_mask, snap.class_id)
+            snap.macro, snap.macro_mask)
 
 
 def _block(cache: dict | None, snap: MarketSnapshot, key: tuple, build):
     """``build()``, kept in ``cache[("prompt",) + key]`` for the same snapshot row (module docstring).
 
     An entry holds weak references to the row arrays it was rendered from (so it keeps no array
-    alive), the date, regime and universe, and the text; it is used only when all of them are the
-    snapshot's."""
+    alive), the date, regime and universe (tickers, classes, class ids: per env, so by value), and the
+    text; it is used only when all of them are the snapshot's."""
     if cache is None:
         return build()
     key = ("prompt",) + key
     objs = _row_objects(snap)
-    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes)
+    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes, snap.class_id.tobytes())  # by value
     hit = cache.get(key)
     if hit is not None and hit[1] == vals and all(r() is o for r, o in zip(hit[0], objs)):
         return hit[2]
