@@ -4,7 +4,8 @@
 - the block cache (prompts.py docstring): prompts with and without it are the same in every style, on
   several dates, for two profiles and in paper mode; a block is rendered once per dataset and decision
   row (S1, S3 and every profile share it); two datasets on the same date never share a block;
-- ``quantile_linear`` is ``np.quantile``; the BLAS thread limit restores the thread counts.
+- ``quantile_linear`` is ``np.quantile``; the BLAS thread limit restores the thread counts;
+- the answer parser's brace scan and control-character filter equal the character loops they replaced.
 """
 
 from __future__ import annotations
@@ -231,3 +232,48 @@ def test_blas_limit_sets_and_restores_thread_counts():
             assert counts() == [max(before or [1])] * len(before)
         assert set(counts()) <= {1}
     assert counts() == before
+
+
+# ------------------------------------------------------------------------------ answer parsing
+def _balanced_end_reference(s: str, i: int):
+    """The character loop the regular-expression scan replaced."""
+    depth, in_str, esc = 0, False, False
+    for j in range(i, len(s)):
+        c = s[j]
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+    return None
+
+
+def test_balanced_scan_equals_the_character_loop():
+    import random
+
+    from quantgym.envs.portbench.parsing import _balanced_end
+
+    rng = random.Random(0)
+    for _ in range(8000):
+        s = "".join(rng.choice('{}"\\a :') for _ in range(rng.randint(0, 24)))
+        for i in range(len(s)):
+            assert _balanced_end(s, i) == _balanced_end_reference(s, i), (s, i)
+
+
+def test_clean_text_drops_exactly_the_control_characters():
+    import unicodedata
+
+    from quantgym.envs.portbench.parsing import clean_text
+
+    text = "".join(chr(c) for c in range(0x3000)) + "\U0001F600\x85\x9f\x7f"
+    assert clean_text(text) == "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
