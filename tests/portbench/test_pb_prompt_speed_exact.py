@@ -174,7 +174,21 @@ def test_two_datasets_on_the_same_date_never_share_a_block(monkeypatch):
     parts = [env.view._row_parts(int(env.snapshot.t)) for env in envs]
     assert parts[0] is not parts[1]
     key = ("prompt", "corr", "upper", None)
-    assert parts[0][key][2] != parts[1][key][2]
+    assert parts[0][key].text != parts[1][key].text
+
+
+def test_env_with_cached_blocks_pickles_and_its_clone_renders_the_same(monkeypatch):
+    import pickle
+
+    from quantgym.envs.portbench.env import PortBenchEnv
+
+    env = PortBenchEnv(profile="balanced", period="covid_2020", stagewise=True)
+    obs, _ = env.reset(seed=0)
+    clone = pickle.loads(pickle.dumps(env))
+    for style in PROMPT_STYLES:
+        for stage in (0, 2):
+            want = _uncached(monkeypatch, lambda: env.render_prompt(stage=stage, style=style))
+            assert clone.render_prompt(stage=stage, style=style) == env.render_prompt(stage=stage, style=style) == want
 
 
 def test_a_cache_shared_by_mistake_never_changes_a_prompt():

@@ -20,9 +20,9 @@ window config and row, at most ``ROW_CACHE_MAX`` rows, freed with the dataset). 
 references to the row arrays it was rendered from and is used only when the snapshot carries the
 very same (read-only) arrays, date, regime and universe: a dict shared by mistake costs a re-render,
 never a changed prompt, and the cache keeps no array alive. The prompt text is the same with and
-without the cache (tests/portbench/test_pb_prompt_speed_exact.py). Memory: about 20 kB per decision row
-in the full style at N = 80 (14 kB of it the correlation block); a block longer than
-:data:`BLOCK_CACHE_MAX_CHARS` is rendered every time.
+without the cache (tests/portbench/test_pb_prompt_speed_exact.py). Memory: about 20 k characters per
+decision row in the full style at N = 80 (15 k of them the correlation block), 29 k with all three
+styles; a block longer than :data:`BLOCK_CACHE_MAX_CHARS` is rendered every time.
 """
 
 from __future__ import annotations
@@ -95,24 +95,41 @@ def _row_objects(snap: MarketSnapshot) -> tuple:
             snap.macro, snap.macro_mask)
 
 
+class _Cached:
+    """A cached block with what it was rendered from: weak references to the row arrays, the date, regime
+    and universe. Pickled (an env is picklable) as an entry that never matches: weak references do not
+    pickle, and the clone re-renders."""
+
+    __slots__ = ("refs", "vals", "text")
+
+    def __init__(self, refs: tuple, vals: tuple | None, text: str):
+        self.refs, self.vals, self.text = refs, vals, text
+
+    def __reduce__(self):
+        return (_Cached, ((), None, ""))
+
+    def matches(self, objs: tuple, vals: tuple) -> bool:
+        return bool(self.refs) and self.vals == vals and all(r() is o for r, o in zip(self.refs, objs))
+
+
 def _block(cache: dict | None, snap: MarketSnapshot, key: tuple, build):
     """``build()``, kept in ``cache[("prompt",) + key]`` for the same snapshot row (module docstring).
 
-    An entry holds weak references to the row arrays it was rendered from (so it keeps no array
-    alive), the date, regime and universe (tickers, classes, class ids: per env, so by value), and the
-    text; it is used only when all of them are the snapshot's."""
+    An entry (:class:`_Cached`) holds weak references to the row arrays it was rendered from (so it
+    keeps no array alive), the date, regime and universe (tickers, classes, class ids: per env, so by
+    value), and the text; it is used only when all of them are the snapshot's."""
     if cache is None:
         return build()
     key = ("prompt",) + key
     objs = _row_objects(snap)
-    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes, snap.class_id.tobytes())  # by value
+    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes, snap.class_id.tobytes())
     hit = cache.get(key)
-    if hit is not None and hit[1] == vals and all(r() is o for r, o in zip(hit[0], objs)):
-        return hit[2]
+    if hit is not None and hit.matches(objs, vals):
+        return hit.text
     text = build()
     if len(text) <= BLOCK_CACHE_MAX_CHARS:
         try:
-            cache[key] = (tuple(weakref.ref(o) for o in objs), vals, text)
+            cache[key] = _Cached(tuple(weakref.ref(o) for o in objs), vals, text)
         except TypeError:  # a hand-built snapshot with plain sequences: no cache
             pass
     return text
