@@ -277,7 +277,8 @@ def main(argv=None) -> None:
         else:
             r = stagewise_decision_ms(dur, seed, a.text)
             rows = [(f"stagewise decision (S1+S2+S3 sub-steps{', text answers' if a.text else ''})",
-                     f"{r['wall_ms']:.2f} ms wall, {r['cpu_ms']:.2f} ms CPU", f"median of {r['n']} decisions, normal_2024")]
+                     f"{r['wall_ms']:.2f} ms wall, {r['cpu_ms']:.2f} ms CPU",
+                     f"median of {r['n']} decisions, normal_2024")]
         print_table("PortBench stagewise decision (N = 80, prompts, scoring)", rows)
         load = os.getloadavg()
         print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load[0]:.1f} / {load[1]:.1f} / "

@@ -199,7 +199,8 @@ def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_a
     the row's block cache (module docstring)."""
     if style != "full":
         return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets, cache)
-    lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets), lambda: _s1_head(snap, macro_keys, max_assets)),
+    lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets),
+                    lambda: _s1_head(snap, macro_keys, max_assets)),
              _block(cache, snap, ("corr", corr_table, max_corr_assets),
                     lambda: correlation_block(snap, corr_table, max_corr_assets))]
     if snap.news_text:
@@ -223,7 +224,8 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
     lines = _header(snap, "S2 SIGNAL GENERATION")
     lines.append("[YOUR S1 VIEWS]")
     tk = snap.tickers
-    lines += [f"{tk[i]}: view={v:+.3f}" for i, v in zip(snap.avail_idx.tolist(), views[snap.available].tolist())]
+    vals = np.asarray(views)[snap.available].tolist()
+    lines += [f"{tk[i]}: view={v:+.3f}" for i, v in zip(snap.avail_idx.tolist(), vals)]
     lines.append(f"Your detected regime: {notes.get('detected_regime', 'n/a')}")
     lines.append(f"Your macro summary: {notes.get('macro_summary', 'n/a')}")
     if snap.news_text:
