@@ -291,3 +291,19 @@ def test_clean_text_drops_exactly_the_control_characters():
 
     text = "".join(chr(c) for c in range(0x3000)) + "\U0001F600\x85\x9f\x7f"
     assert clean_text(text) == "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+
+
+def test_blocks_over_the_size_bound_are_not_kept(monkeypatch):
+    from quantgym.envs.portbench.env import PortBenchEnv
+
+    env = PortBenchEnv(profile="balanced", period="crypto_2022", stagewise=True, scoring=False)
+    env.reset(seed=0)
+    want = _uncached(monkeypatch, lambda: env.render_prompt(stage=2))
+    cache: dict = {}
+    monkeypatch.setattr(prompts, "BLOCK_CACHE_MAX_CHARS", 1000)  # the correlation block has ~15k characters
+    from quantgym.envs.portbench.universe import MACRO_KEYS
+
+    text = prompts.render_s1(env.snapshot, MACRO_KEYS, cache=cache)
+    assert text == _uncached(monkeypatch, lambda: prompts.render_s1(env.snapshot, MACRO_KEYS))
+    assert ("prompt", "corr", "upper", None) not in cache and ("prompt", "s1_head", tuple(MACRO_KEYS), None) not in cache
+    assert env.render_prompt(stage=2) == want
