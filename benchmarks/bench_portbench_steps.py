@@ -3,6 +3,7 @@
 Prints a table and appends it, with the command, to docs/performance.md (``--no-append`` to skip).
 
     python benchmarks/bench_portbench_steps.py [--duration 3] [--no-append]
+    python benchmarks/bench_portbench_steps.py --stagewise-only [--text] [--baseline REV --rounds 5]
 
 Measurements (bundled real data, 80 assets, seed 0, pre-generated actions; single envs through
 ``gymnasium.utils.performance.benchmark_step`` with the action space replaced by a replay of the
@@ -11,7 +12,11 @@ pre-generated actions; vector envs with the same loop by hand, counting env-step
 - allocation mode, raw ``PortBenchEnv(scoring=False)`` (no gym.make wrappers), daily decisions
   2016–2023 (one step = one trading day), warm per-dataset caches;
 - the same via ``gym.make`` (PassiveEnvChecker + OrderEnforcing), and with ``AllocationWrapper``;
-- stagewise mode (S1 → S2 → S3 sub-steps with the text prompt, full scoring), sub-steps/s;
+- stagewise mode (S1 → S2 → S3 sub-steps with the text prompt, full scoring), sub-steps/s, and
+  ms per decision (the three sub-steps of one decision date, median over decisions; wall and CPU);
+  ``--text``: the answers are JSON text through ``TextStageAction`` (parse + coerce per sub-step);
+  ``--stagewise-only --baseline REV`` measures only these two, alternately on the code of git revision
+  ``REV`` (``git archive`` of ``quantgym/``) and on this checkout, each run in a fresh process;
 - a full S1–S5 scored allocation step with the 60-day max-Sharpe oracle on the four bench
   periods: cold (first visit of each decision row: snapshot, SLSQP oracle, scoring) and warm
   (row cache hit), ms per step;
@@ -36,16 +41,19 @@ import time
 import warnings
 from pathlib import Path
 
-import gymnasium as gym
-import numpy as np
-from gymnasium.utils.performance import benchmark_step
-
-import quantgym  # noqa: F401 - registers the ids
-from quantgym.envs.portbench.env import PortBenchEnv
-from quantgym.envs.portbench.allocation import AllocationWrapper
-from _common import print_table
-
 ROOT = Path(__file__).resolve().parents[1]
+# the checkout this script belongs to, not an installed quantgym (the --baseline children point elsewhere)
+sys.path.insert(0, os.environ.get("QUANTGYM_BENCH_CODE", str(ROOT)))
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+from gymnasium.utils.performance import benchmark_step  # noqa: E402
+
+import quantgym  # noqa: F401,E402 - registers the ids
+from quantgym.envs.portbench.env import PortBenchEnv  # noqa: E402
+from quantgym.envs.portbench.allocation import AllocationWrapper  # noqa: E402
+from _common import print_table  # noqa: E402
+
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 ENV_ID = "PortBench-Balanced-v0"
 DAILY = {"start": "2016-01-01", "end": "2023-12-31", "freq": "daily"}
@@ -107,6 +115,85 @@ def bench_vector(venv, actions: list, duration: float, seed: int) -> float:
         if time.perf_counter() - t0 > duration:
             break
     return steps / (time.perf_counter() - t0)
+
+
+def stagewise_decision_ms(duration: float, seed: int, text: bool = False) -> dict[str, float]:
+    """ms per stagewise decision: the S1, S2 and S3 sub-steps of one decision date through ``gym.make``
+    (text prompts in the full style, full scoring: S1-S5, CEPS, PAS), normal_2024, after one warm
+    episode; medians over the decisions timed in ``duration`` seconds (resets not timed).
+
+    ``text=True``: through :class:`~quantgym.envs.portbench.text_protocol.TextStageAction`, the three
+    answers being JSON text (``tests/llm/pb_script.py``'s answers to the episode's prompts, made before
+    timing), so each sub-step also parses and coerces an answer (1.2-2.4 k characters)."""
+    env = gym.make(ENV_ID, period="normal_2024", stagewise=True)
+    if text:
+        from quantgym.envs.portbench.text_protocol import TextStageAction
+
+        env = TextStageAction(env)
+        acts = _scripted_answers(env, seed)
+    else:
+        acts = dict_actions(80, 64, seed)
+        warm(env, acts, seed)
+    env.reset(seed=seed)
+    wall, cpu, i = [], [], 0
+    stop = time.perf_counter() + duration
+    while time.perf_counter() < stop:
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(3):
+            _, _, done, _, _ = env.step(acts[i % len(acts)])
+            i += 1
+        wall.append(1e3 * (time.perf_counter() - t0))
+        cpu.append(1e3 * (time.process_time() - c0))
+        if done:
+            env.reset(seed=seed)
+            i = 0
+    return {"wall_ms": float(np.median(wall)), "cpu_ms": float(np.median(cpu)), "n": len(wall)}
+
+
+def _scripted_answers(env: gym.Env, seed: int) -> list[str]:
+    """The scripted model's JSON answer to every prompt of one episode (which also warms the caches)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pb_script", ROOT / "tests" / "llm" / "pb_script.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    obs, _ = env.reset(seed=seed)
+    out, done = [], False
+    while not done:
+        out.append(json.dumps(script.answer({"messages": [{"role": "user", "content": obs["prompt"]}]})))
+        obs, _, done, _, _ = env.step(out[-1])
+    return out
+
+
+def stagewise_before_after(rev: str, rounds: int, duration: float, seed: int) -> list[tuple[str, str, str]]:
+    """:func:`stagewise_decision_ms` (array and text answers) on git revision ``rev`` and on this checkout,
+    alternately, ``rounds`` times each (a fresh process per run); rows for :func:`print_table` (medians
+    of the per-run medians)."""
+    res: dict[tuple[str, bool], list[dict]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        arch = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "quantgym"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=arch.stdout, check=True)
+        for _ in range(rounds):
+            for text in (False, True):
+                for label, code in (("before", tmp), ("after", str(ROOT))):
+                    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"QUANTGYM_BENCH_CODE": code}
+                    cmd = [sys.executable, __file__, "--stagewise-child", "--duration", str(duration), "--seed",
+                           str(seed)] + (["--text"] if text else [])
+                    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+                    res.setdefault((label, text), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rows = []
+    for text in (False, True):
+        med = {lab: {m: float(np.median([r[m] for r in res[(lab, text)]])) for m in ("wall_ms", "cpu_ms")}
+               for lab in ("before", "after")}
+        what = "text answers (parse + coerce)" if text else "array actions"
+        for lab, name in (("before", rev), ("after", "this checkout")):
+            n = sum(r["n"] for r in res[(lab, text)])
+            rows.append((f"stagewise decision, {what}, {lab} ({name})",
+                         f"{med[lab]['wall_ms']:.2f} ms wall, {med[lab]['cpu_ms']:.2f} ms CPU",
+                         f"{n} decisions in {rounds} runs"))
+        rows.append((f"speed-up, {what}", f"{med['before']['wall_ms'] / med['after']['wall_ms']:.2f}x wall, "
+                     f"{med['before']['cpu_ms'] / med['after']['cpu_ms']:.2f}x CPU", "before / after"))
+    return rows
 
 
 def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[float]]:
@@ -173,9 +260,30 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-append", action="store_true", help="do not append to docs/performance.md")
     ap.add_argument("--no-peers", action="store_true", help="skip gym-anytrading / FinRL")
+    ap.add_argument("--stagewise-only", action="store_true", help="only the ms per stagewise decision (no append)")
+    ap.add_argument("--baseline", metavar="REV", help="with --stagewise-only: also git revision REV, alternately")
+    ap.add_argument("--rounds", type=int, default=5, help="runs of each side with --baseline")
+    ap.add_argument("--stagewise-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--text", action="store_true", help="with --stagewise-only: text answers (parse + coerce)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     dur, seed = a.duration, a.seed
+    if a.stagewise_child:
+        print(json.dumps(stagewise_decision_ms(dur, seed, a.text)))
+        return
+    if a.stagewise_only:
+        if a.baseline:
+            rows = stagewise_before_after(a.baseline, a.rounds, dur, seed)
+        else:
+            r = stagewise_decision_ms(dur, seed, a.text)
+            rows = [(f"stagewise decision (S1+S2+S3 sub-steps{', text answers' if a.text else ''})",
+                     f"{r['wall_ms']:.2f} ms wall, {r['cpu_ms']:.2f} ms CPU",
+                     f"median of {r['n']} decisions, normal_2024")]
+        print_table("PortBench stagewise decision (N = 80, prompts, scoring)", rows)
+        load = os.getloadavg()
+        print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {load[0]:.1f} / {load[1]:.1f} / "
+              f"{load[2]:.1f}; Python {platform.python_version()}, numpy {np.__version__}, gymnasium {gym.__version__}")
+        return
     rows: list[tuple[str, str, str]] = []  # (measurement, value, note)
     res: dict[str, float] = {}
 
@@ -192,6 +300,7 @@ def main(argv=None) -> None:
     stg = gym.make(ENV_ID, period="normal_2024", stagewise=True)
     warm(stg, dict_actions(80, 64, seed), seed)
     res["stagewise"] = bench_single(stg, dict_actions(80, 1024, seed), dur, seed)
+    res["stagewise_decision"] = stagewise_decision_ms(dur, seed)
     times_default = scored_step_times(seed, blas_default=True)
     times = scored_step_times(seed)
     for n in (1, 8):
@@ -211,6 +320,8 @@ def main(argv=None) -> None:
         ("allocation, gym.make (scoring off)", f"{res['gym.make']:,.0f} steps/s", "+ PassiveEnvChecker, OrderEnforcing"),
         ("allocation, AllocationWrapper (Box)", f"{res['alloc_wrapper']:,.0f} steps/s", "gym.make + Box obs/action"),
         ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", f"{res['stagewise']:,.0f} sub-steps/s", "normal_2024"),
+        ("stagewise decision (S1+S2+S3 sub-steps)", f"{res['stagewise_decision']['wall_ms']:.2f} ms",
+         f"median of {res['stagewise_decision']['n']} decisions ({res['stagewise_decision']['cpu_ms']:.2f} ms CPU)"),
         ("full S1-S5 scored step, cold", _stats(times["cold"]), f"{cold.size} steps, 4 bench periods, incl. "
          "60-day max-Sharpe oracle (exact NNLS), single-threaded BLAS"),
         ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"]),

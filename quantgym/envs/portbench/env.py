@@ -413,18 +413,22 @@ class PortBenchEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         stage = self.stage if stage is None else stage
         snap, cfg = self.snapshot, self.config
+        # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision row
+        # and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
+        row_parts = getattr(self.view, "_row_parts", None)
+        cache = None if row_parts is None else row_parts(int(snap.t))
         if stage == 0 or not self.stagewise:
             if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
                 return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6,
-                                         style=style)
-            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style)
+                                         style=style, cache=cache)
+            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style, cache=cache)
         if stage == 1:
             if cfg.paper.s2_prompt_threshold:  # paper (§4.2): the prompt says ±0.15, truth uses ±0.2
                 return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15, style=style)
             return prompts.render_s2(snap, self.prev_views, self.stage_notes, style=style)
         block = "" if cfg.paper.no_profile_in_s3 else self.profile.prompt_block()  # paper (§3.1): no profile
         return prompts.render_s3(snap, self.prev_signals, block, cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style)
+                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache)
 
     def _base_info(self) -> dict[str, Any]:
         return {
@@ -556,7 +560,9 @@ class PortBenchEnv(gym.Env):
         return np.round(w / tot, 4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas)
+        # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas); the S1 and
+        # S2 sub-steps of stagewise mode make none
+        if self.scoring and (not self.stagewise or self.stage == 2):
             with _single_thread_blas():
                 return self._step(action)
         return self._step(action)

@@ -16,6 +16,7 @@ __all__ = ["max_sharpe", "max_sharpe_weights"]
 
 _BLAS = None
 _BLAS_DEFAULT = 1
+_BLAS_LIBS: tuple = ()
 
 
 def _single_thread_blas():
@@ -32,18 +33,40 @@ def _single_thread_blas():
 
 def _blas_limit(n: int | None):
     """BLAS thread limit context: ``n`` threads, or None = the process's default (captured at first use)."""
-    global _BLAS, _BLAS_DEFAULT
+    global _BLAS, _BLAS_DEFAULT, _BLAS_LIBS
     if _BLAS is None:
         try:
             from threadpoolctl import ThreadpoolController
 
             _BLAS = ThreadpoolController()
-            _BLAS_DEFAULT = max([lib.num_threads for lib in _BLAS.select(user_api="blas").lib_controllers] or [1])
+            _BLAS_LIBS = tuple(_BLAS.select(user_api="blas").lib_controllers)
+            _BLAS_DEFAULT = max([lib.num_threads for lib in _BLAS_LIBS] or [1])
         except Exception:  # noqa: BLE001 - optional speed-up only
             _BLAS = False
     if not _BLAS:
         return contextlib.nullcontext()
-    return _BLAS.limit(limits=_BLAS_DEFAULT if n is None else n, user_api="blas")
+    return _BlasThreads(_BLAS_LIBS, _BLAS_DEFAULT if n is None else n)
+
+
+class _BlasThreads:
+    """``threadpoolctl``'s ``limit(limits=n, user_api="blas")`` on the BLAS libraries found at first use:
+    each library's thread count is set to ``n`` on entry and restored on exit, without re-scanning the
+    process's libraries every time (speed only: the scored env enters it once per step)."""
+
+    __slots__ = ("libs", "n", "prev")
+
+    def __init__(self, libs, n: int):
+        self.libs, self.n, self.prev = libs, n, ()
+
+    def __enter__(self):
+        self.prev = tuple(lib.num_threads for lib in self.libs)
+        for lib in self.libs:
+            lib.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for lib, k in zip(self.libs, self.prev):
+            lib.set_num_threads(k)
 
 
 def max_sharpe(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:

@@ -19,9 +19,10 @@ object describing what happened.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -49,34 +50,39 @@ REGIME_CHOICES = ("bull", "bear", "sideways", "high-volatility")
 SIGNAL_CODES = {"sell": 0, "hold": 1, "buy": 2}
 
 
+#: the Unicode control characters (general category Cc: U+0000-U+001F, U+007F-U+009F) but tab and newline
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: the tokens of the string-aware brace scan: a complete JSON string (escapes included), a quote that opens
+#: no complete string, a brace
+_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|["{}]', re.S)
+
+
 def clean_text(text: str) -> str:
     """§4.0 pre-processing: drop reasoning blocks, code fences and control characters (keep \\n, \\t)."""
     text = strip_reasoning(text)
     text = strip_fences(text)
-    return "".join(ch for ch in text if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    return _CONTROL.sub("", text)
 
 
 # ------------------------------------------------------------------------------------------ JSON
 def _balanced_end(s: str, i: int) -> int | None:
-    """Index after the ``}`` closing the object starting at ``s[i] == '{'`` (string-aware), or None."""
-    depth, in_str, esc = 0, False, False
-    for j in range(i, len(s)):
-        c = s[j]
-        if in_str:
-            if esc:
-                esc = False
-            elif c == "\\":
-                esc = True
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
+    """Index after the ``}`` closing the object starting at ``s[i] == '{'`` (string-aware), or None.
+
+    A backslash inside a string escapes the character after it; an unterminated string runs to the end.
+    One regular-expression scan over strings and braces (not a Python loop over characters)."""
+    depth = 0
+    for m in _TOKENS.finditer(s, i):
+        a, b = m.span()
+        c = s[a]
+        if c == '"':
+            if b - a == 1:  # no closing quote: the rest is inside the string
+                return None
         elif c == "{":
             depth += 1
-        elif c == "}":
+        else:
             depth -= 1
             if depth == 0:
-                return j + 1
+                return b
     return None
 
 
@@ -294,13 +300,25 @@ def _as_number(x: Any) -> float | None:
             return None
     else:
         return None
-    return f if np.isfinite(f) else None
+    return f if math.isfinite(f) else None
+
+
+def _ticker_index(tickers: Sequence[str]) -> tuple[dict[str, int], dict[str, int]]:
+    """(ticker -> index, upper-cased ticker -> index), cached per universe (speed only)."""
+    try:
+        return _ticker_index_cached(tuple(tickers))
+    except TypeError:  # unhashable entries
+        return _ticker_index_cached.__wrapped__(tuple(tickers))
+
+
+@functools.lru_cache(maxsize=16)
+def _ticker_index_cached(tickers: tuple) -> tuple[dict[str, int], dict[str, int]]:
+    return {t: i for i, t in enumerate(tickers)}, {t.upper(): i for i, t in enumerate(tickers)}
 
 
 def _lookup(d: dict, tickers: Sequence[str]) -> tuple[dict[int, Any], list[str]]:
     """Map answer keys to universe indices (exact, then case-insensitive). Returns (index -> value, unknown keys)."""
-    pos = {t: i for i, t in enumerate(tickers)}
-    upper = {t.upper(): i for i, t in enumerate(tickers)}
+    pos, upper = _ticker_index(tickers)
     out, unknown = {}, []
     for k, v in d.items():
         ks = str(k).strip()

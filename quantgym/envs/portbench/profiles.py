@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -59,6 +60,21 @@ def get_profile(name: str | InvestorProfile) -> InvestorProfile:
     return PROFILES[key]
 
 
+def _class_mask(classes: Sequence[str], chosen: Sequence[str]) -> np.ndarray:
+    """``classes ∈ chosen`` as a bool array (cached per universe; speed only)."""
+    try:
+        return _class_mask_cached(tuple(classes), tuple(chosen))
+    except TypeError:  # unhashable labels
+        return np.isin(np.asarray(classes), list(chosen))
+
+
+@functools.lru_cache(maxsize=64)
+def _class_mask_cached(classes: tuple, chosen: tuple) -> np.ndarray:
+    m = np.isin(np.asarray(classes), list(chosen))
+    m.flags.writeable = False
+    return m
+
+
 def pas_step(
     weights: Sequence[float] | np.ndarray,
     classes: Sequence[str],
@@ -87,9 +103,8 @@ def pas_step(
     0.666667
     """
     w = np.asarray(weights, dtype=np.float64)
-    cls = np.asarray(classes)
-    e = float(w[np.isin(cls, list(equity_classes))].sum())
-    b = float(w[np.isin(cls, list(PAS_DEFENSIVE_CLASSES))].sum())
+    e = float(w[_class_mask(classes, equity_classes)].sum())
+    b = float(w[_class_mask(classes, PAS_DEFENSIVE_CLASSES)].sum())
     cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
     s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
     s_b = 1.0 if floor == 0 else min(b / floor, 1.0)

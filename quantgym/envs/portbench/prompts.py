@@ -10,12 +10,26 @@ drop, in this order: the pairwise correlation table (compact: each asset's most 
 asset; minimal: class averages only), decimals and wording (one ``TICKER class ret% vol%`` row per
 asset; minimal groups the rows by class), the macro block (minimal: :data:`MINIMAL_MACRO_KEYS`), and
 the news text (truncated to :data:`NEWS_CHARS`).
+
+Block cache (speed only, issue #19 item 4). :func:`render_s1` and :func:`render_s3` take ``cache``:
+None renders everything; a dict keeps the blocks that depend on the snapshot's row only (header,
+asset lines, macro lines, correlation block) so that S1 and S3 of one decision date, every style
+and every env over the same dataset render them once. The env passes the row cache of the decision
+row (:meth:`quantgym.envs.portbench.market.MarketView._row_parts`: one dict per dataset object,
+window config and row, at most ``ROW_CACHE_MAX`` rows, freed with the dataset). An entry holds weak
+references to the row arrays it was rendered from and is used only when the snapshot carries the
+very same (read-only) arrays, date, regime and universe: a dict shared by mistake costs a re-render,
+never a changed prompt, and the cache keeps no array alive. The prompt text is the same with and
+without the cache (tests/portbench/test_pb_prompt_speed_exact.py). Memory: about 20 k characters per
+decision row in the full style at N = 80 (15 k of them the correlation block), 29 k with all three
+styles; a block longer than :data:`BLOCK_CACHE_MAX_CHARS` is rendered every time.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import weakref
 
 import numpy as np
 
@@ -70,6 +84,57 @@ def _nums(x: np.ndarray) -> np.ndarray:
     return out
 
 
+#: a rendered block longer than this is not kept (a full-style pairwise table beyond about N = 180 assets):
+#: bounds the cache's memory per decision row
+BLOCK_CACHE_MAX_CHARS = 65_536
+
+
+def _row_objects(snap: MarketSnapshot) -> tuple:
+    """The snapshot's row arrays a cached block may depend on (compared by identity)."""
+    return (snap.available, snap.price, snap.trailing_return, snap.ann_vol, snap.corr, snap.intra, snap.inter,
+            snap.macro, snap.macro_mask)
+
+
+class _Cached:
+    """A cached block with what it was rendered from: weak references to the row arrays, the date, regime
+    and universe. Pickled (an env is picklable) as an entry that never matches: weak references do not
+    pickle, and the clone re-renders."""
+
+    __slots__ = ("refs", "vals", "text")
+
+    def __init__(self, refs: tuple, vals: tuple | None, text: str):
+        self.refs, self.vals, self.text = refs, vals, text
+
+    def __reduce__(self):
+        return (_Cached, ((), None, ""))
+
+    def matches(self, objs: tuple, vals: tuple) -> bool:
+        return bool(self.refs) and self.vals == vals and all(r() is o for r, o in zip(self.refs, objs))
+
+
+def _block(cache: dict | None, snap: MarketSnapshot, key: tuple, build):
+    """``build()``, kept in ``cache[("prompt",) + key]`` for the same snapshot row (module docstring).
+
+    An entry (:class:`_Cached`) holds weak references to the row arrays it was rendered from (so it
+    keeps no array alive), the date, regime and universe (tickers, classes, class ids: per env, so by
+    value), and the text; it is used only when all of them are the snapshot's."""
+    if cache is None:
+        return build()
+    key = ("prompt",) + key
+    objs = _row_objects(snap)
+    vals = (snap.decision_date, snap.regime, snap.tickers, snap.classes, snap.class_id.tobytes())
+    hit = cache.get(key)
+    if hit is not None and hit.matches(objs, vals):
+        return hit.text
+    text = build()
+    if len(text) <= BLOCK_CACHE_MAX_CHARS:
+        try:
+            cache[key] = _Cached(tuple(weakref.ref(o) for o in objs), vals, text)
+        except TypeError:  # a hand-built snapshot with plain sequences: no cache
+            pass
+    return text
+
+
 def correlation_block(snap: MarketSnapshot, table: str = "upper", max_assets: int | None = None) -> str:
     """Pairwise table (upper triangle, one row per asset), intra-class averages, inter-class matrix.
 
@@ -114,21 +179,30 @@ def _header(snap: MarketSnapshot, stage: str) -> list[str]:
             f"Market regime (SPY 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
 
 
-def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_assets: int | None = None,
-              max_corr_assets: int | None = None, style: str = "full") -> str:
-    """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset).
-
-    ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
-    per-asset lines and of the pairwise table. ``style``: one of ``PROMPT_STYLES`` (module docstring)."""
-    if style != "full":
-        return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets)
+def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None) -> str:
+    """Full-style S1 header, asset lines and macro lines (row-dependent only)."""
     lines = _header(snap, "S1 MARKET INTERPRETATION")
     lines.append("[ASSETS] ticker (class): price, trailing return over the window, annualised volatility")
     for i in snap.avail_idx[:max_assets]:
         lines.append(f"{snap.tickers[i]} ({snap.classes[i]}): price {snap.price[i]:.2f}, "
                      f"return {100 * snap.trailing_return[i]:+.2f}%, vol {100 * snap.ann_vol[i]:.1f}%")
     lines += _macro_lines(snap, macro_keys)
-    lines.append(correlation_block(snap, corr_table, max_corr_assets))
+    return "\n".join(lines)
+
+
+def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_assets: int | None = None,
+              max_corr_assets: int | None = None, style: str = "full", cache: dict | None = None) -> str:
+    """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset).
+
+    ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
+    per-asset lines and of the pairwise table. ``style``: one of ``PROMPT_STYLES``; ``cache``: None or
+    the row's block cache (module docstring)."""
+    if style != "full":
+        return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets, cache)
+    lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets),
+                    lambda: _s1_head(snap, macro_keys, max_assets)),
+             _block(cache, snap, ("corr", corr_table, max_corr_assets),
+                    lambda: correlation_block(snap, corr_table, max_corr_assets))]
     if snap.news_text:
         lines.append("[NEWS]\n" + snap.news_text[:3000])
     lines.append(
@@ -149,7 +223,9 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
         return _s2_short(snap, views, notes, threshold, check_prompt_style(style))
     lines = _header(snap, "S2 SIGNAL GENERATION")
     lines.append("[YOUR S1 VIEWS]")
-    lines += [f"{snap.tickers[i]}: view={views[i]:+.3f}" for i in snap.avail_idx]
+    tk = snap.tickers
+    vals = np.asarray(views)[snap.available].tolist()
+    lines += [f"{tk[i]}: view={v:+.3f}" for i, v in zip(snap.avail_idx.tolist(), vals)]
     lines.append(f"Your detected regime: {notes.get('detected_regime', 'n/a')}")
     lines.append(f"Your macro summary: {notes.get('macro_summary', 'n/a')}")
     if snap.news_text:
@@ -164,26 +240,34 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
 
 
 def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
-              strengths: np.ndarray | None = None, corr_table: str = "upper", style: str = "full") -> str:
+              strengths: np.ndarray | None = None, corr_table: str = "upper", style: str = "full",
+              cache: dict | None = None) -> str:
     """S3 (weight optimisation) prompt: signals, current weights, NAV, correlations, constraints,
-    and (clean mode) the investor profile (spec §4.3, §3.1). ``style``: one of ``PROMPT_STYLES``."""
+    and (clean mode) the investor profile (spec §4.3, §3.1). ``style``: one of ``PROMPT_STYLES``;
+    ``cache``: None or the row's block cache (module docstring)."""
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     if style != "full":
-        return _s3_short(snap, signals, profile_block, nav_units, strengths, check_prompt_style(style))
+        return _s3_short(snap, signals, profile_block, nav_units, strengths, check_prompt_style(style), cache)
 
-    lines = _header(snap, "S3 WEIGHT OPTIMISATION")
+    lines = [_block(cache, snap, ("s3_header",), lambda: "\n".join(_header(snap, "S3 WEIGHT OPTIMISATION")))]
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     lines.append("[YOUR S2 SIGNALS] ticker: signal (strength)")
-    for i in snap.avail_idx:
-        st = 0.5 if strengths is None else float(strengths[i])
-        lines.append(f"{snap.tickers[i]}: {SIGNAL_NAMES[int(signals[i])]} ({st:.2f})")
-    cw = {snap.tickers[i]: round(float(snap.current_weights[i]), 3) for i in range(len(snap.tickers))
-          if snap.current_weights[i] > 5e-4}
+    tk, avail = snap.tickers, snap.available
+    idx = snap.avail_idx.tolist()
+    names = [SIGNAL_NAMES[int(sg)] for sg in np.asarray(signals)[avail].tolist()]
+    if strengths is None:  # the default strength 0.5 prints as (0.50)
+        lines += [tk[i] + ": " + nm + " (0.50)" for i, nm in zip(idx, names)]
+    else:
+        lines += [f"{tk[i]}: {nm} ({float(st):.2f})"
+                  for i, nm, st in zip(idx, names, np.asarray(strengths)[avail].tolist())]
+    cwv = snap.current_weights
+    held = np.flatnonzero(cwv > 5e-4)
+    cw = {tk[i]: round(float(w), 3) for i, w in zip(held.tolist(), cwv[held].tolist())}
     lines.append("[CURRENT WEIGHTS] " + json.dumps(cw))
     lines.append(f"[NAV] {snap.nav * nav_units:,.2f}")
-    lines.append(correlation_block(snap, corr_table))
+    lines.append(_block(cache, snap, ("corr", corr_table, None), lambda: correlation_block(snap, corr_table)))
     lines.append(
         "[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your signals. "
         "Assets with a 'sell' signal should ideally get 0, 'buy' assets should be increased; avoid unnecessary "
@@ -282,7 +366,25 @@ def _short_news(snap: MarketSnapshot, style: str) -> list[str]:
 
 
 def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
-              max_corr_assets: int | None) -> str:
+              max_corr_assets: int | None, cache: dict | None = None) -> str:
+    head = _block(cache, snap, ("s1_short", style, tuple(macro_keys), max_assets, max_corr_assets),
+                  lambda: _s1_short_head(snap, macro_keys, style, max_assets, max_corr_assets))
+    lines = [head] + _short_news(snap, style)
+    if style == "compact":
+        lines.append("[TASK] For every asset listed above give a view in [-1, 1] on its outlook (-1 very negative, "
+                     "+1 very positive), detect the market regime, state your confidence and summarise the macro "
+                     "picture.")
+    else:
+        lines.append("[TASK] Per listed asset a view in [-1, 1] (-1 very negative, +1 very positive); "
+                     "the regime; your confidence; a macro summary.")
+    lines.append("[SCHEMA] " + S1_SCHEMA)
+    lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
+    return "\n".join(lines)
+
+
+def _s1_short_head(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
+                   max_corr_assets: int | None) -> str:
+    """Short-style S1 header, asset lines, macro line and correlation lines (row-dependent only)."""
     idx = snap.avail_idx[:max_assets]
     lines = _short_header(snap, "S1 MARKET INTERPRETATION", style)
     if style == "compact":
@@ -296,16 +398,6 @@ def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | No
                   for c, members in _by_class(snap, idx)]
     lines.append(_short_macro(snap, macro_keys, style))
     lines += _short_corr(snap, style, max_corr_assets)
-    lines += _short_news(snap, style)
-    if style == "compact":
-        lines.append("[TASK] For every asset listed above give a view in [-1, 1] on its outlook (-1 very negative, "
-                     "+1 very positive), detect the market regime, state your confidence and summarise the macro "
-                     "picture.")
-    else:
-        lines.append("[TASK] Per listed asset a view in [-1, 1] (-1 very negative, +1 very positive); "
-                     "the regime; your confidence; a macro summary.")
-    lines.append("[SCHEMA] " + S1_SCHEMA)
-    lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
     return "\n".join(lines)
 
 
@@ -340,11 +432,12 @@ def _w3(x: float) -> str:
 
 
 def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
-              strengths: np.ndarray | None, style: str) -> str:
+              strengths: np.ndarray | None, style: str, cache: dict | None = None) -> str:
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     idx = snap.avail_idx
-    lines = _short_header(snap, "S3 WEIGHT OPTIMISATION", style)
+    lines = [_block(cache, snap, ("s3_short_header", style),
+                    lambda: "\n".join(_short_header(snap, "S3 WEIGHT OPTIMISATION", style)))]
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     cw = snap.current_weights
@@ -363,7 +456,7 @@ def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     if held:
         lines.append("[OTHER HOLDINGS] (not available now) " + ", ".join(f"{snap.tickers[i]} {_w3(cw[i])}" for i in held))
     lines.append(f"[NAV] {snap.nav * nav_units:,.2f}")
-    lines += _short_corr(snap, style)
+    lines.append(_block(cache, snap, ("short_corr", style), lambda: "\n".join(_short_corr(snap, style))))
     if style == "compact":
         lines.append(
             "[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your "

@@ -16,7 +16,7 @@ from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
-from quantgym.metrics import max_drawdown
+from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
 SIGNAL_NAMES = ("sell", "hold", "buy")
@@ -117,6 +117,12 @@ def s3_truth(
     return w
 
 
+#: ``~eye(m)`` for m = 0 .. number of classes (read-only)
+_OFF_DIAGONAL = tuple(~np.eye(m, dtype=bool) for m in range(len(ASSET_CLASSES) + 1))
+for _m in _OFF_DIAGONAL:
+    _m.flags.writeable = False
+
+
 @dataclass
 class CorrelationScore:
     """Parts of the two-layer correlation score (spec §4.3)."""
@@ -138,21 +144,23 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     k = len(ASSET_CLASSES)
     cw = np.bincount(snap.class_id, weights=np.where(snap.available, weights, 0.0), minlength=k)
     intra = snap.intra
-    use_i = np.isfinite(intra) & (cw > 0)
+    held = cw > 0
+    use_i = np.isfinite(intra) & held
     i_score = float(np.clip(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0))
-    active = np.flatnonzero(cw > 0)
+    active = np.flatnonzero(held)
     h = 1.0
     if active.size >= 2:
-        ww = np.outer(cw[active], cw[active])
-        rho = snap.inter[np.ix_(active, active)]
-        mask = ~np.eye(active.size, dtype=bool) & np.isfinite(rho)
+        ca = cw[active]
+        ww = ca[:, None] * ca[None, :]  # np.outer
+        rho = snap.inter[active[:, None], active]  # np.ix_
+        mask = _OFF_DIAGONAL[active.size] & np.isfinite(rho)
         den = ww[mask].sum()
         if den > 0:
             rho_w = (ww[mask] * rho[mask]).sum() / den
             h = float(np.clip((1.0 - rho_w) / 2.0, 0.0, 1.0))
     return CorrelationScore(
         i_score, h, 0.5 * i_score + 0.5 * h,
-        {ASSET_CLASSES[c]: float(cw[c]) for c in range(k) if cw[c] > 0},
+        {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
     )
 
 
@@ -201,6 +209,19 @@ class RiskReport:
                 "trigger": self.trigger}
 
 
+def _returns0(snap: MarketSnapshot) -> np.ndarray:
+    """The window returns with missing = 0, kept in ``snap.extra`` for a read-only window (speed only:
+    the agent's and the truth's reports of a decision share it)."""
+    src = snap.returns
+    hit = snap.extra.get("returns0")
+    if hit is not None and hit[0] is src:
+        return hit[1]
+    r = np.nan_to_num(src, nan=0.0)
+    if isinstance(src, np.ndarray) and not src.flags.writeable:
+        snap.extra["returns0"] = (src, r)
+    return r
+
+
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
                 cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
@@ -213,10 +234,9 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     """
     var_limit = profile.var_limit if profile else -0.02
     tol = profile.max_drawdown if profile else 0.10
-    r = np.nan_to_num(snap.returns, nan=0.0)
-    p = r @ np.where(snap.available, weights, 0.0)
+    p = _returns0(snap) @ np.where(snap.available, weights, 0.0)
     if p.size > cfg.s5_min_obs:
-        var = round(float(np.quantile(p, 0.05)), 6)
+        var = round(quantile_linear(p, 0.05), 6)
         dd = round(max_drawdown(p, include_start=include_start), 6)
     else:
         var, dd = 0.0, 0.0
