@@ -1,0 +1,472 @@
+"""Readers of the real A-share Level-2 samples (``shared/data/a_share_l2``), not shipped.
+
+Source: the public GitHub repository ``dolphindb/Tutorials_CN`` (commit 35282f623b8f; the
+repository's licence is Apache-2.0). **The original data vendor is not stated there**, so the
+files are not in the wheel: these readers take the folder of the six zip files (argument
+``path``, else ``$QUANTGYM_A_SHARE_L2``, else ``$QUANTGYM_SHARED_DATA/a_share_l2``, else
+``../shared/data/a_share_l2`` next to the source checkout; :func:`a_share_l2_dir`). See
+``docs/data.md`` for the decision.
+
+Every table is converted to the tidy intraday schema of :mod:`quantgym.data.sse_l2` (the
+reader of the bundled 600519 day), so one strategy reads every day the same way:
+
+- ``ts_event``: int64 ns since the epoch, UTC (the local Asia/Shanghai record time);
+  ``time``: the same instant as ``datetime64[ns, Asia/Shanghai]``;
+- prices float64 **CNY** (the sources' float text rounded to 0.001; 0 → NaN);
+  quantities int64 **shares**; values float64 CNY;
+- ``symbol``: exchange prefix + code, ``"SH600536"`` / ``"SZ000001"`` (the Quant-Arena panel
+  style; :mod:`~quantgym.data.sse_l2` writes the bare code ``"600519"`` of its one-stock file);
+- ``side``: orders ``"B"``/``"S"``; trades the aggressor ``"B"``/``"S"``, ``"N"`` in a call auction;
+  ``ord_type`` ``"A"`` add / ``"D"`` delete;
+- a field a source does not carry is a float64 column of NaN (e.g. ``num_trades`` of the
+  SZSE snapshots), so the column set is the same on every day.
+
+Sources (``SOURCES``; row counts as in the folder's PROVENANCE.md):
+
+============  ==========  =========================================================  ==========
+key           date        content                                                    tables
+============  ==========  =========================================================  ==========
+sh_20230711   2023-07-11  SSE tick orders + trades, 600536 600961 600761 605580      orders,
+                          601825, 09:15-15:00                                         trades
+sz_20220601   2022-06-01  SZSE 3-second 10-level snapshots, 000400 300122 300274      snapshots
+                          300288 300918, full day
+sh_20211201   2021-12-01  SSE 10-level snapshots of 30 stocks, 09:15-10:30 only       snapshots
+tape_20230201 2023-02-01  trade tapes of 000001.SZ and 600000.SH                      trades
+sh600519_...  2023-02-01  orders, snapshots and trades of 600519                      all three
+============  ==========  =========================================================  ==========
+
+Field mapping (source column → schema column) is given in each reader's docstring.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import zipfile
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+from quantgym.data.sse_l2 import SSE_LEVELS, _local
+
+#: Environment variable naming the folder of the zip files.
+ENV_VAR = "QUANTGYM_A_SHARE_L2"
+
+#: key -> (zip file, member, date, exchange of the codes ("SH"/"SZ"/None = in the file))
+SOURCES = {
+    "sh_20230711_orders": ("script_orderBookSnapshotEngine_SHorders.zip", "SHorders.csv", "2023-07-11", None),
+    "sh_20230711_trades": ("script_orderBookSnapshotEngine_SHtrans.zip", "SHtrans.csv", "2023-07-11", None),
+    "sz_20220601": ("script_orderBookSnapshotEngine_tick.zip", "tick.csv", "2022-06-01", None),
+    "sh_20211201": ("data_Real-Time_Stock_Price_Increase_Calculation_20211201snapshot_30stocks.zip",
+                    "20211201snapshot_30stocks.csv", "2021-12-01", "SH"),
+    "tape_20230201": ("data_DolphinDB_Python_Parser_Intro_for_Quantitative_Finance_tradeData.zip",
+                      "tradeData.csv", "2023-02-01", None),
+    "sh600519_20230201_orders": ("data_dolphinscheduler_integration_20230201.zip", "20230201/entrust.csv",
+                                 "2023-02-01", "SH"),
+    "sh600519_20230201_trades": ("data_dolphinscheduler_integration_20230201.zip", "20230201/trade.csv",
+                                 "2023-02-01", "SH"),
+    "sh600519_20230201_snapshots": ("data_dolphinscheduler_integration_20230201.zip", "20230201/snapshot.csv",
+                                    "2023-02-01", "SH"),
+}
+
+_SH5 = ["SH600536", "SH600761", "SH600961", "SH601825", "SH605580"]
+_SZ5 = ["SZ000400", "SZ300122", "SZ300274", "SZ300288", "SZ300918"]
+_SH30 = ["SH600103", "SH600107", "SH600133", "SH600251", "SH600258", "SH600311", "SH600332", "SH600446",
+         "SH600480", "SH600566", "SH600983", "SH601116", "SH601369", "SH601689", "SH601958", "SH603258",
+         "SH603299", "SH603369", "SH603421", "SH603602", "SH603663", "SH603677", "SH603687", "SH603689",
+         "SH605128", "SH605303", "SH688218", "SH688233", "SH688339", "SH688378"]
+
+#: Every stock-day of the folder: (date, table, symbol, source key, note). A test checks it
+#: against the files; callers can plan (e.g. filter to a universe) without reading them.
+CATALOG: tuple[tuple[str, str, str, str, str], ...] = tuple(
+    [("2021-12-01", "snapshots", s, "sh_20211201", "09:15-10:30 only") for s in _SH30]
+    + [("2022-06-01", "snapshots", s, "sz_20220601", "") for s in _SZ5]
+    + [("2023-02-01", "trades", s, "tape_20230201", "") for s in ("SH600000", "SZ000001")]
+    + [("2023-02-01", t, "SH600519", f"sh600519_20230201_{t}", "") for t in ("orders", "snapshots", "trades")]
+    + [("2023-07-11", t, s, f"sh_20230711_{t}", "") for t in ("orders", "trades") for s in _SH5]
+)
+
+
+def a_share_l2_dir(path: str | Path | None = None) -> Path | None:
+    """The folder of the a_share_l2 zip files, or ``None`` when none is found.
+
+    Order: ``path``; ``$QUANTGYM_A_SHARE_L2``; ``$QUANTGYM_SHARED_DATA/a_share_l2``;
+    ``<checkout>/../shared/data/a_share_l2`` (the checkout holding this package). A folder
+    counts when it holds at least one of the files of :data:`SOURCES`.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``path`` given but it holds none of the files.
+    """
+    names = {z for z, _, _, _ in SOURCES.values()}
+
+    def ok(p: Path) -> bool:
+        return p.is_dir() and any((p / n).exists() for n in names)
+
+    if path is not None:
+        p = Path(path)
+        if not ok(p):
+            raise FileNotFoundError(f"no a_share_l2 zip files in {p}")
+        return p
+    cands = [os.environ.get(ENV_VAR)]
+    if os.environ.get("QUANTGYM_SHARED_DATA"):
+        cands.append(str(Path(os.environ["QUANTGYM_SHARED_DATA"]) / "a_share_l2"))
+    cands.append(str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "a_share_l2"))
+    for c in cands:
+        if c and ok(Path(c)):
+            return Path(c)
+    return None
+
+
+# ---------------------------------------------------------------------- helpers
+def _read(key: str, path: str | Path | None, **kw) -> pd.DataFrame:
+    folder = a_share_l2_dir(path)
+    if folder is None:
+        raise FileNotFoundError(f"a_share_l2 folder not found: pass path= or set ${ENV_VAR}")
+    zname, member, _, _ = SOURCES[key]
+    zp = folder / zname
+    if not zp.exists():
+        raise FileNotFoundError(f"{zname} not found in {folder}")
+    with zipfile.ZipFile(zp) as z, z.open(member) as fh:
+        return pd.read_csv(io.BytesIO(fh.read()), **kw)
+
+
+def _clock_ns(clock: pd.Series) -> np.ndarray:
+    """Local ``HH:MM:SS[.fffffffff]`` -> ns since midnight (int64)."""
+    c = clock.astype(str)
+    part = [c.str.slice(a, b).astype(np.int64).to_numpy() for a, b in ((0, 2), (3, 5), (6, 8))]
+    frac = c.str.slice(9).str.ljust(9, "0").str.slice(0, 9).astype(np.int64).to_numpy()
+    return (part[0] * 3600 + part[1] * 60 + part[2]) * 1_000_000_000 + frac
+
+
+def _ts(date: str, clock: pd.Series) -> np.ndarray:
+    """Local ``HH:MM:SS[.fff]`` on ``date`` (Asia/Shanghai) -> UTC ns (int64)."""
+    return _clock_ns(clock) + int(pd.Timestamp(date, tz="Asia/Shanghai").value)
+
+
+def _stamp(text: pd.Series) -> np.ndarray:
+    """``YYYY.MM.DDTHH:MM:SS.fff`` local (one date per file) -> UTC ns (int64)."""
+    t = text.astype(str)
+    days = t.str.slice(0, 10).unique()
+    if len(days) != 1:
+        raise ValueError(f"expected one trading day per file, found {len(days)}")
+    return _ts(days[0].replace(".", "-"), t.str.slice(11))
+
+
+def _px(x: pd.Series) -> np.ndarray:
+    v = np.round(pd.to_numeric(x, errors="coerce").to_numpy(dtype=np.float64), 3)
+    return np.where((v == 0) | ~np.isfinite(v), np.nan, v)
+
+
+def _qty(x: pd.Series) -> np.ndarray:
+    return pd.to_numeric(x, errors="coerce").fillna(0).to_numpy().astype(np.int64)
+
+
+def _sym(codes: pd.Series, exchange: str | None) -> np.ndarray:
+    """Source codes (``600536.SH``, ``600000`` + market, ``1``) -> ``SH600536``."""
+    c = codes.astype(str)
+    if exchange is None:  # "600536.SH"
+        code, ex = c.str.split(".", n=1).str[0], c.str.split(".", n=1).str[1]
+        return (ex.str.upper() + code.str.zfill(6)).to_numpy(dtype=object)
+    return (exchange + c.str.zfill(6)).to_numpy(dtype=object)
+
+
+def _side(x: pd.Series, mapping: dict) -> np.ndarray:
+    return x.map(mapping).fillna("N").to_numpy(dtype=object)
+
+
+def _frame(cols: dict) -> pd.DataFrame:
+    df = pd.DataFrame(cols)
+    df.insert(1, "time", _local(df["ts_event"].to_numpy()).to_numpy())
+    return df.sort_values(["ts_event", "symbol"], kind="stable").reset_index(drop=True)
+
+
+def _keep(df: pd.DataFrame, symbols: Iterable[str] | None) -> pd.DataFrame:
+    if symbols is None:
+        return df
+    return df[df["symbol"].isin(set(symbols))].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------- readers
+def read_l2_orders(source: str = "sh_20230711", path: str | Path | None = None,
+                   symbols: Iterable[str] | None = None) -> pd.DataFrame:
+    """Tick orders (adds and deletes) in the schema of :func:`quantgym.data.sse_l2.convert_orders`.
+
+    Parameters
+    ----------
+    source : {"sh_20230711", "sh600519_20230201"}
+        ``sh_20230711``: SSE orders of five stocks on 2023-07-11 (149,359 rows);
+        ``sh600519_20230201``: 600519 on 2023-02-01 (54,735 rows).
+    path : folder of the zip files (default :func:`a_share_l2_dir`).
+    symbols : iterable of str, optional
+        Keep only these symbols (``"SH600536"`` style).
+
+    Returns
+    -------
+    DataFrame sorted by (``ts_event``, ``symbol``), source order within: ``ts_event``, ``time``,
+    ``symbol``, ``order_no``, ``price`` (CNY), ``qty`` (shares), ``side`` (B/S), ``ord_type``
+    (A/D), ``biz_index``, ``channel``, ``appl_seq``.
+
+    Mapping: ``sh_20230711`` MDTime→ts_event, SecurityID→symbol, OrderNO→order_no,
+    OrderPrice→price, OrderQty→qty, OrderBSFlag 1/2→B/S, OrderType 2/10→A/D,
+    ApplSeqNum (the channel's joint order+trade sequence)→biz_index, ChannelNo→channel,
+    OrderIndex→appl_seq. ``sh600519_20230201`` OrderTime, OrderNO, OrderPrice, Balance→qty,
+    OrderBSFlag, OrderType, BizIndex, OrderChannel, OrderIndex→appl_seq.
+
+    Raises
+    ------
+    FileNotFoundError: folder or zip missing. KeyError: unknown ``source``.
+    """
+    if source == "sh_20230711":
+        key = "sh_20230711_orders"
+        r = _read(key, path)
+        cols = {"ts_event": _ts(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
+                "order_no": _qty(r["OrderNO"]), "price": _px(r["OrderPrice"]), "qty": _qty(r["OrderQty"]),
+                "side": _side(r["OrderBSFlag"], {1: "B", 2: "S"}),
+                "ord_type": r["OrderType"].map({2: "A", 10: "D"}).to_numpy(dtype=object),
+                "biz_index": _qty(r["ApplSeqNum"]), "channel": _qty(r["ChannelNo"]), "appl_seq": _qty(r["OrderIndex"])}
+    elif source == "sh600519_20230201":
+        key = "sh600519_20230201_orders"
+        r = _read(key, path, dtype={"SecurityID": str})
+        cols = {"ts_event": _ts(SOURCES[key][2], r["OrderTime"]), "symbol": _sym(r["SecurityID"], "SH"),
+                "order_no": _qty(r["OrderNO"]), "price": _px(r["OrderPrice"]), "qty": _qty(r["Balance"]),
+                "side": r["OrderBSFlag"].to_numpy(dtype=object), "ord_type": r["OrderType"].to_numpy(dtype=object),
+                "biz_index": _qty(r["BizIndex"]), "channel": _qty(r["OrderChannel"]), "appl_seq": _qty(r["OrderIndex"])}
+    else:
+        raise KeyError(f"unknown orders source {source!r}; available: sh_20230711, sh600519_20230201")
+    return _keep(_frame(cols), symbols)
+
+
+def read_l2_trades(source: str = "sh_20230711", path: str | Path | None = None,
+                   symbols: Iterable[str] | None = None) -> pd.DataFrame:
+    """Tick trades in the schema of :func:`quantgym.data.sse_l2.convert_trades`.
+
+    Parameters
+    ----------
+    source : {"sh_20230711", "sh600519_20230201"}
+        ``sh_20230711``: SSE trades of five stocks on 2023-07-11 (109,616 rows; every trade
+        names an order of :func:`read_l2_orders`); ``sh600519_20230201``: 600519 on 2023-02-01
+        (27,135 rows; the quantities sum to the day's volume, 3,397,389 shares).
+    path, symbols : as :func:`read_l2_orders`.
+
+    Returns
+    -------
+    DataFrame: ``ts_event``, ``time``, ``symbol``, ``price`` (CNY), ``qty`` (shares), ``side``
+    (aggressor B/S, N = call auction), ``bid_order_no``, ``ask_order_no``, ``biz_index``,
+    ``channel``, ``appl_seq``.
+
+    Mapping: ``sh_20230711`` MDTime, SecurityID, TradePrice, TradeQty, TradeBSFlag 1/2/0→B/S/N,
+    TradeBuyNo/TradeSellNo→bid/ask_order_no, ApplSeqNum→biz_index, ChannelNo,
+    TradeIndex→appl_seq. ``sh600519_20230201`` TradTime, TradPrice, TradVolume,
+    TradeBSFlag B/S/N, TradeBuyNo, TradeSellNo, BizIndex, TradeChan, TradeIndex→appl_seq.
+    """
+    if source == "sh_20230711":
+        key = "sh_20230711_trades"
+        r = _read(key, path)
+        cols = {"ts_event": _ts(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
+                "price": _px(r["TradePrice"]), "qty": _qty(r["TradeQty"]),
+                "side": _side(r["TradeBSFlag"], {1: "B", 2: "S", 0: "N"}),
+                "bid_order_no": _qty(r["TradeBuyNo"]), "ask_order_no": _qty(r["TradeSellNo"]),
+                "biz_index": _qty(r["ApplSeqNum"]), "channel": _qty(r["ChannelNo"]), "appl_seq": _qty(r["TradeIndex"])}
+    elif source == "sh600519_20230201":
+        key = "sh600519_20230201_trades"
+        r = _read(key, path, dtype={"SecurityID": str})
+        cols = {"ts_event": _ts(SOURCES[key][2], r["TradTime"]), "symbol": _sym(r["SecurityID"], "SH"),
+                "price": _px(r["TradPrice"]), "qty": _qty(r["TradVolume"]),
+                "side": r["TradeBSFlag"].to_numpy(dtype=object),
+                "bid_order_no": _qty(r["TradeBuyNo"]), "ask_order_no": _qty(r["TradeSellNo"]),
+                "biz_index": _qty(r["BizIndex"]), "channel": _qty(r["TradeChan"]), "appl_seq": _qty(r["TradeIndex"])}
+    else:
+        raise KeyError(f"unknown trades source {source!r}; available: sh_20230711, sh600519_20230201")
+    return _keep(_frame(cols), symbols)
+
+
+#: Local clock ranges of SZSE continuous trading (aggressor inference of :func:`read_l2_trade_tape`).
+CONTINUOUS = (("09:30:00", "11:30:00"), ("13:00:00", "14:57:00"))
+
+
+def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | None = None,
+                       with_cancels: bool = False) -> pd.DataFrame | tuple[pd.DataFrame, pd.DataFrame]:
+    """Trade tapes of 600000.SH and 000001.SZ on 2023-02-01 in the trades schema.
+
+    The SZSE tape mixes fills (ExecType F, 133,815 rows) and cancels (ExecType 4, 32,996 rows,
+    price 0): the trades table holds the **fills only**; the fill quantities of each stock sum
+    to its daily volume (600000 18,659,542; 000001 165,342,148 shares). SZSE rows carry no
+    aggressor flag: ``side`` is inferred as ``"B"`` when the bid order arrived after the ask
+    order (larger application sequence number: the incoming order is the aggressor),
+    else ``"S"``, inside continuous trading (:data:`CONTINUOUS`, local time, start inclusive),
+    and ``"N"`` outside it (call auctions). On the SSE tape (which has the flag) the same rule
+    agrees with it on every continuous-trading row (a test checks this). SZSE has no
+    ``biz_index``: it is the ApplSeqNum (already the channel's joint sequence there).
+
+    Mapping: TradeTime→ts_event, SecurityID + Market→symbol, TradePrice→price,
+    TradeQty→qty, BidApplSeqNum/OfferApplSeqNum→bid/ask_order_no, BizIndex (SSE) or
+    ApplSeqNum (SZSE)→biz_index, ChannelNo→channel, ApplSeqNum→appl_seq.
+
+    Parameters
+    ----------
+    path, symbols : as :func:`read_l2_orders`.
+    with_cancels : bool
+        Also return the SZSE cancels as a second frame (``ts_event``, ``time``, ``symbol``,
+        ``qty``, ``side`` of the cancelled order, ``order_no``).
+    """
+    r = _read("tape_20230201", path, dtype={"TradeBSFlag": str, "ExecType": str})
+    sym = (r["Market"].astype(str) + r["SecurityID"].astype(str).str.zfill(6)).to_numpy(dtype=object)
+    ts = _stamp(r["TradeTime"])
+    sz = r["Market"].eq("SZ").to_numpy()
+    cancel = sz & r["ExecType"].eq("4").to_numpy()
+    bid, ask = _qty(r["BidApplSeqNum"]), _qty(r["OfferApplSeqNum"])
+    tod = _clock_ns(r["TradeTime"].astype(str).str.slice(11))
+    cont = np.zeros(len(r), dtype=bool)
+    for a, b in CONTINUOUS:
+        cont |= (tod >= _clock_ns(pd.Series([a]))[0]) & (tod < _clock_ns(pd.Series([b]))[0])
+    inferred = np.where(cont, np.where(bid > ask, "B", "S"), "N").astype(object)
+    flag = r["TradeBSFlag"].to_numpy(dtype=object)
+    side = np.where(sz, inferred, flag)
+    biz = np.where(sz, _qty(r["ApplSeqNum"]), _qty(r["BizIndex"]))
+    cols = {"ts_event": ts, "symbol": sym, "price": _px(r["TradePrice"]), "qty": _qty(r["TradeQty"]),
+            "side": side, "bid_order_no": bid, "ask_order_no": ask, "biz_index": biz,
+            "channel": _qty(r["ChannelNo"]), "appl_seq": _qty(r["ApplSeqNum"])}
+    full = pd.DataFrame(cols)
+    trades = _keep(_frame({k: v[~cancel] for k, v in cols.items()}), symbols)
+    if not with_cancels:
+        return trades
+    c = full[cancel]
+    canc = _frame({"ts_event": c["ts_event"].to_numpy(), "symbol": c["symbol"].to_numpy(),
+                   "qty": c["qty"].to_numpy(), "side": np.where(c["bid_order_no"] > 0, "B", "S").astype(object),
+                   "order_no": np.where(c["bid_order_no"] > 0, c["bid_order_no"], c["ask_order_no"])})
+    return trades, _keep(canc, symbols)
+
+
+def _snap_table(ts, sym, phase, num_trades, vol, value, prev, last, open_, high, low,
+                bwp, bws, awp, aws, levels) -> pd.DataFrame:
+    cols = {"ts_event": ts, "symbol": sym, "trading_phase": phase, "num_trades": num_trades,
+            "total_volume": vol, "total_value": value, "prev_close": prev, "last_px": last, "open_px": open_,
+            "high_px": high, "low_px": low, "bid_weight_px": bwp, "bid_weight_size": bws,
+            "ask_weight_px": awp, "ask_weight_size": aws}
+    for i in range(SSE_LEVELS):
+        bp, bs, ap, as_ = levels(i)
+        cols[f"bid_px_{i:02d}"], cols[f"bid_sz_{i:02d}"] = bp, np.where(np.isnan(bp), 0, bs)
+        cols[f"ask_px_{i:02d}"], cols[f"ask_sz_{i:02d}"] = ap, np.where(np.isnan(ap), 0, as_)
+    return _frame(cols)
+
+
+def read_l2_snapshots_for_intraday(source: str, path: str | Path | None = None,
+                                   symbols: Iterable[str] | None = None) -> pd.DataFrame:
+    """10-level snapshots in the schema of :func:`quantgym.data.sse_l2.convert_snapshots`.
+
+    Parameters
+    ----------
+    source : {"sz_20220601", "sh_20211201", "sh600519_20230201"}
+        ``sz_20220601``: SZSE 3-second snapshots of five stocks, 2022-06-01, 09:15-15:02
+        (20,980 rows); ``sh_20211201``: SSE snapshots of 30 stocks, 2021-12-01,
+        **09:15-10:30 only** (32,972 rows); ``sh600519_20230201``: 600519, 2023-02-01,
+        08:45-15:40 (5,109 rows).
+    path, symbols : as :func:`read_l2_orders`.
+
+    Returns
+    -------
+    DataFrame sorted by (``ts_event``, ``symbol``), one row per snapshot, the columns of
+    :func:`~quantgym.data.sse_l2.convert_snapshots` in the same order: ``ts_event``, ``time``,
+    ``symbol``, ``trading_phase`` (0 start, 1 opening auction, 2 trading — 09:25 to the closing
+    auction, the lunch break included as on SSE —, 3 break, 4 closing auction, 5 closed),
+    ``num_trades``, ``total_volume`` (shares, cumulative), ``total_value`` (CNY, cumulative),
+    ``prev_close``, ``last_px``, ``open_px``, ``high_px``, ``low_px`` (CNY, NaN when 0),
+    ``bid_weight_px``, ``bid_weight_size``, ``ask_weight_px``, ``ask_weight_size``, then
+    ``bid_px_0i``, ``bid_sz_0i``, ``ask_px_0i``, ``ask_sz_0i`` for i = 0..9 (empty level: NaN
+    price, size 0). ``num_trades`` is all-NaN (float) for ``sz_20220601`` (not in the source).
+
+    Mapping: ``sz_20220601`` MDTime; TradingPhaseCode 1→1, 2 (09:25-09:30)→2, 3→2, 4→3,
+    5→4, 6→5; TotalVolumeTrade, TotalValueTrade, PreClosePx, LastPx, OpenPx, HighPx, LowPx,
+    WeightedAvgBidPx/TotalBidQty, WeightedAvgOfferPx/TotalOfferQty,
+    BuyPrice{i+1}/BuyOrderQty{i+1}, SellPrice{i+1}/SellOrderQty{i+1}. ``sh_20211201`` DateTime;
+    InstrumentStatus OCALL→1, TRADE→2; NumTrades, the same totals and weights,
+    BidPrice{i}/BidOrderQty{i}, OfferPrice{i}/OfferOrderQty{i}. ``sh600519_20230201``
+    UpdateTime; InstruStatus START→0, OCALL→1, TRADE→2, CCALL→4, CLOSE/ENDTR→5; TradNumber,
+    TradVolume, Turnover, PreCloPrice, LastPrice, OpenPrice, HighPrice, LowPrice,
+    WAvgBidPri/TotalBidVol, WAvgAskPri/TotalAskVol, BidPrice{i+1}/BidVolume{i+1},
+    AskPrice{i+1}/AskVolume{i+1}.
+    """
+    if source == "sz_20220601":
+        r = _read(source, path)
+        ts = _ts(SOURCES[source][2], r["MDTime"])
+        phase = r["TradingPhaseCode"].map({1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 5}).to_numpy(dtype=np.int64)
+        out = _snap_table(
+            ts, _sym(r["SecurityID"], None), phase, np.full(len(r), np.nan), _qty(r["TotalVolumeTrade"]),
+            r["TotalValueTrade"].to_numpy(np.float64), _px(r["PreClosePx"]), _px(r["LastPx"]), _px(r["OpenPx"]),
+            _px(r["HighPx"]), _px(r["LowPx"]), _px(r["WeightedAvgBidPx"]), _qty(r["TotalBidQty"]),
+            _px(r["WeightedAvgOfferPx"]), _qty(r["TotalOfferQty"]),
+            lambda i: (_px(r[f"BuyPrice{i + 1}"]), _qty(r[f"BuyOrderQty{i + 1}"]),
+                       _px(r[f"SellPrice{i + 1}"]), _qty(r[f"SellOrderQty{i + 1}"])))
+    elif source == "sh_20211201":
+        r = _read(source, path, usecols=lambda c: not c.startswith(("BidOrders", "OfferOrders")))
+        ts = _stamp(r["DateTime"])
+        phase = r["InstrumentStatus"].map({"OCALL": 1, "TRADE": 2}).to_numpy(dtype=np.int64)
+        out = _snap_table(
+            ts, _sym(r["SecurityID"], "SH"), phase, _qty(r["NumTrades"]), _qty(r["TotalVolumeTrade"]),
+            r["TotalValueTrade"].to_numpy(np.float64), _px(r["PreClosePx"]), _px(r["LastPx"]), _px(r["OpenPx"]),
+            _px(r["HighPx"]), _px(r["LowPx"]), _px(r["WeightedAvgBidPx"]), _qty(r["TotalBidQty"]),
+            _px(r["WeightedAvgOfferPx"]), _qty(r["TotalOfferQty"]),
+            lambda i: (_px(r[f"BidPrice{i}"]), _qty(r[f"BidOrderQty{i}"]),
+                       _px(r[f"OfferPrice{i}"]), _qty(r[f"OfferOrderQty{i}"])))
+    elif source == "sh600519_20230201":
+        key = "sh600519_20230201_snapshots"
+        r = _read(key, path, dtype={"SecurityID": str})
+        ts = _ts(SOURCES[key][2], r["UpdateTime"])
+        phase = r["InstruStatus"].map({"START": 0, "OCALL": 1, "TRADE": 2, "CCALL": 4, "CLOSE": 5,
+                                       "ENDTR": 5}).to_numpy(dtype=np.int64)
+        out = _snap_table(
+            ts, _sym(r["SecurityID"], "SH"), phase, _qty(r["TradNumber"]), _qty(r["TradVolume"]),
+            r["Turnover"].to_numpy(np.float64), _px(r["PreCloPrice"]), _px(r["LastPrice"]), _px(r["OpenPrice"]),
+            _px(r["HighPrice"]), _px(r["LowPrice"]), _px(r["WAvgBidPri"]), _qty(r["TotalBidVol"]),
+            _px(r["WAvgAskPri"]), _qty(r["TotalAskVol"]),
+            lambda i: (_px(r[f"BidPrice{i + 1}"]), _qty(r[f"BidVolume{i + 1}"]),
+                       _px(r[f"AskPrice{i + 1}"]), _qty(r[f"AskVolume{i + 1}"])))
+    else:
+        raise KeyError(f"unknown snapshots source {source!r}; available: sz_20220601, sh_20211201, "
+                       "sh600519_20230201")
+    return _keep(out, symbols)
+
+
+_TABLE_READERS = {
+    "sh_20230711_orders": lambda p, s: read_l2_orders("sh_20230711", p, s),
+    "sh_20230711_trades": lambda p, s: read_l2_trades("sh_20230711", p, s),
+    "sz_20220601": lambda p, s: read_l2_snapshots_for_intraday("sz_20220601", p, s),
+    "sh_20211201": lambda p, s: read_l2_snapshots_for_intraday("sh_20211201", p, s),
+    "tape_20230201": lambda p, s: read_l2_trade_tape(p, s),
+    "sh600519_20230201_orders": lambda p, s: read_l2_orders("sh600519_20230201", p, s),
+    "sh600519_20230201_trades": lambda p, s: read_l2_trades("sh600519_20230201", p, s),
+    "sh600519_20230201_snapshots": lambda p, s: read_l2_snapshots_for_intraday("sh600519_20230201", p, s),
+}
+
+
+def load_l2_days(symbols: Iterable[str] | None = None, dates: Iterable[str] | None = None,
+                 path: str | Path | None = None) -> dict[str, dict[str, pd.DataFrame]]:
+    """Every stock-day of :data:`CATALOG` for ``symbols`` and ``dates``, by date and table.
+
+    Tables of one date and kind from several sources are concatenated and sorted by
+    (``ts_event``, ``symbol``) (e.g. 2023-02-01 ``trades``: the tapes of SH600000 and
+    SZ000001 and the trades of SH600519). Only the files with a wanted stock-day are read.
+
+    Returns
+    -------
+    ``{date_iso: {table: DataFrame}}`` (empty when nothing matches).
+    """
+    want = None if symbols is None else set(symbols)
+    wdates = None if dates is None else {str(pd.Timestamp(d).date()) for d in dates}
+    rows = [c for c in CATALOG if (want is None or c[2] in want) and (wdates is None or c[0] in wdates)]
+    out: dict[str, dict[str, list]] = {}
+    for key in dict.fromkeys(c[3] for c in rows):
+        syms = sorted({c[2] for c in rows if c[3] == key})
+        date, table = next((c[0], c[1]) for c in rows if c[3] == key)
+        out.setdefault(date, {}).setdefault(table, []).append(_TABLE_READERS[key](path, syms))
+    return {d: {t: (fs[0] if len(fs) == 1 else pd.concat(fs, ignore_index=True)
+                    .sort_values(["ts_event", "symbol"], kind="stable").reset_index(drop=True))
+                for t, fs in tabs.items()} for d, tabs in sorted(out.items())}
+
+
+__all__ = ["read_l2_orders", "read_l2_trades", "read_l2_trade_tape", "read_l2_snapshots_for_intraday",
+           "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES", "ENV_VAR", "CONTINUOUS"]
