@@ -284,8 +284,18 @@ def read_l2_trades(source: str = "sh_20230711", path: str | Path | None = None,
     return _keep(_frame(cols), symbols)
 
 
-#: Local clock ranges of SZSE continuous trading (aggressor inference of :func:`read_l2_trade_tape`).
-CONTINUOUS = (("09:30:00", "11:30:00"), ("13:00:00", "14:57:00"))
+#: Continuous-auction windows (local time; start, end, end inclusive) of SSE and SZSE, used by the
+#: aggressor inference of :func:`read_l2_trade_tape`.
+CONTINUOUS = (("09:30:00", "11:30:00", True), ("13:00:00", "14:57:00", False))
+
+
+def continuous_clock(tod_ns: np.ndarray) -> np.ndarray:
+    """bool: ns since local midnight inside :data:`CONTINUOUS`."""
+    keep = np.zeros(np.shape(tod_ns), dtype=bool)
+    for start, end, incl in CONTINUOUS:
+        lo, hi = (_clock_ns(pd.Series([x]))[0] for x in (start, end))
+        keep |= (tod_ns >= lo) & ((tod_ns <= hi) if incl else (tod_ns < hi))
+    return keep
 
 
 def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | None = None,
@@ -297,7 +307,7 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
     to its daily volume (600000 18,659,542; 000001 165,342,148 shares). SZSE rows carry no
     aggressor flag: ``side`` is inferred as ``"B"`` when the bid order arrived after the ask
     order (larger application sequence number: the incoming order is the aggressor),
-    else ``"S"``, inside continuous trading (:data:`CONTINUOUS`, local time, start inclusive),
+    else ``"S"``, inside continuous trading (:data:`CONTINUOUS`, local time),
     and ``"N"`` outside it (call auctions). On the SSE tape (which has the flag) the same rule
     agrees with it on every continuous-trading row (a test checks this). SZSE has no
     ``biz_index``: it is the ApplSeqNum (already the channel's joint sequence there).
@@ -319,10 +329,7 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
     sz = r["Market"].eq("SZ").to_numpy()
     cancel = sz & r["ExecType"].eq("4").to_numpy()
     bid, ask = _qty(r["BidApplSeqNum"]), _qty(r["OfferApplSeqNum"])
-    tod = _clock_ns(r["TradeTime"].astype(str).str.slice(11))
-    cont = np.zeros(len(r), dtype=bool)
-    for a, b in CONTINUOUS:
-        cont |= (tod >= _clock_ns(pd.Series([a]))[0]) & (tod < _clock_ns(pd.Series([b]))[0])
+    cont = continuous_clock(_clock_ns(r["TradeTime"].astype(str).str.slice(11)))
     inferred = np.where(cont, np.where(bid > ask, "B", "S"), "N").astype(object)
     flag = r["TradeBSFlag"].to_numpy(dtype=object)
     side = np.where(sz, inferred, flag)
@@ -469,4 +476,4 @@ def load_l2_days(symbols: Iterable[str] | None = None, dates: Iterable[str] | No
 
 
 __all__ = ["read_l2_orders", "read_l2_trades", "read_l2_trade_tape", "read_l2_snapshots_for_intraday",
-           "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES", "ENV_VAR", "CONTINUOUS"]
+           "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES", "ENV_VAR", "CONTINUOUS", "continuous_clock"]
