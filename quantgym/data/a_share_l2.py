@@ -348,17 +348,32 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
     return trades, _keep(canc, symbols)
 
 
-def _snap_table(ts, sym, phase, num_trades, vol, value, prev, last, open_, high, low,
-                bwp, bws, awp, aws, levels) -> pd.DataFrame:
-    cols = {"ts_event": ts, "symbol": sym, "trading_phase": phase, "num_trades": num_trades,
-            "total_volume": vol, "total_value": value, "prev_close": prev, "last_px": last, "open_px": open_,
-            "high_px": high, "low_px": low, "bid_weight_px": bwp, "bid_weight_size": bws,
-            "ask_weight_px": awp, "ask_weight_size": aws}
-    for i in range(SSE_LEVELS):
-        bp, bs, ap, as_ = levels(i)
-        cols[f"bid_px_{i:02d}"], cols[f"bid_sz_{i:02d}"] = bp, np.where(np.isnan(bp), 0, bs)
-        cols[f"ask_px_{i:02d}"], cols[f"ask_sz_{i:02d}"] = ap, np.where(np.isnan(ap), 0, as_)
-    return _frame(cols)
+#: Source columns of each snapshot file (the mapping of :func:`read_l2_snapshots_for_intraday`):
+#: time column (``stamp``: a full ``YYYY.MM.DDTHH:MM:SS.fff`` stamp), phase column and its codes,
+#: totals, (prev close, last, open, high, low), weighted (price, size) per side, and the level
+#: columns (``base``: the number of the best level in the column names).
+_SNAPSHOT_COLUMNS = {
+    "sz_20220601": dict(
+        key="sz_20220601", time="MDTime", stamp=False, phase="TradingPhaseCode",
+        phases={1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 5}, num_trades=None, volume="TotalVolumeTrade",
+        value="TotalValueTrade", prices=("PreClosePx", "LastPx", "OpenPx", "HighPx", "LowPx"),
+        bid_weight=("WeightedAvgBidPx", "TotalBidQty"), ask_weight=("WeightedAvgOfferPx", "TotalOfferQty"),
+        bid_px="BuyPrice{}", bid_sz="BuyOrderQty{}", ask_px="SellPrice{}", ask_sz="SellOrderQty{}", base=1),
+    "sh_20211201": dict(
+        key="sh_20211201", time="DateTime", stamp=True, phase="InstrumentStatus", phases={"OCALL": 1, "TRADE": 2},
+        num_trades="NumTrades", volume="TotalVolumeTrade", value="TotalValueTrade",
+        prices=("PreClosePx", "LastPx", "OpenPx", "HighPx", "LowPx"),
+        bid_weight=("WeightedAvgBidPx", "TotalBidQty"), ask_weight=("WeightedAvgOfferPx", "TotalOfferQty"),
+        bid_px="BidPrice{}", bid_sz="BidOrderQty{}", ask_px="OfferPrice{}", ask_sz="OfferOrderQty{}", base=0,
+        drop=("BidOrders", "OfferOrders")),
+    "sh600519_20230201": dict(
+        key="sh600519_20230201_snapshots", time="UpdateTime", stamp=False, phase="InstruStatus",
+        phases={"START": 0, "OCALL": 1, "TRADE": 2, "CCALL": 4, "CLOSE": 5, "ENDTR": 5}, num_trades="TradNumber",
+        volume="TradVolume", value="Turnover",
+        prices=("PreCloPrice", "LastPrice", "OpenPrice", "HighPrice", "LowPrice"),
+        bid_weight=("WAvgBidPri", "TotalBidVol"), ask_weight=("WAvgAskPri", "TotalAskVol"),
+        bid_px="BidPrice{}", bid_sz="BidVolume{}", ask_px="AskPrice{}", ask_sz="AskVolume{}", base=1),
+}
 
 
 def read_l2_snapshots_for_intraday(source: str, path: str | Path | None = None,
@@ -397,45 +412,28 @@ def read_l2_snapshots_for_intraday(source: str, path: str | Path | None = None,
     WAvgBidPri/TotalBidVol, WAvgAskPri/TotalAskVol, BidPrice{i+1}/BidVolume{i+1},
     AskPrice{i+1}/AskVolume{i+1}.
     """
-    if source == "sz_20220601":
-        r = _read(source, path)
-        ts = _ts(SOURCES[source][2], r["MDTime"])
-        phase = r["TradingPhaseCode"].map({1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 5}).to_numpy(dtype=np.int64)
-        out = _snap_table(
-            ts, _sym(r["SecurityID"], None), phase, np.full(len(r), np.nan), _qty(r["TotalVolumeTrade"]),
-            r["TotalValueTrade"].to_numpy(np.float64), _px(r["PreClosePx"]), _px(r["LastPx"]), _px(r["OpenPx"]),
-            _px(r["HighPx"]), _px(r["LowPx"]), _px(r["WeightedAvgBidPx"]), _qty(r["TotalBidQty"]),
-            _px(r["WeightedAvgOfferPx"]), _qty(r["TotalOfferQty"]),
-            lambda i: (_px(r[f"BuyPrice{i + 1}"]), _qty(r[f"BuyOrderQty{i + 1}"]),
-                       _px(r[f"SellPrice{i + 1}"]), _qty(r[f"SellOrderQty{i + 1}"])))
-    elif source == "sh_20211201":
-        r = _read(source, path, usecols=lambda c: not c.startswith(("BidOrders", "OfferOrders")))
-        ts = _stamp(r["DateTime"])
-        phase = r["InstrumentStatus"].map({"OCALL": 1, "TRADE": 2}).to_numpy(dtype=np.int64)
-        out = _snap_table(
-            ts, _sym(r["SecurityID"], "SH"), phase, _qty(r["NumTrades"]), _qty(r["TotalVolumeTrade"]),
-            r["TotalValueTrade"].to_numpy(np.float64), _px(r["PreClosePx"]), _px(r["LastPx"]), _px(r["OpenPx"]),
-            _px(r["HighPx"]), _px(r["LowPx"]), _px(r["WeightedAvgBidPx"]), _qty(r["TotalBidQty"]),
-            _px(r["WeightedAvgOfferPx"]), _qty(r["TotalOfferQty"]),
-            lambda i: (_px(r[f"BidPrice{i}"]), _qty(r[f"BidOrderQty{i}"]),
-                       _px(r[f"OfferPrice{i}"]), _qty(r[f"OfferOrderQty{i}"])))
-    elif source == "sh600519_20230201":
-        key = "sh600519_20230201_snapshots"
-        r = _read(key, path, dtype={"SecurityID": str})
-        ts = _ts(SOURCES[key][2], r["UpdateTime"])
-        phase = r["InstruStatus"].map({"START": 0, "OCALL": 1, "TRADE": 2, "CCALL": 4, "CLOSE": 5,
-                                       "ENDTR": 5}).to_numpy(dtype=np.int64)
-        out = _snap_table(
-            ts, _sym(r["SecurityID"], "SH"), phase, _qty(r["TradNumber"]), _qty(r["TradVolume"]),
-            r["Turnover"].to_numpy(np.float64), _px(r["PreCloPrice"]), _px(r["LastPrice"]), _px(r["OpenPrice"]),
-            _px(r["HighPrice"]), _px(r["LowPrice"]), _px(r["WAvgBidPri"]), _qty(r["TotalBidVol"]),
-            _px(r["WAvgAskPri"]), _qty(r["TotalAskVol"]),
-            lambda i: (_px(r[f"BidPrice{i + 1}"]), _qty(r[f"BidVolume{i + 1}"]),
-                       _px(r[f"AskPrice{i + 1}"]), _qty(r[f"AskVolume{i + 1}"])))
-    else:
-        raise KeyError(f"unknown snapshots source {source!r}; available: sz_20220601, sh_20211201, "
-                       "sh600519_20230201")
-    return _keep(out, symbols)
+    if source not in _SNAPSHOT_COLUMNS:
+        raise KeyError(f"unknown snapshots source {source!r}; available: {', '.join(_SNAPSHOT_COLUMNS)}")
+    c = _SNAPSHOT_COLUMNS[source]
+    key = c["key"]
+    drop = c.get("drop")
+    r = _read(key, path, dtype={"SecurityID": str}, usecols=(lambda x: not x.startswith(drop)) if drop else None)
+    ts = _stamp(r[c["time"]]) if c["stamp"] else _ts(SOURCES[key][2], r[c["time"]])
+    sym = _sym(r["SecurityID"], SOURCES[key][3])
+    cols = {"ts_event": ts, "symbol": sym,
+            "trading_phase": r[c["phase"]].map(c["phases"]).to_numpy(dtype=np.int64),
+            "num_trades": _qty(r[c["num_trades"]]) if c["num_trades"] else np.full(len(r), np.nan),
+            "total_volume": _qty(r[c["volume"]]), "total_value": r[c["value"]].to_numpy(np.float64)}
+    for out_name, src in zip(("prev_close", "last_px", "open_px", "high_px", "low_px"), c["prices"]):
+        cols[out_name] = _px(r[src])
+    for side, (px_col, sz_col) in (("bid", c["bid_weight"]), ("ask", c["ask_weight"])):
+        cols[f"{side}_weight_px"], cols[f"{side}_weight_size"] = _px(r[px_col]), _qty(r[sz_col])
+    for i in range(SSE_LEVELS):
+        for side in ("bid", "ask"):
+            px = _px(r[c[side + "_px"].format(i + c["base"])])
+            cols[f"{side}_px_{i:02d}"] = px
+            cols[f"{side}_sz_{i:02d}"] = np.where(np.isnan(px), 0, _qty(r[c[side + "_sz"].format(i + c["base"])]))
+    return _keep(_frame(cols), symbols)  # insertion order = the sse_l2 column order
 
 
 _TABLE_READERS = {

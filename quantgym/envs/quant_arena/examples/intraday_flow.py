@@ -27,30 +27,29 @@ _LOCAL = 8 * 60 * _NS_MIN  # Asia/Shanghai = UTC+8, no DST
 _SESSIONS = ((9 * 60 + 30, 11 * 60 + 30), (13 * 60, 14 * 60 + 57))  # minutes after midnight
 
 
-def _minute(ts_event):
-    """Local minute of the day of int64 UTC ns stamps, and the continuous-trading mask."""
-    m = ((np.asarray(ts_event, dtype=np.int64) + _LOCAL) // _NS_MIN) % (24 * 60)
+def _continuous(view, name):
+    """The date's table in continuous trading, with its local minute of the day; None if absent."""
+    try:
+        t = view.intraday(name)
+    except KeyError:  # no such table on this date
+        return None
+    m = ((t["ts_event"].to_numpy(np.int64) + _LOCAL) // _NS_MIN) % (24 * 60)
     cont = np.zeros(len(m), dtype=bool)
     for a, b in _SESSIONS:
         cont |= (m >= a) & (m < b)
-    return m, cont
-
-
-def _table(view, name):
-    try:
-        return view.intraday(name)
-    except KeyError:  # no such table on this date
-        return None
+    t = t[cont].copy()
+    t["minute"] = m[cont]
+    return t
 
 
 def _realised_vol(snaps, symbols):
     out = pd.Series(np.nan, index=symbols)
-    if snaps is None or len(snaps) == 0:
+    if snaps is None:
         return out
-    m, cont = _minute(snaps["ts_event"].to_numpy())
     mid = (snaps["bid_px_00"].to_numpy(float) + snaps["ask_px_00"].to_numpy(float)) / 2.0
-    ok = cont & np.isfinite(mid) & (mid > 0)
-    df = pd.DataFrame({"symbol": snaps["symbol"].to_numpy()[ok], "minute": m[ok], "lm": np.log(mid[ok])})
+    ok = np.isfinite(mid) & (mid > 0)
+    df = pd.DataFrame({"symbol": snaps["symbol"].to_numpy()[ok], "minute": snaps["minute"].to_numpy()[ok],
+                       "lm": np.log(mid[ok])})
     last = df.groupby(["symbol", "minute"], sort=True)["lm"].last()
     for sym, s in last.groupby(level=0):
         r = np.diff(s.to_numpy())
@@ -60,17 +59,14 @@ def _realised_vol(snaps, symbols):
 
 
 def _order_flow(trades, symbols):
-    out = pd.Series(np.nan, index=symbols)
-    if trades is None or len(trades) == 0:
-        return out
-    _, cont = _minute(trades["ts_event"].to_numpy())
-    t = trades[cont]
-    qty = t["qty"].to_numpy(float)
-    signed = np.where(t["side"].to_numpy() == "B", qty, np.where(t["side"].to_numpy() == "S", -qty, 0.0))
-    g = pd.DataFrame({"symbol": t["symbol"].to_numpy(), "signed": signed, "qty": qty}).groupby("symbol").sum()
+    if trades is None:
+        return pd.Series(np.nan, index=symbols)
+    qty = trades["qty"].to_numpy(float)
+    side = trades["side"].to_numpy()
+    signed = np.where(side == "B", qty, np.where(side == "S", -qty, 0.0))
+    g = pd.DataFrame({"symbol": trades["symbol"].to_numpy(), "signed": signed, "qty": qty}).groupby("symbol").sum()
     g = g[g["qty"] > 0]
-    ofi = g["signed"] / g["qty"]
-    return ofi.reindex(symbols).combine_first(out)
+    return (g["signed"] / g["qty"]).reindex(symbols)
 
 
 def compute_features(view):
@@ -82,8 +78,8 @@ def compute_features(view):
         vol = np.log(px).diff().iloc[1:].std(ddof=1, skipna=False)
     vol[susp == 1.0] = np.nan
     return {"vol_20d": vol,
-            "rv_intraday": _realised_vol(_table(view, "snapshots"), view.symbols),
-            "ofi": _order_flow(_table(view, "trades"), view.symbols)}
+            "rv_intraday": _realised_vol(_continuous(view, "snapshots"), view.symbols),
+            "ofi": _order_flow(_continuous(view, "trades"), view.symbols)}
 
 
 def score(features, view):
