@@ -325,3 +325,15 @@ def test_real_intraday_index_follows_the_panel_rows(monkeypatch):
     assert real_intraday_index(ds) == {}
     loader, index, notes = real_intraday(ds)
     assert index == {} and loader() == {} and notes
+
+
+@needs_l2
+def test_a_user_panel_with_stocks_outside_the_universe_gets_their_days():
+    # SZ300288 is not in the default universe; a user panel holding it serves its 2022-06-01 snapshots
+    df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet", filters=[("symbol", "in", ["SZ300122"])])
+    df = df[df["date"] <= pd.Timestamp("2022-06-30").date()].reset_index(drop=True)
+    mine = df.assign(symbol="SZ300288")  # a hand-made row set for the missing stock (same dates)
+    ds = attach_real_intraday(ArenaDataset.from_frame(pd.concat([df, mine], ignore_index=True)))
+    assert ds.intraday_days() == {"2022-06-01": {"snapshots": ["SZ300122", "SZ300288"]}}
+    snaps = make_view(ds, "2022-06-01").intraday("snapshots")
+    assert snaps.groupby("symbol").size().to_dict() == {"SZ300122": 4906, "SZ300288": 3423}
