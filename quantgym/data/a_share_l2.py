@@ -1,11 +1,41 @@
-"""Readers of the real A-share Level-2 samples (``shared/data/a_share_l2``), not shipped.
+"""Readers of the real A-share Level-2 samples: the 10-level **snapshot** files as tidy book tables
+(:func:`read_snapshots`), and every file (orders, trades, trade tapes, snapshots) in the intraday schema.
 
-Source: the public GitHub repository ``dolphindb/Tutorials_CN`` (commit 35282f623b8f; the
-repository's licence is Apache-2.0). **The original data vendor is not stated there**, so the
-files are not in the wheel: these readers take the folder of the six zip files (argument
-``path``, else ``$QUANTGYM_A_SHARE_L2``, else ``$QUANTGYM_SHARED_DATA/a_share_l2``, else
-``../shared/data/a_share_l2`` next to the source checkout; :func:`a_share_l2_dir`). See
-``docs/data.md`` for the decision.
+Source: the development repository's ``shared/data/a_share_l2/`` (from the public repository
+dolphindb/Tutorials_CN, commit 35282f623b8f, Apache-2.0 for the repository; **the original data
+vendor is not stated there**). Because the vendor and its terms are unknown, these files are not
+shipped in the wheel: the reader takes the folder as an argument (or ``QUANTGYM_A_SHARE_L2``, else
+``<clone>/../shared/data/a_share_l2``). See docs/data.md, "A-share Level-2 samples".
+
+Snapshot files (zip name -> key of :data:`SNAPSHOT_FILES`)
+----------------------------------------------------------
+- ``szse_20220601``: ``script_orderBookSnapshotEngine_tick.zip``: SZSE 3-second snapshots of
+  000400, 300122, 300274, 300288, 300918 on 2022-06-01, full day (20,980 rows);
+- ``sse_20211201``: ``data_Real-Time_Stock_Price_Increase_Calculation_20211201snapshot_30stocks.zip``:
+  SSE snapshots of 30 stocks on 2021-12-01, 09:15-10:30 (32,972 rows);
+- ``sse_600519_20230201``: ``data_dolphinscheduler_integration_20230201.zip`` (``snapshot.csv``):
+  SSE snapshots of 600519 on 2023-02-01 (5,109 rows).
+
+The returned table (one row per snapshot, source order)
+-------------------------------------------------------
+- ``ts_event``: int64 ns since the Unix epoch, **UTC** (the local Asia/Shanghai time, UTC+8);
+- ``symbol``: the security code with its exchange suffix (``300274.SZ``, ``600519.SH``);
+- ``phase``: the source's trading-phase field as text (SZSE ``TradingPhaseCode`` 1-6, SSE
+  ``InstrumentStatus`` OCALL/TRADE/...); ``continuous``: bool, the source says trading/continuous
+  **and** the local time is in [09:30:00, 11:30:00] or [13:00:00, 14:57:00) (the exchanges'
+  continuous auctions; SSE's ``TRADE`` also covers the 09:25-09:29 post-auction rows);
+- ``last_px`` (CNY, NaN if 0), ``volume`` (cumulative shares traded);
+- for level i = 0..9 (0 = best): ``bid_px_0i, bid_sz_0i, ask_px_0i, ask_sz_0i``; prices CNY
+  rounded to 0.01 (the sources store floats such as 8.179999999), sizes int64 shares; an empty
+  level (price 0 or missing) has price NaN and size 0.
+
+Tick orders, tick trades, trade tapes and snapshots in the intraday schema
+--------------------------------------------------------------------------
+:func:`read_l2_orders`, :func:`read_l2_trades`, :func:`read_l2_trade_tape` and
+:func:`read_l2_snapshots_for_intraday` (and :func:`load_l2_days`, by date and table, for the
+stock-days of :data:`CATALOG`) read every file of the folder into the intraday schema of
+:mod:`quantgym.data.sse_l2` (the Quant-Arena ``view.intraday`` tables).
+:func:`a_share_l2_dir` is :func:`data_dir` for callers that go on without the folder (``None``).
 
 Every table is converted to the tidy intraday schema of :mod:`quantgym.data.sse_l2` (the
 reader of the bundled 600519 day), so one strategy reads every day the same way:
@@ -49,10 +79,131 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from quantgym.data.sse_l2 import SSE_LEVELS, _local
+from quantgym.data.sse_l2 import _local
 
-#: Environment variable naming the folder of the zip files.
+#: Environment variable naming the folder of the A-share Level-2 files.
 ENV_VAR = "QUANTGYM_A_SHARE_L2"
+#: Book levels per side in every snapshot file.
+LEVELS = 10
+_TZ = "Asia/Shanghai"
+#: Continuous-auction windows (local time; start, end, end inclusive) shared by SSE and SZSE.
+CONTINUOUS = (("09:30:00", "11:30:00", True), ("13:00:00", "14:57:00", False))
+
+# key -> what it is (desc), zip name, member, date, time column, symbol column, suffix, phase column, the phase
+# values of trading, last/volume columns, level price/size column patterns (levels 1- or 0-based: base)
+SNAPSHOT_FILES: dict[str, dict] = {
+    "szse_20220601": dict(
+        desc="SZSE Level-2 3-second 10-level snapshots", zip="script_orderBookSnapshotEngine_tick.zip", member="tick.csv", date="2022-06-01", time="MDTime",
+        symbol="SecurityID", suffix="", phase="TradingPhaseCode", trading=("3",), last="LastPx",
+        volume="TotalVolumeTrade", bid_px="BuyPrice{}", bid_sz="BuyOrderQty{}", ask_px="SellPrice{}",
+        ask_sz="SellOrderQty{}", base=1),
+    "sse_20211201": dict(
+        desc="SSE Level-2 10-level snapshots", zip="data_Real-Time_Stock_Price_Increase_Calculation_20211201snapshot_30stocks.zip",
+        member="20211201snapshot_30stocks.csv", date="2021-12-01", time="DateTime", symbol="SecurityID",
+        suffix=".SH", phase="InstrumentStatus", trading=("TRADE",), last="LastPx", volume="TotalVolumeTrade",
+        bid_px="BidPrice{}", bid_sz="BidOrderQty{}", ask_px="OfferPrice{}", ask_sz="OfferOrderQty{}", base=0),
+    "sse_600519_20230201": dict(
+        desc="SSE Level-2 10-level snapshots", zip="data_dolphinscheduler_integration_20230201.zip", member="20230201/snapshot.csv", date="2023-02-01",
+        time="UpdateTime", symbol="SecurityID", suffix=".SH", phase="InstruStatus", trading=("TRADE",),
+        last="LastPrice", volume="TradVolume", bid_px="BidPrice{}", bid_sz="BidVolume{}", ask_px="AskPrice{}",
+        ask_sz="AskVolume{}", base=1),
+}
+
+
+def data_dir(path: str | Path | None = None) -> Path:
+    """The folder of the A-share Level-2 files: ``path``, else ``$QUANTGYM_A_SHARE_L2``, else
+    ``<clone>/../shared/data/a_share_l2`` (the development layout).
+
+    Raises
+    ------
+    FileNotFoundError
+        One line naming what to pass, if the folder does not exist.
+    """
+    if path is None:
+        path = os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data" / "a_share_l2"
+    p = Path(path)
+    if not p.is_dir():
+        raise FileNotFoundError(f"A-share Level-2 folder {p} not found: pass its path (data_dir=...) or set "
+                                f"{ENV_VAR} to the folder holding {SNAPSHOT_FILES['szse_20220601']['zip']}")
+    return p
+
+
+def _clock_ns(clock: pd.Series) -> np.ndarray:
+    """Local ``HH:MM:SS[.fffffffff]`` -> ns since midnight (int64; string slicing, about 5x faster
+    than ``pd.to_timedelta`` on the 100k-row files)."""
+    c = clock.astype(str)
+    part = [c.str.slice(a, b).astype(np.int64).to_numpy() for a, b in ((0, 2), (3, 5), (6, 8))]
+    frac = c.str.slice(9).str.ljust(9, "0").str.slice(0, 9).astype(np.int64).to_numpy()
+    return (part[0] * 3600 + part[1] * 60 + part[2]) * 1_000_000_000 + frac
+
+
+def _local_ns(date: str, times: pd.Series) -> np.ndarray:
+    """Local ``HH:MM:SS[.fff]`` (or ``YYYY.MM.DDTHH:MM:SS.fff``) on ``date`` -> UTC ns."""
+    t = times.astype(str).str.replace('"', "", regex=False)
+    t = t.str.split("T").str[-1]
+    return int(pd.Timestamp(date, tz=_TZ).value) + _clock_ns(t)
+
+
+def continuous_mask(ts_event: np.ndarray, date: str) -> np.ndarray:
+    """bool: local time of ``ts_event`` (UTC ns) on ``date`` within :data:`CONTINUOUS`."""
+    tod = np.asarray(ts_event, dtype=np.int64) - int(pd.Timestamp(date, tz=_TZ).value)
+    keep = np.zeros(tod.shape, dtype=bool)
+    for start, end, incl in CONTINUOUS:
+        lo, hi = (pd.Timedelta(x).value for x in (start, end))
+        keep |= (tod >= lo) & ((tod <= hi) if incl else (tod < hi))
+    return keep
+
+
+def read_snapshots(file: str = "szse_20220601", *, path: str | Path | None = None,
+                   symbols: list[str] | None = None) -> pd.DataFrame:
+    """One snapshot file of :data:`SNAPSHOT_FILES` as the tidy table of the module docstring.
+
+    Parameters
+    ----------
+    file : str
+        Key of :data:`SNAPSHOT_FILES`.
+    path : path, optional
+        Folder of the zips (see :func:`data_dir`).
+    symbols : list of str, optional
+        Keep these symbols (with suffix, e.g. ``["300274.SZ"]``), in source order.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``file`` key or a symbol not in the file. ``FileNotFoundError``: see :func:`data_dir`.
+    """
+    if file not in SNAPSHOT_FILES:
+        raise ValueError(f"unknown snapshot file {file!r}; choose from {sorted(SNAPSHOT_FILES)}")
+    f = SNAPSHOT_FILES[file]
+    with zipfile.ZipFile(data_dir(path) / f["zip"]) as z, z.open(f["member"]) as fh:
+        raw = pd.read_csv(fh, dtype={f["symbol"]: str, f["phase"]: str})
+    sym = raw[f["symbol"]].str.zfill(6) + f["suffix"]
+    if symbols is not None:
+        missing = sorted(set(symbols) - set(sym))
+        if missing:
+            raise ValueError(f"symbols {missing} not in {file} (has {sorted(set(sym))})")
+        keep = sym.isin(symbols).to_numpy()
+        raw, sym = raw[keep].reset_index(drop=True), sym[keep].reset_index(drop=True)
+    ts = _local_ns(f["date"], raw[f["time"]])
+    phase = raw[f["phase"]].astype(str)
+    last = raw[f["last"]].to_numpy(dtype=float)
+    out: dict[str, object] = {
+        "ts_event": ts, "symbol": sym.to_numpy(dtype=object), "phase": phase.to_numpy(dtype=object),
+        "continuous": phase.isin(f["trading"]).to_numpy() & continuous_mask(ts, f["date"]),
+        "last_px": np.where(last > 0, np.round(last, 2), np.nan),
+        "volume": raw[f["volume"]].fillna(0).to_numpy(dtype=np.int64),
+    }
+    for i in range(LEVELS):
+        for side in ("bid", "ask"):
+            px = raw[f[f"{side}_px"].format(i + f["base"])].to_numpy(dtype=float)
+            sz = raw[f[f"{side}_sz"].format(i + f["base"])].to_numpy(dtype=float)
+            ok = np.isfinite(px) & (px > 0) & np.isfinite(sz) & (sz > 0)
+            out[f"{side}_px_{i:02d}"] = np.where(ok, np.round(np.where(ok, px, 0.0), 2), np.nan)
+            out[f"{side}_sz_{i:02d}"] = np.where(ok, sz, 0).astype(np.int64)
+    cols = ["ts_event", "symbol", "phase", "continuous", "last_px", "volume"]
+    cols += [c for i in range(LEVELS) for c in (f"bid_px_{i:02d}", f"bid_sz_{i:02d}", f"ask_px_{i:02d}", f"ask_sz_{i:02d}")]
+    return pd.DataFrame(out)[cols]
+
 
 #: key -> (zip file, member, date, exchange of the codes ("SH"/"SZ"/None = in the file))
 SOURCES = {
@@ -90,11 +241,9 @@ CATALOG: tuple[tuple[str, str, str, str, str], ...] = tuple(
 
 
 def a_share_l2_dir(path: str | Path | None = None) -> Path | None:
-    """The folder of the a_share_l2 zip files, or ``None`` when none is found.
+    """:func:`data_dir` for callers that go on without the folder: ``None`` when it is missing.
 
-    Order: ``path``; ``$QUANTGYM_A_SHARE_L2``; ``$QUANTGYM_SHARED_DATA/a_share_l2``;
-    ``<checkout>/../shared/data/a_share_l2`` (the checkout holding this package). A folder
-    counts when it holds at least one of the files of :data:`SOURCES`.
+    A folder counts when it holds at least one zip file of :data:`SOURCES`.
 
     Raises
     ------
@@ -102,58 +251,28 @@ def a_share_l2_dir(path: str | Path | None = None) -> Path | None:
         ``path`` given but it holds none of the files.
     """
     names = {z for z, _, _, _ in SOURCES.values()}
-
-    def ok(p: Path) -> bool:
-        return p.is_dir() and any((p / n).exists() for n in names)
-
-    if path is not None:
-        p = Path(path)
-        if not ok(p):
-            raise FileNotFoundError(f"no a_share_l2 zip files in {p}")
+    try:
+        p = data_dir(path)
+    except FileNotFoundError:
+        if path is not None:
+            raise
+        return None
+    if any((p / n).exists() for n in names):
         return p
-    cands = [os.environ.get(ENV_VAR)]
-    if os.environ.get("QUANTGYM_SHARED_DATA"):
-        cands.append(str(Path(os.environ["QUANTGYM_SHARED_DATA"]) / "a_share_l2"))
-    cands.append(str(Path(__file__).resolve().parents[2].parent / "shared" / "data" / "a_share_l2"))
-    for c in cands:
-        if c and ok(Path(c)):
-            return Path(c)
+    if path is not None:
+        raise FileNotFoundError(f"no a_share_l2 zip files in {p}")
     return None
 
 
 # ---------------------------------------------------------------------- helpers
 def _read(key: str, path: str | Path | None, **kw) -> pd.DataFrame:
-    folder = a_share_l2_dir(path)
-    if folder is None:
-        raise FileNotFoundError(f"a_share_l2 folder not found: pass path= or set ${ENV_VAR}")
+    folder = data_dir(path)
     zname, member, _, _ = SOURCES[key]
     zp = folder / zname
     if not zp.exists():
         raise FileNotFoundError(f"{zname} not found in {folder}")
     with zipfile.ZipFile(zp) as z, z.open(member) as fh:
         return pd.read_csv(io.BytesIO(fh.read()), **kw)
-
-
-def _clock_ns(clock: pd.Series) -> np.ndarray:
-    """Local ``HH:MM:SS[.fffffffff]`` -> ns since midnight (int64)."""
-    c = clock.astype(str)
-    part = [c.str.slice(a, b).astype(np.int64).to_numpy() for a, b in ((0, 2), (3, 5), (6, 8))]
-    frac = c.str.slice(9).str.ljust(9, "0").str.slice(0, 9).astype(np.int64).to_numpy()
-    return (part[0] * 3600 + part[1] * 60 + part[2]) * 1_000_000_000 + frac
-
-
-def _ts(date: str, clock: pd.Series) -> np.ndarray:
-    """Local ``HH:MM:SS[.fff]`` on ``date`` (Asia/Shanghai) -> UTC ns (int64)."""
-    return _clock_ns(clock) + int(pd.Timestamp(date, tz="Asia/Shanghai").value)
-
-
-def _stamp(text: pd.Series) -> np.ndarray:
-    """``YYYY.MM.DDTHH:MM:SS.fff`` local (one date per file) -> UTC ns (int64)."""
-    t = text.astype(str)
-    days = t.str.slice(0, 10).unique()
-    if len(days) != 1:
-        raise ValueError(f"expected one trading day per file, found {len(days)}")
-    return _ts(days[0].replace(".", "-"), t.str.slice(11))
 
 
 def _px(x: pd.Series) -> np.ndarray:
@@ -223,7 +342,7 @@ def read_l2_orders(source: str = "sh_20230711", path: str | Path | None = None,
     if source == "sh_20230711":
         key = "sh_20230711_orders"
         r = _read(key, path)
-        cols = {"ts_event": _ts(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
+        cols = {"ts_event": _local_ns(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
                 "order_no": _qty(r["OrderNO"]), "price": _px(r["OrderPrice"]), "qty": _qty(r["OrderQty"]),
                 "side": _side(r["OrderBSFlag"], {1: "B", 2: "S"}),
                 "ord_type": r["OrderType"].map({2: "A", 10: "D"}).to_numpy(dtype=object),
@@ -231,7 +350,7 @@ def read_l2_orders(source: str = "sh_20230711", path: str | Path | None = None,
     elif source == "sh600519_20230201":
         key = "sh600519_20230201_orders"
         r = _read(key, path, dtype={"SecurityID": str})
-        cols = {"ts_event": _ts(SOURCES[key][2], r["OrderTime"]), "symbol": _sym(r["SecurityID"], "SH"),
+        cols = {"ts_event": _local_ns(SOURCES[key][2], r["OrderTime"]), "symbol": _sym(r["SecurityID"], "SH"),
                 "order_no": _qty(r["OrderNO"]), "price": _px(r["OrderPrice"]), "qty": _qty(r["Balance"]),
                 "side": r["OrderBSFlag"].to_numpy(dtype=object), "ord_type": r["OrderType"].to_numpy(dtype=object),
                 "biz_index": _qty(r["BizIndex"]), "channel": _qty(r["OrderChannel"]), "appl_seq": _qty(r["OrderIndex"])}
@@ -266,7 +385,7 @@ def read_l2_trades(source: str = "sh_20230711", path: str | Path | None = None,
     if source == "sh_20230711":
         key = "sh_20230711_trades"
         r = _read(key, path)
-        cols = {"ts_event": _ts(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
+        cols = {"ts_event": _local_ns(SOURCES[key][2], r["MDTime"]), "symbol": _sym(r["SecurityID"], None),
                 "price": _px(r["TradePrice"]), "qty": _qty(r["TradeQty"]),
                 "side": _side(r["TradeBSFlag"], {1: "B", 2: "S", 0: "N"}),
                 "bid_order_no": _qty(r["TradeBuyNo"]), "ask_order_no": _qty(r["TradeSellNo"]),
@@ -274,7 +393,7 @@ def read_l2_trades(source: str = "sh_20230711", path: str | Path | None = None,
     elif source == "sh600519_20230201":
         key = "sh600519_20230201_trades"
         r = _read(key, path, dtype={"SecurityID": str})
-        cols = {"ts_event": _ts(SOURCES[key][2], r["TradTime"]), "symbol": _sym(r["SecurityID"], "SH"),
+        cols = {"ts_event": _local_ns(SOURCES[key][2], r["TradTime"]), "symbol": _sym(r["SecurityID"], "SH"),
                 "price": _px(r["TradPrice"]), "qty": _qty(r["TradVolume"]),
                 "side": r["TradeBSFlag"].to_numpy(dtype=object),
                 "bid_order_no": _qty(r["TradeBuyNo"]), "ask_order_no": _qty(r["TradeSellNo"]),
@@ -282,20 +401,6 @@ def read_l2_trades(source: str = "sh_20230711", path: str | Path | None = None,
     else:
         raise KeyError(f"unknown trades source {source!r}; available: sh_20230711, sh600519_20230201")
     return _keep(_frame(cols), symbols)
-
-
-#: Continuous-auction windows (local time; start, end, end inclusive) of SSE and SZSE, used by the
-#: aggressor inference of :func:`read_l2_trade_tape`.
-CONTINUOUS = (("09:30:00", "11:30:00", True), ("13:00:00", "14:57:00", False))
-
-
-def continuous_clock(tod_ns: np.ndarray) -> np.ndarray:
-    """bool: ns since local midnight inside :data:`CONTINUOUS`."""
-    keep = np.zeros(np.shape(tod_ns), dtype=bool)
-    for start, end, incl in CONTINUOUS:
-        lo, hi = (_clock_ns(pd.Series([x]))[0] for x in (start, end))
-        keep |= (tod_ns >= lo) & ((tod_ns <= hi) if incl else (tod_ns < hi))
-    return keep
 
 
 def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | None = None,
@@ -307,7 +412,7 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
     to its daily volume (600000 18,659,542; 000001 165,342,148 shares). SZSE rows carry no
     aggressor flag: ``side`` is inferred as ``"B"`` when the bid order arrived after the ask
     order (larger application sequence number: the incoming order is the aggressor),
-    else ``"S"``, inside continuous trading (:data:`CONTINUOUS`, local time),
+    else ``"S"``, inside continuous trading (:func:`continuous_mask`),
     and ``"N"`` outside it (call auctions). On the SSE tape (which has the flag) the same rule
     agrees with it on every continuous-trading row (a test checks this). SZSE has no
     ``biz_index``: it is the ApplSeqNum (already the channel's joint sequence there).
@@ -325,11 +430,11 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
     """
     r = _read("tape_20230201", path, dtype={"TradeBSFlag": str, "ExecType": str})
     sym = (r["Market"].astype(str) + r["SecurityID"].astype(str).str.zfill(6)).to_numpy(dtype=object)
-    ts = _stamp(r["TradeTime"])
+    ts = _local_ns(SOURCES["tape_20230201"][2], r["TradeTime"])
     sz = r["Market"].eq("SZ").to_numpy()
     cancel = sz & r["ExecType"].eq("4").to_numpy()
     bid, ask = _qty(r["BidApplSeqNum"]), _qty(r["OfferApplSeqNum"])
-    cont = continuous_clock(_clock_ns(r["TradeTime"].astype(str).str.slice(11)))
+    cont = continuous_mask(ts, SOURCES["tape_20230201"][2])
     inferred = np.where(cont, np.where(bid > ask, "B", "S"), "N").astype(object)
     flag = r["TradeBSFlag"].to_numpy(dtype=object)
     side = np.where(sz, inferred, flag)
@@ -349,25 +454,25 @@ def read_l2_trade_tape(path: str | Path | None = None, symbols: Iterable[str] | 
 
 
 #: Source columns of each snapshot file (the mapping of :func:`read_l2_snapshots_for_intraday`):
-#: time column (``stamp``: a full ``YYYY.MM.DDTHH:MM:SS.fff`` stamp), phase column and its codes,
+#: time column, phase column and its codes,
 #: totals, (prev close, last, open, high, low), weighted (price, size) per side, and the level
 #: columns (``base``: the number of the best level in the column names).
 _SNAPSHOT_COLUMNS = {
     "sz_20220601": dict(
-        key="sz_20220601", time="MDTime", stamp=False, phase="TradingPhaseCode",
+        key="sz_20220601", time="MDTime", phase="TradingPhaseCode",
         phases={1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 5}, num_trades=None, volume="TotalVolumeTrade",
         value="TotalValueTrade", prices=("PreClosePx", "LastPx", "OpenPx", "HighPx", "LowPx"),
         bid_weight=("WeightedAvgBidPx", "TotalBidQty"), ask_weight=("WeightedAvgOfferPx", "TotalOfferQty"),
         bid_px="BuyPrice{}", bid_sz="BuyOrderQty{}", ask_px="SellPrice{}", ask_sz="SellOrderQty{}", base=1),
     "sh_20211201": dict(
-        key="sh_20211201", time="DateTime", stamp=True, phase="InstrumentStatus", phases={"OCALL": 1, "TRADE": 2},
+        key="sh_20211201", time="DateTime", phase="InstrumentStatus", phases={"OCALL": 1, "TRADE": 2},
         num_trades="NumTrades", volume="TotalVolumeTrade", value="TotalValueTrade",
         prices=("PreClosePx", "LastPx", "OpenPx", "HighPx", "LowPx"),
         bid_weight=("WeightedAvgBidPx", "TotalBidQty"), ask_weight=("WeightedAvgOfferPx", "TotalOfferQty"),
         bid_px="BidPrice{}", bid_sz="BidOrderQty{}", ask_px="OfferPrice{}", ask_sz="OfferOrderQty{}", base=0,
         drop=("BidOrders", "OfferOrders")),
     "sh600519_20230201": dict(
-        key="sh600519_20230201_snapshots", time="UpdateTime", stamp=False, phase="InstruStatus",
+        key="sh600519_20230201_snapshots", time="UpdateTime", phase="InstruStatus",
         phases={"START": 0, "OCALL": 1, "TRADE": 2, "CCALL": 4, "CLOSE": 5, "ENDTR": 5}, num_trades="TradNumber",
         volume="TradVolume", value="Turnover",
         prices=("PreCloPrice", "LastPrice", "OpenPrice", "HighPrice", "LowPrice"),
@@ -418,7 +523,7 @@ def read_l2_snapshots_for_intraday(source: str, path: str | Path | None = None,
     key = c["key"]
     drop = c.get("drop")
     r = _read(key, path, dtype={"SecurityID": str}, usecols=(lambda x: not x.startswith(drop)) if drop else None)
-    ts = _stamp(r[c["time"]]) if c["stamp"] else _ts(SOURCES[key][2], r[c["time"]])
+    ts = _local_ns(SOURCES[key][2], r[c["time"]])
     sym = _sym(r["SecurityID"], SOURCES[key][3])
     cols = {"ts_event": ts, "symbol": sym,
             "trading_phase": r[c["phase"]].map(c["phases"]).to_numpy(dtype=np.int64),
@@ -428,7 +533,7 @@ def read_l2_snapshots_for_intraday(source: str, path: str | Path | None = None,
         cols[out_name] = _px(r[src])
     for side, (px_col, sz_col) in (("bid", c["bid_weight"]), ("ask", c["ask_weight"])):
         cols[f"{side}_weight_px"], cols[f"{side}_weight_size"] = _px(r[px_col]), _qty(r[sz_col])
-    for i in range(SSE_LEVELS):
+    for i in range(LEVELS):
         for side in ("bid", "ask"):
             px = _px(r[c[side + "_px"].format(i + c["base"])])
             cols[f"{side}_px_{i:02d}"] = px
@@ -473,5 +578,6 @@ def load_l2_days(symbols: Iterable[str] | None = None, dates: Iterable[str] | No
                 for t, fs in tabs.items()} for d, tabs in sorted(out.items())}
 
 
-__all__ = ["read_l2_orders", "read_l2_trades", "read_l2_trade_tape", "read_l2_snapshots_for_intraday",
-           "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES", "ENV_VAR", "CONTINUOUS", "continuous_clock"]
+__all__ = ["ENV_VAR", "LEVELS", "CONTINUOUS", "SNAPSHOT_FILES", "data_dir", "continuous_mask", "read_snapshots",
+           "read_l2_orders", "read_l2_trades", "read_l2_trade_tape", "read_l2_snapshots_for_intraday",
+           "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES"]

@@ -130,7 +130,7 @@ def test_every_trade_names_an_order_and_the_aggressor_rule_matches_the_sse_flag(
     # trading, N in the auctions) reproduces the SSE tape's own flag on every row
     raw = l2._read("tape_20230201", None, dtype={"TradeBSFlag": str, "ExecType": str})
     raw = raw[raw["Market"] == "SH"]
-    cont = l2.continuous_clock(l2._clock_ns(raw["TradeTime"].str.slice(11)))
+    cont = l2.continuous_mask(l2._local_ns("2023-02-01", raw["TradeTime"]), "2023-02-01")
     inferred = np.where(cont, np.where(raw["BidApplSeqNum"] > raw["OfferApplSeqNum"], "B", "S"), "N")
     assert (inferred == raw["TradeBSFlag"].to_numpy()).all()
 

@@ -483,7 +483,7 @@ def load_dataset(data: Any = None, *, l2_dir: str | Path | None = None) -> Arena
         User panels get no intraday tables unless asked (:func:`attach_real_intraday`).
     l2_dir : str or Path, optional
         Folder of the a_share_l2 zip files for the bundled dataset (default:
-        ``$QUANTGYM_A_SHARE_L2``, ``$QUANTGYM_SHARED_DATA/a_share_l2`` or
+        ``$QUANTGYM_A_SHARE_L2`` or
         ``../shared/data/a_share_l2`` next to the checkout; none found ⇒ only the shipped day,
         recorded in ``dataset.notes`` and warned once).
 
