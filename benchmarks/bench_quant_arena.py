@@ -6,8 +6,11 @@ execution days), the host-side evaluation **excluding agent code**: the cash acc
 precomputed low-volatility score matrix. Also reports, for context, the pieces separately
 and one full sandboxed evaluation (child start-up + agent code + commit-reveal keeper).
 
-Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox]``. Prints a
+Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox] [--intraday]``. Prints a
 markdown table (best of ``--repeat`` runs; ratios on the same machine are what matter).
+``--intraday`` adds the cost of the real Level-2 tables (issue #17): the first read of the
+a_share_l2 files for the bundled universe, the pickled size of the tables a window's payload
+carries, and one sandboxed sealed evaluation with and without them.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-sandbox", action="store_true")
+    ap.add_argument("--intraday", action="store_true", help="also time the Level-2 intraday tables")
     args = ap.parse_args()
     from quantgym.envs.quant_arena.account import labels, run_account, window_rows
     from quantgym.envs.quant_arena.data import _bundled, load_dataset
@@ -87,6 +91,8 @@ def main() -> None:
             t_c, res = _best(lambda: run_in_sandbox(example_source("low_volatility"), RUNNER, payload=p, limits=lim), 1)
             rows.append((f"sandbox child only, {label} the commit-reveal keeper (start-up "
                          f"{res.details.get('startup_seconds', float('nan')):.2f} s)", t_c))
+    if args.intraday:
+        rows += _intraday_rows(ds)
     m = ev["metrics"]
     print(f"Quant-Arena evaluator, bundled universe ({ds.N} stocks), sealed 2024 ({n} days); best of {args.repeat}")
     print(f"python {platform.python_version()}, numpy {np.__version__}, {os.cpu_count()} CPUs, "
@@ -95,6 +101,37 @@ def main() -> None:
     print("| step | time |\n|---|---|")
     for name, t in rows:
         print(f"| {name} | {t * 1000:.0f} ms |" if t < 10 else f"| {name} | {t:.1f} s |")
+
+
+def _intraday_rows(ds) -> list:
+    """Cost of the Level-2 intraday tables the bundled dataset serves (issue #17)."""
+    import dataclasses
+    import pickle
+
+    from quantgym.envs.quant_arena.account import window_rows
+    from quantgym.envs.quant_arena.data import _real_intraday_cached
+    from quantgym.envs.quant_arena.executor import evaluate_submission
+    from quantgym.envs.quant_arena.examples import example_source
+    from quantgym.envs.quant_arena.handoff import build_payload
+
+    _real_intraday_cached.cache_clear()
+    ds._cache.pop("intraday", None)
+    t_read, tabs = _best(ds.intraday, 1)
+    nrows = sum(len(v) for t in tabs.values() for v in t.values())
+    rows = [(f"first read of the intraday tables ({len(tabs)} dates, {nrows:,} rows; once per process)", t_read)]
+    for name, a, b in (("research", "2022-01-01", "2023-12-31"), ("sealed", "2024-01-01", "2024-12-31")):
+        cut = ds.truncate(b)
+        d0, n = window_rows(cut, a, b)
+        p = build_payload(cut, d0, n)
+        mb = len(pickle.dumps(p["intraday"], protocol=pickle.HIGHEST_PROTOCOL)) / 2**20
+        whole = len(pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)) / 2**20
+        print(f"{name} payload: intraday days {sorted(p['intraday'])}, {mb:.1f} MiB of {whole:.1f} MiB pickled")
+    sealed = ds.truncate("2024-12-31")
+    bare = dataclasses.replace(sealed, intraday_loader=None, intraday_index=None, _cache={})
+    for label, d in (("with", sealed), ("without", bare)):
+        t, _ = _best(lambda: evaluate_submission(example_source("low_volatility"), d, "2024-01-01", "2024-12-31"), 1)
+        rows.append((f"one sandboxed sealed evaluation of low_volatility, {label} the intraday tables", t))
+    return rows
 
 
 if __name__ == "__main__":

@@ -17,11 +17,20 @@ from a long DataFrame in the documented parquet schema::
 (``industry``, ``board``, ``list_date``), an optional market reference series and
 optional intraday tables. :func:`load_dataset` reads the bundled default
 universe, a user parquet file/folder in that schema, or a qlib-format directory.
+
+Intraday tables (``view.intraday``) are ``{date_iso: {table: DataFrame}}`` with ``table`` in
+:data:`INTRADAY_TABLES`, in the schema of :mod:`quantgym.data.sse_l2` (``ts_event`` UTC ns,
+``time``, ``symbol`` as in the panel, prices CNY, quantities shares; see docs/quant_arena.md).
+The bundled dataset serves the real Level-2 stock-days of its universe
+(:func:`real_intraday`): the shipped SH600519 day (2023-02-07) and, when the a_share_l2
+folder is found (:func:`quantgym.data.a_share_l2.a_share_l2_dir`; not shipped, vendor
+unknown), 11 more stock-days on 2021-12-01, 2022-06-01, 2023-02-01 and 2023-07-11.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -36,6 +45,8 @@ BUNDLED_DIR = Path(__file__).resolve().parents[2] / "data" / "bundled" / "quant_
 RAW_FIELDS = ("open", "high", "low", "close", "volume", "adj_factor", "in_csi300")
 #: Intraday tables a dataset may carry.
 INTRADAY_TABLES = ("snapshots", "trades", "orders")
+#: Columns every intraday table must have (the rest of the schema: docs/quant_arena.md).
+INTRADAY_REQUIRED = ("ts_event", "symbol")
 
 
 def board_of(symbol: str) -> str:
@@ -76,6 +87,13 @@ class ArenaDataset:
         from this panel on demand.
     name : str
         Label written into records.
+    intraday_loader : callable or None
+        Zero-argument callable returning ``{date_iso: {table: DataFrame}}`` (loaded lazily).
+    intraday_index : dict or None
+        ``{date_iso: {table: [symbols]}}`` of what the loader serves, known without loading
+        (the bundled dataset); ``None`` ⇒ computed from the loaded tables.
+    notes : list of str
+        Facts about the data a run must record (e.g. "the a_share_l2 folder was not found").
     """
 
     dates: np.ndarray
@@ -88,6 +106,8 @@ class ArenaDataset:
     reference: pd.DataFrame | None = None
     name: str = "custom"
     intraday_loader: Callable[[], dict[str, dict[str, pd.DataFrame]]] | None = None
+    intraday_index: dict[str, dict[str, list[str]]] | None = None
+    notes: list[str] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ construction
@@ -111,7 +131,10 @@ class ArenaDataset:
         reference : DataFrame, optional
             ``date, ret, n``; default ``None`` = computed from this panel.
         intraday : dict or callable, optional
-            ``{date_iso: {table: DataFrame}}`` or a zero-argument callable returning it.
+            ``{date_iso: {table: DataFrame}}`` or a zero-argument callable returning it;
+            ``table`` in :data:`INTRADAY_TABLES`, each frame with at least ``ts_event`` (int64
+            UTC ns) and ``symbol`` (the panel's symbols), ideally the full schema of
+            :mod:`quantgym.data.sse_l2`. Checked when first loaded (ValueError).
 
         Raises
         ------
@@ -200,10 +223,25 @@ class ArenaDataset:
         return i
 
     def intraday(self) -> dict[str, dict[str, pd.DataFrame]]:
-        """``{date_iso: {table: DataFrame}}`` of the intraday tables (may be empty)."""
+        """``{date_iso: {table: DataFrame}}`` of the intraday tables (may be empty).
+
+        Raises
+        ------
+        ValueError
+            A date that is not ``YYYY-MM-DD``, a table name outside :data:`INTRADAY_TABLES` or a
+            frame without the columns of :data:`INTRADAY_REQUIRED`.
+        """
         if "intraday" not in self._cache:
-            self._cache["intraday"] = dict(self.intraday_loader()) if self.intraday_loader else {}
+            raw = dict(self.intraday_loader()) if self.intraday_loader else {}
+            self._cache["intraday"] = {_check_intraday_day(d, t): t for d, t in raw.items()}
         return self._cache["intraday"]
+
+    def intraday_days(self) -> dict[str, dict[str, list[str]]]:
+        """``{date_iso: {table: sorted symbols}}`` of the intraday tables served (for briefs and docs)."""
+        if self.intraday_index is not None:
+            return self.intraday_index
+        return {d: {k: sorted(pd.unique(v["symbol"].astype(str))) for k, v in sorted(t.items())}
+                for d, t in sorted(self.intraday().items())}
 
     def ffill(self, name: str) -> np.ndarray:
         """Field forward-filled along time per stock (last row carried; NaN before the first row)."""
@@ -226,11 +264,14 @@ class ArenaDataset:
         cut = None
         if loader is not None:
             cut = lambda: {d: t for d, t in loader().items() if np.datetime64(d, "D") <= e}  # noqa: E731
+        index = None
+        if self.intraday_index is not None:
+            index = {d: t for d, t in self.intraday_index.items() if np.datetime64(d, "D") <= e}
         return ArenaDataset(dates=self.dates[:k].copy(), symbols=self.symbols.copy(),
                          fields={n: a[:k].copy() for n, a in self.fields.items()}, has_row=self.has_row[:k].copy(),
                          suspended=self.suspended[:k].copy(), info=self.info.copy(),
                          st=None if self.st is None else self.st[:k].copy(), reference=ref, name=self.name,
-                         intraday_loader=cut)
+                         intraday_loader=cut, intraday_index=index, notes=list(self.notes))
 
     # ------------------------------------------------------------------ derived series
     def reference_returns(self) -> pd.Series:
@@ -314,18 +355,111 @@ def _parse_dates(x: pd.Series) -> pd.Series:
     return out
 
 
+def _check_intraday_day(date: Any, tables: Any) -> str:
+    """Validate one day of user intraday tables; returns the ISO date (one-line ValueError)."""
+    try:
+        iso = str(pd.Timestamp(str(date)).date())
+    except ValueError:
+        raise ValueError(f"intraday date {date!r} is not a date (use 'YYYY-MM-DD')") from None
+    if not isinstance(tables, dict):
+        raise ValueError(f"intraday {iso}: expected {{table: DataFrame}}, got {type(tables).__name__}")
+    for k, v in tables.items():
+        if k not in INTRADAY_TABLES:
+            raise ValueError(f"intraday {iso}: unknown table {k!r}; tables: {', '.join(INTRADAY_TABLES)}")
+        miss = [c for c in INTRADAY_REQUIRED if not isinstance(v, pd.DataFrame) or c not in v.columns]
+        if miss:
+            raise ValueError(f"intraday {iso} {k}: missing column(s) {miss} (schema: docs/quant_arena.md)")
+    return iso
+
+
+@functools.lru_cache(maxsize=4)
+def _real_intraday_cached(symbols: tuple, dates: tuple, folder: str | None) -> dict:
+    from quantgym.data.a_share_l2 import load_l2_days
+    from quantgym.data.sse_l2 import SSE_DAY, SSE_SYMBOL, load_sse_l2_day  # ships with the package
+
+    out: dict[str, dict[str, pd.DataFrame]] = {}
+    if "SH" + SSE_SYMBOL in symbols and SSE_DAY in dates:
+        day = load_sse_l2_day()
+        for t in day.values():
+            t["symbol"] = "SH" + SSE_SYMBOL  # the panel's symbol style
+        out[SSE_DAY] = day
+    if folder is not None:
+        out.update(load_l2_days(symbols, dates, folder))
+    return out
+
+
 def _default_intraday() -> dict[str, dict[str, pd.DataFrame]]:
-    from quantgym.data.sse_l2 import SSE_DAY, load_sse_l2_day  # ships with the package (the prompt names the day)
+    """The shipped Level-2 day only (SH600519, 2023-02-07), symbol in the panel's style."""
+    from quantgym.data.sse_l2 import SSE_DAY, SSE_SYMBOL
 
-    return {SSE_DAY: load_sse_l2_day()}
+    return _real_intraday_cached(("SH" + SSE_SYMBOL,), (SSE_DAY,), None)
 
 
-@functools.lru_cache(maxsize=1)
-def _bundled() -> ArenaDataset:
+def real_intraday_index(ds: ArenaDataset, path: str | Path | None = None) -> dict[str, dict[str, list[str]]]:
+    """``{date_iso: {table: symbols}}`` of the real Level-2 stock-days that ``ds`` covers.
+
+    A stock-day is served when the stock has a row in ``ds`` on that date: the bundled
+    SH600519 day (2023-02-07) and the :data:`quantgym.data.a_share_l2.CATALOG` entries when the
+    a_share_l2 folder is found (``path``, else :func:`~quantgym.data.a_share_l2.a_share_l2_dir`).
+    """
+    from quantgym.data.a_share_l2 import CATALOG, a_share_l2_dir
+    from quantgym.data.sse_l2 import SSE_DAY, SSE_SYMBOL
+
+    folder = a_share_l2_dir(path)
+    cands = [(SSE_DAY, t, "SH" + SSE_SYMBOL) for t in INTRADAY_TABLES]
+    if folder is not None:
+        cands += [(d, t, s) for d, t, s, _, _ in CATALOG]
+    pos = {str(d): i for i, d in enumerate(ds.dates.astype("datetime64[D]").astype(str))}
+    col = {s: j for j, s in enumerate(ds.symbols)}
+    out: dict[str, dict[str, set]] = {}
+    for d, t, s in cands:
+        if d in pos and s in col and ds.has_row[pos[d], col[s]]:
+            out.setdefault(d, {}).setdefault(t, set()).add(s)
+    return {d: {t: sorted(v) for t, v in sorted(tabs.items())} for d, tabs in sorted(out.items())}
+
+
+def real_intraday(ds: ArenaDataset, path: str | Path | None = None) -> tuple[Callable, dict, list[str]]:
+    """Attach-ready real Level-2 tables for ``ds``: ``(loader, index, notes)``.
+
+    ``loader()`` returns ``{date_iso: {table: DataFrame}}`` for the stock-days of
+    :func:`real_intraday_index` (cached per process; the a_share_l2 files are read only for the
+    stock-days ``ds`` covers, ≈ 10 s for the bundled universe). ``notes`` says, once, when
+    the a_share_l2 folder was not found (only the shipped day is served then). Use it for a
+    user panel as ``loader, index, notes = real_intraday(ds)`` and
+    ``ArenaDataset.from_frame(df, ..., intraday=loader)``, or call :func:`attach_real_intraday`.
+    """
+    from quantgym.data.a_share_l2 import ENV_VAR, a_share_l2_dir
+
+    folder = a_share_l2_dir(path)
+    index = real_intraday_index(ds, folder)
+    syms = tuple(sorted({s for t in index.values() for v in t.values() for s in v}))
+    dates = tuple(sorted(index))
+    key = None if folder is None else str(folder)
+    notes = []
+    if folder is None:
+        notes.append("intraday: the a_share_l2 folder was not found (pass l2_dir= or set $" + ENV_VAR + "); "
+                     "only the shipped Level-2 day (SH600519, 2023-02-07) is served")
+    return functools.partial(_real_intraday_cached, syms, dates, key), index, notes
+
+
+def attach_real_intraday(ds: ArenaDataset, path: str | Path | None = None) -> ArenaDataset:
+    """``ds`` serving the real Level-2 stock-days it covers (:func:`real_intraday`); notes are warned once."""
+    loader, index, notes = real_intraday(ds, path)
+    ds.intraday_loader, ds.intraday_index = loader, index
+    ds.notes = list(ds.notes) + notes
+    ds._cache.pop("intraday", None)
+    for n in notes:
+        warnings.warn(n, stacklevel=2)
+    return ds
+
+
+@functools.lru_cache(maxsize=2)
+def _bundled(l2_dir: str | None = None) -> ArenaDataset:
     df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
     info = pd.read_csv(BUNDLED_DIR / "symbols.csv", dtype={"symbol": str})
     ref = pd.read_csv(BUNDLED_DIR / "market_reference.csv")
-    ds = ArenaDataset.from_frame(df, info=info, reference=ref, name="bundled-default-800", intraday=_default_intraday)
+    ds = ArenaDataset.from_frame(df, info=info, reference=ref, name="bundled-default-800")
+    attach_real_intraday(ds, l2_dir)
     for a in ds.fields.values():
         a.setflags(write=False)
     ds.has_row.setflags(write=False)
@@ -333,18 +467,25 @@ def _bundled() -> ArenaDataset:
     return ds
 
 
-def load_dataset(data: Any = None) -> ArenaDataset:
+def load_dataset(data: Any = None, *, l2_dir: str | Path | None = None) -> ArenaDataset:
     """Load a Quant-Arena dataset.
 
     Parameters
     ----------
     data : None, ArenaDataset, DataFrame, str or Path
-        ``None``: the bundled 800-stock default universe (cached, read-only).
+        ``None``: the bundled 800-stock default universe (cached, read-only), serving the real
+        Level-2 stock-days of its universe (:func:`real_intraday`).
         A :class:`ArenaDataset`: returned as is. A DataFrame: long panel in the
         documented schema. A path to a ``.parquet`` file: long panel (a
         ``symbols.csv`` and ``market_reference.csv`` next to it are used when
         present). A directory: either a qlib-format folder (``calendars/day.txt``)
         or a folder with ``daily*.parquet`` [+ ``symbols.csv``, ``market_reference.csv``].
+        User panels get no intraday tables unless asked (:func:`attach_real_intraday`).
+    l2_dir : str or Path, optional
+        Folder of the a_share_l2 zip files for the bundled dataset (default:
+        ``$QUANTGYM_A_SHARE_L2`` or
+        ``../shared/data/a_share_l2`` next to the checkout; none found ⇒ only the shipped day,
+        recorded in ``dataset.notes`` and warned once).
 
     Raises
     ------
@@ -352,7 +493,10 @@ def load_dataset(data: Any = None) -> ArenaDataset:
         Unreadable path or schema violation.
     """
     if data is None:
-        return _bundled()
+        from quantgym.data.a_share_l2 import a_share_l2_dir
+
+        folder = a_share_l2_dir(l2_dir)
+        return _bundled(None if folder is None else str(folder))
     if isinstance(data, ArenaDataset):
         return data
     if isinstance(data, pd.DataFrame):
@@ -379,4 +523,5 @@ def load_dataset(data: Any = None) -> ArenaDataset:
     return ArenaDataset.from_frame(df, info=info, reference=ref, name=f"file:{file.name}")
 
 
-__all__ = ["ArenaDataset", "load_dataset", "board_of", "RAW_FIELDS", "INTRADAY_TABLES", "BUNDLED_DIR"]
+__all__ = ["ArenaDataset", "load_dataset", "board_of", "real_intraday", "real_intraday_index", "attach_real_intraday",
+           "RAW_FIELDS", "INTRADAY_TABLES", "INTRADAY_REQUIRED", "BUNDLED_DIR"]

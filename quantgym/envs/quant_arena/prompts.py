@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -181,7 +182,7 @@ def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDatase
                     "sealed": [w.sealed_start, w.sealed_end]},
         "allowed_imports": list(DEFAULT_ALLOWED_IMPORTS), "view_fields": list(VIEW_FIELDS),
         "max_lookback": w.max_lookback, "max_features": cfg.scoring.max_features, "top_n": cfg.execution.top_n,
-        "dataset": ds.name, "n_symbols": ds.N,
+        "dataset": ds.name, "n_symbols": ds.N, "intraday_days": ds.intraday_days(), "data_notes": list(ds.notes),
     }
     feedback_txt = ("After each candidate you see: calendar-year returns of the account and the market "
                     "reference in the research window, ARR, excess ARR, mean RankIC, its IR, long-short quintile "
@@ -229,8 +230,11 @@ Limits: {cfg.sandbox.day_seconds:g} s wall per decision date, {cfg.sandbox.memor
   open/high/low/close are raw CNY; volume in shares; adj_* are forward-adjusted as of view.date
   (last row = raw); suspended and in_csi300 are 1.0/0.0; up_limit/down_limit in CNY.
 - view.info: DataFrame (index = view.symbols) with industry (2026 snapshot), board, list_date.
-- view.intraday(table, date): 'snapshots' | 'trades' | 'orders' where the dataset has them
-  (bundled: SH600519 on 2023-02-07 only). Reading after view.date raises LookAheadError.
+- view.intraday(table, date=view.date) -> DataFrame of one day (all its stocks; column symbol):
+  'snapshots' (10-level book, every 3 s), 'trades' or 'orders' (tick by tick); prices CNY,
+  quantities shares, ts_event UTC ns, time Asia/Shanghai. Served (KeyError on other days):
+{textwrap.fill(intraday_text(ds) + ".", 96, initial_indent="  ", subsequent_indent="  ")}
+  Reading after view.date raises LookAheadError.
 
 ## Example
 ```python
@@ -251,6 +255,26 @@ def score(features, view):
 Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are absent.
 """
     return text, facts
+
+
+def intraday_text(ds: ArenaDataset) -> str:
+    """One line naming every intraday (date, table, symbols) the dataset serves (for the brief).
+
+    E.g. ``"2021-12-01 snapshots SH600258 SH600332 (09:15-10:30 only); 2023-02-07 orders,
+    snapshots, trades SH600519"``; ``"none"`` when the dataset has no intraday tables.
+    """
+    from quantgym.data.a_share_l2 import CATALOG
+
+    note = {(d, t, s): n for d, t, s, _, n in CATALOG if n}
+    parts = []
+    for d, tabs in ds.intraday_days().items():
+        groups: dict[tuple, list[str]] = {}
+        for t, syms in tabs.items():
+            groups.setdefault(tuple(syms), []).append(t)
+        for syms, tables in groups.items():
+            extra = sorted({note[(d, t, x)] for t in tables for x in syms if (d, t, x) in note})
+            parts.append(f"{d} {', '.join(tables)} {' '.join(syms)}" + (f" ({'; '.join(extra)})" if extra else ""))
+    return "; ".join(parts) or "none"
 
 
 def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset, style: str) -> str:
@@ -307,7 +331,8 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
         f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "
         "raw CNY, volume shares, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0, "
         "up_limit/down_limit CNY. view.info: DataFrame (index view.symbols): industry, board, list_date. "
-        "view.intraday(table, date): 'snapshots'|'trades'|'orders' (bundled: SH600519 on 2023-02-07 only); "
+        "view.intraday(table, date): 'snapshots'|'trades'|'orders' of one day (column symbol; CNY, shares, "
+        f"ts_event UTC ns); served: {intraday_text(ds)}; KeyError on other days; "
         "reading after view.date raises LookAheadError.",
     ]
     if style == "compact":
@@ -321,4 +346,4 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["task_brief", "research_feedback", "feedback_text", "FEEDBACK_WINDOW_KEYS", "FEEDBACK_LIMITS"]
+__all__ = ["task_brief", "intraday_text", "research_feedback", "feedback_text", "FEEDBACK_WINDOW_KEYS", "FEEDBACK_LIMITS"]
