@@ -334,23 +334,29 @@ def _buys(acc: _Day, cash: float, shares: np.ndarray, sel: np.ndarray, vstar: fl
         c = cash
         with np.errstate(invalid="ignore", divide="ignore"):
             want = np.maximum(lot * np.floor(np.minimum(need, c) / (lot * P) + 1e-12), 0.0)
-        filled = lot * np.floor(fill_value(+1, want, P, lv)[0] / lot + 1e-12)
+        f1 = np.where(want > 0, want if lv is None else np.minimum(want, lv[2] * lv[1]), 0.0)  # the walk's fill
+        filled = lot * np.floor(f1 / lot + 1e-12)
         value = fill_value(+1, filled, P, lv)[1]
         fees = order_fees_many(value, +1, acc.date, acc.cost)
         total = value + fees[0] + fees[1] + fees[2]
-        if filled[0] > 0 and not total[0] <= c + 1e-9:  # §10.7: one lot less until affordable
-            lv0 = None if lv is None else tuple(x[:1] for x in lv)
-            f0 = float(filled[0])
-            while f0 > 0:
-                f0 -= lot
-                v0 = fill_value(+1, np.array([f0]), P[:1], lv0)[1]
+        if filled[0] > 0 and not total[0] <= c + 1e-9:  # §10.7: one lot less until affordable (all at once)
+            tries = filled[0] - lot * np.arange(1, int(round(filled[0] / lot)) + 1)
+            tries = tries[tries > 0]
+            k = tries.size
+            if k:
+                lv0 = None if lv is None else tuple(np.repeat(x[:1], k) for x in lv)
+                v0 = fill_value(+1, tries, np.repeat(P[:1], k), lv0)[1]
                 fe0 = order_fees_many(v0, +1, acc.date, acc.cost)
                 t0 = v0 + fe0[0] + fe0[1] + fe0[2]
-                if f0 > 0 and t0[0] <= c + 1e-9:
-                    break
-            filled[0], value[0], total[0] = f0, v0[0], t0[0]
-            for x, y in zip(fees, fe0):
-                x[0] = y[0]
+                ok0 = np.flatnonzero(t0 <= c + 1e-9)
+                k = int(ok0[0]) + 1 if ok0.size else 0
+            if k:
+                i = k - 1
+                filled[0], value[0], total[0] = tries[i], v0[i], t0[i]
+                for x, y in zip(fees, fe0):
+                    x[0] = y[i]
+            else:
+                filled[0] = 0.0
         execd = filled > 0
         left = np.subtract.accumulate(np.concatenate(([c], np.where(execd, total, 0.0))))  # cash -= total
         before = left[:-1]

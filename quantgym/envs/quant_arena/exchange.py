@@ -100,28 +100,48 @@ def _book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def _windows(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> np.ndarray:
-    """``x[t−w+1 .. t, cols]`` for each t in ``rows``: (len(rows), w, len(cols)), NaN before row 0."""
-    idx = rows[:, None] + np.arange(1 - w, 1)
-    out = x[np.maximum(idx, 0)[:, :, None], cols[None, None, :]]
-    out[idx < 0] = np.nan
-    return out
+def _trailing(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The trailing windows ``x[t−w+1 .. t, cols]`` of each t in ``rows``: the positions of ``rows`` in
+    a span of rows and ``w`` slices of the span (oldest first), each (span, len(cols)); NaN before row 0."""
+    lo, hi = int(rows.min()) - w + 1, int(rows.max()) + 1
+    blk = np.full((hi - lo, cols.size), np.nan)
+    blk[max(0, -lo):] = x[max(lo, 0):hi][:, cols]
+    return rows - lo - (w - 1), [blk[k:k + blk.shape[0] - w + 1] for k in range(w)]
 
 
-def _nanstd_ddof1(blk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Count and ``np.nanstd(blk, axis=1, ddof=1)`` of a (rows, window, cols) block, by numpy's own
-    steps (sum over the window, mean, squared deviations, sum; NaN where fewer than 2 values), so the
-    same bits with a fraction of its overhead. ``blk`` is overwritten."""
-    miss = np.isnan(blk)
-    cnt = blk.shape[1] - miss.sum(axis=1)
-    blk[miss] = 0.0
+def _window_std_count(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Count of values and ``np.nanstd(window, axis=0, ddof=1)`` of each trailing window (NaN below 2 values).
+
+    numpy's own steps (sum over the window from its oldest row on, mean, squared deviations, sum), so
+    the same bits as ``np.nanstd`` on each window, without building a (rows, window, cols) block.
+    """
+    pos, parts = _trailing(x, rows, w, cols)
+    miss = [np.isnan(p) for p in parts]
+    vals = [np.where(m, 0.0, p) for m, p in zip(miss, parts)]
+    cnt = sum((~m).astype(np.int64) for m in miss)
+    tot = vals[0].copy()
+    for v in vals[1:]:
+        tot += v
     with np.errstate(invalid="ignore", divide="ignore"):
-        avg = blk.sum(axis=1, keepdims=True) / cnt[:, None, :]
-        np.subtract(blk, avg, out=blk)
-        blk[miss] = 0.0
-        np.multiply(blk, blk, out=blk)
-        var = blk.sum(axis=1) / (cnt - 1)
-    return cnt, np.sqrt(np.where(cnt > 1, var, np.nan))
+        avg = tot / cnt
+        ss = None
+        for m, v in zip(miss, vals):
+            d = v - avg
+            d[m] = 0.0
+            d *= d
+            ss = d if ss is None else ss + d
+        var = ss / (cnt - 1)
+    return cnt[pos], np.sqrt(np.where(cnt > 1, var, np.nan))[pos]
+
+
+def _window_mean(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> np.ndarray:
+    """Mean of the non-NaN values of each trailing window (0 if none): ``nansum / count``, numpy's order."""
+    pos, parts = _trailing(x, rows, w, cols)
+    cnt = sum((~np.isnan(p)).astype(np.int64) for p in parts)
+    tot = np.where(np.isnan(parts[0]), 0.0, parts[0])
+    for p in parts[1:]:
+        tot += np.where(np.isnan(p), 0.0, p)
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)[pos]
 
 
 def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: np.ndarray | None = None
@@ -144,23 +164,12 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     W, Wa = int(impact.vol_window), int(impact.adv_window)
     lr, vol = _book_series(ds)
     cols = np.arange(ds.N) if cols is None else np.asarray(cols, dtype=np.int64)
-    sig = np.empty((len(rows), cols.size))
-    adv = np.empty((len(rows), cols.size))
-    # the trailing windows of all rows at once, (rows, window, cols) in C order: the reductions run over
-    # the window axis in the same order as on one window, so the bits are those of a row-by-row loop;
-    # rows before the panel's start are NaN (they count as missing)
-    step = max(1, 4_000_000 // max(1, cols.size * max(W, Wa)))            # rows per chunk (memory)
-    for c0 in range(0, len(rows), step):
-        r = rows[c0:c0 + step]
-        cnt, s = _nanstd_ddof1(_windows(lr, r, W, cols))
-        s = np.where((np.minimum(r + 1, W) > 1)[:, None], s, np.nan)       # a one-row window has no std
-        sig[c0:c0 + step] = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
-        vb = _windows(vol, r, Wa, cols)
-        miss = np.isnan(vb)
-        vc = vb.shape[1] - miss.sum(axis=1)
-        vb[miss] = 0.0
-        adv[c0:c0 + step] = np.where(vc > 0, vb.sum(axis=1) / np.maximum(vc, 1), 0.0)
-    return sig, adv
+    if rows.size == 0:
+        return np.empty((0, cols.size)), np.empty((0, cols.size))
+    cnt, s = _window_std_count(lr, rows, W, cols)
+    s = np.where((np.minimum(rows + 1, W) > 1)[:, None], s, np.nan)          # a one-row window has no std
+    sig = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
+    return sig, _window_mean(vol, rows, Wa, cols)
 
 
 def _r2v(x: np.ndarray) -> np.ndarray:
