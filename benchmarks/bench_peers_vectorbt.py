@@ -70,9 +70,9 @@ def child(npz: str) -> None:
         what = line.strip()
         if what == "quit":
             break
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         vbt.Portfolio.from_orders(**(kw if what == "qa" else kw2))
-        print(json.dumps({"s": time.perf_counter() - t0}), flush=True)
+        print(json.dumps({"s": time.perf_counter() - t0, "cpu": time.process_time() - c0}), flush=True)
 
 
 class Peer:
@@ -88,10 +88,11 @@ class Peer:
             raise RuntimeError(err[-1] if err else "vectorbt child failed")
         self.info = json.loads(line)
 
-    def time(self, what: str) -> float:
+    def time(self, what: str) -> tuple[float, float]:
         self.proc.stdin.write(what + "\n")
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())["s"]
+        r = json.loads(self.proc.stdout.readline())
+        return r["s"], r["cpu"]
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -140,10 +141,11 @@ def quant_arena(data: str | None) -> tuple[dict, dict, dict]:
     return fns, info, arrays
 
 
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
+def _timed(fn) -> tuple[float, float]:
+    """(wall, CPU) seconds of one call of ``fn``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def run(rounds: int, rows: int, data: str | None = None) -> dict:
@@ -160,7 +162,7 @@ def run(rounds: int, rows: int, data: str | None = None) -> dict:
         fn()  # warm-up (per-dataset caches, first-call costs)
     out: dict = {"rounds": rounds, "qa": qa, "mb_rows": rows, "mb_notes": {k: v[1] for k, v in mb.items()},
                  "times": {}, "errors": {}, "vectorbt": None}
-    samples: dict[str, list[float]] = {k: [] for k in (*qa_fns, *mb_fns, "vbt_qa", "vbt_mb")}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in (*qa_fns, *mb_fns, "vbt_qa", "vbt_mb")}
     peer = None
     if not PEERS_PY.exists():
         out["errors"]["vectorbt"] = f"{PEERS_PY.relative_to(ROOT)} missing (python benchmarks/bench_peers_gyms.py --setup)"
@@ -186,14 +188,16 @@ def run(rounds: int, rows: int, data: str | None = None) -> dict:
         finally:
             if peer:
                 peer.close()
-    out["times"] = {k: statistics.median(v) for k, v in samples.items() if v}
+    # wall time (the headline) and CPU time of the process (less sensitive to other jobs on the machine)
+    out["times"] = {k: statistics.median(w for w, _ in v) for k, v in samples.items() if v}
+    out["cpu_times"] = {k: statistics.median(c for _, c in v) for k, v in samples.items() if v}
     out["samples"] = samples
     return out
 
 
 def table(r: dict) -> list[tuple[str, str, str]]:
     """(measurement, result, note) rows of a :func:`run` result."""
-    t, qa, vb = r["times"], r["qa"], r["vectorbt"]
+    t, c, qa, vb = r["times"], r["cpu_times"], r["qa"], r["vectorbt"]
     rows = [
         ("Quant-Arena sealed-year evaluation (evaluate_scores)", f"{1e3 * t['qa_eval']:.1f} ms",
          f"{qa['stocks']} stocks × {qa['days']} days, {qa['orders']} orders; account + reference + labels + "
@@ -217,6 +221,8 @@ def table(r: dict) -> list[tuple[str, str, str]]:
         ("speed ratio: evaluation / vectorbt (vbt time ÷ quantgym time)", f"{t['vbt_qa'] / t['qa_eval']:.2f}",
          "≥ 1: the whole evaluation is at least as fast as from_orders on its orders"),
         ("speed ratio: account alone / vectorbt", f"{t['vbt_qa'] / t['qa_account']:.2f}", ""),
+        ("speed ratio by CPU time: evaluation / vectorbt", f"{c['vbt_qa'] / c['qa_eval']:.2f}",
+         f"CPU {1e3 * c['qa_eval']:.1f} ms vs {1e3 * c['vbt_qa']:.1f} ms"),
     ]
     for k in ("scheduled", "pairs", "delta_hedge"):
         rows.append((f"speed ratio: {k} snapshots/s ÷ vectorbt fills/s",

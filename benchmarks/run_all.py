@@ -175,6 +175,9 @@ def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | N
                  f"vectorbt from_orders, same orders {_ms(vq)}", r, "ratio ≥ 1", None if r is None else r >= 1))
     rows.append(("Quant-Arena cash account alone (same run)", _ms(acc), f"vectorbt {_ms(vq)}", _ratio(vq, acc), "–",
                  None))
+    c = vb.get("cpu_times", {})
+    rows.append(("Quant-Arena sealed-year evaluation, CPU time of each process (same run)", _ms(c.get("qa_eval")),
+                 f"vectorbt {_ms(c.get('vbt_qa'))}", _ratio(c.get("vbt_qa"), c.get("qa_eval")), "–", None))
     n = vb.get("mb_rows")
     fills = None
     if vb.get("vectorbt") and t.get("vbt_mb"):
@@ -201,7 +204,7 @@ def versions(res: dict) -> str:
         if vb else []
     for name, ver in res["portbench"].get("peer_versions", {}).items():
         if ver:
-            peers.append(f"{name.split(' ')[0]} {ver}")
+            peers.append(f"{'FinRL' if name.startswith('FinRL') else 'gym-anytrading'} {ver}")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     return (f"quantgym at {commit.strip() or '?'}; " + ", ".join(parts) + "; peers venv: " +
             (", ".join(dict.fromkeys(peers)) if peers else NM))
@@ -251,7 +254,8 @@ def render(res: dict, argv: list[str]) -> dict[str, str]:
     for k, v in res["portbench"]["peer"].items():
         dl.append(f"| peer {k} | {_rate(v, '/s')} |")
     for k, v in (vb.get("times") or {}).items():
-        dl.append(f"| bench_peers_vectorbt.py {k} (median) | {_ms(v)} |")
+        dl.append(f"| bench_peers_vectorbt.py {k}: wall / CPU (medians) | {_ms(v)} / "
+                  f"{_ms((vb.get('cpu_times') or {}).get(k))} |")
     if vb.get("vectorbt"):
         dl.append(f"| vectorbt first from_orders call (numba compile) | {vb['vectorbt']['qa_first_call_s']:.1f} s |")
         dl.append(f"| final value: vectorbt / evaluator NAV (no dividends/splits in from_orders) | "
