@@ -15,9 +15,9 @@ benchmarks/bench_peers_gyms.py --setup`` which runs exactly these commands::
                                                       # modules its package __init__ imports
 
 Versions measured on 2026-11-29: gym-anytrading 2.0.0, FinRL 0.3.7, vectorbt 1.2.0, gymnasium 1.4.0,
-numpy 2.4.6, pandas 2.2.3 (``wrds`` pins pandas < 2.3; vectorbt 1.2.0 asks for pandas ≥ 3.0.3 in its
-metadata but imports and runs ``from_orders`` with 2.2.3), numba 0.68.1, stockstats 0.6.10,
-stable-baselines3 2.9.2, torch 2.13.0+cpu.
+numpy 2.4.6, pandas 2.2.3, numba 0.68.1, stockstats 0.6.10, stable-baselines3 2.9.2, torch 2.13.0+cpu.
+A venv created on 2026-12-04 by ``--setup`` resolved pandas 3.1.1 (with wrds 3.1.6); ``python
+benchmarks/run_all.py`` writes the versions of each run beside its figures in docs/performance.md.
 
 Measured with ``gymnasium.utils.performance.benchmark_step`` (fixed seed; the env's action space is
 replaced by a replay of pre-generated actions, so sampling costs the same for every env):
