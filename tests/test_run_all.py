@@ -35,7 +35,7 @@ def test_missing_figures_are_not_measured_never_numbers():
     raw = rows["PortBench raw allocation step"]
     assert raw[1] == "40.0 k steps/s" and raw[3] is None and "not measured" in raw[2] and raw[5] is True
     assert rows["PortBench batched vector env"][1] == "not measured"
-    assert rows["PortBench stagewise S1+S2+S3 scored decision (3 sub-steps)"][1] == "1.0 ms"
+    assert rows["PortBench stagewise S1+S2+S3 scored decision (3 sub-steps at the sub-step rate)"][1] == "1.0 ms"
     assert all(r[3] is None for r in rows.values())  # no peer figure: no ratio
     text = ra.render(_result(vectorbt=False), [])["perf-headline"]
     assert "not measured" in text and "missing" in text
