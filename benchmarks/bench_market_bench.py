@@ -6,12 +6,13 @@ accounting, signals, equity curve and drawdown). Parsing the CSV is timed separa
 
 Run::
 
-    python benchmarks/bench_market_bench.py [--rows 1000000] [--repeat 3]
+    python benchmarks/bench_market_bench.py [--rows 1000000] [--repeat 3] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numpy as np
@@ -37,46 +38,57 @@ def best_of(fn, repeat: int) -> tuple[float, float]:
     return min(wall), min(cpu)
 
 
-def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    a = ap.parse_args(argv)
-    n = a.rows
-    rng = np.random.default_rng(7)
+def strategies(n: int) -> dict[str, tuple]:
+    """The three reference replays on seeded ``n``-row books: name -> (callable, what it does).
 
+    Each callable runs one replay and returns the backtester's result dict.
+    """
+    rng = np.random.default_rng(7)
     # strategy 1: one symbol, 200 scheduled market orders over the book
-    df1 = synthetic_book(n, levels=3, seed=1)
-    t0 = time.perf_counter()
-    bk1 = BookData(df1)
-    t_load = time.perf_counter() - t0
+    bk1 = BookData(synthetic_book(n, levels=3, seed=1))
     ts = bk1.ts
     sched = pd.DataFrame({"ts_event": np.sort(rng.integers(ts[0], ts[-1], 200)),
                           "side": rng.choice(["BUY", "SELL"], 200), "qty": rng.integers(1, 30, 200) * 100})
-    s1 = best_of(lambda: backtest_scheduled(bk1, sched, 1e7), a.repeat)
-
     # strategy 2: the spec's pairs generator (KO/PEP labels), round-1 parameters
     bk2 = BookData(generate_pairs_book(PairsBookConfig(n_rows=n), np.random.default_rng(2)))
     p2 = dict(beta=0.375, window=200, z_in=2.0, z_out=0.5, cooldown_ns=30_000_000_000, k=1.0,
               delay_ns=120_000_000, alloc=0.1, c0=1e6)
-    res2 = {}
-    s2 = best_of(lambda: res2.update(backtest_pairs(bk2, **p2)), a.repeat)
-
     # strategy 3: delta hedging on the one-symbol book, a grid point every ~100 rows
     step = int((ts[-1] - ts[0]) // (n // 100))
     od = generate_option_delta(type("C", (), {"step_ns": step, "d0": -1500, "sigma": 300})(), int(ts[0]), int(ts[-1]),
                                np.random.default_rng(3))
     p3 = dict(c0=1e7, interval_ns=step, delay_ns=max(step // 5, 1), fraction=0.5, lot=100, min_gap_ns=2 * step, k=1.0)
-    res3 = {}
-    s3 = best_of(lambda: res3.update(backtest_delta_hedge(bk1, od, **p3)), a.repeat)
+    return {
+        "scheduled": (lambda: backtest_scheduled(bk1, sched, 1e7), "200 orders", bk1),
+        "pairs": (lambda: backtest_pairs(bk2, **p2), "KO/PEP generator, round-1 parameters", bk2),
+        "delta_hedge": (lambda: backtest_delta_hedge(bk1, od, **p3), f"{len(od):,} grid/delta points", bk1),
+    }
 
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    a = ap.parse_args(argv)
+    n = a.rows
+    df1 = synthetic_book(n, levels=3, seed=1)
+    t0 = time.perf_counter()
+    BookData(df1)
+    t_load = time.perf_counter() - t0
+    out = {"rows": n, "repeat": a.repeat, "parse_s": t_load, "strategies": {}}
     print(f"rows per book: {n:,}  (best of {a.repeat})")
     print(f"BookData from DataFrame (parse, not replay): {t_load:.3f} s = {n / t_load / 1e6:.2f} M rows/s")
-    for name, (w, c), extra in (("scheduled", s1, "200 orders"),
-                                ("pairs", s2, f"{res2['n_entries']:.0f} entries, {res2['n_fills']:.0f} fills"),
-                                ("delta_hedge", s3, f"{len(od):,} grid/delta points, {res3['n_hedges_sent']:.0f} hedges")):
+    for name, (fn, what, _) in strategies(n).items():
+        res = {}
+        w, c = best_of(lambda: res.update(fn()), a.repeat)
+        extra = f"{what}; {res['n_fills']:.0f} fills" if "n_fills" in res else what
+        out["strategies"][name] = {"wall_s": w, "cpu_s": c, "snapshots_per_s": n / w, "note": extra}
         print(f"{name:12s} replay wall {w:.3f} s = {n / w / 1e6:.2f} M snapshots/s; "
               f"CPU {c:.3f} s = {n / c / 1e6:.2f} M snapshots/CPU-s  ({extra})")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(out, fh)
 
 
 if __name__ == "__main__":

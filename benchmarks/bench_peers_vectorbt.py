@@ -1,28 +1,33 @@
-"""Quant-Arena and Market-Bench evaluation speed beside vectorbt ``Portfolio.from_orders`` (issue 6).
+"""Quant-Arena and Market-Bench evaluation speed beside vectorbt ``Portfolio.from_orders`` (issue 6, #19).
 
-    python benchmarks/bench_peers_vectorbt.py [--repeat 5] [--rows 1000000] [--no-append]
+    python benchmarks/bench_peers_vectorbt.py [--rounds 5] [--rows 1000000] [--json PATH] [--append]
 
-Two measurements, each reported as a ratio, printed as a table and appended (with the command) to
-docs/performance.md. vectorbt runs in ``benchmarks/.venv-peers`` (see bench_peers_gyms.py for
-its setup); this script calls itself there with ``--child`` and exchanges arrays through an
-``.npz`` file. Timings are best-of-``repeat`` wall times after one warm-up call (numba compiles
-vectorbt's kernels on first use: that compile time is reported separately).
+vectorbt runs in ``benchmarks/.venv-peers`` (see bench_peers_gyms.py for its setup): this script
+starts itself there with ``--child`` once (arrays through an ``.npz`` file), lets it compile
+vectorbt's numba kernels (the first call, reported separately), then **alternates**: each round
+times one quantgym call, then one vectorbt call (the child answers on its stdin/stdout), and so
+on; the figures are the medians over ``--rounds`` rounds, so both sides see the same machine load.
 
-1. **Quant-Arena, sealed 2024** (bundled panel, 800 stocks × 243 execution days): the public
-   evaluator ``quantgym.envs.quant_arena.account.run_account`` on a seeded 20-day momentum
-   score (top-N selection, T+1, price limits, book-walk fills, fees), versus
-   ``vbt.Portfolio.from_orders(size_granularity=100)`` on the *same orders* (signed filled shares
-   at the evaluator's effective fill prices, per-order fees as fixed fees, one cash-sharing group,
-   sells before buys). The final NAVs of both are printed as a consistency check.
-2. **Market-Bench reference replay**: book snapshots per second through the public reference
-   backtester ``backtest_scheduled`` (1M-row seeded synthetic book, 200 scheduled orders), versus
-   vectorbt's order-fill rate: ``from_orders`` on the same 1M mid prices with an order on every
-   row (fills per second).
+1. **Quant-Arena, sealed 2024** (bundled panel, 800 stocks × 242 execution days; ``--data`` for
+   another panel): the sealed-year evaluation ``quantgym.envs.quant_arena.executor.evaluate_scores``
+   (cash account + market reference + labels + RankIC, IR, long-short, coverage + score; no agent
+   code) and the cash account alone (``run_account``), on a seeded 20-day momentum score, versus
+   ``vbt.Portfolio.from_orders(size_granularity=100)`` on the *same orders* (signed filled shares at
+   the evaluator's effective fill prices, per-order fees as fixed fees, one cash-sharing group, sells
+   before buys). The final NAVs of both are printed as a consistency check.
+2. **Market-Bench reference replay**: book snapshots per second through each public reference
+   backtester (the books of bench_market_bench.py: 1M-row seeded synthetic books), versus
+   vectorbt's order-fill rate: ``from_orders`` on the same 1M mid prices with an order on every row
+   (fills per second).
+
+Prints a table; ``--json`` writes every figure; ``--append`` adds the table to docs/performance.md
+(``python benchmarks/run_all.py`` writes the generated tables there instead).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -33,47 +38,79 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import best_time, print_table
+from _common import print_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 
 
 # ------------------------------------------------------------------------------------------ child (vectorbt)
-def child(npz: str, repeat: int) -> None:
+def child(npz: str) -> None:
+    """Serve timings of vectorbt on the arrays of ``npz``: one line per request (``qa``/``mb``) on stdin."""
     import vectorbt as vbt
 
     z = np.load(npz)
-    out: dict = {"vectorbt": vbt.__version__}
-    # 1. Quant-Arena orders
     kw = dict(close=z["qa_close"], size=z["qa_size"], price=z["qa_price"], fixed_fees=z["qa_fees"],
               size_type="amount", direction="longonly", init_cash=float(z["qa_cash"]), cash_sharing=True,
               group_by=True, call_seq="auto", size_granularity=100, freq="1D")
+    mid = z["mb_mid"]
+    kw2 = dict(close=mid, size=np.where(np.arange(mid.size) % 2 == 0, 100.0, -100.0), size_type="amount",
+               direction="longonly", init_cash=1e7, freq="1s")
     t0 = time.perf_counter()
     pf = vbt.Portfolio.from_orders(**kw)
-    out["qa_first_call_s"] = time.perf_counter() - t0
-    out["qa_s"] = best_time(lambda: vbt.Portfolio.from_orders(**kw), repeat)
-    out["qa_final_value"] = float(np.asarray(pf.value()).reshape(-1)[-1])
-    out["qa_orders"] = int(pf.orders.count().sum()) if hasattr(pf.orders.count(), "sum") else int(pf.orders.count())
-    # 2. fills on every row of the Market-Bench mid prices
-    mid = z["mb_mid"]
-    size = np.where(np.arange(mid.size) % 2 == 0, 100.0, -100.0)
-    kw2 = dict(close=mid, size=size, size_type="amount", direction="longonly", init_cash=1e7, freq="1s")
-    vbt.Portfolio.from_orders(**kw2)
-    out["mb_rows"] = int(mid.size)
-    out["mb_s"] = best_time(lambda: vbt.Portfolio.from_orders(**kw2), repeat)
+    info = {"vectorbt": vbt.__version__, "numba": __import__("numba").__version__, "numpy": np.__version__,
+            "pandas": __import__("pandas").__version__, "qa_first_call_s": time.perf_counter() - t0,
+            "qa_final_value": float(np.asarray(pf.value()).reshape(-1)[-1])}
+    cnt = pf.orders.count()
+    info["qa_orders"] = int(cnt.sum()) if hasattr(cnt, "sum") else int(cnt)
     pf2 = vbt.Portfolio.from_orders(**kw2)
-    out["mb_fills"] = int(pf2.orders.count())
-    print(json.dumps(out))
+    info.update(mb_rows=int(mid.size), mb_fills=int(pf2.orders.count()))
+    print(json.dumps(info), flush=True)
+    for line in sys.stdin:
+        what = line.strip()
+        if what == "quit":
+            break
+        t0, c0 = time.perf_counter(), time.process_time()
+        vbt.Portfolio.from_orders(**(kw if what == "qa" else kw2))
+        print(json.dumps({"s": time.perf_counter() - t0, "cpu": time.process_time() - c0}), flush=True)
+
+
+class Peer:
+    """The vectorbt child process (one per run); ``time(what)`` = seconds of one ``from_orders`` call."""
+
+    def __init__(self, npz: Path):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen([str(PEERS_PY), __file__, "--child", str(npz)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read().strip().splitlines()
+            raise RuntimeError(err[-1] if err else "vectorbt child failed")
+        self.info = json.loads(line)
+
+    def time(self, what: str) -> tuple[float, float]:
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        r = json.loads(self.proc.stdout.readline())
+        return r["s"], r["cpu"]
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+        self.proc.wait(timeout=60)
 
 
 # ------------------------------------------------------------------------------------------ parent (quantgym)
-def quant_arena(repeat: int) -> tuple[dict, dict]:
+def quant_arena(data: str | None) -> tuple[dict, dict, dict]:
+    """(callables, info, arrays for vectorbt) of the Quant-Arena pair."""
+    from quantgym.envs.quant_arena.account import run_account, window_rows
     from quantgym.envs.quant_arena.config import Windows
     from quantgym.envs.quant_arena.data import load_dataset
-    from quantgym.envs.quant_arena.account import run_account, window_rows
+    from quantgym.envs.quant_arena.exchange import price_limits
+    from quantgym.envs.quant_arena.executor import evaluate_scores
 
-    ds = load_dataset()
+    ds = load_dataset(data)
     w = Windows()
     d0, n = window_rows(ds, w.sealed_start, w.sealed_end)
     close = ds.ffill("close")
@@ -81,8 +118,9 @@ def quant_arena(repeat: int) -> tuple[dict, dict]:
     with np.errstate(invalid="ignore", divide="ignore"):
         scores = close[rows] / close[rows - 20] - 1.0  # 20-day momentum known at the close of D_j
     scores = np.where(ds.has_row[rows], scores, np.nan)
-    t_qa = best_time(lambda: run_account(ds, d0, n, scores), repeat)
+    price_limits(ds)  # once per dataset, like the env
     res = run_account(ds, d0, n, scores, record_trades=True)
+    ev = evaluate_scores(ds, d0, n, scores)
     date_row = {str(d): i for i, d in enumerate(ds.dates)}
     sym_col = {str(s): j for j, s in enumerate(ds.symbols)}
     size = np.full((n, ds.N), np.nan)
@@ -97,79 +135,127 @@ def quant_arena(repeat: int) -> tuple[dict, dict]:
         fees[i, j] = t["commission"] + t["transfer"] + t["stamp"]
     arrays = {"qa_close": np.nan_to_num(close[d0 + 1 : d0 + n + 1], nan=0.0), "qa_size": size, "qa_price": price,
               "qa_fees": fees, "qa_cash": np.array(res.nav[0])}
-    info = {"seconds": t_qa, "days": n, "stocks": ds.N, "orders": int(np.isfinite(size).sum()),
-            "final_nav": float(res.nav[-1])}
-    return info, arrays
+    info = {"days": n, "stocks": ds.N, "orders": int(np.isfinite(size).sum()), "final_nav": float(res.nav[-1]),
+            "arr": ev["metrics"]["arr"], "rankic_mean": ev["metrics"]["rankic_mean"]}
+    fns = {"qa_eval": lambda: evaluate_scores(ds, d0, n, scores), "qa_account": lambda: run_account(ds, d0, n, scores)}
+    return fns, info, arrays
 
 
-def market_bench(rows: int, repeat: int) -> tuple[dict, dict]:
-    import pandas as pd
+def _timed(fn) -> tuple[float, float]:
+    """(wall, CPU) seconds of one call of ``fn``."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
 
-    from quantgym.envs.market_bench.book import BookData
-    from quantgym.envs.market_bench.data import synthetic_book
-    from quantgym.envs.market_bench.references import backtest_scheduled
 
-    rng = np.random.default_rng(7)
-    bk = BookData(synthetic_book(rows, levels=3, seed=1))
-    ts = bk.ts
-    sched = pd.DataFrame({"ts_event": np.sort(rng.integers(ts[0], ts[-1], 200)),
-                          "side": rng.choice(["BUY", "SELL"], 200), "qty": rng.integers(1, 30, 200) * 100})
-    t = best_time(lambda: backtest_scheduled(bk, sched, 1e7), repeat)
-    return {"seconds": t, "rows": rows, "snapshots_per_s": rows / t}, {"mb_mid": bk.mid.astype(np.float64)}
+def run(rounds: int, rows: int, data: str | None = None) -> dict:
+    """Alternate quantgym and vectorbt for ``rounds`` rounds; medians (seconds) and the run's facts."""
+    import statistics
+
+    from bench_market_bench import strategies
+
+    qa_fns, qa, arr1 = quant_arena(data)
+    mb = strategies(rows)
+    arr2 = {"mb_mid": mb["scheduled"][2].mid.astype(np.float64)}
+    mb_fns = {f"mb_{k}": v[0] for k, v in mb.items()}
+    for fn in (*qa_fns.values(), *mb_fns.values()):
+        fn()  # warm-up (per-dataset caches, first-call costs)
+    out: dict = {"rounds": rounds, "qa": qa, "mb_rows": rows, "mb_notes": {k: v[1] for k, v in mb.items()},
+                 "times": {}, "errors": {}, "vectorbt": None}
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in (*qa_fns, *mb_fns, "vbt_qa", "vbt_mb")}
+    peer = None
+    if not PEERS_PY.exists():
+        out["errors"]["vectorbt"] = f"{PEERS_PY.relative_to(ROOT)} missing (python benchmarks/bench_peers_gyms.py --setup)"
+    with tempfile.TemporaryDirectory() as tmp:
+        if PEERS_PY.exists():
+            npz = Path(tmp) / "orders.npz"
+            np.savez(npz, **arr1, **arr2)
+            try:
+                peer = Peer(npz)
+                out["vectorbt"] = peer.info
+            except Exception as exc:  # noqa: BLE001 - reported, never substituted
+                out["errors"]["vectorbt"] = str(exc)
+        try:
+            for _ in range(rounds):
+                samples["qa_eval"].append(_timed(qa_fns["qa_eval"]))
+                if peer:
+                    samples["vbt_qa"].append(peer.time("qa"))
+                samples["qa_account"].append(_timed(qa_fns["qa_account"]))
+                for k, fn in mb_fns.items():
+                    samples[k].append(_timed(fn))
+                    if peer:
+                        samples["vbt_mb"].append(peer.time("mb"))
+        finally:
+            if peer:
+                peer.close()
+    # wall time (the headline) and CPU time of the process (less sensitive to other jobs on the machine)
+    out["times"] = {k: statistics.median(w for w, _ in v) for k, v in samples.items() if v}
+    out["cpu_times"] = {k: statistics.median(c for _, c in v) for k, v in samples.items() if v}
+    out["samples"] = samples
+    return out
+
+
+def table(r: dict) -> list[tuple[str, str, str]]:
+    """(measurement, result, note) rows of a :func:`run` result."""
+    t, c, qa, vb = r["times"], r["cpu_times"], r["qa"], r["vectorbt"]
+    rows = [
+        ("Quant-Arena sealed-year evaluation (evaluate_scores)", f"{1e3 * t['qa_eval']:.1f} ms",
+         f"{qa['stocks']} stocks × {qa['days']} days, {qa['orders']} orders; account + reference + labels + "
+         "signal metrics + score"),
+        ("Quant-Arena cash account alone (run_account)", f"{1e3 * t['qa_account']:.1f} ms", ""),
+    ]
+    for k in ("scheduled", "pairs", "delta_hedge"):
+        rows.append((f"Market-Bench {k} replay", f"{r['mb_rows'] / t['mb_' + k] / 1e6:.2f} M snapshots/s",
+                     f"{r['mb_rows']:,} rows; {r['mb_notes'][k]}"))
+    if vb is None:
+        rows.append(("vectorbt", "not measured", r["errors"].get("vectorbt", "")))
+        return rows
+    fills = vb["mb_fills"] / t["vbt_mb"]
+    rows += [
+        (f"vectorbt {vb['vectorbt']} from_orders, same Quant-Arena orders", f"{1e3 * t['vbt_qa']:.1f} ms",
+         f"size_granularity=100; first call (numba compile) {vb['qa_first_call_s']:.1f} s; {vb['qa_orders']} orders "
+         f"filled; final value {vb['qa_final_value']:,.0f} vs evaluator NAV {qa['final_nav']:,.0f} (from_orders "
+         "applies no dividends/splits; the evaluator does, §10.7)"),
+        (f"vectorbt {vb['vectorbt']} order-fill rate", f"{fills / 1e6:.2f} M fills/s",
+         f"{vb['mb_fills']:,} fills over {vb['mb_rows']:,} rows"),
+        ("speed ratio: evaluation / vectorbt (vbt time ÷ quantgym time)", f"{t['vbt_qa'] / t['qa_eval']:.2f}",
+         "≥ 1: the whole evaluation is at least as fast as from_orders on its orders"),
+        ("speed ratio: account alone / vectorbt", f"{t['vbt_qa'] / t['qa_account']:.2f}", ""),
+        ("speed ratio by CPU time: evaluation / vectorbt", f"{c['vbt_qa'] / c['qa_eval']:.2f}",
+         f"CPU {1e3 * c['qa_eval']:.1f} ms vs {1e3 * c['vbt_qa']:.1f} ms"),
+    ]
+    for k in ("scheduled", "pairs", "delta_hedge"):
+        rows.append((f"speed ratio: {k} snapshots/s ÷ vectorbt fills/s",
+                     f"{r['mb_rows'] / t['mb_' + k] / fills:.2f}", ""))
+    return rows
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds (medians)")
     ap.add_argument("--rows", type=int, default=1_000_000, help="Market-Bench synthetic book rows")
-    ap.add_argument("--no-append", action="store_true")
+    ap.add_argument("--data", default=None, help="Quant-Arena panel (default: the bundled 800 stocks)")
+    ap.add_argument("--json", metavar="PATH", help="also write every figure as JSON to PATH")
+    ap.add_argument("--append", action="store_true", help="append the table to docs/performance.md")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
-        child(a.child, a.repeat)
+        child(a.child)
         return
-    qa, arr1 = quant_arena(a.repeat)
-    mb, arr2 = market_bench(a.rows, a.repeat)
-    rows: list[tuple[str, str, str]] = [
-        ("Quant-Arena run_account, sealed 2024", f"{1e3 * qa['seconds']:.1f} ms",
-         f"{qa['stocks']} stocks × {qa['days']} days, {qa['orders']} orders (seeded 20-day momentum)"),
-        ("Market-Bench backtest_scheduled replay", f"{mb['snapshots_per_s']:,.0f} snapshots/s",
-         f"{mb['rows']:,} synthetic book rows, 200 orders"),
-    ]
-    vb: dict = {}
-    if not PEERS_PY.exists():
-        rows.append(("vectorbt", "not measured", f"{PEERS_PY} missing (see bench_peers_gyms.py)"))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            npz = Path(tmp) / "orders.npz"
-            np.savez(npz, **arr1, **arr2)
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-            proc = subprocess.run([str(PEERS_PY), __file__, "--child", str(npz), "--repeat", str(a.repeat)],
-                                  capture_output=True, text=True, env=env, timeout=1800)
-        if proc.returncode != 0:
-            rows.append(("vectorbt", "not measured", proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"))
-        else:
-            vb = json.loads(proc.stdout.strip().splitlines()[-1])
-            fills_per_s = vb["mb_fills"] / vb["mb_s"]
-            rows += [
-                (f"vectorbt {vb['vectorbt']} from_orders, same Quant-Arena orders", f"{1e3 * vb['qa_s']:.1f} ms",
-                 f"size_granularity=100; first call (numba compile) {vb['qa_first_call_s']:.1f} s; {vb['qa_orders']} "
-                 f"orders filled; final value {vb['qa_final_value']:,.0f} vs evaluator NAV {qa['final_nav']:,.0f} "
-                 "(from_orders applies no dividends/splits; the evaluator does, §10.7)"),
-                ("ratio Quant-Arena / vectorbt (time)", f"{qa['seconds'] / vb['qa_s']:.3g}",
-                 "> 1: the evaluator is slower (it also walks books, applies limits and T+1)"),
-                (f"vectorbt {vb['vectorbt']} order-fill rate", f"{fills_per_s:,.0f} fills/s",
-                 f"{vb['mb_fills']:,} fills over {vb['mb_rows']:,} rows"),
-                ("ratio Market-Bench snapshots/s / vectorbt fills/s", f"{mb['snapshots_per_s'] / fills_per_s:.3g}", ""),
-            ]
-    print_table("Quant-Arena and Market-Bench vs vectorbt", rows)
-    if not a.no_append:
-        load = os.getloadavg()[0]
+    load0 = os.getloadavg()[0]
+    r = run(a.rounds, a.rows, a.data)
+    r["load_avg"] = [load0, os.getloadavg()[0]]
+    r["python"], r["numpy"] = platform.python_version(), np.__version__
+    rows = table(r)
+    print_table(f"Quant-Arena and Market-Bench vs vectorbt (medians of {a.rounds} alternating rounds)", rows)
+    if a.json:
+        Path(a.json).write_text(json.dumps(r))
+    if a.append:
         cmd = "python benchmarks/bench_peers_vectorbt.py" + "".join(f" {x}" for x in (argv or sys.argv[1:]))
         lines = ["", f"## Quant-Arena and Market-Bench vs vectorbt ({time.strftime('%Y-%m-%d')})", "",
-                 f"Command: `{cmd}` (best of {a.repeat} after a warm-up; vectorbt in benchmarks/.venv-peers). "
-                 f"Python {platform.python_version()}, numpy {np.__version__}; 2-core machine shared with other "
-                 f"jobs (1-min load average {load:.1f} at the end).", "",
+                 f"Command: `{cmd}` (medians of {a.rounds} alternating rounds; vectorbt in benchmarks/.venv-peers). "
+                 f"Python {platform.python_version()}, numpy {np.__version__}; 1-min load average "
+                 f"{r['load_avg'][0]:.1f} → {r['load_avg'][1]:.1f}.", "",
                  "| measurement | result | note |", "|---|---|---|", *[f"| {m} | {v} | {n} |" for m, v, n in rows], ""]
         with (ROOT / "docs" / "performance.md").open("a") as fh:
             fh.write("\n".join(lines) + "\n")

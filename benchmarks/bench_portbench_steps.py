@@ -265,6 +265,7 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=5, help="runs of each side with --baseline")
     ap.add_argument("--stagewise-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--text", action="store_true", help="with --stagewise-only: text answers (parse + coerce)")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (benchmarks/run_all.py)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     dur, seed = a.duration, a.seed
@@ -344,6 +345,9 @@ def main(argv=None) -> None:
         rows.append((name, "not measured", str(err)))
 
     print_table("PortBench step throughput (N = 80)", rows)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"results": res, "scored_ms": times, "peers": peer,
+                                            "versions": {"gymnasium": gym.__version__, "numpy": np.__version__}}))
 
     if not a.no_append:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

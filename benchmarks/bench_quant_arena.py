@@ -6,11 +6,17 @@ execution days), the host-side evaluation **excluding agent code**: the cash acc
 precomputed low-volatility score matrix. Also reports, for context, the pieces separately
 and one full sandboxed evaluation (child start-up + agent code + commit-reveal keeper).
 
-Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox] [--intraday]``. Prints a
-markdown table (best of ``--repeat`` runs; ratios on the same machine are what matter).
+Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox] [--intraday] [--json PATH]``.
+Prints a markdown table (best of ``--repeat`` runs; ratios on the same machine are what matter).
 ``--intraday`` adds the cost of the real Level-2 tables (issue #17): the first read of the
 a_share_l2 files for the bundled universe, the pickled size of the tables a window's payload
 carries, and one sandboxed sealed evaluation with and without them.
+
+``--scaling PANEL`` instead measures the time of one sealed-year evaluation (2024, seeded 20-day
+momentum scores, no agent code) against the number of stocks: N stocks drawn (seeded) from the
+panel ``PANEL`` (e.g. the full 5,086-stock /work/shared/data/quant_arena/daily.parquet), for each N
+of ``--sizes`` (default 100, 200, 400, 800, 1600, 3200 and all); median of ``--repeat`` calls after
+a warm-up, with the account alone beside it. The dataset build (parquet → arrays) is not timed.
 """
 
 from __future__ import annotations
@@ -33,12 +39,77 @@ def _best(fn, repeat):
     return min(times), out
 
 
+def momentum_scores(ds, d0: int, n: int) -> np.ndarray:
+    """20-day momentum score of each decision date (NaN off the panel), (n, N)."""
+    close = ds.ffill("close")
+    rows = np.arange(d0, d0 + n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        s = close[rows] / close[rows - 20] - 1.0
+    return np.where(ds.has_row[rows], s, np.nan)
+
+
+def scaling(panel: str, sizes: list[int], repeat: int) -> list[dict]:
+    """Seconds per sealed-year evaluation (median of ``repeat``) for N stocks drawn from ``panel``."""
+    import statistics
+
+    import pandas as pd
+
+    from quantgym.envs.quant_arena.account import run_account, window_rows
+    from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset
+    from quantgym.envs.quant_arena.exchange import price_limits
+    from quantgym.envs.quant_arena.executor import evaluate_scores
+
+    df = pd.read_parquet(panel)
+    here = os.path.dirname(os.path.abspath(panel))
+    info_path = os.path.join(here, "symbols.csv")
+    info = pd.read_csv(info_path, dtype={"symbol": str}) if os.path.exists(info_path) else None
+    ref_path = os.path.join(here, "market_reference.csv")
+    ref = pd.read_csv(ref_path if os.path.exists(ref_path) else BUNDLED_DIR / "market_reference.csv")
+    symbols = np.random.default_rng(0).permutation(np.sort(df["symbol"].unique()))
+    out = []
+    for N in sizes:
+        N = min(N, symbols.size)
+        keep = set(symbols[:N].tolist())
+        ds = ArenaDataset.from_frame(df[df["symbol"].isin(keep)], info=info, reference=ref, name=f"scaling-{N}")
+        d0, n = window_rows(ds, "2024-01-01", "2024-12-31")
+        S = momentum_scores(ds, d0, n)
+        price_limits(ds)
+        ev = evaluate_scores(ds, d0, n, S)  # warm-up
+        t_eval, t_acc = [], []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            evaluate_scores(ds, d0, n, S)
+            t_eval.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            run_account(ds, d0, n, S)
+            t_acc.append(time.perf_counter() - t0)
+        out.append({"stocks": ds.N, "days": n, "eval_s": statistics.median(t_eval), "account_s": statistics.median(t_acc),
+                    "orders": ev["metrics"]["n_orders"], "load_avg": os.getloadavg()[0]})
+        print(f"N = {ds.N:5d}: evaluation {out[-1]['eval_s'] * 1e3:7.1f} ms, account {out[-1]['account_s'] * 1e3:7.1f} ms"
+              f" ({out[-1]['orders']} orders, load {out[-1]['load_avg']:.1f})", flush=True)
+        if N == symbols.size:
+            break
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-sandbox", action="store_true")
     ap.add_argument("--intraday", action="store_true", help="also time the Level-2 intraday tables")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    ap.add_argument("--scaling", metavar="PANEL", help="time per evaluation against the number of stocks")
+    ap.add_argument("--sizes", default="100,200,400,800,1600,3200,100000")
     args = ap.parse_args()
+    if args.scaling:
+        res = scaling(args.scaling, [int(x) for x in args.sizes.split(",")], args.repeat)
+        if args.json:
+            import json
+
+            with open(args.json, "w") as fh:
+                json.dump({"panel": args.scaling, "repeat": args.repeat, "python": platform.python_version(),
+                           "numpy": np.__version__, "points": res}, fh)
+        return
     from quantgym.envs.quant_arena.account import labels, run_account, window_rows
     from quantgym.envs.quant_arena.data import _bundled, load_dataset
     from quantgym.envs.quant_arena.exchange import price_limits
@@ -101,6 +172,12 @@ def main() -> None:
     print("| step | time |\n|---|---|")
     for name, t in rows:
         print(f"| {name} | {t * 1000:.0f} ms |" if t < 10 else f"| {name} | {t:.1f} s |")
+    if args.json:
+        import json
+
+        with open(args.json, "w") as fh:
+            json.dump({"stocks": ds.N, "days": n, "repeat": args.repeat, "rows": [[k.strip(), t] for k, t in rows],
+                       "check": {"arr": m["arr"], "fees_pct": m["fees_pct"], "S": ev["score"].S}}, fh)
 
 
 def _intraday_rows(ds) -> list:

@@ -183,3 +183,16 @@ def test_equity_identity_on_random_books():
     r = backtest_scheduled(df, sched, 1e6)
     assert r["final_equity"] == pytest.approx(1e6 + r["realized_pnl"] + r["unrealized_pnl"], abs=1e-6)
     assert r["filled_qty"] + r["unfilled_qty"] == sched["qty"].sum()
+
+
+def test_forward_fill_records_is_the_last_record_at_or_before_each_row():
+    from quantgym.envs.market_bench.book import forward_fill_records
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, m = int(rng.integers(1, 40)), int(rng.integers(0, 15))
+        rows = np.sort(rng.integers(0, n, m))  # several records on one row: the last wins
+        vals = rng.standard_normal(m)
+        want = [next((float(vals[i]) for i in range(m - 1, -1, -1) if rows[i] <= j), 7.5) for j in range(n)]
+        got = forward_fill_records(n, rows, vals, 7.5)
+        assert got.dtype == np.float64 and got.tolist() == want

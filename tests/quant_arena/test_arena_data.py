@@ -235,3 +235,19 @@ def test_limit_anchors_on_the_full_panel():
     assert round(bb.mean(), 1) == 18.3 and round(sb.mean(), 1) == 4.8
     assert sb[int(np.flatnonzero(ds.dates[y] == np.datetime64("2024-02-06"))[0])] == 116
     assert on_up == 110
+
+
+def test_book_inputs_of_some_columns_are_those_of_all_columns_and_of_nanstd(bundled):
+    # the account asks for the selected names only; the windows reach back before the panel's first row
+    imp = ImpactModel()
+    rows = np.array([0, 3, 25, 400, bundled.T - 1])
+    cols = np.array([5, 17, 399, 799])
+    sig, adv = book_inputs(bundled, rows, imp)
+    sig_c, adv_c = book_inputs(bundled, rows, imp, cols)
+    np.testing.assert_array_equal(sig_c, sig[:, cols])
+    np.testing.assert_array_equal(adv_c, adv[:, cols])
+    lr = np.log(bundled.fields["close"] * bundled.fields["adj_factor"])
+    t, j = 400, 399
+    win = np.diff(lr[t - 20:t + 1, j])
+    ok = bundled.tradable[t - 19:t + 1, j] & bundled.has_row[t - 20:t, j]
+    assert sig[3, j] == pytest.approx(np.std(win[ok], ddof=1) if ok.sum() >= 10 else 0.03, rel=1e-12)

@@ -11,7 +11,8 @@ from quantgym.envs.quant_arena.executor import evaluate_scores
 from quantgym.envs.quant_arena.config import ARENA_VERSION, ArenaScoringConfig
 from quantgym.envs.quant_arena.account import reference_path, window_rows
 from quantgym.envs.quant_arena.metrics import (arr, coverage, daily_rank_ic, diversity,
-                                               information_ratio, logistic, long_short, score_window, total_score)
+                                               information_ratio, logistic, long_short, score_window, signal_metrics,
+                                               total_score)
 
 
 def test_scoring_defaults_are_the_spec():
@@ -148,3 +149,44 @@ def test_all_cash_submission_scores_43_6(bundled):
     assert ev["score"].components["s_R"] == pytest.approx(0.446, abs=1e-3)
     assert ev["score"].components["s_TO"] == pytest.approx(0.841, abs=1e-3)
     assert ev["score"].S == pytest.approx(43.6, abs=0.05)
+
+
+def _day_by_day(scores, labels, min_pairs=5, quantiles=5):
+    """RankIC and long-short of spec §10.11 one day at a time (scipy's average ranks), for comparison."""
+    from scipy.stats import rankdata
+
+    ic, ls, qm = [], [], []
+    for s, y in zip(scores, labels):
+        m = np.flatnonzero(np.isfinite(s) & np.isfinite(y))
+        if m.size < min_pairs:
+            ic.append(math.nan), ls.append(math.nan), qm.append([math.nan] * quantiles)
+            continue
+        x, r = rankdata(s[m]), rankdata(y[m])
+        x, r = x - x.mean(), r - r.mean()
+        den = math.sqrt(float(x @ x) * float(r @ r))
+        ic.append(float(x @ r) / den if den > 0 else 0.0)
+        z = y[m[np.lexsort((m, -s[m]))]]
+        k = m.size // quantiles
+        ls.append(float(z[:k].mean() - z[-k:].mean()) if k else math.nan)
+        qm.append([float(p.mean()) if p.size else math.nan for p in np.array_split(z, quantiles)])
+    return np.array(ic), np.array(ls), np.array(qm)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_signal_metrics_equal_the_day_by_day_definition(seed):
+    # ties (integer scores, rounded labels), NaNs, constant days and days below min_pairs: the same bits
+    rng = np.random.default_rng(seed)
+    D, N = 40, int(rng.integers(3, 70))
+    s = rng.integers(0, 4, (D, N)).astype(float) if seed % 2 else rng.standard_normal((D, N))
+    y = np.round(rng.standard_normal((D, N)) * 0.02, 3)
+    s[rng.random((D, N)) < 0.3] = np.nan
+    y[rng.random((D, N)) < 0.1] = np.nan
+    s[0] = 1.0
+    ic, ls, qmeans = _day_by_day(s, y)
+    np.testing.assert_array_equal(daily_rank_ic(s, y), ic)
+    got_ls, got_q = long_short(s, y)
+    np.testing.assert_array_equal(got_ls, ls)
+    np.testing.assert_array_equal(got_q, qmeans)
+    sm = signal_metrics(np.vstack([s, s[:1]]), y, np.ones((D + 1, N), bool))
+    np.testing.assert_array_equal(sm["_daily_ic"], ic)
+    np.testing.assert_array_equal(sm["_daily_ls"], ls)

@@ -246,13 +246,18 @@ def forward_fill_records(n, rows, values, initial):
     """Value after each of the ``n`` rows from per-row records (row index, value after that row's fills).
 
     ``rows`` must be non-decreasing; several records on one row: the last wins. Before the
-    first record the value is ``initial``. Vectorised (``np.searchsorted``).
+    first record the value is ``initial``. Vectorised, O(n).
     """
     rows = np.asarray(rows, dtype=np.int64)
     vals = np.asarray(values, dtype=float)
-    idx = np.searchsorted(rows, np.arange(n), side="right") - 1
-    out = np.where(idx >= 0, vals[np.maximum(idx, 0)] if len(vals) else initial, initial)
-    return out.astype(float)
+    if len(vals) == 0:
+        return np.full(n, float(initial))
+    # idx[j] = the last record on a row <= j (-1 before the first), in O(n)
+    last = np.append(rows[1:] != rows[:-1], True)
+    idx = np.full(n, -1, dtype=np.int64)
+    idx[rows[last]] = np.flatnonzero(last)
+    np.maximum.accumulate(idx, out=idx)
+    return np.where(idx >= 0, vals[np.maximum(idx, 0)], float(initial))
 
 
 def max_drawdown(c0, points):

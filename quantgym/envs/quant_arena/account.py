@@ -17,7 +17,6 @@ everything per stock and day is vectorised numpy.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,7 @@ import pandas as pd
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
-from .exchange import book_inputs, order_fees, price_limits, walk_book
+from .exchange import book_inputs, book_levels, fill_value, order_fees_many, price_limits
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -66,9 +65,12 @@ def select_top(scores: np.ndarray, eligible: np.ndarray, top_n: int) -> np.ndarr
     array([0, 2])
     """
     idx = np.flatnonzero(eligible & np.isfinite(scores))
+    if idx.size > top_n > 0:  # only names at or above the top_n-th score can be selected (ties kept)
+        v = scores[idx]
+        idx = idx[v >= np.partition(v, idx.size - top_n)[idx.size - top_n]]
     if idx.size == 0:
         return idx
-    order = idx[np.lexsort((idx, -scores[idx]))]
+    order = idx[np.argsort(-scores[idx], kind="stable")]  # score desc, ties by column (idx ascending)
     return order[:top_n]
 
 
@@ -155,7 +157,6 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    sig, adv = book_inputs(ds, np.arange(d0, d0 + n), impact)
     N = ds.N
     top_n, band, lot = int(ex.top_n), float(ex.rebalance_band), float(ex.lot)
     cash = float(ex.initial_capital)
@@ -170,6 +171,13 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     nav[0], cash_path[0], posv[0] = cash, cash, 0.0
     trades: list[dict] | None = [] if record_trades else None
     stale: list[dict] = []
+    # the selections depend on the scores only; every traded name is selected on some day (a sell is of a
+    # name bought earlier), so σ and ADV are needed for the union of the selections only: one call
+    sels = [select_top(scores[kk], has_row[d0 + kk], top_n) for kk in range(n)]
+    book_cols = np.unique(np.concatenate(sels)) if n else np.zeros(0, dtype=np.int64)
+    col_pos = np.full(N, -1)
+    col_pos[book_cols] = np.arange(book_cols.size)
+    sig_all, adv_all = book_inputs(ds, np.arange(d0, d0 + n), impact, book_cols)
     for k in range(1, n + 1):
         d, t = d0 + k, d0 + k - 1
         day = ds.dates[d]
@@ -187,93 +195,23 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         nav_open = cash + float(np.dot(shares[held], pmark[held])) if held.any() else cash
         vstar = nav_open / top_n
         out["nav_open"][kk] = nav_open
-        sel = select_top(scores[kk], has_row[t], top_n)
+        sel = sels[kk]
         selected = np.zeros(N, dtype=bool)
         selected[sel] = True
-        sig_k, adv_k = sig[kk], adv[kk]
-        up_d, down_d = up[d], down[d]
-        B = S = fees_sum = stamp_sum = imp_sum = 0.0
-
         # 3. sells: exits first, then trims, each in symbol order
         exits = np.flatnonzero(held & ~selected)
         with np.errstate(invalid="ignore"):
             val_open = shares * np.where(tr_d, openp, np.nan)
             trims = np.flatnonzero(selected & held & (val_open > (1.0 + band) * vstar))
-        for j, is_exit in [(j, True) for j in exits] + [(j, False) for j in trims]:
-            if not tr_d[j]:
-                cnt["blocked_sell"][kk] += 1
-                continue
-            P = float(openp[j])
-            dn = float(down_d[j])
-            if math.isfinite(dn) and P <= dn:
-                cnt["blocked_sell"][kk] += 1
-                continue
-            if is_exit:
-                want = float(shares[j])
-            else:
-                want = lot * math.floor((float(val_open[j]) - vstar) / (lot * P) + 1e-12)
-                if want <= 0:
-                    continue
-            assert bought_day[j] < k, "T+1 violated"  # sells always precede buys of the same day
-            filled, value = walk_book(-1, want, P, float(sig_k[j]), float(adv_k[j]), dn, impact)
-            if filled <= 0:
-                cnt["partial"][kk] += 1
-                continue
-            if filled < want - 1e-9:
-                cnt["partial"][kk] += 1
-            c1, c2, c3 = order_fees(value, -1, day, cost)
-            cash += value - c1 - c2 - c3
-            left = float(shares[j]) - filled
-            shares[j] = 0.0 if (is_exit and abs(left) < 1e-9) else left
-            S += value
-            fees_sum += c1 + c2 + c3
-            stamp_sum += c3
-            imp_sum += filled * P - value
-            cnt["n_sells"][kk] += 1
-            if trades is not None:
-                trades.append({"date": str(day), "symbol": str(ds.symbols[j]), "side": "sell", "exit": is_exit,
-                               "want": want, "filled": filled, "value": value, "price": P, "commission": c1,
-                               "transfer": c2, "stamp": c3, "impact": filled * P - value})
-
+        pos = col_pos[np.concatenate([exits, trims, sel])]
+        sig_k, adv_k = sig_all[kk, pos], adv_all[kk, pos]
+        day_acc = _Day(day, cost, trades, ds.symbols)
+        ns = exits.size + trims.size
+        cash = _sells(day_acc, cash, shares, exits, trims, val_open, vstar, tr_d, openp, down[d], sig_k[:ns],
+                      adv_k[:ns], bought_day, k, lot, impact, cnt, kk)
         # 4. buys in selection order (greedy on cash)
-        for j in sel:
-            if not tr_d[j]:
-                cnt["blocked_buy"][kk] += 1
-                continue
-            P = float(openp[j])
-            value_held = float(shares[j]) * P
-            if value_held >= (1.0 - band) * vstar:
-                continue
-            u = float(up_d[j])
-            if math.isfinite(u) and P >= u:
-                cnt["blocked_buy"][kk] += 1
-                continue
-            want = lot * math.floor(min(vstar - value_held, cash) / (lot * P) + 1e-12)
-            if want <= 0:
-                continue
-            filled, value = walk_book(+1, want, P, float(sig_k[j]), float(adv_k[j]), u, impact)
-            filled = lot * math.floor(filled / lot + 1e-12)
-            while filled > 0:
-                _, value = walk_book(+1, filled, P, float(sig_k[j]), float(adv_k[j]), u, impact)
-                c1, c2, c3 = order_fees(value, +1, day, cost)
-                if value + c1 + c2 + c3 <= cash + 1e-9:
-                    break
-                filled -= lot
-            if filled <= 0:
-                continue
-            if filled < want:
-                cnt["partial"][kk] += 1
-            cash -= value + c1 + c2 + c3
-            shares[j] += filled
-            bought_day[j] = k
-            B += value
-            fees_sum += c1 + c2 + c3
-            imp_sum += value - filled * P
-            cnt["n_buys"][kk] += 1
-            if trades is not None:
-                trades.append({"date": str(day), "symbol": str(ds.symbols[j]), "side": "buy", "exit": False,
-                               "want": want, "filled": filled, "value": value, "price": P, "commission": c1,
-                               "transfer": c2, "stamp": c3, "impact": value - filled * P})
+        cash = _buys(day_acc, cash, shares, sel, vstar, tr_d, openp, up[d], sig_k[ns:], adv_k[ns:], bought_day, k,
+                     band, lot, impact, cnt, kk)
         assert cash >= -1e-6, f"cash went negative ({cash}) on {day}"
         cash = max(cash, 0.0)
         # 5. mark at the close
@@ -286,10 +224,157 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
             for j in np.flatnonzero(gone):
                 stale.append({"date": str(day), "symbol": str(ds.symbols[j]), "shares": float(shares[j]),
                               "last_close": float(C[d][j])})
-        out["bought"][kk], out["sold"][kk] = B, S
-        out["fees"][kk], out["stamp"][kk], out["impact"][kk] = fees_sum, stamp_sum, imp_sum
+        out["bought"][kk], out["sold"][kk] = day_acc.B, day_acc.S
+        out["fees"][kk], out["stamp"][kk], out["impact"][kk] = day_acc.fees, day_acc.stamp, day_acc.impact
     return AccountResult(dates=ds.dates[d0:d0 + n + 1].copy(), nav=nav, cash=cash_path, position_value=posv,
                          final_shares=shares, stale=stale, trades=trades, **out, **cnt)
+
+
+def _acc(start: float, values: np.ndarray) -> float:
+    """``start`` plus each of ``values`` in turn, left to right (the order of the orders)."""
+    for v in values.tolist():
+        start += v
+    return start
+
+
+class _Day:
+    """One execution day's running sums (traded values, fees, stamp, impact) and the trade log."""
+
+    def __init__(self, day: Any, cost: ArenaCostModel, trades: list[dict] | None, symbols: np.ndarray):
+        self.day, self.cost, self.trades, self.symbols = day, cost, trades, symbols
+        self.date = day.astype("datetime64[D]").astype(object)  # datetime.date: the fee schedule's key
+        self.B = self.S = self.fees = self.stamp = self.impact = 0.0
+
+    def book(self, side: int, cols: np.ndarray, want: np.ndarray, filled: np.ndarray, value: np.ndarray,
+             P: np.ndarray, fees: tuple[np.ndarray, np.ndarray, np.ndarray], exit_: np.ndarray | None = None) -> None:
+        """Add filled orders (in execution order) to the day's sums and the trade log."""
+        c1, c2, c3 = fees
+        if side > 0:
+            self.B = _acc(self.B, value)
+            imp = value - filled * P
+        else:
+            self.S = _acc(self.S, value)
+            imp = filled * P - value
+        self.fees = _acc(self.fees, c1 + c2 + c3)
+        if side < 0:
+            self.stamp = _acc(self.stamp, c3)
+        self.impact = _acc(self.impact, imp)
+        if self.trades is not None:
+            ex = exit_.tolist() if exit_ is not None else [False] * cols.size
+            for i, j in enumerate(cols.tolist()):
+                self.trades.append({"date": str(self.day), "symbol": str(self.symbols[j]),
+                                    "side": "buy" if side > 0 else "sell", "exit": bool(ex[i]),
+                                    "want": float(want[i]), "filled": float(filled[i]), "value": float(value[i]),
+                                    "price": float(P[i]), "commission": float(c1[i]), "transfer": float(c2[i]),
+                                    "stamp": float(c3[i]), "impact": float(imp[i])})
+
+
+def _sells(acc: _Day, cash: float, shares: np.ndarray, exits: np.ndarray, trims: np.ndarray, val_open: np.ndarray,
+           vstar: float, tr_d: np.ndarray, openp: np.ndarray, down_d: np.ndarray, sig: np.ndarray, adv: np.ndarray,
+           bought_day: np.ndarray, k: int, lot: float, impact: ImpactModel, cnt: dict, kk: int) -> float:
+    """Step 3 of §10.7 for one day, all sells at once (they do not depend on each other); returns cash.
+
+    Exits then trims, each in symbol order; ``sig``/``adv`` hold the exits' then the trims' book inputs.
+    """
+    cols = np.concatenate([exits, trims])
+    if cols.size == 0:
+        return cash
+    is_exit = np.arange(cols.size) < exits.size
+    P, dn = openp[cols], down_d[cols]
+    blocked = ~tr_d[cols] | (np.isfinite(dn) & (P <= dn))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        want = np.where(is_exit, shares[cols], lot * np.floor((val_open[cols] - vstar) / (lot * P) + 1e-12))
+    go = ~blocked & (is_exit | (want > 0))
+    cnt["blocked_sell"][kk] += int(blocked.sum())
+    assert (bought_day[cols[go]] < k).all(), "T+1 violated"  # sells always precede buys of the same day
+    lv = book_levels(-1, P[go], sig[go], adv[go], dn[go], impact) if impact.enabled else None
+    filled, value = fill_value(-1, want[go], P[go], lv)
+    i_go = np.flatnonzero(go)
+    none = filled <= 0
+    cnt["partial"][kk] += int(none.sum()) + int((~none & (filled < want[go] - 1e-9)).sum())
+    f = ~none
+    i_f, filled, value = i_go[f], filled[f], value[f]
+    if i_f.size == 0:
+        return cash
+    c = cols[i_f]
+    fees = order_fees_many(value, -1, acc.date, acc.cost)
+    cash = _acc(cash, value - fees[0] - fees[1] - fees[2])
+    left = shares[c] - filled
+    shares[c] = np.where(is_exit[i_f] & (np.abs(left) < 1e-9), 0.0, left)
+    cnt["n_sells"][kk] += int(i_f.size)
+    acc.book(-1, c, want[i_f], filled, value, P[i_f], fees, is_exit[i_f])
+    return cash
+
+
+def _buys(acc: _Day, cash: float, shares: np.ndarray, sel: np.ndarray, vstar: float, tr_d: np.ndarray,
+          openp: np.ndarray, up_d: np.ndarray, sig: np.ndarray, adv: np.ndarray, bought_day: np.ndarray, k: int,
+          band: float, lot: float, impact: ImpactModel, cnt: dict, kk: int) -> float:
+    """Step 4 of §10.7 for one day: buys in selection order, greedy on cash; returns cash.
+
+    Each buy depends on the cash the earlier ones left. The orders are priced all at once with the cash
+    of the first pending one; the longest prefix whose outcome that cash does not decide (each order's
+    want below the cash left before it, and affordable at once) is booked, and the next order is priced
+    again with the exact cash (the §10.7 lot-by-lot retry where it is not affordable at once).
+    """
+    if sel.size == 0:
+        return cash
+    P = openp[sel]
+    u = up_d[sel]
+    value_held = shares[sel] * P
+    tradable = tr_d[sel]
+    room = value_held < (1.0 - band) * vstar
+    blocked = ~tradable | (room & np.isfinite(u) & (P >= u))
+    cnt["blocked_buy"][kk] += int(blocked.sum())
+    act = np.flatnonzero(tradable & room & ~blocked)
+    if act.size == 0:
+        return cash
+    sel, P, u, need = sel[act], P[act], u[act], (vstar - value_held)[act]
+    lv = book_levels(+1, P, sig[act], adv[act], u, impact) if impact.enabled else None
+    while sel.size:
+        c = cash
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want = np.maximum(lot * np.floor(np.minimum(need, c) / (lot * P) + 1e-12), 0.0)
+        f1 = np.where(want > 0, want if lv is None else np.minimum(want, lv[2] * lv[1]), 0.0)  # the walk's fill
+        filled = lot * np.floor(f1 / lot + 1e-12)
+        value = fill_value(+1, filled, P, lv)[1]
+        fees = order_fees_many(value, +1, acc.date, acc.cost)
+        total = value + fees[0] + fees[1] + fees[2]
+        if filled[0] > 0 and not total[0] <= c + 1e-9:  # §10.7: one lot less until affordable (all at once)
+            tries = filled[0] - lot * np.arange(1, int(round(filled[0] / lot)) + 1)
+            tries = tries[tries > 0]
+            k = tries.size
+            if k:
+                lv0 = None if lv is None else tuple(np.repeat(x[:1], k) for x in lv)
+                v0 = fill_value(+1, tries, np.repeat(P[:1], k), lv0)[1]
+                fe0 = order_fees_many(v0, +1, acc.date, acc.cost)
+                t0 = v0 + fe0[0] + fe0[1] + fe0[2]
+                ok0 = np.flatnonzero(t0 <= c + 1e-9)
+                k = int(ok0[0]) + 1 if ok0.size else 0
+            if k:
+                i = k - 1
+                filled[0], value[0], total[0] = tries[i], v0[i], t0[i]
+                for x, y in zip(fees, fe0):
+                    x[0] = y[i]
+            else:
+                filled[0] = 0.0
+        execd = filled > 0
+        left = np.subtract.accumulate(np.concatenate(([c], np.where(execd, total, 0.0))))  # cash -= total
+        before = left[:-1]
+        ok = ~execd | (((need <= before) | (before == c)) & (total <= before + 1e-9))
+        ok[0] = True
+        stop = int(np.argmin(ok)) if not ok.all() else sel.size
+        e = np.flatnonzero(execd[:stop])
+        if e.size:
+            cols = sel[e]
+            cnt["partial"][kk] += int((filled[e] < want[e]).sum())
+            shares[cols] += filled[e]
+            bought_day[cols] = k
+            cnt["n_buys"][kk] += int(e.size)
+            acc.book(+1, cols, want[e], filled[e], value[e], P[e], tuple(x[e] for x in fees))
+        cash = float(left[stop])
+        sel, P, need = sel[stop:], P[stop:], need[stop:]
+        lv = None if lv is None else tuple(x[stop:] for x in lv)
+    return cash
 
 
 def labels(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:

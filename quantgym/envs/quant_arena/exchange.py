@@ -12,8 +12,6 @@ Everything here is host-side and deterministic; agent code never reaches it.
 
 from __future__ import annotations
 
-import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,21 +83,10 @@ def price_limits(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ds._cache["limits"] = out
     return out
 
-def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel) -> tuple[np.ndarray, np.ndarray]:
-    """σ and ADV of the simulated book at decision rows ``rows`` (spec §10.8).
-
-    σ = std (ddof 1) of the daily log returns of ``adj_close`` over the last
-    ``vol_window`` panel days up to t on which the stock is tradable and has a
-    row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
-    ADV = mean volume over the tradable days among the last ``adv_window`` days
-    (0 if none).
-
-    Returns
-    -------
-    sigma, adv : ndarray (len(rows), N) float64
-    """
-    rows = np.asarray(rows, dtype=np.int64)
-    W = int(impact.vol_window)
+def _book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
+    """Daily log returns of ``adj_close`` (NaN where not counted) and tradable volume, (T, N); cached."""
+    if "book_series" in ds._cache:
+        return ds._cache["book_series"]
     adjc = ds.fields["close"] * ds.fields["adj_factor"]
     tr = ds.tradable
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -108,30 +95,106 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel) -> tupl
     lr_ok = tr.copy()
     lr_ok[1:] &= ds.has_row[:-1]
     lr_ok[0] = False
-    lr = np.where(lr_ok & np.isfinite(lr), lr, np.nan)
-    sig = np.empty((len(rows), ds.N))
-    adv = np.empty((len(rows), ds.N))
-    Wa = int(impact.adv_window)
-    vol = np.where(tr, ds.fields["volume"], np.nan)
-    for i, t in enumerate(rows):
-        blk = lr[max(0, t - W + 1): t + 1]
-        cnt = np.isfinite(blk).sum(axis=0)
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            s = np.nanstd(blk, axis=0, ddof=1) if blk.shape[0] > 1 else np.full(ds.N, np.nan)
-        s = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
-        sig[i] = s
-        vb = vol[max(0, t - Wa + 1): t + 1]
-        vc = np.isfinite(vb).sum(axis=0)
-        adv[i] = np.where(vc > 0, np.nansum(vb, axis=0) / np.maximum(vc, 1), 0.0)
-    return sig, adv
+    out = (np.where(lr_ok & np.isfinite(lr), lr, np.nan), np.where(tr, ds.fields["volume"], np.nan))
+    ds._cache["book_series"] = out
+    return out
 
 
-def _r2(x: float) -> float:
-    return math.floor(x * 100.0 + 0.5 + 1e-9) / 100.0
+def _trailing(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The trailing windows ``x[t−w+1 .. t, cols]`` of each t in ``rows``: the positions of ``rows`` in
+    a span of rows and ``w`` slices of the span (oldest first), each (span, len(cols)); NaN before row 0."""
+    lo, hi = int(rows.min()) - w + 1, int(rows.max()) + 1
+    blk = np.full((hi - lo, cols.size), np.nan)
+    blk[max(0, -lo):] = x[max(lo, 0):hi][:, cols]
+    return rows - lo - (w - 1), [blk[k:k + blk.shape[0] - w + 1] for k in range(w)]
+
+
+def _window_std_count(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Count of values and ``np.nanstd(window, axis=0, ddof=1)`` of each trailing window (NaN below 2 values).
+
+    numpy's own steps (sum over the window from its oldest row on, mean, squared deviations, sum), so
+    the same bits as ``np.nanstd`` on each window, without building a (rows, window, cols) block.
+    """
+    pos, parts = _trailing(x, rows, w, cols)
+    miss = [np.isnan(p) for p in parts]
+    vals = [np.where(m, 0.0, p) for m, p in zip(miss, parts)]
+    cnt = sum((~m).astype(np.int64) for m in miss)
+    tot = vals[0].copy()
+    for v in vals[1:]:
+        tot += v
+    with np.errstate(invalid="ignore", divide="ignore"):
+        avg = tot / cnt
+        ss = None
+        for m, v in zip(miss, vals):
+            d = v - avg
+            d[m] = 0.0
+            d *= d
+            ss = d if ss is None else ss + d
+        var = ss / (cnt - 1)
+    return cnt[pos], np.sqrt(np.where(cnt > 1, var, np.nan))[pos]
+
+
+def _window_mean(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> np.ndarray:
+    """Mean of the non-NaN values of each trailing window (0 if none): ``nansum / count``, numpy's order."""
+    pos, parts = _trailing(x, rows, w, cols)
+    cnt = sum((~np.isnan(p)).astype(np.int64) for p in parts)
+    tot = np.where(np.isnan(parts[0]), 0.0, parts[0])
+    for p in parts[1:]:
+        tot += np.where(np.isnan(p), 0.0, p)
+    return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)[pos]
+
+
+def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """σ and ADV of the simulated book at decision rows ``rows`` (spec §10.8).
+
+    σ = std (ddof 1) of the daily log returns of ``adj_close`` over the last
+    ``vol_window`` panel days up to t on which the stock is tradable and has a
+    row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
+    ADV = mean volume over the tradable days among the last ``adv_window`` days
+    (0 if none).
+
+    ``cols`` (optional): only these columns (the account asks for the day's orders only).
+
+    Returns
+    -------
+    sigma, adv : ndarray (len(rows), N or len(cols)) float64
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    W, Wa = int(impact.vol_window), int(impact.adv_window)
+    lr, vol = _book_series(ds)
+    cols = np.arange(ds.N) if cols is None else np.asarray(cols, dtype=np.int64)
+    if rows.size == 0:
+        return np.empty((0, cols.size)), np.empty((0, cols.size))
+    cnt, s = _window_std_count(lr, rows, W, cols)
+    s = np.where((np.minimum(rows + 1, W) > 1)[:, None], s, np.nan)          # a one-row window has no std
+    sig = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
+    return sig, _window_mean(vol, rows, Wa, cols)
+
+
+def _r2v(x: np.ndarray) -> np.ndarray:
+    """:func:`r2` on a float64 array (the same operations, so the same bits)."""
+    return np.floor(x * 100.0 + 0.5 + 1e-9) / 100.0
 
 
 # ---------------------------------------------------------------------- book and fees
+# The order-level functions are vectorised over orders (arrays of one day's orders); the scalar
+# forms (book_params, walk_book, order_fees) are the spec's one-order statements and call them.
+def book_params_many(P: np.ndarray, sigma: np.ndarray, adv: np.ndarray, impact: ImpactModel
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`book_params` of many orders: Δ (CNY, rounded to 10 decimals) and q (shares), float64 arrays."""
+    tick = impact.tick
+    ticks = np.maximum(1.0, np.floor(impact.k_spacing * sigma * P / tick + 0.5))
+    delta = tick * ticks
+    q = 100.0 * np.maximum(1.0, np.floor(impact.k_depth * adv * delta / (sigma * P) / 100.0))
+    # Python's round(Δ, 10) (correctly rounded): with a 0.01 tick and fewer than 1e6 ticks, round(0.01·t, 10)
+    # is the double nearest to t/100, which IEEE division gives; otherwise once per distinct tick count
+    if tick == 0.01 and ticks.size and ticks.max() < 1e6:
+        return ticks / 100.0, q
+    uniq, inv = np.unique(ticks, return_inverse=True)
+    return np.array([round(tick * t, 10) for t in uniq.tolist()], dtype=np.float64)[inv].reshape(delta.shape), q
+
+
 def book_params(P: float, sigma: float, adv: float, impact: ImpactModel) -> tuple[float, float]:
     """Level spacing Δ (CNY) and depth q (shares) of the simulated book (spec §10.8).
 
@@ -143,10 +206,55 @@ def book_params(P: float, sigma: float, adv: float, impact: ImpactModel) -> tupl
     >>> book_params(37.85, 0.025, 4_000_000, ImpactModel())   # §10.16 A
     (0.01, 800.0)
     """
-    tick = impact.tick
-    delta = tick * max(1, math.floor(impact.k_spacing * sigma * P / tick + 0.5))
-    q = 100.0 * max(1, math.floor(impact.k_depth * adv * delta / (sigma * P) / 100.0))
-    return round(delta, 10), q
+    d, q = book_params_many(np.array([P], dtype=np.float64), np.array([sigma], dtype=np.float64),
+                            np.array([adv], dtype=np.float64), impact)
+    return float(d[0]), float(q[0])
+
+
+def book_levels(side: int, P: np.ndarray, sigma: np.ndarray, adv: np.ndarray, limit: np.ndarray,
+                impact: ImpactModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Spacing Δ, depth q and number of levels L of one side of many simulated books (spec §10.8).
+
+    ``L = min(levels, floor(room/Δ + ½))``: level k exists iff (k − ½)Δ ≤ room, the distance from P to
+    the limit (buy: up-limit; sell: down-limit, and sell levels below 0.01 do not exist).
+    """
+    delta, q = book_params_many(P, sigma, adv, impact)
+    fin = np.isfinite(limit)
+    if side > 0:
+        room = np.where(fin, limit - P, np.inf)
+    else:
+        room = P - np.where(fin, np.maximum(limit, impact.tick), impact.tick)
+    with np.errstate(invalid="ignore"):
+        L = np.where(np.isfinite(room), np.minimum(float(impact.levels),
+                                                   np.maximum(0.0, np.floor(room / delta + 0.5 + 1e-9))),
+                     float(impact.levels))
+    return delta, q, L
+
+
+def fill_value(side: int, qty: np.ndarray, P: np.ndarray, levels: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Shares filled and their value for orders of ``qty`` shares on books ``levels`` (:func:`book_levels`;
+    None: no impact, everything fills at P). Orders of ``qty <= 0`` fill nothing."""
+    ok = qty > 0
+    if levels is None:
+        return np.where(ok, qty, 0.0), np.where(ok, qty * P, 0.0)
+    delta, q, L = levels
+    filled = np.minimum(qty, L * q)
+    j = np.floor(filled / q + 1e-12)
+    rem = filled - j * q
+    value = q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
+    return np.where(ok, filled, 0.0), np.where(ok, value, 0.0)
+
+
+def walk_book_many(side: int, qty: np.ndarray, P: np.ndarray, sigma: np.ndarray, adv: np.ndarray,
+                   limit: np.ndarray, impact: ImpactModel) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`walk_book` of many orders of one side: ``(filled, value)`` float64 arrays.
+
+    All arguments but ``side`` and ``impact`` are float64 arrays of one shape (one entry per order).
+    """
+    qty = np.asarray(qty, dtype=np.float64)
+    P = np.asarray(P, dtype=np.float64)
+    return fill_value(side, qty, P, book_levels(side, P, sigma, adv, limit, impact) if impact.enabled else None)
 
 
 def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: float,
@@ -174,25 +282,23 @@ def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: 
         (Σ level price × size). Impact = ``value − filled·P`` (buy) or
         ``filled·P − value`` (sell).
     """
-    if qty <= 0:
-        return 0.0, 0.0
-    if not impact.enabled:
-        return qty, qty * P
-    delta, q = book_params(P, sigma, adv, impact)
-    L = impact.levels
-    if side > 0:
-        room = (limit - P) if math.isfinite(limit) else math.inf
-    else:
-        lo = max(limit, impact.tick) if math.isfinite(limit) else impact.tick
-        room = P - lo
-    if math.isfinite(room):
-        # level k exists iff (k − ½)Δ ≤ room
-        L = min(L, max(0, math.floor(room / delta + 0.5 + 1e-9)))
-    filled = min(qty, L * q)
-    j = math.floor(filled / q + 1e-12)
-    rem = filled - j * q
-    value = q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
-    return filled, value
+    f, v = walk_book_many(side, *(np.array([x], dtype=np.float64) for x in (qty, P, sigma, adv, limit)),
+                          impact=impact)
+    return float(f[0]), float(v[0])
+
+
+def order_fees_many(value: np.ndarray, side: int, day: Any, cost: ArenaCostModel
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`order_fees` of many orders of one side on one day: (commission, transfer, stamp) arrays."""
+    value = np.asarray(value, dtype=np.float64)
+    zero = np.zeros_like(value)
+    if not cost.enabled:
+        return zero, zero, zero
+    pos = value > 0
+    comm = np.where(pos, np.maximum(cost.commission_min, _r2v(cost.commission_rate * value)), 0.0)
+    transfer = np.where(pos, _r2v(cost.transfer_rate(day) * value), 0.0)
+    stamp = np.where(pos, _r2v(cost.stamp_rate(day) * value), 0.0) if side < 0 else zero
+    return comm, transfer, stamp
 
 
 def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple[float, float, float]:
@@ -209,12 +315,9 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
     >>> order_fees(2956.50, -1, "2023-08-28", ArenaCostModel())
     (5.0, 0.03, 1.48)
     """
-    if not cost.enabled or value <= 0:
-        return 0.0, 0.0, 0.0
-    comm = max(cost.commission_min, _r2(cost.commission_rate * value))
-    transfer = _r2(cost.transfer_rate(day) * value)
-    stamp = _r2(cost.stamp_rate(day) * value) if side < 0 else 0.0
-    return comm, transfer, stamp
+    c1, c2, c3 = order_fees_many(np.array([value], dtype=np.float64), side, day, cost)
+    return float(c1[0]), float(c2[0]), float(c3[0])
 
 
-__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees"]
+__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "book_params_many",
+           "book_levels", "fill_value", "walk_book_many", "order_fees_many"]

@@ -1,0 +1,327 @@
+"""The whole peer comparison in one command (issue #19 item 7).
+
+    python benchmarks/run_all.py [--rounds 3] [--duration 2] [--scaling PANEL] [--before REV] [--no-setup]
+                                 [--no-write]
+
+1. **Setup** of the peers' venv ``benchmarks/.venv-peers`` when it is missing: ``python
+   benchmarks/bench_peers_gyms.py --setup`` (its docstring lists the pip commands it runs: torch CPU,
+   gym-anytrading, vectorbt, finrl, ...).
+2. **Runs** the existing benchmark scripts, each as a subprocess of this checkout (``PYTHONPATH`` = the
+   checkout) with its ``--json`` option, and reads their figures; every pair is measured alternately:
+   ``bench_portbench_steps.py`` (PortBench, then gym-anytrading / FinRL / SyncVectorEnv in its peers
+   child) ``--rounds`` times, medians over the runs; ``bench_peers_vectorbt.py`` (Quant-Arena sealed-year
+   evaluation and Market-Bench replays, alternating with one vectorbt child, medians of ``--rounds``
+   rounds); ``bench_market_bench.py`` (wall and CPU time of the three replays); ``bench_quant_arena.py
+   --scaling PANEL`` (time per sealed-year evaluation against the number of stocks; default panel the
+   full 5,086-stock /work/shared/data/quant_arena/daily.parquet when present); with ``--before REV``
+   also ``bench_before_after.py --base REV`` (the evaluators of this checkout beside those of REV,
+   alternating, and whether their outputs are the same).
+3. **Writes** the generated blocks ``perf-headline`` (speed ratios against the issue's targets),
+   ``perf-scaling``, ``perf-details`` and (with ``--before``) ``perf-before-after`` of
+   docs/performance.md, with the date, the load average and the versions. A figure that a script did not deliver is written as "not measured" with the reason,
+   never estimated. Timings are not checked by CI (they differ from run to run); the blocks are only
+   ever written by this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+PEERS_PY = BENCH / ".venv-peers" / "bin" / "python"
+DOC = ROOT / "docs" / "performance.md"
+FULL_PANEL = Path("/work/shared/data/quant_arena/daily.parquet")
+sys.path.insert(0, str(BENCH))
+
+from _common import write_or_check  # noqa: E402
+
+NM = "not measured"
+
+
+def log(msg: str) -> None:
+    print(f"[run_all {time.strftime('%H:%M:%S')}, load {os.getloadavg()[0]:.1f}] {msg}", flush=True)
+
+
+def script(name: str, *args: str, timeout: float = 3600) -> tuple[dict | None, str]:
+    """Run ``benchmarks/<name> *args --json TMP`` with this checkout first on the path; (figures, error)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out.json"
+        cmd = [sys.executable, str(BENCH / name), *args, "--json", str(out)]
+        log("+ " + " ".join(["python", f"benchmarks/{name}", *args]))
+        try:
+            p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"{name} timed out after {timeout:.0f} s"
+        if p.returncode != 0 or not out.exists():
+            tail = (p.stderr or p.stdout).strip().splitlines()
+            return None, f"{name} failed: {tail[-1] if tail else f'exit {p.returncode}'}"
+        return json.loads(out.read_text()), ""
+
+
+def setup() -> str:
+    """Create the peers venv with the documented commands when it is missing; '' or the error."""
+    if PEERS_PY.exists():
+        return ""
+    log("creating benchmarks/.venv-peers: python benchmarks/bench_peers_gyms.py --setup")
+    p = subprocess.run([sys.executable, str(BENCH / "bench_peers_gyms.py"), "--setup"], cwd=ROOT)
+    return "" if p.returncode == 0 and PEERS_PY.exists() else "peers venv setup failed"
+
+
+def median(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+# ---------------------------------------------------------------------- collecting
+def portbench(rounds: int, duration: float) -> dict:
+    """Medians over ``rounds`` runs of bench_portbench_steps.py (each: quantgym, then the peers)."""
+    runs, errs = [], []
+    for _ in range(rounds):
+        r, e = script("bench_portbench_steps.py", "--duration", str(duration), "--no-append", timeout=3600)
+        (runs.append(r) if r else errs.append(e))
+    out: dict = {"runs": len(runs), "errors": errs, "qg": {}, "peer": {}, "peer_versions": {}, "peer_errors": {}}
+    for key in ("raw", "gym.make", "stagewise", "sync8", "vec8", "vec64"):
+        out["qg"][key] = median([r.get("results", {}).get(key) for r in runs])
+    # ms per stagewise decision where the script measures it (median over decisions of each run)
+    dec = [(r.get("results", {}).get("stagewise_decision") or {}).get("wall_ms") for r in runs]
+    out["qg"]["stagewise_decision_ms"] = median(dec)
+    for r in runs:
+        for name, v in r.get("peers", {}).get("results", {}).items():
+            out["peer"].setdefault(name, []).append(v.get("steps_per_s"))
+            out["peer_versions"][name] = v.get("version")
+        out["peer_errors"].update({k: str(v) for k, v in r.get("peers", {}).get("errors", {}).items()})
+        out["versions"] = r.get("versions", {})
+    out["peer"] = {k: median(v) for k, v in out["peer"].items()}
+    return out
+
+
+def collect(a: argparse.Namespace) -> dict:
+    res: dict = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": [os.getloadavg()[0]],
+                 "errors": {}}
+    if not a.no_setup:
+        e = setup()
+        if e:
+            res["errors"]["setup"] = e
+    res["portbench"] = portbench(a.rounds, a.duration)
+    res["load"].append(os.getloadavg()[0])
+    res["vectorbt"], e = script("bench_peers_vectorbt.py", "--rounds", str(max(a.rounds, 3)))
+    if e:
+        res["errors"]["bench_peers_vectorbt.py"] = e
+    res["load"].append(os.getloadavg()[0])
+    res["market_bench"], e = script("bench_market_bench.py", "--repeat", "3")
+    if e:
+        res["errors"]["bench_market_bench.py"] = e
+    panel = a.scaling or (str(FULL_PANEL) if FULL_PANEL.exists() else None)
+    if panel:
+        res["scaling"], e = script("bench_quant_arena.py", "--scaling", panel, "--repeat", "3", timeout=7200)
+        if e:
+            res["errors"]["bench_quant_arena.py --scaling"] = e
+    else:
+        res["scaling"], res["errors"]["scaling"] = None, "no panel (--scaling PANEL)"
+    res["load"].append(os.getloadavg()[0])
+    if a.before:
+        res["before_after"], e = script("bench_before_after.py", "--base", a.before, "--rounds", str(a.rounds))
+        if e:
+            res["errors"]["bench_before_after.py"] = e
+        res["load"].append(os.getloadavg()[0])
+    res["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return res
+
+
+# ---------------------------------------------------------------------- tables
+def _rate(x: float | None, unit: str = "/s") -> str:
+    if x is None:
+        return NM
+    return f"{x / 1e6:.2f} M{unit}" if x >= 1e6 else f"{x / 1e3:.1f} k{unit}" if x >= 1e3 else f"{x:.0f}{unit}"
+
+
+def _ms(s: float | None) -> str:
+    return NM if s is None else f"{1e3 * s:.1f} ms"
+
+
+def _ratio(q: float | None, p: float | None) -> float | None:
+    return None if q is None or p is None or p == 0 else q / p
+
+
+def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | None]]:
+    """(what, quantgym, peer, speed ratio, target, met) rows; speed ratio = quantgym speed / peer speed."""
+    pb, vb = res["portbench"], res.get("vectorbt") or {}
+    q, p = pb["qg"], pb["peer"]
+    rows = []
+    any_ = p.get("gym-anytrading stocks-v0")
+    finrl = p.get("FinRL StockTradingEnv")
+    sync = p.get("SyncVectorEnv(stocks-v0 x8)")
+    raw = q.get("raw")
+    rows.append(("PortBench raw allocation step, daily 2016-2023, scoring off, one env", _rate(raw, " steps/s"),
+                 f"gym-anytrading stocks-v0 {_rate(any_, ' steps/s')}", _ratio(raw, any_), "≥ 30k steps/s",
+                 None if raw is None else raw >= 30_000))
+    rows.append(("same, beside FinRL StockTradingEnv (30 tickers)", _rate(raw, " steps/s"),
+                 f"FinRL {_rate(finrl, ' steps/s')}", _ratio(raw, finrl), "–", None))
+    v8 = q.get("vec8")
+    r8 = _ratio(v8, sync)
+    rows.append(("PortBench batched vector env, 8 envs", _rate(v8, " env-steps/s"),
+                 f"SyncVectorEnv(stocks-v0 ×8) {_rate(sync, ' env-steps/s')}", r8, "ratio ≥ 2",
+                 None if r8 is None else r8 >= 2))
+    st, measured = q.get("stagewise"), q.get("stagewise_decision_ms")
+    dec = measured / 1e3 if measured is not None else (None if not st else 3.0 / st)
+    how = "median per decision" if measured is not None else "3 sub-steps at the sub-step rate"
+    rows.append((f"PortBench stagewise S1+S2+S3 scored decision ({how})", _ms(dec), "–", None, "≤ 2 ms",
+                 None if dec is None else dec <= 0.002))
+    t = vb.get("times", {})
+    ev, acc, vq = t.get("qa_eval"), t.get("qa_account"), t.get("vbt_qa")
+    qa = vb.get("qa", {})
+    who = f"{qa.get('stocks', '?')} stocks × {qa.get('days', '?')} days"
+    r = _ratio(vq, ev)
+    rows.append((f"Quant-Arena sealed-year evaluation ({who}: account + metrics + score)", _ms(ev),
+                 f"vectorbt from_orders, same orders {_ms(vq)}", r, "ratio ≥ 1", None if r is None else r >= 1))
+    rows.append(("Quant-Arena cash account alone (same run)", _ms(acc), f"vectorbt {_ms(vq)}", _ratio(vq, acc), "–",
+                 None))
+    c = vb.get("cpu_times", {})
+    rows.append(("Quant-Arena sealed-year evaluation, CPU time of each process (same run)", _ms(c.get("qa_eval")),
+                 f"vectorbt {_ms(c.get('vbt_qa'))}", _ratio(c.get("vbt_qa"), c.get("qa_eval")), "–", None))
+    n = vb.get("mb_rows")
+    fills = None
+    if vb.get("vectorbt") and t.get("vbt_mb"):
+        fills = vb["vectorbt"]["mb_fills"] / t["vbt_mb"]
+    for k, target in (("pairs", "ratio ≥ 1 (≥ 5 M/s)"), ("scheduled", "ratio ≥ 1"), ("delta_hedge", "ratio ≥ 1")):
+        s = t.get(f"mb_{k}")
+        snaps = None if not s or not n else n / s
+        rr = _ratio(snaps, fills)
+        rows.append((f"Market-Bench {k} reference, {n or 0:,}-row book", _rate(snaps, " snapshots/s"),
+                     f"vectorbt {_rate(fills, ' fills/s')}", rr, target, None if rr is None else rr >= 1))
+    return rows
+
+
+def versions(res: dict) -> str:
+    import numpy as np
+    import pandas as pd
+
+    parts = [f"Python {platform.python_version()}", f"numpy {np.__version__}", f"pandas {pd.__version__}"]
+    g = res["portbench"].get("versions", {}).get("gymnasium")
+    if g:
+        parts.append(f"gymnasium {g}")
+    vb = (res.get("vectorbt") or {}).get("vectorbt") or {}
+    peers = [f"vectorbt {vb['vectorbt']}", f"numba {vb['numba']}", f"numpy {vb['numpy']}", f"pandas {vb['pandas']}"] \
+        if vb else []
+    for name, ver in res["portbench"].get("peer_versions", {}).items():
+        if ver:
+            peers.append(f"{'FinRL' if name.startswith('FinRL') else 'gym-anytrading'} {ver}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    return (f"quantgym at {commit.strip() or '?'}; " + ", ".join(parts) + "; peers venv: " +
+            (", ".join(dict.fromkeys(peers)) if peers else NM))
+
+
+def render(res: dict, argv: list[str]) -> dict[str, str]:
+    load = ", ".join(f"{x:.1f}" for x in res["load"])
+    cmd = "python benchmarks/run_all.py" + "".join(f" {x}" for x in argv)
+    head = (f"Generated by `{cmd}` ({res['started']} to {res['finished']}; 1-min load average at start, after "
+            f"each stage: {load}; this 2-core machine is shared with other jobs). {versions(res)}.\n\n")
+    rows = headline(res)
+    lines = ["| what | quantgym | peer | speed ratio | target | met |", "|---|---|---|---|---|---|"]
+    for what, qg, peer, r, target, met in rows:
+        lines.append(f"| {what} | {qg} | {peer} | {NM if r is None else f'{r:.2f}'} | {target} | "
+                     f"{'–' if met is None else 'yes' if met else 'no'} |")
+    errs = {**res["errors"], **{f"portbench run {i + 1}": e for i, e in enumerate(res['portbench']['errors'])},
+            **res["portbench"].get("peer_errors", {})}
+    vb = res.get("vectorbt") or {}
+    errs.update({f"vectorbt: {k}": v for k, v in vb.get("errors", {}).items()})
+    note = ("\nSpeed ratio = quantgym's speed ÷ the peer's (> 1: quantgym is faster): throughputs divided, or the "
+            "peer's time divided by quantgym's. Medians: PortBench over "
+            f"{res['portbench']['runs']} runs of bench_portbench_steps.py (each measures quantgym, then the peers); "
+            f"Quant-Arena and Market-Bench over {vb.get('rounds', 0)} alternating rounds of bench_peers_vectorbt.py. "
+            "The stagewise decision is the script's median per decision where it measures one, else three "
+            "sub-steps at the measured sub-step rate.\n")
+    if errs:
+        note += "\nNot measured: " + "; ".join(f"{k}: {v}" for k, v in errs.items()) + ".\n"
+    blocks = {"perf-headline": head + "\n".join(lines) + "\n" + note}
+    sc = res.get("scaling")
+    if sc and sc.get("points"):
+        pts = sc["points"]
+        base = pts[0]
+        sl = ["| stocks | orders | sealed-year evaluation | account alone | time per stock vs the smallest N | load |",
+              "|---|---|---|---|---|---|"]
+        for p in pts:
+            rel = (p["eval_s"] / p["stocks"]) / (base["eval_s"] / base["stocks"])
+            sl.append(f"| {p['stocks']:,} | {p['orders']:,} | {_ms(p['eval_s'])} | {_ms(p['account_s'])} | "
+                      f"{rel:.2f} | {p['load_avg']:.1f} |")
+        blocks["perf-scaling"] = (f"Generated by `{cmd}` (stage `python benchmarks/bench_quant_arena.py --scaling "
+                                  f"{sc['panel']} --repeat {sc['repeat']}`): sealed year 2024, seeded 20-day momentum "
+                                  "scores, N stocks drawn (seeded) from the panel; medians. A time per stock that "
+                                  "falls as N grows is better than linear.\n\n" + "\n".join(sl) + "\n")
+    else:
+        blocks["perf-scaling"] = f"Not measured: {res['errors'].get('bench_quant_arena.py --scaling') or res['errors'].get('scaling', '')}\n"
+    dl = ["| figure | value |", "|---|---|"]
+    for k, v in res["portbench"]["qg"].items():
+        val = _ms(None if v is None else v / 1e3) if k.endswith("_ms") else _rate(v, "/s")
+        dl.append(f"| PortBench {k} (bench_portbench_steps.py key) | {val} |")
+    for k, v in res["portbench"]["peer"].items():
+        dl.append(f"| peer {k} | {_rate(v, '/s')} |")
+    for k, v in (vb.get("times") or {}).items():
+        dl.append(f"| bench_peers_vectorbt.py {k}: wall / CPU (medians) | {_ms(v)} / "
+                  f"{_ms((vb.get('cpu_times') or {}).get(k))} |")
+    if vb.get("vectorbt"):
+        dl.append(f"| vectorbt first from_orders call (numba compile) | {vb['vectorbt']['qa_first_call_s']:.1f} s |")
+        dl.append(f"| final value: vectorbt / evaluator NAV (no dividends/splits in from_orders) | "
+                  f"{vb['vectorbt']['qa_final_value']:,.0f} / {vb['qa']['final_nav']:,.0f} |")
+    mb = res.get("market_bench") or {}
+    for k, v in (mb.get("strategies") or {}).items():
+        dl.append(f"| bench_market_bench.py {k}: wall / CPU (best of {mb['repeat']}) | {v['wall_s']:.3f} s / "
+                  f"{v['cpu_s']:.3f} s ({mb['rows'] / v['cpu_s'] / 1e6:.2f} M snapshots/CPU-s) |")
+    blocks["perf-details"] = f"Generated by `{cmd}`: every figure the stages returned.\n\n" + "\n".join(dl) + "\n"
+    ba = res.get("before_after")
+    if ba:
+        bl = ["| evaluator | before (wall / CPU) | after (wall / CPU) | speed-up (wall / CPU) | same outputs |",
+              "|---|---|---|---|---|"]
+        for k, h in ba["wall"]["head"].items():
+            b, cb, ch = ba["wall"]["base"][k], ba["cpu"]["base"][k], ba["cpu"]["head"][k]
+            bl.append(f"| {k} | {_ms(b)} / {_ms(cb)} | {_ms(h)} / {_ms(ch)} | {b / h:.2f} / {cb / ch:.2f} | "
+                      f"{'yes' if ba['same_outputs'][k] else 'NO'} |")
+        blocks["perf-before-after"] = (
+            f"Generated by `{cmd}` (stage `python benchmarks/bench_before_after.py --base {ba['base']} --rounds "
+            f"{ba['rounds']}`): {ba['base']} at {ba['base_sha']} (before) and this checkout at {ba['head_sha']} "
+            f"(after), one worker process each per round, alternating; medians of {ba['rounds']} rounds; "
+            f"Market-Bench books of {ba['rows']:,} rows. qa_* = Quant-Arena sealed 2024 (800 stocks), mb_* = "
+            "Market-Bench reference replays.\n\n" + "\n".join(bl) + "\n")
+    elif "bench_before_after.py" in res["errors"]:
+        blocks["perf-before-after"] = f"Not measured: {res['errors']['bench_before_after.py']}\n"
+    return blocks
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds / runs per pair (medians)")
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds per PortBench throughput measurement")
+    ap.add_argument("--scaling", metavar="PANEL", help=f"Quant-Arena panel for the scaling curve (default {FULL_PANEL})")
+    ap.add_argument("--before", metavar="REV", help="also time the evaluators of git revision REV beside this checkout")
+    ap.add_argument("--no-setup", action="store_true", help="do not create the peers venv when it is missing")
+    ap.add_argument("--no-write", action="store_true", help="print the tables, leave docs/performance.md alone")
+    ap.add_argument("--from-json", metavar="PATH", help=argparse.SUPPRESS)  # re-render a saved run
+    ap.add_argument("--save-json", metavar="PATH", help="also save every collected figure as JSON")
+    argv = sys.argv[1:] if argv is None else argv
+    a = ap.parse_args(argv)
+    res = json.loads(Path(a.from_json).read_text()) if a.from_json else collect(a)
+    if a.save_json:
+        Path(a.save_json).write_text(json.dumps(res))
+    shown = [x for x in argv if not x.startswith("--from-json") and x != a.from_json and x != a.save_json
+             and not x.startswith("--save-json")]
+    blocks = render(res, shown)
+    for name, body in blocks.items():
+        print(f"\n== {name} ==\n{body}")
+        if not (a.no_write or a.from_json):  # a re-rendered run is printed only: its command is not this one
+            write_or_check(str(DOC), name, body, check=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
