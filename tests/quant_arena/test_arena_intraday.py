@@ -15,8 +15,9 @@ import pytest
 from quantgym.data import a_share_l2 as l2
 from quantgym.data.sse_l2 import load_sse_l2_day
 from quantgym.envs.quant_arena.config import ArenaConfig, ArenaSandboxLimits
-from quantgym.envs.quant_arena.data import (BUNDLED_DIR, ArenaDataset, attach_real_intraday, real_intraday,
-                                            real_intraday_index)
+from quantgym.envs.quant_arena.data import (BUNDLED_DIR, ArenaDataset, attach_real_intraday, load_dataset,
+                                            real_intraday, real_intraday_index)
+from quantgym.envs.quant_arena.prompts import task_brief
 from quantgym.envs.quant_arena.examples import example_source
 from quantgym.envs.quant_arena.executor import evaluate_submission
 from quantgym.envs.quant_arena.pit import LookAheadError, make_view
@@ -143,9 +144,38 @@ def test_l2_dir_argument_must_hold_the_files(tmp_path):
 
 
 # ---------------------------------------------------------------------- what the bundled dataset serves
+@pytest.fixture(scope="module")
+def bundled_l2():
+    """The bundled dataset with the a_share_l2 folder asked for (``l2_dir``)."""
+    if L2 is None:
+        pytest.skip("the a_share_l2 folder (not shipped) is not available")
+    return load_dataset(l2_dir=L2)
+
+
+def test_the_default_serves_the_shipped_day_only_whatever_lies_on_disk(bundled, monkeypatch):
+    """One call, one environment: load_dataset() never looks for the folder by itself, and its
+    brief keeps the earlier wording (recorded transcripts replay by prompt hash)."""
+    monkeypatch.delenv(l2.ENV_VAR, raising=False)
+    assert load_dataset() is bundled
+    assert bundled.intraday_days() == {"2023-02-07": {t: ["SH600519"] for t in ("orders", "snapshots", "trades")}}
+    assert bundled.notes == []
+    text, facts = task_brief(ArenaConfig(), "iterative", 5, bundled)
+    assert "(bundled: SH600519 on 2023-02-07 only). Reading after view.date raises LookAheadError." in text
+    assert facts["intraday_days"] == bundled.intraday_days()
+
+
 @needs_l2
-def test_bundled_dataset_serves_the_real_stock_days_of_its_universe(bundled):
+def test_the_folder_is_served_when_asked_through_the_environment_variable(monkeypatch):
+    monkeypatch.setenv(l2.ENV_VAR, str(L2))
+    assert load_dataset() is load_dataset(l2_dir=L2)
+
+
+@needs_l2
+def test_bundled_dataset_serves_the_real_stock_days_of_its_universe(bundled_l2):
+    bundled = bundled_l2
     assert bundled.intraday_days() == SERVED
+    text, _ = task_brief(ArenaConfig(), "iterative", 5, bundled)
+    assert "2022-06-01 snapshots SZ000400 SZ300122 SZ300274" in " ".join(text.split())
     assert bundled.notes == []
     loaded = bundled.intraday()
     assert {d: {k: sorted(v["symbol"].unique()) for k, v in sorted(t.items())} for d, t in loaded.items()} == SERVED
@@ -275,7 +305,8 @@ def test_user_intraday_schema_errors_are_one_line(bad, msg):
 
 # ---------------------------------------------------------------------- the intraday example strategy
 @needs_l2
-def test_intraday_example_uses_level2_where_it_exists(bundled):
+def test_intraday_example_uses_level2_where_it_exists(bundled_l2):
+    bundled = bundled_l2
     import types
 
     ex, low = types.ModuleType("ex"), types.ModuleType("low")

@@ -21,15 +21,17 @@ universe, a user parquet file/folder in that schema, or a qlib-format directory.
 Intraday tables (``view.intraday``) are ``{date_iso: {table: DataFrame}}`` with ``table`` in
 :data:`INTRADAY_TABLES`, in the schema of :mod:`quantgym.data.sse_l2` (``ts_event`` UTC ns,
 ``time``, ``symbol`` as in the panel, prices CNY, quantities shares; see docs/quant_arena.md).
-The bundled dataset serves the real Level-2 stock-days of its universe
-(:func:`real_intraday`): the shipped SH600519 day (2023-02-07) and, when the a_share_l2
-folder is found (:func:`quantgym.data.a_share_l2.a_share_l2_dir`; not shipped, vendor
-unknown), 11 more stock-days on 2021-12-01, 2022-06-01, 2023-02-01 and 2023-07-11.
+The bundled dataset serves the shipped SH600519 day (2023-02-07); given the a_share_l2 folder
+(``load_dataset(l2_dir=...)`` or ``$QUANTGYM_A_SHARE_L2``; not shipped, vendor unknown) it serves
+every real Level-2 stock-day of its universe (:func:`real_intraday`): 11 more on 2021-12-01,
+2022-06-01, 2023-02-01 and 2023-07-11. It never looks for the folder by itself, so one call gives
+one environment on every machine.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,12 +402,13 @@ def real_intraday_index(ds: ArenaDataset, path: str | Path | None = None) -> dic
 
     A stock-day is served when the stock has a row in ``ds`` on that date: the bundled
     SH600519 day (2023-02-07) and the :data:`quantgym.data.a_share_l2.CATALOG` entries when the
-    a_share_l2 folder is found (``path``, else :func:`~quantgym.data.a_share_l2.a_share_l2_dir`).
+    a_share_l2 folder is found (``path``, else :func:`~quantgym.data.a_share_l2.a_share_l2_dir`;
+    ``path=False``: no folder, the shipped day only).
     """
     from quantgym.data.a_share_l2 import CATALOG, a_share_l2_dir
     from quantgym.data.sse_l2 import SSE_DAY, SSE_SYMBOL
 
-    folder = a_share_l2_dir(path)
+    folder = None if path is False else a_share_l2_dir(path)
     cands = [(SSE_DAY, t, "SH" + SSE_SYMBOL) for t in INTRADAY_TABLES]
     if folder is not None:
         cands += [(d, t, s) for d, t, s, _, _ in CATALOG]
@@ -430,13 +433,13 @@ def real_intraday(ds: ArenaDataset, path: str | Path | None = None) -> tuple[Cal
     """
     from quantgym.data.a_share_l2 import ENV_VAR, a_share_l2_dir
 
-    folder = a_share_l2_dir(path)
-    index = real_intraday_index(ds, folder)
+    folder = None if path is False else a_share_l2_dir(path)
+    index = real_intraday_index(ds, False if folder is None else folder)
     syms = tuple(sorted({s for t in index.values() for v in t.values() for s in v}))
     dates = tuple(sorted(index))
     key = None if folder is None else str(folder)
     notes = []
-    if folder is None:
+    if folder is None and path is not False:
         notes.append("intraday: the a_share_l2 folder was not found (pass l2_dir= or set $" + ENV_VAR + "); "
                      "only the shipped Level-2 day (SH600519, 2023-02-07) is served")
     return functools.partial(_real_intraday_cached, syms, dates, key), index, notes
@@ -459,7 +462,8 @@ def _bundled(l2_dir: str | None = None) -> ArenaDataset:
     info = pd.read_csv(BUNDLED_DIR / "symbols.csv", dtype={"symbol": str})
     ref = pd.read_csv(BUNDLED_DIR / "market_reference.csv")
     ds = ArenaDataset.from_frame(df, info=info, reference=ref, name="bundled-default-800")
-    attach_real_intraday(ds, l2_dir)
+    # no folder asked for: the shipped day only, the documented default (nothing missing, no note)
+    attach_real_intraday(ds, False if l2_dir is None else l2_dir)
     for a in ds.fields.values():
         a.setflags(write=False)
     ds.has_row.setflags(write=False)
@@ -473,8 +477,9 @@ def load_dataset(data: Any = None, *, l2_dir: str | Path | None = None) -> Arena
     Parameters
     ----------
     data : None, ArenaDataset, DataFrame, str or Path
-        ``None``: the bundled 800-stock default universe (cached, read-only), serving the real
-        Level-2 stock-days of its universe (:func:`real_intraday`).
+        ``None``: the bundled 800-stock default universe (cached, read-only); with ``l2_dir`` (or
+        ``$QUANTGYM_A_SHARE_L2``) it serves the real Level-2 stock-days of its universe
+        (:func:`real_intraday`).
         A :class:`ArenaDataset`: returned as is. A DataFrame: long panel in the
         documented schema. A path to a ``.parquet`` file: long panel (a
         ``symbols.csv`` and ``market_reference.csv`` next to it are used when
@@ -482,10 +487,10 @@ def load_dataset(data: Any = None, *, l2_dir: str | Path | None = None) -> Arena
         or a folder with ``daily*.parquet`` [+ ``symbols.csv``, ``market_reference.csv``].
         User panels get no intraday tables unless asked (:func:`attach_real_intraday`).
     l2_dir : str or Path, optional
-        Folder of the a_share_l2 zip files for the bundled dataset (default:
-        ``$QUANTGYM_A_SHARE_L2`` or
-        ``../shared/data/a_share_l2`` next to the checkout; none found ⇒ only the shipped day,
-        recorded in ``dataset.notes`` and warned once).
+        Folder of the a_share_l2 zip files for the bundled dataset, else ``$QUANTGYM_A_SHARE_L2``.
+        Neither given: the shipped Level-2 day only (SH600519, 2023-02-07), whatever lies on disk,
+        so that the same call gives the same environment (and the same brief) on every machine.
+        Given but holding none of the files: ``FileNotFoundError``.
 
     Raises
     ------
@@ -493,10 +498,10 @@ def load_dataset(data: Any = None, *, l2_dir: str | Path | None = None) -> Arena
         Unreadable path or schema violation.
     """
     if data is None:
-        from quantgym.data.a_share_l2 import a_share_l2_dir
+        from quantgym.data.a_share_l2 import ENV_VAR, a_share_l2_dir
 
-        folder = a_share_l2_dir(l2_dir)
-        return _bundled(None if folder is None else str(folder))
+        asked = l2_dir if l2_dir is not None else (os.environ.get(ENV_VAR) or None)
+        return _bundled(None if asked is None else str(a_share_l2_dir(asked)))
     if isinstance(data, ArenaDataset):
         return data
     if isinstance(data, pd.DataFrame):

@@ -230,11 +230,7 @@ Limits: {cfg.sandbox.day_seconds:g} s wall per decision date, {cfg.sandbox.memor
   open/high/low/close are raw CNY; volume in shares; adj_* are forward-adjusted as of view.date
   (last row = raw); suspended and in_csi300 are 1.0/0.0; up_limit/down_limit in CNY.
 - view.info: DataFrame (index = view.symbols) with industry (2026 snapshot), board, list_date.
-- view.intraday(table, date=view.date) -> DataFrame of one day (all its stocks; column symbol):
-  'snapshots' (10-level book, every 3 s), 'trades' or 'orders' (tick by tick); prices CNY,
-  quantities shares, ts_event UTC ns, time Asia/Shanghai. Served (KeyError on other days):
-{textwrap.fill(intraday_text(ds) + ".", 96, initial_indent="  ", subsequent_indent="  ")}
-  Reading after view.date raises LookAheadError.
+{_intraday_api_full(ds)}
 
 ## Example
 ```python
@@ -255,6 +251,37 @@ def score(features, view):
 Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are absent.
 """
     return text, facts
+
+
+def _shipped_only(ds: ArenaDataset) -> bool:
+    """True when ``ds`` serves exactly the shipped Level-2 day (the bundled default)."""
+    from quantgym.data.sse_l2 import SSE_DAY, SSE_SYMBOL
+
+    return ds.intraday_days() == {SSE_DAY: {t: ["SH" + SSE_SYMBOL] for t in ("orders", "snapshots", "trades")}}
+
+
+def _intraday_api_full(ds: ArenaDataset) -> str:
+    """The brief's ``view.intraday`` lines. The bundled default (the shipped day only) keeps the
+    wording of earlier versions byte for byte, so recorded transcripts (replayed by prompt hash,
+    examples/llm_floor/) still replay; any other dataset lists every day it serves."""
+    if _shipped_only(ds):
+        return ("- view.intraday(table, date): 'snapshots' | 'trades' | 'orders' where the dataset has them\n"
+                "  (bundled: SH600519 on 2023-02-07 only). Reading after view.date raises LookAheadError.")
+    return ("- view.intraday(table, date=view.date) -> DataFrame of one day (all its stocks; column symbol):\n"
+            "  'snapshots' (10-level book, every 3 s), 'trades' or 'orders' (tick by tick); prices CNY,\n"
+            "  quantities shares, ts_event UTC ns, time Asia/Shanghai. Served (KeyError on other days):\n"
+            + textwrap.fill(intraday_text(ds) + ".", 96, initial_indent="  ", subsequent_indent="  ")
+            + "\n  Reading after view.date raises LookAheadError.")
+
+
+def _intraday_api_short(ds: ArenaDataset) -> str:
+    """:func:`_intraday_api_full` for the compact and minimal briefs."""
+    if _shipped_only(ds):
+        return ("view.intraday(table, date): 'snapshots'|'trades'|'orders' (bundled: SH600519 on 2023-02-07 only); "
+                "reading after view.date raises LookAheadError.")
+    return ("view.intraday(table, date): 'snapshots'|'trades'|'orders' of one day (column symbol; CNY, shares, "
+            f"ts_event UTC ns); served: {intraday_text(ds)}; KeyError on other days; "
+            "reading after view.date raises LookAheadError.")
 
 
 def intraday_text(ds: ArenaDataset) -> str:
@@ -331,9 +358,7 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
         f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "
         "raw CNY, volume shares, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0, "
         "up_limit/down_limit CNY. view.info: DataFrame (index view.symbols): industry, board, list_date. "
-        "view.intraday(table, date): 'snapshots'|'trades'|'orders' of one day (column symbol; CNY, shares, "
-        f"ts_event UTC ns); served: {intraday_text(ds)}; KeyError on other days; "
-        "reading after view.date raises LookAheadError.",
+        + _intraday_api_short(ds),
     ]
     if style == "compact":
         lines.append("Example:\n```python\nimport numpy as np\n\nFEATURES = [\"vol_20d\"]\n\n"
