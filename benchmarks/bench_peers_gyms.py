@@ -23,6 +23,8 @@ Measured with ``gymnasium.utils.performance.benchmark_step`` (fixed seed; the en
 replaced by a replay of pre-generated actions, so sampling costs the same for every env):
 
 - gym-anytrading ``stocks-v0`` (its bundled STOCKS_GOOGL data, default window 30);
+- ``gymnasium.vector.SyncVectorEnv`` of 8 ``stocks-v0`` (env-steps/s, a hand loop like quantgym's
+  vector-env measurement);
 - FinRL ``StockTradingEnv`` on the given close prices (30 tickers × ~2,000 days; FinRL's own
   ``FeatureEngineer`` adds its default ``INDICATORS``; open = high = low = close, volume 1e6, as the
   price file holds closes only).
@@ -98,6 +100,28 @@ def finrl_env(prices_csv: str):
     return env, {"tickers": n, "days": int(df.index.max() + 1), "indicators": list(INDICATORS)}
 
 
+def sync_vector(duration: float, seed: int, n: int = 8) -> float:
+    """Env-steps/s of ``gymnasium.vector.SyncVectorEnv`` over ``n`` gym-anytrading ``stocks-v0`` (autoreset),
+    the same hand loop as quantgym's vector-env measurement (pre-generated batched actions)."""
+    import gym_anytrading  # noqa: F401
+
+    venv = gym.vector.SyncVectorEnv([lambda: gym.make("stocks-v0") for _ in range(n)])
+    rng = np.random.default_rng(seed)
+    acts = [rng.integers(0, 2, n) for _ in range(256)]
+    venv.reset(seed=seed)
+    for act in acts[:50]:
+        venv.step(act)
+    steps, i = 0, 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 <= duration:
+        venv.step(acts[i % len(acts)])
+        i += 1
+        steps += n
+    rate = steps / (time.perf_counter() - t0)
+    venv.close()
+    return rate
+
+
 SETUP = [
     ["-m", "venv", "{venv}"],
     ["{pip}", "install", "torch==2.13.0"],
@@ -147,6 +171,13 @@ def main(argv=None) -> None:
             "notes": "bundled STOCKS_GOOGL, window 30, Discrete(2) actions"}
     except Exception as exc:  # noqa: BLE001 - report, do not substitute
         out["errors"]["gym-anytrading stocks-v0"] = f"{type(exc).__name__}: {exc}"
+    try:
+        out["results"]["SyncVectorEnv(stocks-v0 x8)"] = {
+            "steps_per_s": sync_vector(a.duration, a.seed),
+            "version": __import__("importlib.metadata").metadata.version("gym-anytrading"),
+            "notes": "gymnasium SyncVectorEnv of 8 stocks-v0, env-steps/s (batch steps x 8)"}
+    except Exception as exc:  # noqa: BLE001
+        out["errors"]["SyncVectorEnv(stocks-v0 x8)"] = f"{type(exc).__name__}: {exc}"
     try:
         t0 = time.perf_counter()
         env, info = finrl_env(a.prices)

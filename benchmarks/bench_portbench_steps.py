@@ -173,6 +173,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-append", action="store_true", help="do not append to docs/performance.md")
     ap.add_argument("--no-peers", action="store_true", help="skip gym-anytrading / FinRL")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (benchmarks/run_all.py)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     dur, seed = a.duration, a.seed
@@ -233,6 +234,9 @@ def main(argv=None) -> None:
         rows.append((name, "not measured", str(err)))
 
     print_table("PortBench step throughput (N = 80)", rows)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"results": res, "scored_ms": times, "peers": peer,
+                                            "versions": {"gymnasium": gym.__version__, "numpy": np.__version__}}))
 
     if not a.no_append:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

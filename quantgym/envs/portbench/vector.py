@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
 )
 from quantgym.envs.portbench.execution import execute_trade, fallback_weights
 from quantgym.envs.portbench.market import MarketView
@@ -56,6 +56,7 @@ class _BatchCore:
             sim = self.template._new_simulator()
             self.fixed = EpisodeSpec(sim.first_row - 1, np.asarray(sim.decision_rows), sim.last_row)
         self.r0 = self.view.returns0
+        self.g0 = 1.0 + self.r0  # gross daily returns (the day loop's 1 + r, computed once)
         self.profile_vec = profile_onehot(self.template.profile.name)
         self.rate, self.min_trade = self.cfg.costs.rate, self.cfg.costs.min_trade
         self.nav0 = self.cfg.initial_nav
@@ -81,11 +82,26 @@ class _BatchCore:
         self.rowmap[rows] = np.arange(rows.size)
         self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows])
         self.avail_table = np.stack([self.view._row_parts(int(t))["available"] for t in rows])
+        self.any_avail_table = self.avail_table.any(axis=1)
+        self.all_rows = np.arange(self.B)
+        # the float32 observation, kept between steps: row features, weights, log NAV, profile one-hot
+        self.f = self.feat.shape[1]
+        self.obs_buf = np.zeros((self.B, self.f + self.N + 1 + self.profile_vec.size), np.float32)
+        self.obs_buf[:, self.f + self.N + 1 :] = self.profile_vec
 
     def _load_rows(self, idx: np.ndarray) -> None:
+        if idx.size == self.B:  # every env (speed only: whole-array gathers, no scatter)
+            j = self.rowmap[self.dec[self.all_rows, self.k]]
+            self.feat = self.feat_table[j]
+            self.avail = self.avail_table[j]
+            self.all_avail = bool(self.any_avail_table[j].all())
+            self.w_obs = self.w.copy()
+            self.nav_obs = self.nav.copy()
+            return
         j = self.rowmap[self.dec[idx, self.k[idx]]]
         self.feat[idx] = self.feat_table[j]
         self.avail[idx] = self.avail_table[j]
+        self.all_avail = bool(self.avail.any(axis=1).all())
         # the observation shows the state at the decision (kept as is after the last one, like the env)
         self.w_obs[idx] = self.w[idx]
         self.nav_obs[idx] = self.nav[idx]
@@ -110,13 +126,13 @@ class _BatchCore:
         gap = target - t
         steps = int(gap.max(initial=0))
         if steps == 1 and isinstance(idx, slice) and bool((gap == 1).all()):  # fast path: daily, all envs
-            growth = self.w * (1.0 + self.r0[t + 1])
+            growth = self.w * self.g0[t + 1]
             g = growth.sum(axis=1)
             self.nav *= g
-            ok = g > 0
-            if ok.all():
+            if g.min() > 0:
                 self.w = growth / g[:, None]
             else:
+                ok = g > 0
                 self.w[ok] = growth[ok] / g[ok, None]
             self.t = t + 1
             return
@@ -124,7 +140,7 @@ class _BatchCore:
         for j in range(1, steps + 1):
             act = gap >= j
             ii = ids[act]
-            growth = self.w[ii] * (1.0 + self.r0[t[act] + j])
+            growth = self.w[ii] * self.g0[t[act] + j]
             g = growth.sum(axis=1)
             self.nav[ii] *= g
             ok = g > 0
@@ -133,26 +149,34 @@ class _BatchCore:
 
     def obs(self) -> np.ndarray:
         rel = np.clip(self.nav_obs / self.nav0, 0.0, 1e3)
-        with np.errstate(divide="ignore"):
-            lognav = np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
-        out = np.empty((self.B, self.feat.shape[1] + self.N + 1 + self.profile_vec.size), np.float32)
-        f = self.feat.shape[1]
+        out, f, n = self.obs_buf, self.f, self.N
+        if rel.min() > 0:  # fast path of the general rule below
+            lognav = np.log(rel).clip(-10.0, 10.0)
+        else:
+            with np.errstate(divide="ignore"):
+                lognav = np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
         out[:, :f] = self.feat
-        out[:, f : f + self.N] = np.clip(self.w_obs, 0.0, 1.0)
-        out[:, f + self.N] = lognav
-        out[:, f + self.N + 1 :] = self.profile_vec
-        return out
+        out[:, f : f + n] = self.w_obs.clip(0.0, 1.0)
+        out[:, f + n] = lognav
+        return out.copy()
 
     def step(self, actions: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Trade and advance envs ``idx``; returns (reward, terminated) for them."""
-        sel = slice(None) if idx.size == self.B else idx  # views instead of copies when every env steps
+        every = idx.size == self.B
+        sel = slice(None) if every else idx  # views instead of copies when every env steps
         a = np.asarray(actions, dtype=np.float64)[sel]
         avail = self.avail[sel]
-        w0 = self.w[sel].copy()
+        # every env: self.w is replaced below, never written in place, so it needs no copy
+        w0 = self.w if every else self.w[sel].copy()
         if self.action_mode == "logits":
             if not np.isfinite(a).all():
                 raise ValueError("logit action contains NaN or inf")
-            raw = masked_softmax(a, avail)
+            if every and self.all_avail:  # masked_softmax when every row has an available asset (same values)
+                z = np.where(avail, LOGIT_SCALE * a.clip(-1.0, 1.0), -np.inf)
+                e = np.exp(z - z.max(axis=1, keepdims=True))  # exp(-inf) = 0 off the available set
+                raw = e / e.sum(axis=1, keepdims=True)
+            else:
+                raw = masked_softmax(a, avail)
             tot = raw.sum(axis=1)
             bad = ~(tot > 0)
         else:
@@ -168,8 +192,11 @@ class _BatchCore:
         # the simulator's trade (execution.execute_trade, batched)
         nav_pre = self.nav[sel].copy()
         ex = execute_trade(w0, target, nav_pre, self.rate, self.min_trade)
-        self.nav[sel] = ex.nav
-        self.w[sel] = ex.weights
+        if every:
+            self.nav, self.w = ex.nav, ex.weights
+        else:
+            self.nav[sel] = ex.nav
+            self.w[sel] = ex.weights
         # advance to the next decision row or the episode's last row
         self.k[sel] += 1
         k = self.k[sel]
@@ -177,8 +204,11 @@ class _BatchCore:
         nxt = np.where(term, self.last[sel], self.dec[idx, np.minimum(k, self.lmax - 1)])
         self._advance(sel, nxt)
         nav = self.nav[sel]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lr = np.where((nav > 0) & (nav_pre > 0), np.log(nav / nav_pre), 0.0)
+        if nav.min() > 0 and nav_pre.min() > 0:  # fast path of the general rule below
+            lr = np.log(nav / nav_pre)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr = np.where((nav > 0) & (nav_pre > 0), np.log(nav / nav_pre), 0.0)
         if self.reward_kind == "risk_adjusted":
             self.peak[sel] = np.maximum(self.peak[sel], nav)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -261,6 +291,10 @@ class PortBenchVectorEnv(VectorEnv):
         a = np.asarray(actions, dtype=np.float64)
         if a.shape != (self.num_envs, self.core.N):
             raise ValueError(f"actions must have shape ({self.num_envs}, {self.core.N}), got {a.shape}")
+        if not self._autoreset.any():  # fast path: every sub-env steps, none resets
+            rew, term = self.core.step(a, self._all)
+            self._autoreset = term.copy()
+            return self.core.obs(), rew, term, np.zeros(self.num_envs, bool), {}
         rew = np.zeros(self.num_envs)
         term = np.zeros(self.num_envs, bool)
         run = self._all[~self._autoreset]

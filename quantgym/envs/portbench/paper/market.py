@@ -91,8 +91,13 @@ class PaperMarketView(MarketView):
         if parts is not None:
             return parts
         if not self.flags.own_calendar_windows:
-            parts = dict(super()._row_parts(t))  # clean windows (cached in the parent's clean cache slot)
+            parts = dict(super()._row_parts(t))  # clean windows (computed by the parent, kept here)
             cache.pop(t, None)
+            parts["returns"] = self.window_returns(parts)
+            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+            with _single_thread_blas():  # as the clean view computes it
+                parts["corr"] = pairwise_corr(parts["returns"])
         else:
             cfg = self.config
             td = t - 1 if cfg.as_of == "previous_close" else t
@@ -124,7 +129,10 @@ class PaperMarketView(MarketView):
                 "macro_mask": mmask,
                 "regime": self.regime_at(td),
             }
-            parts["corr"] = pairwise_corr(parts["returns"])
+            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+            with _single_thread_blas():  # as the clean view computes it
+                parts["corr"] = pairwise_corr(parts["returns"])
         if self.flags.nan_corr_propagate:
             parts["intra"], parts["inter"] = class_correlations_propagate(parts["corr"], self.class_id,
                                                                           parts["available"])
@@ -135,6 +143,17 @@ class PaperMarketView(MarketView):
                 v.flags.writeable = False
         cache[t] = parts
         return parts
+
+    def row_array(self, t: int, name: str) -> np.ndarray:
+        """The snapshot's ``returns`` / ``corr`` of row ``t`` from the paper row parts (paper mode keeps them
+        per row: an 80-89-asset universe; the env builds the observation forms per step)."""
+        if name not in ("returns", "corr"):
+            raise KeyError(f"paper views keep only 'returns' and 'corr' row arrays, not {name!r}")
+        return self._row_parts(t)[name]
+
+    def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = self._row_parts(t)
+        return parts["intra"], parts["inter"]
 
     def available_at(self, t: int) -> np.ndarray:
         if self.flags.own_calendar_windows:
