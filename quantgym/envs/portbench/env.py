@@ -323,18 +323,21 @@ class PortBenchEnv(gym.Env):
             self.w_star_s45 = None
             ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
             if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
-                self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns(),
-                                           ew_if_nonpositive_mu=ew_mu)
+                with _single_thread_blas():
+                    self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns(),
+                                               ew_if_nonpositive_mu=ew_mu)
             if sc.oracle == "ex_post":
-                self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns(),
-                                       ew_if_nonpositive_mu=ew_mu)
+                with _single_thread_blas():
+                    self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns(),
+                                           ew_if_nonpositive_mu=ew_mu)
             else:
                 # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
                 parts = self.view._row_parts(t)
                 key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
                 w_star = parts.get(key)
                 if w_star is None:
-                    w_star = s3_truth(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu)
+                    with _single_thread_blas():
+                        w_star = s3_truth(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu)
                     w_star.flags.writeable = False
                     parts[key] = w_star
                 self.w_star = w_star
@@ -584,9 +587,8 @@ class PortBenchEnv(gym.Env):
         return (w / tot).round(4), True
 
     def step(self, action: Any):
-        if self.scoring:  # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas)
-            with _single_thread_blas():
-                return self._step(action)
+        # the oracle's many tiny BLAS calls run single-threaded (optimize._single_thread_blas, in
+        # _begin_decision; the row arrays in MarketView): speed only, the same numbers
         return self._step(action)
 
     def _step(self, action: Any):

@@ -309,6 +309,7 @@ class MarketView:
         shared = _SHARED.setdefault(data, {})
         key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker)
         self._row_cache: dict[int, dict] = shared.setdefault(key, {})
+        self._row_cache_key = key
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
 
     def window_rows(self, t: int) -> tuple[int, int]:
@@ -394,7 +395,7 @@ class MarketView:
         """A large row array of decision row ``t`` (read-only; cached within :data:`ROW_CACHE_BYTES`).
 
         ``name``: ``"returns"`` (L', N) window returns with unavailable columns NaN (the snapshot's
-        ``returns``); ``"corr"`` (N, N) :func:`pairwise_corr` of them; ``"obs_returns"`` / ``"obs_mask"``
+        ``returns``; ``"returns0"`` the same with NaN → 0); ``"corr"`` (N, N) :func:`pairwise_corr` of them; ``"obs_returns"`` / ``"obs_mask"``
         (L, N) and ``"obs_corr"`` (N, N): the observation forms (:func:`obs_window`, :func:`obs_corr`).
         """
         row = self._arrays.get(t)
@@ -404,6 +405,8 @@ class MarketView:
                 return v
         if name == "returns":
             v = self.window_returns(self._row_parts(t))
+        elif name == "returns0":  # missing = 0 (the S5 risk report's window)
+            v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
         elif name == "corr":
             from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
 
@@ -427,7 +430,11 @@ class MarketView:
         parts = self._row_parts(t)
         cc = parts.get("class_corr")
         if cc is None:
-            cc = class_correlations(self.row_array(t, "corr"), self.class_id, parts["available"])
+            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+            corr = self.row_array(t, "corr")
+            with _single_thread_blas():
+                cc = class_correlations(corr, self.class_id, parts["available"])
             for v in cc:
                 v.flags.writeable = False
             parts["class_corr"] = cc

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -87,14 +89,21 @@ def pas_step(
     0.666667
     """
     w = np.asarray(weights, dtype=np.float64)
-    cls = np.asarray(classes)
-    e = float(w[np.isin(cls, list(equity_classes))].sum())
-    b = float(w[np.isin(cls, list(PAS_DEFENSIVE_CLASSES))].sum())
+    eq, defensive = _class_masks(tuple(classes), tuple(equity_classes))
+    e = float(w[eq].sum())
+    b = float(w[defensive].sum())
     cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
     s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
     s_b = 1.0 if floor == 0 else min(b / floor, 1.0)
     s_v = max(1.0 + min(var - lim, 0.0) / abs(lim), 0.0)
     return round((s_e + s_b + s_v) / 3.0, 6)
+
+
+@functools.lru_cache(maxsize=64)
+def _class_masks(classes: tuple, equity_classes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(equity-side, defensive) boolean masks over ``classes`` (cached: a universe has one class tuple)."""
+    cls = np.asarray(classes)
+    return np.isin(cls, list(equity_classes)), np.isin(cls, list(PAS_DEFENSIVE_CLASSES))
 
 
 def adapt_score(pas_by_profile: Mapping[str, float] | Sequence[float]) -> float:
