@@ -253,6 +253,7 @@ class PortBenchEnv(gym.Env):
             "status": spaces.Discrete(3),
         })
         self._profile_block = self.profile.prompt_block()
+        self._ticker_array = np.array(self.view.tickers, dtype=object)
         self._uses_future_data = cfg.scoring.oracle == "ex_post" or cfg.paper.ex_post_s4s5
         # the echoes shown before an answer (read-only: observations hand them out without copying)
         self._zero_views = np.zeros(n)
@@ -717,8 +718,7 @@ class PortBenchEnv(gym.Env):
     def _by_ticker(self, w: np.ndarray) -> dict[str, float]:
         """``{ticker: weight}`` of the positive entries of ``w``, canonical order."""
         idx = (w > 0).nonzero()[0]
-        tickers = self.view.tickers
-        return dict(zip([tickers[i] for i in idx.tolist()], w[idx].tolist()))
+        return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 
     # ------------------------------------------------------------------------------ results
     def episode_metrics(self) -> dict[str, Any]:

@@ -448,29 +448,24 @@ class MarketView:
         """
         t = int(t)
         p = self._row_parts(t)
-        return MarketSnapshot(
-            decision_date=p["decision_date"],
-            t=t,
-            tickers=self.tickers,
-            classes=self.classes,
-            class_id=self.class_id,
-            available=p["available"],
-            window_dates=p["window_dates"],
-            returns=LAZY,
-            price=p["price"],
-            trailing_return=p["trailing_return"],
-            ann_vol=p["ann_vol"],
-            corr=LAZY,
-            intra=LAZY,
-            inter=LAZY,
-            macro=p["macro"],
-            macro_mask=p["macro_mask"],
-            regime=p["regime"],
-            current_weights=np.asarray(current_weights, dtype=np.float64).copy(),
-            nav=float(nav),
-            news_text=news_text,
-            loader=partial(self._snapshot_field, t),
-        )
+        fields = p.get("snapshot_fields")
+        if fields is None:  # the row's constant fields, built once (speed only: no dataclass __init__ per step)
+            fields = p["snapshot_fields"] = MarketSnapshot(
+                decision_date=p["decision_date"], t=t, tickers=self.tickers, classes=self.classes,
+                class_id=self.class_id, available=p["available"], window_dates=p["window_dates"], returns=LAZY,
+                price=p["price"], trailing_return=p["trailing_return"], ann_vol=p["ann_vol"], corr=LAZY, intra=LAZY,
+                inter=LAZY, macro=p["macro"], macro_mask=p["macro_mask"], regime=p["regime"], current_weights=None,
+                nav=0.0,
+            ).__dict__
+        snap = object.__new__(MarketSnapshot)
+        d = snap.__dict__
+        d.update(fields)
+        d["current_weights"] = np.array(current_weights, dtype=np.float64)
+        d["nav"] = float(nav)
+        d["news_text"] = news_text
+        d["extra"] = {}
+        d["loader"] = partial(self._snapshot_field, t)  # not cached with the row: it holds this view
+        return snap
 
     def _snapshot_field(self, t: int, name: str) -> np.ndarray:
         """The lazy snapshot fields of row ``t`` (``MarketSnapshot.loader``)."""

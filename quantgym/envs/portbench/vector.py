@@ -70,41 +70,50 @@ class _BatchCore:
         self.w = np.zeros((self.B, self.N))
         self.peak = np.ones(self.B)
         self.dd = np.zeros(self.B)
-        self.feat = np.zeros((self.B, observation_layout(self.N)["weights"].start))
         self.avail = np.zeros((self.B, self.N), bool)
-        self.w_obs = np.zeros((self.B, self.N))
-        self.nav_obs = np.full(self.B, self.nav0)
         self.rngs = [np.random.default_rng() for _ in range(self.B)]
         # dense tables of every decision row an episode can visit (features, availability), built once
         rows = (np.unique(np.concatenate([r for r, _, _ in self.sampler.starts])) if self.sampler
                 else np.unique(self.fixed.decision_rows))
         self.rowmap = np.full(len(self.view.dates), -1, np.int64)
         self.rowmap[rows] = np.arange(rows.size)
-        self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows])
+        # the observation is float32: the features are cast once here (the same values as a cast per step)
+        self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows]).astype(np.float32)
         self.avail_table = np.stack([self.view._row_parts(int(t))["available"] for t in rows])
         self.any_avail_table = self.avail_table.any(axis=1)
         self.all_rows = np.arange(self.B)
         # the float32 observation, kept between steps: row features, weights, log NAV, profile one-hot
-        self.f = self.feat.shape[1]
+        self.f = observation_layout(self.N)["weights"].start
         self.obs_buf = np.zeros((self.B, self.f + self.N + 1 + self.profile_vec.size), np.float32)
         self.obs_buf[:, self.f + self.N + 1 :] = self.profile_vec
 
     def _load_rows(self, idx: np.ndarray) -> None:
+        """Availability and observation rows of envs ``idx`` at their current decision: the row features,
+        the weights and log NAV at the decision (an env past its last decision keeps its last observation,
+        like the single env)."""
+        out, f, n = self.obs_buf, self.f, self.N
         if idx.size == self.B:  # every env (speed only: whole-array gathers, no scatter)
             j = self.rowmap[self.dec[self.all_rows, self.k]]
-            self.feat = self.feat_table[j]
             self.avail = self.avail_table[j]
             self.all_avail = bool(self.any_avail_table[j].all())
-            self.w_obs = self.w.copy()
-            self.nav_obs = self.nav.copy()
+            out[:, :f] = self.feat_table[j]
+            out[:, f : f + n] = self.w.clip(0.0, 1.0)
+            out[:, f + n] = self._log_nav(self.nav)
             return
         j = self.rowmap[self.dec[idx, self.k[idx]]]
-        self.feat[idx] = self.feat_table[j]
         self.avail[idx] = self.avail_table[j]
         self.all_avail = bool(self.avail.any(axis=1).all())
-        # the observation shows the state at the decision (kept as is after the last one, like the env)
-        self.w_obs[idx] = self.w[idx]
-        self.nav_obs[idx] = self.nav[idx]
+        out[idx, :f] = self.feat_table[j]
+        out[idx, f : f + n] = self.w[idx].clip(0.0, 1.0)
+        out[idx, f + n] = self._log_nav(self.nav[idx])
+
+    def _log_nav(self, nav: np.ndarray) -> np.ndarray:
+        """``log(NAV / NAV_0)`` clipped to [-10, 10] (-10 for a NAV of 0) of the observation."""
+        rel = np.clip(nav / self.nav0, 0.0, 1e3)
+        if rel.min() > 0:  # fast path of the general rule below
+            return np.log(rel).clip(-10.0, 10.0)
+        with np.errstate(divide="ignore"):
+            return np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
 
     def reset_one(self, i: int) -> None:
         spec = self.sampler.sample(self.rngs[i]) if self.sampler else self.fixed
@@ -148,17 +157,7 @@ class _BatchCore:
         self.t[idx] = np.maximum(t, target)
 
     def obs(self) -> np.ndarray:
-        rel = np.clip(self.nav_obs / self.nav0, 0.0, 1e3)
-        out, f, n = self.obs_buf, self.f, self.N
-        if rel.min() > 0:  # fast path of the general rule below
-            lognav = np.log(rel).clip(-10.0, 10.0)
-        else:
-            with np.errstate(divide="ignore"):
-                lognav = np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
-        out[:, :f] = self.feat
-        out[:, f : f + n] = self.w_obs.clip(0.0, 1.0)
-        out[:, f + n] = lognav
-        return out.copy()
+        return self.obs_buf.copy()
 
     def step(self, actions: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Trade and advance envs ``idx``; returns (reward, terminated) for them."""
@@ -178,13 +177,14 @@ class _BatchCore:
             else:
                 raw = masked_softmax(a, avail)
             tot = raw.sum(axis=1)
-            bad = ~(tot > 0)
+            # a softmax row has an entry 1/Σe > 0, so only the general path can give a zero total
+            bad = None if every and self.all_avail else ~(tot > 0)
         else:
             # env._process_weights: invalid (NaN, out of [0, 1], zero total) -> fallback current weights
             raw = np.where(avail, a, 0.0)
             tot = raw.sum(axis=1)
             bad = ~np.isfinite(raw).all(axis=1) | (raw < 0).any(axis=1) | (raw > 1).any(axis=1) | ~(tot > 0)
-        if bad.any():
+        if bad is not None and bad.any():
             target = np.round(np.divide(raw, tot[:, None], out=np.zeros_like(raw), where=~bad[:, None]), 4)
             target[bad] = fallback_weights(w0[bad], avail[bad])
         else:
@@ -215,7 +215,9 @@ class _BatchCore:
                 dd = np.where(nav > 0, np.log(self.peak[sel] / nav), 0.0)
             lr = lr - self.risk_penalty * np.maximum(dd - self.dd[sel], 0.0)
             self.dd[sel] = dd
-        if not term.all():
+        if not term.any():
+            self._load_rows(idx)
+        elif not term.all():
             self._load_rows(idx[~term])
         return lr, term
 
