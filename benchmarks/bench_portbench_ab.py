@@ -20,7 +20,7 @@ episode first):
 - peers: gym-anytrading ``stocks-v0`` (one env) for ``raw`` and ``scored``, and
   ``SyncVectorEnv(stocks-v0 x8)`` for ``vec8`` (functions of ``bench_peers_gyms.py``).
 
-``--json PATH`` writes ``{"ref", "rounds", "duration", "load_avg", "versions", "results": {kind: {side:
+``--json PATH`` writes ``{"ref", "rounds", "duration", "context" (versions, load average), "results": {kind: {side:
 {"wall": [...], "cpu": [...], "wall_median", "cpu_median"}}}}`` with side in ``before`` / ``after`` / ``peer``
 (rates: steps/s; env-steps/s for ``vec8``).
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tarfile
@@ -38,19 +37,21 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import append_performance, run_context  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 KINDS = ("raw", "scored", "vec8")
 PEER_OF = {"raw": "gym-anytrading stocks-v0", "scored": "gym-anytrading stocks-v0", "vec8": "SyncVectorEnv(stocks-v0 x8)"}
 
 PEER_CODE = """
-import json, sys, time, warnings
+import json, sys, warnings
 sys.path.insert(0, {bench!r})
 warnings.filterwarnings("ignore")
 import gymnasium as gym, gym_anytrading  # noqa: F401
 import bench_peers_gyms as p
 kind, dur, seed = {kind!r}, {dur!r}, {seed!r}
-c0 = time.process_time(); t0 = time.perf_counter()
 if kind == "vec8":
     rate = p.sync_vector(dur, seed)
 else:
@@ -176,11 +177,7 @@ def main(argv=None) -> None:
     for kind in kinds:
         for side in res[kind].values():
             side["wall_median"], side["cpu_median"] = _median(side["wall"]), _median(side["cpu"])
-    load = os.getloadavg()[0]
-    import gymnasium
-    import numpy
-
-    versions = {"python": platform.python_version(), "numpy": numpy.__version__, "gymnasium": gymnasium.__version__}
+    ctx = run_context()
     rows = []
     for kind in kinds:
         b, f, p = (res[kind][s] for s in ("before", "after", "peer"))
@@ -197,20 +194,13 @@ def main(argv=None) -> None:
     for k, v in errors.items():
         print(f"not measured: {k}: {v}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"ref": a.ref, "rounds": a.rounds, "duration": a.duration, "load_avg": load,
-                                            "versions": versions, "results": res, "errors": errors}, indent=1))
+        Path(a.json).write_text(json.dumps({"ref": a.ref, "rounds": a.rounds, "duration": a.duration, "context": ctx,
+                                            "results": res, "errors": errors}, indent=1))
     if not a.no_append:
         cmd = "python benchmarks/bench_portbench_ab.py" + "".join(f" {x}" for x in (argv or sys.argv[1:]))
-        lines = ["", f"### PortBench before/after, alternating ({time.strftime('%Y-%m-%d %H:%M')} UTC)", "",
-                 f"Command: `{cmd}` (before = `{a.ref}`; {a.rounds} rounds × {a.duration:g} s, medians; fresh child "
-                 f"process per measurement). Python {versions['python']}, numpy {versions['numpy']}, gymnasium "
-                 f"{versions['gymnasium']}; this 2-core machine shared with other jobs (1-min load average "
-                 f"{load:.1f} at the end of the run).", "", *table, "",
-                 *[f"Not measured: {k}: {v}" for k, v in errors.items()]]
-        with (ROOT / "docs" / "performance.md").open("a") as fh:
-            fh.write("\n".join(lines) + "\n")
-        print("appended to docs/performance.md")
-
+        append_performance("PortBench before/after, alternating", cmd,
+                           f"Before = `{a.ref}`; {a.rounds} rounds × {a.duration:g} s, medians; a fresh child process "
+                           f"per measurement.", table, [f"Not measured: {k}: {v}" for k, v in errors.items()])
 
 def _fmt(x: float | None) -> str:
     return "–" if x is None else f"{x:,.0f}"

@@ -17,7 +17,7 @@ listed late, classes in turn over the six §1.1 classes, ``SPY`` the first equit
 
 ``--max-steps K`` stops each episode after K steps (0: the whole 2,012-day episode). ``--json PATH`` writes
 ``{"sizes": [...], "results": {N: {"cold_ms_mean", "cold_ms_p95", "cold_cpu_ms_mean", "steps_per_s",
-"steps_per_cpu_s", "peak_rss_mib", "steps", "row_cache_mib"}}, "load_avg", "versions"}``.
+"steps_per_cpu_s", "peak_rss_mib", "steps", "row_cache_mib"}}, "errors", "context" (versions, load average)}``.
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import append_performance, run_context  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DAILY = {"start": "2016-01-01", "end": "2023-12-31", "freq": "daily"}
@@ -104,16 +106,15 @@ def measure(n: int, max_steps: int, seed: int) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="20,80,320,1000,2000")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)  # one size, in a fresh process
+    ap.add_argument("--sizes", default="20,80,320,1000,2000", help="comma-separated universe sizes N")
     ap.add_argument("--max-steps", type=int, default=0, help="steps per episode (0: the whole episode)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", metavar="PATH")
-    ap.add_argument("--no-append", action="store_true", help="do not append to docs/performance.md")
-    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic universe and the actions")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    ap.add_argument("--no-append", action="store_true", help="print only; leave docs/performance.md alone")
     a = ap.parse_args(argv)
     if a.child:
-        print(json.dumps(measure(a.child, a.max_steps, a.seed)))
-        return
+        return print(json.dumps(measure(a.child, a.max_steps, a.seed)))
     sizes = [int(x) for x in a.sizes.split(",")]
     res, errors = {}, {}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -129,11 +130,7 @@ def main(argv=None) -> None:
         r = res[n]
         print(f"N = {n:5d}: {r['steps']} steps, cold {r['cold_ms_mean']:.2f} ms (CPU {r['cold_cpu_ms_mean']:.2f}), "
               f"{r['steps_per_s']:,.0f} steps/s, peak RSS {r['peak_rss_mib']:,.0f} MiB", flush=True)
-    import gymnasium
-    import numpy
-
-    load = os.getloadavg()[0]
-    versions = {"python": platform.python_version(), "numpy": numpy.__version__, "gymnasium": gymnasium.__version__}
+    ctx = run_context()
     table = ["| N (synthetic) | steps | cold step wall, mean (p95) | cold step CPU, mean | steps/s, 2nd episode: wall "
              "(per CPU-s) | row-array cache | peak RSS |", "|---|---|---|---|---|---|---|"]
     for n, r in res.items():
@@ -142,20 +139,14 @@ def main(argv=None) -> None:
                      f"{r['row_cache_mib']:,.0f} MiB | {r['peak_rss_mib']:,.0f} MiB |")
     print("\n".join(table))
     if a.json:
-        Path(a.json).write_text(json.dumps({"sizes": sizes, "results": res, "errors": errors, "load_avg": load,
-                                            "versions": versions}, indent=1))
+        Path(a.json).write_text(json.dumps({"sizes": sizes, "results": res, "errors": errors, "context": ctx},
+                                           indent=1))
     if not a.no_append:
         cmd = "python benchmarks/bench_portbench_scaling.py" + "".join(f" {x}" for x in (argv or sys.argv[1:]))
-        lines = ["", f"### PortBench scaling in N, synthetic universes ({time.strftime('%Y-%m-%d %H:%M')} UTC)", "",
-                 f"Command: `{cmd}`. **Synthetic** seeded universes through `data=` (module docstring of the "
-                 f"script), daily decisions 2016-2023, scoring off, one fresh process per N. Python "
-                 f"{versions['python']}, numpy {versions['numpy']}, gymnasium {versions['gymnasium']}; this 2-core "
-                 f"machine shared with other jobs (1-min load average {load:.1f} at the end of the run).", "",
-                 *table, "", *[f"Not measured: N = {k}: {v}" for k, v in errors.items()]]
-        with (ROOT / "docs" / "performance.md").open("a") as fh:
-            fh.write("\n".join(lines) + "\n")
-        print("appended to docs/performance.md")
-
+        append_performance("PortBench scaling in N, synthetic universes", cmd,
+                           "**Synthetic** seeded universes through `data=` (module docstring of the script), daily "
+                           "decisions 2016-2023, scoring off, one fresh process per N.", table,
+                           [f"Not measured: N = {k}: {v}" for k, v in errors.items()])
 
 if __name__ == "__main__":
     main()

@@ -138,6 +138,37 @@ class Orders(Sequence):
         return f"Orders({self._list()!r})"
 
 
+_PERIOD_ROWS: dict[tuple, tuple[np.ndarray, tuple[int, int, np.ndarray]]] = {}
+
+
+def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.ndarray]:
+    """(first row, last row, decision rows) of ``period`` on the calendar ``dates``, cached per calendar and
+    period (speed only: a reset does not recompute the calendar rules; the decision rows are read-only).
+
+    Raises ``ValueError`` if the period has no trading day in the data or none before it."""
+    v = dates.asi8
+    key = (len(v), int(v[0]) if len(v) else 0, int(v[-1]) if len(v) else 0, str(period.start), str(period.end),
+           period.freq)
+    hit = _PERIOD_ROWS.get(key)
+    if hit is not None and np.array_equal(hit[0], v):
+        return hit[1]
+    inside = np.flatnonzero((dates >= pd.Timestamp(period.start)) & (dates <= pd.Timestamp(period.end)))
+    if inside.size == 0:
+        raise ValueError(
+            f"period {period.name} ({period.start}..{period.end}) has no trading day in the data "
+            f"({dates[0].date()}..{dates[-1].date()})"
+        )
+    first, last = int(inside[0]), int(inside[-1])
+    if first == 0:
+        raise ValueError(f"period {period.name} starts at the first date of the data: no history before it")
+    rows = rebalance_rows(dates, period.start, period.end, period.freq)
+    rows.flags.writeable = False
+    if len(_PERIOD_ROWS) > 64:
+        _PERIOD_ROWS.clear()
+    _PERIOD_ROWS[key] = (v.copy(), (first, last, rows))
+    return first, last, rows
+
+
 @dataclass
 class Trade:
     """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders (:class:`Orders`)."""
@@ -176,16 +207,7 @@ class PortfolioSimulator:
         self.costs = costs
         self.initial_nav = float(initial_nav)
         self.tickers = tickers
-        inside = np.flatnonzero((self.dates >= pd.Timestamp(period.start)) & (self.dates <= pd.Timestamp(period.end)))
-        if inside.size == 0:
-            raise ValueError(
-                f"period {period.name} ({period.start}..{period.end}) has no trading day in the data "
-                f"({self.dates[0].date()}..{self.dates[-1].date()})"
-            )
-        self.first_row, self.last_row = int(inside[0]), int(inside[-1])
-        if self.first_row == 0:
-            raise ValueError(f"period {period.name} starts at the first date of the data: no history before it")
-        self.decision_rows = rebalance_rows(self.dates, period.start, period.end, period.freq)
+        self.first_row, self.last_row, self.decision_rows = _period_rows(self.dates, period)
         self.t = self.first_row - 1
         self.nav = self.initial_nav
         self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
