@@ -71,3 +71,31 @@ def write_or_check(path: str, name: str, body: str, check: bool) -> int:
     p.write_text(new, encoding="utf-8")
     print(f"wrote block '{name}' of {path}")
     return 0
+
+
+def run_context() -> dict:
+    """Versions and the 1-min load average of this run (for the figures written into docs/performance.md)."""
+    import os
+    import platform
+
+    import gymnasium
+    import numpy
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__, "gymnasium": gymnasium.__version__,
+            "load_avg": os.getloadavg()[0]}
+
+
+def append_performance(heading: str, command: str, setup: str, table: Sequence[str],
+                       notes: Sequence[str] = ()) -> None:
+    """Append a section to docs/performance.md: ``heading`` (dated), the command, ``setup`` (what was
+    measured), versions and load average (:func:`run_context`), the markdown ``table`` and ``notes``."""
+    from pathlib import Path
+
+    ctx = run_context()
+    lines = ["", f"### {heading} ({time.strftime('%Y-%m-%d %H:%M')} UTC)", "",
+             f"Command: `{command}`. {setup} Python {ctx['python']}, numpy {ctx['numpy']}, gymnasium "
+             f"{ctx['gymnasium']}; this 2-core machine shared with other jobs (1-min load average "
+             f"{ctx['load_avg']:.1f} at the end of the run).", "", *table, "", *notes]
+    with (Path(__file__).resolve().parents[1] / "docs" / "performance.md").open("a") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print("appended to docs/performance.md")

@@ -26,6 +26,14 @@ pre-generated actions; vector envs with the same loop by hand, counting env-step
   bundled prices), via ``bench_peers_gyms.py`` in ``benchmarks/.venv-peers`` (create it once with
   ``python benchmarks/bench_peers_gyms.py --setup``); reported as the ratio
   quantgym / peer.
+
+``--json PATH`` (for a driver such as ``benchmarks/run_all.py``) writes ``{"results": {key: rate}, "scored_ms":
+{"cold": [...], "warm": [...]}, "peers": {"results": {name: {"steps_per_s", "version", "notes"}}, "errors":
+{...}}, "versions": {"gymnasium", "numpy"}}`` with the rate keys ``raw``, ``gym.make``, ``alloc_wrapper``,
+``stagewise`` (steps/s or sub-steps/s), ``sync1``, ``sync8``, ``vec1``, ``vec8``, ``vec64`` (env-steps/s) and
+``cold_episode_s`` (seconds); ``scored_ms`` holds the per-step times (ms) of the scored bench periods. The
+before/after comparison of a change is ``bench_portbench_ab.py``; the scaling in N is
+``bench_portbench_scaling.py``.
 """
 
 from __future__ import annotations

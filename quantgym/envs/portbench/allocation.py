@@ -134,7 +134,8 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
     if feat is not None:
         return feat
     avail = parts["available"]
-    corr = parts["corr"]
+    corr = view.row_array(int(t), "corr")
+    intra, inter = view.class_corr(int(t))
     n = avail.size
     use = np.isfinite(corr) & avail[None, :] & avail[:, None] & ~np.eye(n, dtype=bool)
     cnt = use.sum(axis=1)
@@ -147,8 +148,8 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
         np.clip(parts["ann_vol"], 0.0, 10.0),
         np.clip(mean_corr, -1.0, 1.0),
         avail.astype(np.float64),
-        np.clip(np.nan_to_num(parts["intra"], nan=0.0), -1.0, 1.0),
-        np.clip(np.nan_to_num(parts["inter"][_IU], nan=0.0), -1.0, 1.0),
+        np.clip(np.nan_to_num(intra, nan=0.0), -1.0, 1.0),
+        np.clip(np.nan_to_num(inter[_IU], nan=0.0), -1.0, 1.0),
         np.clip(np.sign(macro) * np.log1p(np.abs(macro)), -10.0, 10.0),
         parts["macro_mask"].astype(np.float64),
         reg,

@@ -25,7 +25,9 @@ from quantgym.envs.portbench.config import (
     STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
 )
 from quantgym.envs.portbench.paper.config import PaperFidelity
-from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView
+from quantgym.envs.portbench.market import (
+    ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView, obs_corr, obs_window,
+)
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
 from quantgym.envs.portbench.simulator import PortfolioSimulator
 from quantgym.envs.portbench.optimize import _single_thread_blas
@@ -39,6 +41,10 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 STAGES = ("S1", "S2", "S3")
 STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
 ACTION_KEYS = ("views", "signals", "weights", "status")
+_ACTION_KEYSET = frozenset(ACTION_KEYS)
+#: observation keys in the order of the observation dict
+OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "corr", "class_id", "available",
+            "weights", "nav", "macro", "macro_mask", "regime", "stage", "prev_views", "prev_signals")
 
 
 class PortBenchEnv(gym.Env):
@@ -246,6 +252,13 @@ class PortBenchEnv(gym.Env):
             "weights": spaces.Box(0.0, 1.0, (n,), f64),
             "status": spaces.Discrete(3),
         })
+        self._profile_block = self.profile.prompt_block()
+        self._ticker_array = np.array(self.view.tickers, dtype=object)
+        self._uses_future_data = cfg.scoring.oracle == "ex_post" or cfg.paper.ex_post_s4s5
+        # the echoes shown before an answer (read-only: observations hand them out without copying)
+        self._zero_views = np.zeros(n)
+        self._hold_signals = np.full(n, HOLD, dtype=np.int64)
+        self._zero_views.flags.writeable = self._hold_signals.flags.writeable = False
         #: free-text notes a text wrapper may attach to the current stage (e.g. S1 regime, macro summary)
         self.stage_notes: dict[str, Any] = {}
         self.sim: PortfolioSimulator | None = None
@@ -273,7 +286,7 @@ class PortBenchEnv(gym.Env):
         return sim
 
     def _news(self, d: pd.Timestamp) -> str:
-        text = self.profile.prompt_block()
+        text = self._profile_block
         if self.text_provider is not None:
             extra = self.text_provider(d) or ""
             if extra:
@@ -285,10 +298,19 @@ class PortBenchEnv(gym.Env):
         sim = self.sim
         t = sim.t
         self.nav_pre = sim.nav
-        self.snapshot = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav, self._news(self.view.dates[t]))
+        self.snapshot = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav, self._news(self.view.dates[t])
+                                           if self.text_provider is not None else self._profile_block)
+        parts = self.view._row_parts(int(t))
+        info = parts.get("row_info")
+        if info is None:  # per-row constants of the info dict and the decision record
+            snap = self.snapshot
+            info = parts["row_info"] = {"date": str(snap.decision_date.date()),
+                                        "n_available": int(snap.available.sum())}
+        self._row_info = info
+        self._obs_row = self._row_observation()
         self.stage = 0
-        self.prev_views = np.zeros(self.n_assets)
-        self.prev_signals = np.full(self.n_assets, HOLD, dtype=np.int64)
+        self.prev_views = self._zero_views
+        self.prev_signals = self._hold_signals
         self.step_scores: dict[str, float | None] = {}
         self.step_invalid: dict[str, str] = {}
         self.step_coerced: dict[str, str] = {}
@@ -302,18 +324,21 @@ class PortBenchEnv(gym.Env):
             self.w_star_s45 = None
             ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
             if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
-                self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns(),
-                                           ew_if_nonpositive_mu=ew_mu)
+                with _single_thread_blas():
+                    self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns(),
+                                               ew_if_nonpositive_mu=ew_mu)
             if sc.oracle == "ex_post":
-                self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns(),
-                                       ew_if_nonpositive_mu=ew_mu)
+                with _single_thread_blas():
+                    self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns(),
+                                           ew_if_nonpositive_mu=ew_mu)
             else:
                 # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
                 parts = self.view._row_parts(t)
                 key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
                 w_star = parts.get(key)
                 if w_star is None:
-                    w_star = s3_truth(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu)
+                    with _single_thread_blas():
+                        w_star = s3_truth(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu)
                     w_star.flags.writeable = False
                     parts[key] = w_star
                 self.w_star = w_star
@@ -331,65 +356,59 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ observation
     def _obs(self) -> dict[str, Any]:
+        # every array is new (Gymnasium's contract: users keep observations); the row arrays are copies of the
+        # cached read-only ones (speed only: copying is cheaper than rebuilding them)
         snap = self.snapshot
-        row_parts = getattr(self.view, "_row_parts", None)
-        static = None
-        if row_parts is not None and self.config.fidelity == "clean":
-            # the row-dependent arrays are cached with the snapshot parts (speed only; copies are returned)
-            parts = row_parts(int(snap.t))
-            static = parts.get("obs_static")
-            if static is None:
-                static = parts["obs_static"] = self._obs_static(snap)
-        else:
-            static = self._obs_static(snap)
-        obs = {
-            "returns": static["returns"].copy(),
-            "returns_mask": static["returns_mask"].copy(),
-            "price": static["price"].copy(),
-            "trailing_return": static["trailing_return"].copy(),
-            "ann_vol": static["ann_vol"].copy(),
-            "corr": static["corr"].copy(),
-            "class_id": static["class_id"].copy(),
-            "available": static["available"].copy(),
-            "weights": np.clip(snap.current_weights, 0.0, 1.0),
-            "nav": np.array([min(max(snap.nav, 0.0), 1e3)]),
-            "macro": static["macro"].copy(),
-            "macro_mask": static["macro_mask"].copy(),
-            "regime": static["regime"],
-            "stage": int(self.stage),
-            "prev_views": self.prev_views.copy(),
-            "prev_signals": self.prev_signals.copy(),
-        }
+        obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
+        obs["weights"] = snap.current_weights.clip(0.0, 1.0)
+        obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
+        obs["stage"] = int(self.stage)
+        obs["prev_views"] = self.prev_views.copy()
+        obs["prev_signals"] = self.prev_signals.copy()
         if self.text_obs:
             obs["prompt"] = self.render_prompt()
         return obs
 
-    def _obs_static(self, snap) -> dict[str, Any]:
-        """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
-        cfg = self.config
-        lb, n = cfg.lookback, self.n_assets
-        win = snap.returns[-lb:]  # paper own-calendar windows can span more than L union dates
-        ret = np.zeros((lb, n))
-        mask = np.zeros((lb, n), dtype=np.int8)
-        k = win.shape[0]
-        fin = np.isfinite(win)
-        ret[lb - k:] = np.clip(np.where(fin, win, 0.0), -1.0, 10.0)
-        mask[lb - k:] = fin
-        corr = np.where(np.isfinite(snap.corr), snap.corr, 0.0)
-        np.fill_diagonal(corr, 1.0)
-        return {
-            "returns": ret,
-            "returns_mask": mask,
+    def _row_observation(self) -> dict[str, Any]:
+        """The row-dependent observation entries of the current decision (read-only arrays), in the order
+        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`."""
+        snap = self.snapshot
+        if self.config.fidelity == "clean":  # cached per dataset and row (speed only)
+            view, t = self.view, int(snap.t)
+            parts = view._row_parts(t)
+            small = parts.get("obs_small")
+            if small is None:
+                small = parts["obs_small"] = self._obs_small(snap)
+            row = {"returns": view.row_array(t, "obs_returns"), "returns_mask": view.row_array(t, "obs_mask")}
+            row.update(small)
+            row["corr"] = view.row_array(t, "obs_corr")
+        else:
+            row = self._obs_static(snap)
+        return {k: row.get(k) for k in OBS_KEYS}
+
+    def _obs_small(self, snap) -> dict[str, Any]:
+        """The O(N) row-dependent observation entries (read-only arrays)."""
+        out = {
             "price": np.clip(np.nan_to_num(snap.price, nan=0.0), 0.0, 1e7),
             "trailing_return": np.clip(snap.trailing_return, -1.0, 1e3),
             "ann_vol": np.clip(snap.ann_vol, 0.0, 1e3),
-            "corr": np.clip(corr, -1.0, 1.0),
             "class_id": snap.class_id.copy(),
             "available": snap.available.astype(np.int8),
             "macro": np.clip(snap.macro, -1e3, 1e3),
             "macro_mask": snap.macro_mask.astype(np.int8),
             "regime": int(REGIMES.index(snap.regime)),
         }
+        for v in out.values():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        return out
+
+    def _obs_static(self, snap) -> dict[str, Any]:
+        """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
+        ret, mask = obs_window(snap.returns, self.config.lookback)
+        out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap), "corr": obs_corr(snap.corr)}
+        ret.flags.writeable = mask.flags.writeable = out["corr"].flags.writeable = False
+        return out
 
     @property
     def prompt_style(self) -> str:
@@ -431,19 +450,20 @@ class PortBenchEnv(gym.Env):
                                  self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache)
 
     def _base_info(self) -> dict[str, Any]:
+        status = self.step_status.values()
         return {
-            "date": str(self.snapshot.decision_date.date()),
-            "decision_index": int(self.decision_k),
+            "date": self._row_info["date"],
+            "decision_index": self.decision_k,
             "n_decisions": int(self.sim.decision_rows.size),
             "stage": STAGES[self.stage] if self.stagewise else "all",
             "stage_scores": dict(self.step_scores),
             "invalid": dict(self.step_invalid),
             "coerced": dict(self.step_coerced),
-            "refused": any(v == STATUS_REFUSED for v in self.step_status.values()),
-            "unparseable": any(v == STATUS_UNPARSEABLE for v in self.step_status.values()),
+            "refused": STATUS_REFUSED in status,
+            "unparseable": STATUS_UNPARSEABLE in status,
             "nav": float(self.sim.nav),
-            "uses_future_data": self.config.scoring.oracle == "ex_post" or self.config.paper.ex_post_s4s5,
-            "n_available": int(self.snapshot.available.sum()),
+            "uses_future_data": self._uses_future_data,
+            "n_available": self._row_info["n_available"],
             "prompt_style": self.config.prompt_style,
         }
 
@@ -469,8 +489,8 @@ class PortBenchEnv(gym.Env):
                 f"action must be a dict with keys {ACTION_KEYS} (views (N,), signals (N,), weights (N,), status int); "
                 f"got {type(action).__name__}. Text answers go through quantgym.envs.portbench.text_protocol.TextStageAction."
             )
-        extra = set(action) - set(ACTION_KEYS)
-        if extra:
+        if not _ACTION_KEYSET.issuperset(action):
+            extra = set(action) - _ACTION_KEYSET
             raise InvalidActionError(f"unknown action key(s) {sorted(extra)}; expected keys {ACTION_KEYS}")
         out: dict[str, np.ndarray] = {}
         n = self.n_assets
@@ -483,12 +503,16 @@ class PortBenchEnv(gym.Env):
                 raise InvalidActionError(f"action[{key!r}] must be numeric with shape ({n},), got dtype {arr.dtype}")
             if arr.shape != (n,):
                 raise InvalidActionError(f"action[{key!r}] must have shape ({n},), got {arr.shape}")
-            out[key] = arr.astype(np.float64)
+            # never stored or written (processing makes new arrays); integer signals stay integers (same values)
+            out[key] = arr if key == "signals" and arr.dtype.kind in "iu" else arr.astype(np.float64, copy=False)
         status = action.get("status", 0)
+        if type(status) is int and 0 <= status <= 2:  # fast path of the check below
+            out["status"] = status
+            return out
         st = np.asarray(status)
         if st.shape not in ((), (1,)) or st.dtype.kind not in "iub" or int(st.reshape(-1)[0]) not in (0, 1, 2):
             raise InvalidActionError(f"action['status'] must be an int in {{0 ok, 1 refused, 2 unparseable}}, got {status!r}")
-        out["status"] = np.asarray(int(st.reshape(-1)[0]))
+        out["status"] = int(st.reshape(-1)[0])
         return out
 
     def _flag(self, stage: str, status: int, message: str | None) -> None:
@@ -502,11 +526,15 @@ class PortBenchEnv(gym.Env):
             self._flag("S1", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
             return np.zeros(self.n_assets)
         a = snap.available
-        if not np.all(np.isfinite(views)):
+        if np.abs(views).max() <= 1.0:  # fast path: every view finite and in [-1, 1] (NaN fails the test)
+            self.step_status["S1"] = STATUS_OK
+            return np.where(a, views, 0.0)
+        if not np.isfinite(views).all():
             self._flag("S1", status, "views contain NaN or inf: fallback all views 0, S1 score 0")
             return np.zeros(self.n_assets)
-        if np.any(np.abs(views[a]) > 1.0):
-            bad = [snap.tickers[i] for i in np.flatnonzero(a & (np.abs(views) > 1.0))][:5]
+        out_of_range = (np.abs(views) > 1.0) & a
+        if out_of_range.any():
+            bad = [snap.tickers[i] for i in np.flatnonzero(out_of_range)][:5]
             self._flag("S1", status, f"views outside [-1, 1] for {bad}: fallback all views 0, S1 score 0")
             return np.zeros(self.n_assets)
         self.step_status["S1"] = STATUS_OK
@@ -517,8 +545,11 @@ class PortBenchEnv(gym.Env):
         if status != STATUS_OK:
             self._flag("S2", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
             return hold
-        ok = np.isfinite(signals) & (signals == np.round(signals)) & (signals >= 0) & (signals <= 2)
-        if not np.all(ok[self.snapshot.available]):
+        if signals.dtype.kind in "iub" and signals.min() >= 0 and signals.max() <= 2:  # fast path: integer codes
+            ok = True
+        else:  # 0, 1 or 2 on every available asset (NaN fails every comparison)
+            ok = ((signals == 0) | (signals == 1) | (signals == 2) | ~self.snapshot.available).all()
+        if not ok:
             self._flag("S2", status, "signals must be 0 (sell), 1 (hold) or 2 (buy): fallback all hold, S2 score 0")
             return hold
         self.step_status["S2"] = STATUS_OK
@@ -533,11 +564,11 @@ class PortBenchEnv(gym.Env):
         if status != STATUS_OK:
             self._flag("S3", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
             return self._fallback_weights(), False
-        if not np.all(np.isfinite(weights)):
-            self._flag("S3", status, "weights contain NaN or inf: fallback current weights, S3 score 0")
-            return self._fallback_weights(), False
-        if np.any(weights < 0) or np.any(weights > 1):
-            self._flag("S3", status, "weights outside [0, 1]: fallback current weights, S3 score 0")
+        if not (weights.min() >= 0.0 and weights.max() <= 1.0):  # NaN fails the test
+            if not np.isfinite(weights).all():
+                self._flag("S3", status, "weights contain NaN or inf: fallback current weights, S3 score 0")
+            else:
+                self._flag("S3", status, "weights outside [0, 1]: fallback current weights, S3 score 0")
             return self._fallback_weights(), False
         w = np.where(a, weights, 0.0)  # weight on an unavailable asset is dropped (§11.4)
         tot = w.sum()
@@ -550,21 +581,19 @@ class PortBenchEnv(gym.Env):
             return self._fallback_weights(), False
         self.step_status["S3"] = STATUS_OK
         notes = []
-        dropped = float(np.where(a, 0.0, weights).sum())
+        # weight on unavailable assets (0 when every asset is available)
+        dropped = float(np.where(a, 0.0, weights).sum()) if self._row_info["n_available"] < a.size else 0.0
         if dropped > 0:
             notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
         if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
             notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
         if notes:  # recorded coercions, not invalid (spec §4.3, §11.4)
             self.step_coerced["S3"] = "; ".join(notes)
-        return np.round(w / tot, 4), True
+        return (w / tot).round(4), True
 
     def step(self, action: Any):
-        # speed only: the oracle and scorers make many tiny BLAS calls (optimize._single_thread_blas); the S1 and
-        # S2 sub-steps of stagewise mode make none
-        if self.scoring and (not self.stagewise or self.stage == 2):
-            with _single_thread_blas():
-                return self._step(action)
+        # the oracle's many tiny BLAS calls run single-threaded (optimize._single_thread_blas, in
+        # _begin_decision; the row arrays in MarketView): speed only, the same numbers
         return self._step(action)
 
     def _step(self, action: Any):
@@ -587,6 +616,7 @@ class PortBenchEnv(gym.Env):
             views = self._process_views(act["views"], status)
             if self.scoring:
                 self.step_scores["S1"] = 0.0 if "S1" in self.step_invalid else s1_score(views, self.v_star, snap.available)
+            views.flags.writeable = False  # handed out as obs["prev_views"]
             self.prev_views = views
             if self.stagewise:
                 self.stage = 1
@@ -595,6 +625,7 @@ class PortBenchEnv(gym.Env):
             signals = self._process_signals(act["signals"], status)
             if self.scoring:
                 self.step_scores["S2"] = 0.0 if "S2" in self.step_invalid else s2_score(signals, self.s_star, snap.available)
+            signals.flags.writeable = False  # handed out as obs["prev_signals"]
             self.prev_signals = signals
             if self.stagewise:
                 self.stage = 2
@@ -622,13 +653,13 @@ class PortBenchEnv(gym.Env):
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
         snap, sim, sc = self.snapshot, self.sim, self.config.scoring
         w0 = snap.current_weights
-        tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
-        rec: dict[str, Any] = {"date": str(snap.decision_date.date()), "regime": snap.regime,
-                               "n_available": int(snap.available.sum())}
+        rec: dict[str, Any] = {"date": self._row_info["date"], "regime": snap.regime,
+                               "n_available": self._row_info["n_available"]}
         ceps_val = None
         pf = self.config.paper
-        w_exec = self._executed(w_hat, tau_hat, self.config.costs.rate)
         if self.scoring:
+            tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
+            w_exec = self._executed(w_hat, tau_hat, self.config.costs.rate)
             s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
             self.step_scores["S3"] = s3["score"] if valid else 0.0
             w_truth = self.w_star if self.w_star_s45 is None else self.w_star_s45
@@ -647,18 +678,20 @@ class PortBenchEnv(gym.Env):
                 "tau_hat": tau_hat, "tau_star": tau_star,
                 "risk": rep_hat.as_dict(), "risk_truth": rep_star.as_dict(),
             })
+        else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
+            w_exec = w_hat
         trade = sim.trade(w_exec)
+        rec_weights = self._by_ticker(w_hat)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
-                    "status": dict(self.step_status),
-                    "weights": {snap.tickers[i]: float(w_hat[i]) for i in np.flatnonzero(w_hat > 0)}})
+                    "status": dict(self.step_status), "weights": rec_weights})
         self.records.append(rec)
         info = self._base_info()
-        info.update({k: rec[k] for k in ("turnover", "cost") if k in rec})
+        info["turnover"], info["cost"] = trade.turnover, trade.cost
         # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them
         # in each step record of results.json beside turnover and cost
-        info["weights"] = {snap.tickers[i]: float(w_exec[i]) for i in np.flatnonzero(w_exec > 0)}
-        info["orders"] = trade.orders
+        info["weights"] = dict(rec_weights) if w_exec is w_hat else self._by_ticker(w_exec)
+        info["orders"] = trade.orders  # an Orders sequence (arrays; order dicts built when read)
         if self.scoring:
             info.update({"ceps": ceps_val, "pas": rec["pas"], "tau": tau_hat, "tau_star": rec["tau_star"],
                          "var": rec["risk"]["var"], "drawdown": rec["risk"]["drawdown"],
@@ -685,6 +718,11 @@ class PortBenchEnv(gym.Env):
             self._begin_decision()
             obs = self._obs()
         return obs, reward, terminated, False, info
+
+    def _by_ticker(self, w: np.ndarray) -> dict[str, float]:
+        """``{ticker: weight}`` of the positive entries of ``w``, canonical order."""
+        idx = (w > 0).nonzero()[0]
+        return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 
     # ------------------------------------------------------------------------------ results
     def episode_metrics(self) -> dict[str, Any]:

@@ -108,6 +108,8 @@ def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarr
     cost = rate * tau * nav
     ts = target.sum(axis=1)
     ok = ts > 0
+    if ok.all():  # the general rule below when every target is kept (speed only)
+        return Execution(target / ts[:, None], nav - cost, cost, tau, delta, traded, ~ok)
     new = np.where(ok[:, None], target / np.where(ok, ts, 1.0)[:, None], weights)
     return Execution(new, nav - cost, cost, tau, delta, traded, ~ok)
 

@@ -9,7 +9,10 @@ snapshot; the ex-post oracle reads them in :mod:`.stages` (scoring only).
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -21,9 +24,14 @@ from quantgym.envs.portbench.config import PortBenchConfig
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
 SQRT252 = np.sqrt(252.0)
-#: at most this many decision rows per (dataset, config) keep their snapshot parts in memory (~90 kB each, ~190 kB
-#: with the cached observation arrays)
+#: at most this many decision rows per (dataset, config) keep their O(N) snapshot parts in memory (about 10·N
+#: floats each: availability, prices, window statistics, class correlations, cached scorer entries)
 ROW_CACHE_MAX = 4096
+#: byte budget of the per-(dataset, config) cache of the O(L·N) and O(N²) row arrays (window returns, the
+#: correlation matrix, their observation forms), least recently used rows dropped first (speed only: a dropped
+#: row is recomputed, to the same values). At N = 80 every daily row of 2016-2023 fits (~185 kB a row); at
+#: N = 1000 about 30 rows do (~17 MB a row), so memory stays linear in the number of trading days × N.
+ROW_CACHE_BYTES = 512 * 2**20
 #: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -48,16 +56,25 @@ def pairwise_corr(x: np.ndarray) -> np.ndarray:
     sx = z.T @ mf  # sx[i, j] = Σ x_i over rows where j (and i) valid
     sxx = (z * z).T @ mf
     sxy = z.T @ z
+    # the same arithmetic as cov = sxy − sx·sxᵀ/n, var_i = sxx − sx·sx/n, c = cov/√(var_i·var_j), computed
+    # in place (speed only: at N = 1000 the N×N temporaries cost more than the matrix products)
     with np.errstate(invalid="ignore", divide="ignore"):
-        cov = sxy - sx * sx.T / n
-        var_i = sxx - sx * sx / n
+        tmp = sx * sx.T
+        tmp /= n
+        cov = np.subtract(sxy, tmp, out=sxy)
+        np.multiply(sx, sx, out=tmp)
+        tmp /= n
+        var_i = np.subtract(sxx, tmp, out=sxx)
         var_j = var_i.T
-        denom = np.sqrt(var_i * var_j)
-        c = cov / denom
+        denom = np.multiply(var_i, var_j, out=tmp)
+        np.sqrt(denom, out=denom)
+        c = np.divide(cov, denom, out=cov)
     tol = 1e-14
-    bad = (n < 2) | ~(var_i > tol) | ~(var_j > tol)
-    c[bad] = np.nan
-    c = np.clip(c, -1.0, 1.0)
+    v_ok = var_i > tol
+    bad = n < 2
+    bad |= ~(v_ok & v_ok.T)
+    np.copyto(c, np.nan, where=bad)
+    np.clip(c, -1.0, 1.0, out=c)
     d = np.diag(c).copy()
     np.fill_diagonal(c, np.where(np.isfinite(d), 1.0, np.nan))
     return c
@@ -97,6 +114,85 @@ def class_correlations(corr: np.ndarray, class_id: np.ndarray, available: np.nda
     intra[members < 2] = np.nan
     np.fill_diagonal(inter, intra)
     return intra, inter
+
+
+def obs_window(returns: np.ndarray, lookback: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observation form of a return window (spec §11.2): the last ``lookback`` rows, oldest first,
+    zero-padded at the top, missing → 0, clipped to [−1, 10].
+
+    Parameters
+    ----------
+    returns : (L', N) window returns, NaN = missing (L' may exceed ``lookback`` in paper mode).
+    lookback : L.
+
+    Returns
+    -------
+    ret : (L, N) float64; mask : (L, N) int8, 1 where a return was observed.
+    """
+    win = returns[-lookback:]
+    n = returns.shape[1]
+    ret = np.zeros((lookback, n))
+    mask = np.zeros((lookback, n), dtype=np.int8)
+    k = win.shape[0]
+    fin = np.isfinite(win)
+    ret[lookback - k:] = np.clip(np.where(fin, win, 0.0), -1.0, 10.0)
+    mask[lookback - k:] = fin
+    return ret, mask
+
+
+def obs_corr(corr: np.ndarray) -> np.ndarray:
+    """Observation form of a correlation matrix (spec §11.2): NaN → 0 off the diagonal, diagonal 1, clipped
+    to [−1, 1]; (N, N) float64."""
+    c = np.where(np.isfinite(corr), corr, 0.0)
+    np.fill_diagonal(c, 1.0)
+    return np.clip(c, -1.0, 1.0)
+
+
+class RowArrays:
+    """Least-recently-used cache of large per-row arrays within a byte budget (speed only).
+
+    ``get(t)`` returns the dict ``name -> array`` of row ``t`` (or None) and marks the row as used;
+    ``put(t, name, array)`` stores a read-only array and drops the least recently used other rows while
+    the total exceeds ``max_bytes`` (the row being filled is always kept).
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self.rows: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+
+    def get(self, t: int) -> dict[str, np.ndarray] | None:
+        row = self.rows.get(t)
+        if row is not None:
+            self.rows.move_to_end(t)
+        return row
+
+    def put(self, t: int, name: str, value: np.ndarray) -> np.ndarray:
+        value.flags.writeable = False
+        row = self.rows.get(t)
+        if row is None:
+            row = self.rows[t] = {}
+        else:
+            self.rows.move_to_end(t)
+        old = row.get(name)
+        self.nbytes += value.nbytes - (old.nbytes if old is not None else 0)
+        row[name] = value
+        while self.nbytes > self.max_bytes and len(self.rows) > 1:
+            first = next(iter(self.rows))
+            if first == t:
+                self.rows.move_to_end(t)
+                continue
+            self.nbytes -= sum(v.nbytes for v in self.rows.pop(first).values())
+        return value
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.nbytes = 0
+
+
+#: placeholder of a snapshot field computed on first access (``MarketSnapshot.loader``)
+LAZY: Any = type("Lazy", (), {"__repr__": lambda self: "LAZY"})()
+LAZY_FIELDS = ("returns", "corr", "intra", "inter")
 
 
 @dataclass(eq=False)
@@ -143,6 +239,21 @@ class MarketSnapshot:
     nav: float
     news_text: str = ""
     extra: dict = field(default_factory=dict)
+    #: optional ``name -> value`` loader of the fields passed as :data:`LAZY` (``returns``, ``corr``, ``intra``,
+    #: ``inter``): they are computed on first access (speed only; the view's snapshots use it)
+    loader: Callable[[str], Any] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for name in LAZY_FIELDS:
+            if self.__dict__.get(name) is LAZY:
+                del self.__dict__[name]
+
+    def __getattr__(self, name: str):  # only called for a lazy field not loaded yet
+        loader = self.__dict__.get("loader")
+        if name in LAZY_FIELDS and loader is not None:
+            value = self.__dict__[name] = loader(name)
+            return value
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def avail_idx(self) -> np.ndarray:
@@ -198,6 +309,8 @@ class MarketView:
         shared = _SHARED.setdefault(data, {})
         key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker)
         self._row_cache: dict[int, dict] = shared.setdefault(key, {})
+        self._row_cache_key = key
+        self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
 
     def window_rows(self, t: int) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
@@ -217,22 +330,20 @@ class MarketView:
         return market_regime(self.data, t, self.regime_ticker) if self.regime_ticker else "sideways"
 
     def _row_parts(self, t: int) -> dict:
-        """Row-dependent parts of the snapshot of decision row ``t`` (cached per dataset, read-only).
+        """O(N) row-dependent parts of the snapshot of decision row ``t`` (cached per dataset, read-only).
 
         Everything in a snapshot except the portfolio state (weights, NAV, news) depends on the
         row and the config only, so it is computed once per ``(dataset, config, row)`` and shared
         by every env over the same :class:`~quantgym.envs.portbench.data.PortBenchData` (speed only; the values
         are those of the uncached computation). The dict also holds scorer entries keyed by
-        strings (e.g. the lookback oracle, see :mod:`.env`).
+        strings (e.g. the lookback oracle, see :mod:`.env`). The O(L·N) and O(N²) arrays (window
+        returns, correlations) are not in it: :meth:`row_array` keeps them in a byte-bounded cache.
         """
         cache = self._row_cache
         parts = cache.get(t)
         if parts is not None:
             return parts
-        from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
-
-        with _single_thread_blas():
-            parts = self._compute_row_parts(int(t))
+        parts = self._compute_row_parts(int(t))
         if len(cache) >= ROW_CACHE_MAX:
             cache.pop(next(iter(cache)))
         cache[t] = parts
@@ -256,22 +367,16 @@ class MarketView:
         vol = np.sqrt(np.where(cnt > 1, var, 0.0)) * SQRT252
         trailing = np.where(available, trailing, 0.0)
         vol = np.where(available, vol, 0.0)
-        rets = np.where(available[None, :], win, np.nan)
-        corr = pairwise_corr(rets)
-        intra, inter = class_correlations(corr, self.class_id, available)
         macro = self.macro[td]
         mmask = np.isfinite(macro)
         parts = {
             "decision_date": self.dates[t],
             "available": available,
+            "window": (lo, hi),
             "window_dates": self.dates[lo:hi],
-            "returns": rets,
             "price": np.where(available, self.prices[td], np.nan),
             "trailing_return": trailing,
             "ann_vol": vol,
-            "corr": corr,
-            "intra": intra,
-            "inter": inter,
             "macro": np.where(mmask, macro, 0.0),
             "macro_mask": mmask,
             "regime": self.regime_at(td),
@@ -281,31 +386,89 @@ class MarketView:
                 v.flags.writeable = False
         return parts
 
+    def window_returns(self, parts: dict) -> np.ndarray:
+        """(L', N) returns of a row's window (``parts["window"]``), unavailable columns NaN."""
+        lo, hi = parts["window"]
+        return np.where(parts["available"][None, :], self.returns[lo:hi], np.nan)
+
+    def row_array(self, t: int, name: str) -> np.ndarray:
+        """A large row array of decision row ``t`` (read-only; cached within :data:`ROW_CACHE_BYTES`).
+
+        ``name``: ``"returns"`` (L', N) window returns with unavailable columns NaN (the snapshot's
+        ``returns``; ``"returns0"`` the same with NaN → 0); ``"corr"`` (N, N) :func:`pairwise_corr` of them; ``"obs_returns"`` / ``"obs_mask"``
+        (L, N) and ``"obs_corr"`` (N, N): the observation forms (:func:`obs_window`, :func:`obs_corr`).
+        """
+        row = self._arrays.get(t)
+        if row is not None:
+            v = row.get(name)
+            if v is not None:
+                return v
+        if name == "returns":
+            v = self.window_returns(self._row_parts(t))
+        elif name == "returns0":  # missing = 0 (the S5 risk report's window)
+            v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
+        elif name == "corr":
+            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+            rets = self.row_array(t, "returns")
+            with _single_thread_blas():
+                v = pairwise_corr(rets)
+        elif name in ("obs_returns", "obs_mask"):
+            ret, mask = obs_window(self.row_array(t, "returns"), self.config.lookback)
+            self._arrays.put(t, "obs_mask" if name == "obs_returns" else "obs_returns",
+                             mask if name == "obs_returns" else ret)
+            v = ret if name == "obs_returns" else mask
+        elif name == "obs_corr":
+            v = obs_corr(self.row_array(t, "corr"))
+        else:
+            raise KeyError(f"unknown row array {name!r}")
+        return self._arrays.put(t, name, v)
+
+    def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """(intra (6,), inter (6, 6)) class correlations of decision row ``t`` (:func:`class_correlations`),
+        cached with the row parts."""
+        parts = self._row_parts(t)
+        cc = parts.get("class_corr")
+        if cc is None:
+            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+            corr = self.row_array(t, "corr")
+            with _single_thread_blas():
+                cc = class_correlations(corr, self.class_id, parts["available"])
+            for v in cc:
+                v.flags.writeable = False
+            parts["class_corr"] = cc
+        return cc
+
     def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
         """Build the snapshot of decision row ``t`` from rows ``≤ t`` (``≤ t − 1`` with ``as_of='previous_close'``).
 
-        Row-dependent arrays come from a per-dataset cache and are read-only (copy before modifying).
+        Row-dependent arrays come from a per-dataset cache and are read-only (copy before modifying); ``returns``,
+        ``corr``, ``intra`` and ``inter`` are computed when first read.
         """
-        p = self._row_parts(int(t))
-        return MarketSnapshot(
-            decision_date=p["decision_date"],
-            t=t,
-            tickers=self.tickers,
-            classes=self.classes,
-            class_id=self.class_id,
-            available=p["available"],
-            window_dates=p["window_dates"],
-            returns=p["returns"],
-            price=p["price"],
-            trailing_return=p["trailing_return"],
-            ann_vol=p["ann_vol"],
-            corr=p["corr"],
-            intra=p["intra"],
-            inter=p["inter"],
-            macro=p["macro"],
-            macro_mask=p["macro_mask"],
-            regime=p["regime"],
-            current_weights=np.asarray(current_weights, dtype=np.float64).copy(),
-            nav=float(nav),
-            news_text=news_text,
-        )
+        t = int(t)
+        p = self._row_parts(t)
+        fields = p.get("snapshot_fields")
+        if fields is None:  # the row's constant fields, built once (speed only: no dataclass __init__ per step)
+            fields = p["snapshot_fields"] = MarketSnapshot(
+                decision_date=p["decision_date"], t=t, tickers=self.tickers, classes=self.classes,
+                class_id=self.class_id, available=p["available"], window_dates=p["window_dates"], returns=LAZY,
+                price=p["price"], trailing_return=p["trailing_return"], ann_vol=p["ann_vol"], corr=LAZY, intra=LAZY,
+                inter=LAZY, macro=p["macro"], macro_mask=p["macro_mask"], regime=p["regime"], current_weights=None,
+                nav=0.0,
+            ).__dict__
+        snap = object.__new__(MarketSnapshot)
+        d = snap.__dict__
+        d.update(fields)
+        d["current_weights"] = np.array(current_weights, dtype=np.float64)
+        d["nav"] = float(nav)
+        d["news_text"] = news_text
+        d["extra"] = {}
+        d["loader"] = partial(self._snapshot_field, t)  # not cached with the row: it holds this view
+        return snap
+
+    def _snapshot_field(self, t: int, name: str) -> np.ndarray:
+        """The lazy snapshot fields of row ``t`` (``MarketSnapshot.loader``)."""
+        if name in ("intra", "inter"):
+            return self.class_corr(t)[name == "inter"]
+        return self.row_array(t, name)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -60,21 +61,6 @@ def get_profile(name: str | InvestorProfile) -> InvestorProfile:
     return PROFILES[key]
 
 
-def _class_mask(classes: Sequence[str], chosen: Sequence[str]) -> np.ndarray:
-    """``classes ∈ chosen`` as a bool array (cached per universe; speed only)."""
-    try:
-        return _class_mask_cached(tuple(classes), tuple(chosen))
-    except TypeError:  # unhashable labels
-        return np.isin(np.asarray(classes), list(chosen))
-
-
-@functools.lru_cache(maxsize=64)
-def _class_mask_cached(classes: tuple, chosen: tuple) -> np.ndarray:
-    m = np.isin(np.asarray(classes), list(chosen))
-    m.flags.writeable = False
-    return m
-
-
 def pas_step(
     weights: Sequence[float] | np.ndarray,
     classes: Sequence[str],
@@ -103,13 +89,21 @@ def pas_step(
     0.666667
     """
     w = np.asarray(weights, dtype=np.float64)
-    e = float(w[_class_mask(classes, equity_classes)].sum())
-    b = float(w[_class_mask(classes, PAS_DEFENSIVE_CLASSES)].sum())
+    eq, defensive = _class_masks(tuple(classes), tuple(equity_classes))
+    e = float(w[eq].sum())
+    b = float(w[defensive].sum())
     cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
     s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
     s_b = 1.0 if floor == 0 else min(b / floor, 1.0)
     s_v = max(1.0 + min(var - lim, 0.0) / abs(lim), 0.0)
     return round((s_e + s_b + s_v) / 3.0, 6)
+
+
+@functools.lru_cache(maxsize=64)
+def _class_masks(classes: tuple, equity_classes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(equity-side, defensive) boolean masks over ``classes`` (cached: a universe has one class tuple)."""
+    cls = np.asarray(classes)
+    return np.isin(cls, list(equity_classes)), np.isin(cls, list(PAS_DEFENSIVE_CLASSES))
 
 
 def adapt_score(pas_by_profile: Mapping[str, float] | Sequence[float]) -> float:

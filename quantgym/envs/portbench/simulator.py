@@ -8,6 +8,7 @@ env composes it with snapshots, the agent's action and the scorer. No I/O here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,15 +57,127 @@ def _timestamps(dates: pd.DatetimeIndex) -> list:
     return _STAMPS[key][1]
 
 
+class Orders(Sequence):
+    """The per-asset orders of one rebalance, held as arrays (spec §6.3).
+
+    A read-only sequence of order dicts (``asset``, ``side`` "buy"/"sell", ``delta_w``, ``notional``
+    (currency units), ``price_adj_bps`` (+slippage for a buy, − for a sell), ``commission``, ``cost``),
+    built on first access; the arrays themselves are the attributes below (``k`` traded assets, in
+    canonical order). Costs are ``|Δw|·NAV_before`` times the cost model's rates.
+
+    Attributes
+    ----------
+    index : (k,) int, columns of the traded assets (``|Δw| ≥ min_trade``).
+    delta_w : (k,) float, signed weight change.
+    notional, commission, cost : (k,) float, currency units (computed on access).
+    """
+
+    __slots__ = ("_delta", "_traded", "_nav", "_costs", "_tickers", "_dicts")
+
+    def __init__(self, delta: np.ndarray, traded: np.ndarray, nav_before: float, costs: PortBenchCostModel,
+                 tickers=None):
+        self._delta, self._traded, self._nav, self._costs, self._tickers = delta, traded, nav_before, costs, tickers
+        self._dicts: list[dict] | None = None
+
+    @property
+    def index(self) -> np.ndarray:
+        return np.flatnonzero(self._traded)
+
+    @property
+    def delta_w(self) -> np.ndarray:
+        return self._delta[self.index]
+
+    @property
+    def notional(self) -> np.ndarray:
+        return np.abs(self.delta_w) * self._nav
+
+    @property
+    def commission(self) -> np.ndarray:
+        return self.notional * (self._costs.commission_bps / 1e4)
+
+    @property
+    def cost(self) -> np.ndarray:
+        return self.notional * (self._costs.slippage_bps / 1e4 + self._costs.commission_bps / 1e4)
+
+    def to_list(self) -> list[dict]:
+        """The orders as a list of dicts (a new list each call)."""
+        return [dict(o) for o in self._list()]
+
+    def _list(self) -> list[dict]:
+        if self._dicts is None:
+            c = self._costs
+            slip, comm = c.slippage_bps / 1e4, c.commission_bps / 1e4
+            idx = self.index
+            d = self._delta[idx]
+            notional = np.abs(d) * self._nav
+            bps = float(c.slippage_bps)
+            ii = idx.tolist()
+            names = [self._tickers[i] for i in ii] if self._tickers else ii
+            self._dicts = [
+                {"asset": a, "side": "buy" if b else "sell", "delta_w": dw, "notional": nt,
+                 "price_adj_bps": bps if b else -bps, "commission": cm, "cost": cs}
+                for a, b, dw, nt, cm, cs in zip(names, (d > 0).tolist(), d.tolist(), notional.tolist(),
+                                                (notional * comm).tolist(), (notional * (slip + comm)).tolist())
+            ]
+        return self._dicts
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self._traded))
+
+    def __getitem__(self, i):
+        return self._list()[i]
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Orders):
+            other = other._list()
+        return isinstance(other, (list, tuple)) and self._list() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Orders({self._list()!r})"
+
+
+_PERIOD_ROWS: dict[tuple, tuple[np.ndarray, tuple[int, int, np.ndarray]]] = {}
+
+
+def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.ndarray]:
+    """(first row, last row, decision rows) of ``period`` on the calendar ``dates``, cached per calendar and
+    period (speed only: a reset does not recompute the calendar rules; the decision rows are read-only).
+
+    Raises ``ValueError`` if the period has no trading day in the data or none before it."""
+    v = dates.asi8
+    key = (len(v), int(v[0]) if len(v) else 0, int(v[-1]) if len(v) else 0, str(period.start), str(period.end),
+           period.freq)
+    hit = _PERIOD_ROWS.get(key)
+    if hit is not None and np.array_equal(hit[0], v):
+        return hit[1]
+    inside = np.flatnonzero((dates >= pd.Timestamp(period.start)) & (dates <= pd.Timestamp(period.end)))
+    if inside.size == 0:
+        raise ValueError(
+            f"period {period.name} ({period.start}..{period.end}) has no trading day in the data "
+            f"({dates[0].date()}..{dates[-1].date()})"
+        )
+    first, last = int(inside[0]), int(inside[-1])
+    if first == 0:
+        raise ValueError(f"period {period.name} starts at the first date of the data: no history before it")
+    rows = rebalance_rows(dates, period.start, period.end, period.freq)
+    rows.flags.writeable = False
+    if len(_PERIOD_ROWS) > 64:
+        _PERIOD_ROWS.clear()
+    _PERIOD_ROWS[key] = (v.copy(), (first, last, rows))
+    return first, last, rows
+
+
 @dataclass
 class Trade:
-    """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders."""
+    """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders (:class:`Orders`)."""
 
     date: pd.Timestamp
     turnover: float
     cost: float
     nav_after: float
-    orders: list[dict] = field(default_factory=list)
+    orders: Sequence = field(default_factory=list)
 
 
 class PortfolioSimulator:
@@ -94,16 +207,7 @@ class PortfolioSimulator:
         self.costs = costs
         self.initial_nav = float(initial_nav)
         self.tickers = tickers
-        inside = np.flatnonzero((self.dates >= pd.Timestamp(period.start)) & (self.dates <= pd.Timestamp(period.end)))
-        if inside.size == 0:
-            raise ValueError(
-                f"period {period.name} ({period.start}..{period.end}) has no trading day in the data "
-                f"({self.dates[0].date()}..{self.dates[-1].date()})"
-            )
-        self.first_row, self.last_row = int(inside[0]), int(inside[-1])
-        if self.first_row == 0:
-            raise ValueError(f"period {period.name} starts at the first date of the data: no history before it")
-        self.decision_rows = rebalance_rows(self.dates, period.start, period.end, period.freq)
+        self.first_row, self.last_row, self.decision_rows = _period_rows(self.dates, period)
         self.t = self.first_row - 1
         self.nav = self.initial_nav
         self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
@@ -146,20 +250,8 @@ class PortfolioSimulator:
         self.nav = ex.nav
         self.weights = ex.weights
         self.total_cost += cost
-        slip, comm = self.costs.slippage_bps / 1e4, self.costs.commission_bps / 1e4
-        idx = np.flatnonzero(ex.traded)
-        d = ex.delta[idx]
-        notional = np.abs(d) * nav_before
-        bps = float(self.costs.slippage_bps)
-        buy = (d > 0).tolist()
-        ii = idx.tolist()
-        names = [self.tickers[i] for i in ii] if self.tickers else ii
-        orders = [
-            {"asset": a, "side": "buy" if b else "sell", "delta_w": dw, "notional": nt,
-             "price_adj_bps": bps if b else -bps, "commission": cm, "cost": cs}
-            for a, b, dw, nt, cm, cs in zip(names, buy, d.tolist(), notional.tolist(), (notional * comm).tolist(),
-                                            (notional * (slip + comm)).tolist())
-        ]
+        # per-asset orders as arrays; the order dicts are built only if read (speed only)
+        orders = Orders(ex.delta, ex.traded, nav_before, self.costs, self.tickers)
         tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
         self.trades.append(tr)
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)

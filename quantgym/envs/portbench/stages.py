@@ -8,6 +8,7 @@ canonical order; only the available set ``A_d`` counts in means (§11.6).
 
 from __future__ import annotations
 
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -209,19 +210,6 @@ class RiskReport:
                 "trigger": self.trigger}
 
 
-def _returns0(snap: MarketSnapshot) -> np.ndarray:
-    """The window returns with missing = 0, kept in ``snap.extra`` for a read-only window (speed only:
-    the agent's and the truth's reports of a decision share it)."""
-    src = snap.returns
-    hit = snap.extra.get("returns0")
-    if hit is not None and hit[0] is src:
-        return hit[1]
-    r = np.nan_to_num(src, nan=0.0)
-    if isinstance(src, np.ndarray) and not src.flags.writeable:
-        snap.extra["returns0"] = (src, r)
-    return r
-
-
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
                 cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
@@ -234,7 +222,9 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     """
     var_limit = profile.var_limit if profile else -0.02
     tol = profile.max_drawdown if profile else 0.10
-    p = _returns0(snap) @ np.where(snap.available, weights, 0.0)
+    # the window with missing = 0 (cached per row by the view's snapshots; speed only)
+    r = snap.loader("returns0") if snap.loader is not None else np.nan_to_num(snap.returns, nan=0.0)
+    p = r @ np.where(snap.available, weights, 0.0)
     if p.size > cfg.s5_min_obs:
         var = round(quantile_linear(p, 0.05), 6)
         dd = round(max_drawdown(p, include_start=include_start), 6)

@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
 )
 from quantgym.envs.portbench.execution import execute_trade, fallback_weights
 from quantgym.envs.portbench.market import MarketView
@@ -56,6 +56,7 @@ class _BatchCore:
             sim = self.template._new_simulator()
             self.fixed = EpisodeSpec(sim.first_row - 1, np.asarray(sim.decision_rows), sim.last_row)
         self.r0 = self.view.returns0
+        self.g0 = 1.0 + self.r0  # gross daily returns (the day loop's 1 + r, computed once)
         self.profile_vec = profile_onehot(self.template.profile.name)
         self.rate, self.min_trade = self.cfg.costs.rate, self.cfg.costs.min_trade
         self.nav0 = self.cfg.initial_nav
@@ -69,26 +70,50 @@ class _BatchCore:
         self.w = np.zeros((self.B, self.N))
         self.peak = np.ones(self.B)
         self.dd = np.zeros(self.B)
-        self.feat = np.zeros((self.B, observation_layout(self.N)["weights"].start))
         self.avail = np.zeros((self.B, self.N), bool)
-        self.w_obs = np.zeros((self.B, self.N))
-        self.nav_obs = np.full(self.B, self.nav0)
         self.rngs = [np.random.default_rng() for _ in range(self.B)]
         # dense tables of every decision row an episode can visit (features, availability), built once
         rows = (np.unique(np.concatenate([r for r, _, _ in self.sampler.starts])) if self.sampler
                 else np.unique(self.fixed.decision_rows))
         self.rowmap = np.full(len(self.view.dates), -1, np.int64)
         self.rowmap[rows] = np.arange(rows.size)
-        self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows])
+        # the observation is float32: the features are cast once here (the same values as a cast per step)
+        self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows]).astype(np.float32)
         self.avail_table = np.stack([self.view._row_parts(int(t))["available"] for t in rows])
+        self.any_avail_table = self.avail_table.any(axis=1)
+        self.all_rows = np.arange(self.B)
+        # the float32 observation, kept between steps: row features, weights, log NAV, profile one-hot
+        self.f = observation_layout(self.N)["weights"].start
+        self.obs_buf = np.zeros((self.B, self.f + self.N + 1 + self.profile_vec.size), np.float32)
+        self.obs_buf[:, self.f + self.N + 1 :] = self.profile_vec
 
     def _load_rows(self, idx: np.ndarray) -> None:
+        """Availability and observation rows of envs ``idx`` at their current decision: the row features,
+        the weights and log NAV at the decision (an env past its last decision keeps its last observation,
+        like the single env)."""
+        out, f, n = self.obs_buf, self.f, self.N
+        if idx.size == self.B:  # every env (speed only: whole-array gathers, no scatter)
+            j = self.rowmap[self.dec[self.all_rows, self.k]]
+            self.avail = self.avail_table[j]
+            self.all_avail = bool(self.any_avail_table[j].all())
+            out[:, :f] = self.feat_table[j]
+            out[:, f : f + n] = self.w.clip(0.0, 1.0)
+            out[:, f + n] = self._log_nav(self.nav)
+            return
         j = self.rowmap[self.dec[idx, self.k[idx]]]
-        self.feat[idx] = self.feat_table[j]
         self.avail[idx] = self.avail_table[j]
-        # the observation shows the state at the decision (kept as is after the last one, like the env)
-        self.w_obs[idx] = self.w[idx]
-        self.nav_obs[idx] = self.nav[idx]
+        self.all_avail = bool(self.avail.any(axis=1).all())
+        out[idx, :f] = self.feat_table[j]
+        out[idx, f : f + n] = self.w[idx].clip(0.0, 1.0)
+        out[idx, f + n] = self._log_nav(self.nav[idx])
+
+    def _log_nav(self, nav: np.ndarray) -> np.ndarray:
+        """``log(NAV / NAV_0)`` clipped to [-10, 10] (-10 for a NAV of 0) of the observation."""
+        rel = np.clip(nav / self.nav0, 0.0, 1e3)
+        if rel.min() > 0:  # fast path of the general rule below
+            return np.log(rel).clip(-10.0, 10.0)
+        with np.errstate(divide="ignore"):
+            return np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
 
     def reset_one(self, i: int) -> None:
         spec = self.sampler.sample(self.rngs[i]) if self.sampler else self.fixed
@@ -110,13 +135,13 @@ class _BatchCore:
         gap = target - t
         steps = int(gap.max(initial=0))
         if steps == 1 and isinstance(idx, slice) and bool((gap == 1).all()):  # fast path: daily, all envs
-            growth = self.w * (1.0 + self.r0[t + 1])
+            growth = self.w * self.g0[t + 1]
             g = growth.sum(axis=1)
             self.nav *= g
-            ok = g > 0
-            if ok.all():
+            if g.min() > 0:
                 self.w = growth / g[:, None]
             else:
+                ok = g > 0
                 self.w[ok] = growth[ok] / g[ok, None]
             self.t = t + 1
             return
@@ -124,7 +149,7 @@ class _BatchCore:
         for j in range(1, steps + 1):
             act = gap >= j
             ii = ids[act]
-            growth = self.w[ii] * (1.0 + self.r0[t[act] + j])
+            growth = self.w[ii] * self.g0[t[act] + j]
             g = growth.sum(axis=1)
             self.nav[ii] *= g
             ok = g > 0
@@ -132,35 +157,34 @@ class _BatchCore:
         self.t[idx] = np.maximum(t, target)
 
     def obs(self) -> np.ndarray:
-        rel = np.clip(self.nav_obs / self.nav0, 0.0, 1e3)
-        with np.errstate(divide="ignore"):
-            lognav = np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
-        out = np.empty((self.B, self.feat.shape[1] + self.N + 1 + self.profile_vec.size), np.float32)
-        f = self.feat.shape[1]
-        out[:, :f] = self.feat
-        out[:, f : f + self.N] = np.clip(self.w_obs, 0.0, 1.0)
-        out[:, f + self.N] = lognav
-        out[:, f + self.N + 1 :] = self.profile_vec
-        return out
+        return self.obs_buf.copy()
 
     def step(self, actions: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Trade and advance envs ``idx``; returns (reward, terminated) for them."""
-        sel = slice(None) if idx.size == self.B else idx  # views instead of copies when every env steps
+        every = idx.size == self.B
+        sel = slice(None) if every else idx  # views instead of copies when every env steps
         a = np.asarray(actions, dtype=np.float64)[sel]
         avail = self.avail[sel]
-        w0 = self.w[sel].copy()
+        # every env: self.w is replaced below, never written in place, so it needs no copy
+        w0 = self.w if every else self.w[sel].copy()
         if self.action_mode == "logits":
             if not np.isfinite(a).all():
                 raise ValueError("logit action contains NaN or inf")
-            raw = masked_softmax(a, avail)
+            if every and self.all_avail:  # masked_softmax when every row has an available asset (same values)
+                z = np.where(avail, LOGIT_SCALE * a.clip(-1.0, 1.0), -np.inf)
+                e = np.exp(z - z.max(axis=1, keepdims=True))  # exp(-inf) = 0 off the available set
+                raw = e / e.sum(axis=1, keepdims=True)
+            else:
+                raw = masked_softmax(a, avail)
             tot = raw.sum(axis=1)
-            bad = ~(tot > 0)
+            # a softmax row has an entry 1/Σe > 0, so only the general path can give a zero total
+            bad = None if every and self.all_avail else ~(tot > 0)
         else:
             # env._process_weights: invalid (NaN, out of [0, 1], zero total) -> fallback current weights
             raw = np.where(avail, a, 0.0)
             tot = raw.sum(axis=1)
             bad = ~np.isfinite(raw).all(axis=1) | (raw < 0).any(axis=1) | (raw > 1).any(axis=1) | ~(tot > 0)
-        if bad.any():
+        if bad is not None and bad.any():
             target = np.round(np.divide(raw, tot[:, None], out=np.zeros_like(raw), where=~bad[:, None]), 4)
             target[bad] = fallback_weights(w0[bad], avail[bad])
         else:
@@ -168,8 +192,11 @@ class _BatchCore:
         # the simulator's trade (execution.execute_trade, batched)
         nav_pre = self.nav[sel].copy()
         ex = execute_trade(w0, target, nav_pre, self.rate, self.min_trade)
-        self.nav[sel] = ex.nav
-        self.w[sel] = ex.weights
+        if every:
+            self.nav, self.w = ex.nav, ex.weights
+        else:
+            self.nav[sel] = ex.nav
+            self.w[sel] = ex.weights
         # advance to the next decision row or the episode's last row
         self.k[sel] += 1
         k = self.k[sel]
@@ -177,15 +204,20 @@ class _BatchCore:
         nxt = np.where(term, self.last[sel], self.dec[idx, np.minimum(k, self.lmax - 1)])
         self._advance(sel, nxt)
         nav = self.nav[sel]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lr = np.where((nav > 0) & (nav_pre > 0), np.log(nav / nav_pre), 0.0)
+        if nav.min() > 0 and nav_pre.min() > 0:  # fast path of the general rule below
+            lr = np.log(nav / nav_pre)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr = np.where((nav > 0) & (nav_pre > 0), np.log(nav / nav_pre), 0.0)
         if self.reward_kind == "risk_adjusted":
             self.peak[sel] = np.maximum(self.peak[sel], nav)
             with np.errstate(divide="ignore", invalid="ignore"):
                 dd = np.where(nav > 0, np.log(self.peak[sel] / nav), 0.0)
             lr = lr - self.risk_penalty * np.maximum(dd - self.dd[sel], 0.0)
             self.dd[sel] = dd
-        if not term.all():
+        if not term.any():
+            self._load_rows(idx)
+        elif not term.all():
             self._load_rows(idx[~term])
         return lr, term
 
@@ -261,6 +293,10 @@ class PortBenchVectorEnv(VectorEnv):
         a = np.asarray(actions, dtype=np.float64)
         if a.shape != (self.num_envs, self.core.N):
             raise ValueError(f"actions must have shape ({self.num_envs}, {self.core.N}), got {a.shape}")
+        if not self._autoreset.any():  # fast path: every sub-env steps, none resets
+            rew, term = self.core.step(a, self._all)
+            self._autoreset = term.copy()
+            return self.core.obs(), rew, term, np.zeros(self.num_envs, bool), {}
         rew = np.zeros(self.num_envs)
         term = np.zeros(self.num_envs, bool)
         run = self._all[~self._autoreset]

@@ -91,8 +91,9 @@ class PaperMarketView(MarketView):
         if parts is not None:
             return parts
         if not self.flags.own_calendar_windows:
-            parts = dict(super()._row_parts(t))  # clean windows (cached in the parent's clean cache slot)
+            parts = dict(super()._row_parts(t))  # clean windows (computed by the parent, kept here)
             cache.pop(t, None)
+            parts["returns"] = self.window_returns(parts)
         else:
             cfg = self.config
             td = t - 1 if cfg.as_of == "previous_close" else t
@@ -124,6 +125,9 @@ class PaperMarketView(MarketView):
                 "macro_mask": mmask,
                 "regime": self.regime_at(td),
             }
+        from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+
+        with _single_thread_blas():  # as the clean view computes it (speed only)
             parts["corr"] = pairwise_corr(parts["returns"])
         if self.flags.nan_corr_propagate:
             parts["intra"], parts["inter"] = class_correlations_propagate(parts["corr"], self.class_id,
@@ -135,6 +139,21 @@ class PaperMarketView(MarketView):
                 v.flags.writeable = False
         cache[t] = parts
         return parts
+
+    def row_array(self, t: int, name: str) -> np.ndarray:
+        """The snapshot's ``returns`` / ``returns0`` / ``corr`` of row ``t`` from the paper row parts (paper mode keeps them
+        per row: an 80-89-asset universe; the env builds the observation forms per step)."""
+        parts = self._row_parts(t)
+        if name == "returns0" and name not in parts:
+            parts[name] = np.nan_to_num(parts["returns"], nan=0.0)
+            parts[name].flags.writeable = False
+        if name not in ("returns", "corr", "returns0"):
+            raise KeyError(f"paper views keep only 'returns', 'returns0' and 'corr' row arrays, not {name!r}")
+        return parts[name]
+
+    def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        parts = self._row_parts(t)
+        return parts["intra"], parts["inter"]
 
     def available_at(self, t: int) -> np.ndarray:
         if self.flags.own_calendar_windows:

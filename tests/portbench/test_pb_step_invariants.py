@@ -1,0 +1,147 @@
+"""Issue 19 items 1-2: the faster step and the O(N) row cache change no number the env produces.
+
+``EXPECTED`` digests were computed with the code before issue 19 (main at 9691abf) by
+:func:`episode_digest`; they cover every observation array, reward, the info numbers and order records
+of 60 daily steps at N = 80 (scoring on and off) and of a stagewise episode.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from quantgym.envs.portbench import market
+from quantgym.envs.portbench.data import PortBenchData
+from quantgym.envs.portbench.env import PortBenchEnv
+
+DAILY = {"start": "2020-02-03", "end": "2020-05-29", "freq": "daily"}
+INFO_KEYS = ("date", "decision_index", "nav", "turnover", "cost", "weights", "ceps", "pas", "tau", "tau_star", "var",
+             "drawdown", "drift", "alerts", "trigger", "stage_scores", "invalid", "coerced", "n_available")
+
+
+def _update(h, obj) -> None:
+    if isinstance(obj, dict):
+        for k in sorted(obj):
+            h.update(str(k).encode())
+            _update(h, obj[k])
+    elif isinstance(obj, np.ndarray):
+        h.update(str(obj.dtype).encode() + str(obj.shape).encode())
+        h.update(np.ascontiguousarray(obj).tobytes())
+    else:
+        h.update(json.dumps(obj, sort_keys=True, default=repr).encode())
+
+
+def episode_digest(scoring: bool, stagewise: bool = False, steps: int = 60) -> str:
+    """sha256 over the observations, rewards, info numbers and orders of a seeded episode (bundled data)."""
+    env = PortBenchEnv(profile="balanced", period=DAILY if not stagewise else "covid_2020", scoring=scoring,
+                       stagewise=stagewise)
+    rng = np.random.default_rng(7)
+    h = hashlib.sha256()
+    obs, info = env.reset(seed=0)
+    _update(h, obs)
+    for i in range(steps):
+        n = env.n_assets
+        w = rng.uniform(0, 1, n)
+        if i % 7 == 3:
+            w[:5] = np.nan  # an invalid answer: fallback, recorded
+        act = {"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n), "weights": w,
+               "status": 1 if i % 11 == 5 else 0}
+        obs, reward, term, trunc, info = env.step(act)
+        _update(h, obs)
+        _update(h, {"reward": reward, "term": term, **{k: info.get(k) for k in INFO_KEYS}})
+        _update(h, {"orders": [dict(o) for o in info.get("orders", [])]})
+        if term:
+            _update(h, env.episode_metrics())
+            break
+    return h.hexdigest()
+
+
+EXPECTED = {
+    "scoring_off": "dd6151af0d8d056a82a459598f281035bd12def4e0fb5f2c4c3e71681af7d72c",
+    "scoring_on": "852b6c7baedf72125ace5c4dde5a4f394ae2658ef6078f35adcd25b388aeccf4",
+    "stagewise": "cb753fc3e80a47c23d22a1638017b5a4f56249e0981ccf6dce6190eb05b1403c",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_episode_numbers_identical_to_before(kind):
+    got = episode_digest(scoring=kind != "scoring_off", stagewise=kind == "stagewise")
+    assert got == EXPECTED[kind]
+
+
+def test_observations_are_new_arrays_and_writing_them_changes_nothing():
+    env = PortBenchEnv(period=DAILY, scoring=False)
+    obs1, _ = env.reset(seed=0)
+    keep = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in obs1.items()}
+    for v in obs1.values():  # an agent scribbling over everything it was given
+        if isinstance(v, np.ndarray):
+            v[...] = 0
+    obs2, _ = env.reset(seed=0)
+    for k, v in keep.items():
+        assert not isinstance(v, np.ndarray) or (np.array_equal(obs2[k], v) and not np.shares_memory(obs2[k], obs1[k]))
+    snap = env.snapshot  # the cached row arrays behind the observation are read-only
+    with pytest.raises(ValueError):
+        snap.corr[0, 0] = 2.0
+    with pytest.raises(ValueError):
+        env.view.row_array(snap.t, "obs_corr")[0, 1] = 2.0
+
+
+def _synthetic(n: int = 30, seed: int = 3) -> PortBenchData:
+    from quantgym.envs.portbench.data import load_portbench_data
+
+    dates = pd.DatetimeIndex(load_portbench_data().dates)
+    dates = dates[(dates >= "2018-06-01") & (dates <= "2019-12-31")]
+    rng = np.random.default_rng(seed)
+    r = rng.normal(0.0003, 0.01, (len(dates), n)) + rng.normal(0, 0.01, (len(dates), 1))
+    px = 100 * np.exp(np.cumsum(r, axis=0))
+    px[:80, 3] = np.nan  # one late listing
+    tickers = ["SPY", *[f"X{i:02d}" for i in range(1, n)]]
+    classes = ["equity", "bond", "commodity", "real_estate", "crypto", "cash"]
+    return PortBenchData.from_frames(pd.DataFrame(px, index=dates, columns=tickers),
+                                     {t: classes[i % 6] for i, t in enumerate(tickers)})
+
+
+def _run(data, steps: int = 120):
+    env = PortBenchEnv(period={"start": "2019-01-02", "end": "2019-12-31", "freq": "daily"}, scoring=True, data=data)
+    rng = np.random.default_rng(1)
+    obs, _ = env.reset(seed=0)
+    out = [obs["corr"].copy(), obs["returns"].copy()]
+    for _ in range(steps):
+        n = env.n_assets
+        obs, rew, term, _, info = env.step({"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n),
+                                            "weights": rng.uniform(0, 1, n), "status": 0})
+        out += [obs["corr"].copy(), obs["returns"].copy(), rew, info["ceps"], info["nav"]]
+        if term:
+            break
+    return env, out
+
+
+def test_row_cache_is_linear_in_n_and_the_array_budget_holds(monkeypatch):
+    data = _synthetic()
+    env, ref = _run(data)
+    n = env.n_assets
+    # the per-row parts hold O(N) arrays only: no N×N or L×N matrix per trading day
+    parts = env.view._row_cache
+    assert len(parts) > 100
+    def arrays(v):
+        if isinstance(v, dict):
+            return [a for x in v.values() for a in arrays(x)]
+        return [a for a in (v if isinstance(v, tuple) else (v,)) if isinstance(a, np.ndarray)]
+
+    for p in parts.values():
+        for a in arrays(p):
+            assert a.size <= 5 * n + 64  # O(N): an N×N (900) or L×N (1,800) matrix would fail
+    # the large arrays live in a byte-bounded cache; a budget of three rows gives the same numbers
+    row_bytes = sum(a.nbytes for a in env.view._arrays.rows[env.snapshot.t].values())
+    monkeypatch.setattr(market, "ROW_CACHE_BYTES", 3 * row_bytes)
+    data2 = _synthetic()  # a new data object: a new (small) cache
+    env2, got = _run(data2)
+    assert env2.view._arrays.max_bytes == 3 * row_bytes
+    assert env2.view._arrays.nbytes <= 3 * row_bytes and len(env2.view._arrays.rows) <= 3
+    assert len(got) == len(ref)
+    for a, b in zip(ref, got):
+        assert np.array_equal(a, b)
