@@ -13,7 +13,7 @@
    evaluation and Market-Bench replays, alternating with one vectorbt child, medians of ``--rounds``
    rounds); ``bench_market_bench.py`` (wall and CPU time of the three replays); ``bench_quant_arena.py
    --scaling PANEL`` (time per sealed-year evaluation against the number of stocks; default panel the
-   full 5,086-stock /work/shared/data/quant_arena/daily.parquet when present); with ``--before REV``
+   full 5,086-stock ../shared/data/quant_arena/daily.parquet beside the checkout, when present); with ``--before REV``
    also ``bench_before_after.py --base REV`` (the evaluators of this checkout beside those of REV,
    alternating, and whether their outputs are the same).
 3. **Writes** the generated blocks ``perf-headline`` (speed ratios against the issue's targets),
@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 PEERS_PY = BENCH / ".venv-peers" / "bin" / "python"
 DOC = ROOT / "docs" / "performance.md"
-FULL_PANEL = Path("/work/shared/data/quant_arena/daily.parquet")
+FULL_PANEL = ROOT.parent / "shared" / "data" / "quant_arena" / "daily.parquet"  # the development layout
 sys.path.insert(0, str(BENCH))
 
 from _common import write_or_check  # noqa: E402
