@@ -14,7 +14,7 @@ carries, and one sandboxed sealed evaluation with and without them.
 
 ``--scaling PANEL`` instead measures the time of one sealed-year evaluation (2024, seeded 20-day
 momentum scores, no agent code) against the number of stocks: N stocks drawn (seeded) from the
-panel ``PANEL`` (e.g. the full 5,086-stock /work/shared/data/quant_arena/daily.parquet), for each N
+panel ``PANEL`` (e.g. the full 5,086-stock ../shared/data/quant_arena/daily.parquet), for each N
 of ``--sizes`` (default 100, 200, 400, 800, 1600, 3200 and all); median of ``--repeat`` calls after
 a warm-up, with the account alone beside it. The dataset build (parquet → arrays) is not timed.
 """

@@ -78,6 +78,16 @@ def unwrap_fence(text: str) -> tuple[str, bool]:
     return m.group("body") + "\n", True
 
 
+def shared_data_dir() -> Path:
+    """Root of the development repository's raw data (not shipped; build scripts and tests):
+    ``$QUANTGYM_SHARED_DATA``, else ``shared/data`` beside the source checkout (``<clone>/../shared/data``,
+    the layout of development and CI). The folder may not exist: callers check."""
+    import os
+
+    env = os.environ.get("QUANTGYM_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks."""
     h = hashlib.sha256()
@@ -87,4 +97,4 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-__all__ = ["FENCE_TAG", "drop_fenced_blocks", "fenced_blocks", "sha256_file", "strip_fences", "unwrap_fence"]
+__all__ = ["FENCE_TAG", "drop_fenced_blocks", "fenced_blocks", "sha256_file", "shared_data_dir", "strip_fences", "unwrap_fence"]

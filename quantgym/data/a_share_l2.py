@@ -120,7 +120,9 @@ def data_dir(path: str | Path | None = None) -> Path:
         One line naming what to pass, if the folder does not exist.
     """
     if path is None:
-        path = os.environ.get(ENV_VAR) or Path(__file__).resolve().parents[3] / "shared" / "data" / "a_share_l2"
+        from quantgym._util import shared_data_dir
+
+        path = os.environ.get(ENV_VAR) or shared_data_dir() / "a_share_l2"
     p = Path(path)
     if not p.is_dir():
         raise FileNotFoundError(f"A-share Level-2 folder {p} not found: pass its path (data_dir=...) or set "

@@ -57,6 +57,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from quantgym._util import shared_data_dir
+
 #: LOBSTER price scale: integer price = USD x 10,000.
 PRICE_SCALE = 10_000
 #: Dummy price of an empty ask level (size 0).
@@ -292,7 +294,7 @@ def write_bundled(shared: str | Path, dest: str | Path = BUNDLED_DIR) -> list[Pa
     Copies the MSFT hour's messages (parquet, zstd level 19, same columns and values), the MSFT
     1,000-row 50-level book excerpt (gzip), the AAPL level-10 pair (as is) and the provenance
     files, after checking that the excerpt's own message file is rows 66,912-67,911 of the hour.
-    Run ``python -m quantgym.data.lobster --shared /work/shared/data``.
+    Run ``python -m quantgym.data.lobster --shared ../shared/data``.
     """
     import gzip
     import shutil
@@ -333,6 +335,6 @@ if __name__ == "__main__":  # pragma: no cover - development-time bundle builder
     import argparse
 
     _ap = argparse.ArgumentParser(description="write quantgym/data/bundled/lobster/ from shared/data")
-    _ap.add_argument("--shared", default="/work/shared/data")
+    _ap.add_argument("--shared", default=str(shared_data_dir()))
     for _p in write_bundled(_ap.parse_args().shared):
         print(_p.name, _p.stat().st_size)

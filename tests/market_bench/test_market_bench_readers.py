@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from quantgym._util import shared_data_dir
 from quantgym.data.sse_l2 import load_sse_l2_day
 from quantgym.envs.market_bench.data import real_book, source_path
 from quantgym.envs.market_bench.lob import (book_columns, clean_book, lobster_time_to_ns, read_databento_mbp,
@@ -109,9 +110,7 @@ def test_paper_preprocess_keeps_prices_randomises_sizes():
 
 
 def test_bundled_sse_tables_match_the_raw_source():
-    from pathlib import Path
-
-    src = Path("/work/shared/data/quant_arena/intraday/sse_600519_20230207")
+    src = shared_data_dir() / "quant_arena" / "intraday" / "sse_600519_20230207"
     if not src.exists():
         pytest.skip("shared raw data not available")
     raw, shipped = load_sse_l2_day(src), load_sse_l2_day()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from quantgym._util import shared_data_dir
 from quantgym.envs.quant_arena.config import ImpactModel
 from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset, load_dataset
 from quantgym.envs.quant_arena.exchange import book_inputs, price_limits
@@ -15,7 +15,7 @@ from quantgym.envs.quant_arena.pit import VIEW_FIELDS, LookAheadError, make_view
 
 from .conftest import make_panel
 
-SHARED = Path("/work/shared/data/quant_arena/daily.parquet")
+SHARED = shared_data_dir() / "quant_arena" / "daily.parquet"
 
 
 def _ex_date_panel() -> ArenaDataset:

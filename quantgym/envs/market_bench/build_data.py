@@ -15,7 +15,7 @@ Writes
 
 Usage::
 
-    python -m quantgym.envs.market_bench.build_data [--shared /work/shared/data] [--check] [--task-set v2]
+    python -m quantgym.envs.market_bench.build_data [--shared ../shared/data] [--check] [--task-set v2]
 
 ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
 """
@@ -26,6 +26,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from quantgym._util import shared_data_dir
 
 
 def build(shared: Path, check_only: bool = False, task_set: str = "v1", data_dir: Path | None = None) -> dict:
@@ -83,7 +85,7 @@ def build(shared: Path, check_only: bool = False, task_set: str = "v1", data_dir
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shared", type=Path, default=Path("/work/shared/data"), help="root of the shared raw data")
+    ap.add_argument("--shared", type=Path, default=shared_data_dir(), help="root of the shared raw data")
     ap.add_argument("--check", action="store_true", help="rebuild in memory and compare with the shipped manifest")
     ap.add_argument("--task-set", default="v1", help="task set to build: v1 (default) or v2")
     ap.add_argument("--a-share-dir", type=Path, default=None,

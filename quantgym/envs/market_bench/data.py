@@ -8,20 +8,20 @@ random walk. All randomness comes from :func:`quantgym.envs.market_bench.config.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
 
+from quantgym._util import shared_data_dir
 from quantgym.envs.market_bench.config import DATASETS, LEVELS, TICK, DeltaSeriesConfig, PairsBookConfig, RealPairsBook
 from quantgym.envs.market_bench.lob import (book_columns, clean_book, lobster_book_frame, lobster_time_to_ns,
                                             read_lobster, sse_book)
 
 #: Default location of the shared raw sources (override with ``QUANTGYM_SHARED_DATA``); only the
 #: build script reads it.
-SHARED_DATA = Path(os.environ.get("QUANTGYM_SHARED_DATA", "/work/shared/data"))
+SHARED_DATA = shared_data_dir()
 SSE_DIR = "quant_arena/intraday/sse_600519_20230207"
 #: Shipped copies of the small real LOB sources (gzip of the original files; the MSFT order book
 #: is the derived top-10 file, enough for L <= 10).

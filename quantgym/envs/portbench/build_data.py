@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m quantgym.envs.portbench.build_data --source /work/shared/data/portbench
+    python -m quantgym.envs.portbench.build_data --source ../shared/data/portbench
     # optional: --dest quantgym/data/bundled/portbench
 
 Writes (zstd parquet, float64, values exactly as in the source; no fill):
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from quantgym._util import sha256_file
+from quantgym._util import sha256_file, shared_data_dir
 from quantgym.envs.portbench.universe import CANONICAL_TICKERS, FRED_IDS, VIX_TICKER
 
-DEFAULT_SOURCE = Path("/work/shared/data/portbench")
+DEFAULT_SOURCE = shared_data_dir() / "portbench"
 DEFAULT_DEST = Path(__file__).resolve().parents[2] / "data" / "bundled" / "portbench"
 START, END = "2014-01-01", "2025-12-31"
 ASSET_COLUMNS = [

@@ -1,4 +1,4 @@
-"""Build the bundled Quant-Arena data from ``/work/shared/data/quant_arena``.
+"""Build the bundled Quant-Arena data from ``../shared/data/quant_arena`` (beside the checkout).
 
 Writes into ``quantgym/data/bundled/quant_arena/`` (spec quant_arena.md §10.1, §10.10):
 
@@ -28,9 +28,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from quantgym._util import shared_data_dir
 from quantgym.envs.quant_arena.data import BUNDLED_DIR, board_of
 
-DEFAULT_SRC = Path("/work/shared/data/quant_arena")
+DEFAULT_SRC = shared_data_dir() / "quant_arena"
 DEFAULT_OUT = BUNDLED_DIR
 N_UNIVERSE = 800
 MIN_WARMUP_ROWS = 120

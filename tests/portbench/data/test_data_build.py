@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from quantgym._util import shared_data_dir
 from quantgym.envs.portbench.build_data import build
 from quantgym.envs.portbench.raw import bundled_portbench_path
 
-SOURCE = Path("/work/shared/data/portbench")
+SOURCE = shared_data_dir() / "portbench"
 
 
 @pytest.mark.skipif(not (SOURCE / "prices.parquet").is_file(), reason="shared/data/portbench not available")

@@ -5,7 +5,7 @@ The ``89_no_crypto`` paper universe trades 18 large-cap NASDAQ-100 / S&P-500 sto
 adjusted closes (values exactly as in the source, no fill) and their ``assets.csv`` rows
 into ``quantgym/data/bundled/portbench_paper``::
 
-    python -m quantgym.envs.portbench.paper.build_data --source /work/shared/data/portbench
+    python -m quantgym.envs.portbench.paper.build_data --source ../shared/data/portbench
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from quantgym._util import shared_data_dir
 from quantgym.envs.portbench.paper.config import PAPER_STOCKS
 
-DEFAULT_SOURCE = Path("/work/shared/data/portbench")
+DEFAULT_SOURCE = shared_data_dir() / "portbench"
 DEFAULT_DEST = Path(__file__).resolve().parents[3] / "data" / "bundled" / "portbench_paper"
 START, END = "2014-01-01", "2025-12-31"
 
