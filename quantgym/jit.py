@@ -1,0 +1,69 @@
+"""Compiled kernels: the one place where quantgym uses numba (issue #19).
+
+The evaluators' hot loops (a day loop whose days depend on the previous one, a per-event order-book
+walk, a per-step trade) cannot be vectorised across their sequential axis; where a profile shows
+such a loop dominating, the task module writes it once as a plain-Python function over numpy arrays
+and scalars and wraps it with :func:`njit`. The same source is then
+
+- compiled by numba (``nopython``, ``cache=True``, no ``fastmath``: IEEE arithmetic in the written
+  order, so results are bit-identical to the interpreted function as long as the kernel does not
+  call numpy reductions whose summation order numba changes, e.g. ``np.sum`` on more than 8 values;
+  write such sums as explicit loops in the order the reference uses), or
+- run as ordinary Python when ``QUANTGYM_JIT=0`` is set (debugging, coverage, the Market-Bench
+  mutation suite, or a platform without numba wheels): same numbers, only slower.
+
+numba is imported on the first call of a wrapped kernel, never at ``import quantgym`` (start-up time,
+``benchmarks/bench_startup.py``), and never inside the sandbox child (agent code cannot load it,
+:mod:`quantgym.sandbox`). Compiled machine code is cached on disk by numba (next to the module,
+or in numba's user-wide cache directory when the package directory is read-only; ``NUMBA_CACHE_DIR``
+moves it), so only the first process on a machine pays the compile time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable
+
+__all__ = ["jit_enabled", "njit"]
+
+
+def jit_enabled() -> bool:
+    """True unless ``QUANTGYM_JIT`` is ``0``/``false``/``no``/``off`` (read at each kernel's first call)."""
+    return os.environ.get("QUANTGYM_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., Any]:
+    """Wrap ``fn`` as a lazily compiled numba ``njit(cache=True)`` kernel (see module docstring).
+
+    Usable bare (``@njit``) or with numba options (``@njit(boundscheck=False)``); ``fastmath`` is
+    refused (it would change results). The wrapper compiles on its first call and then dispatches
+    straight to numba; with ``QUANTGYM_JIT=0`` (at that first call) it calls ``fn`` itself.
+    ``wrapper.py_func`` is always the interpreted function.
+
+    Raises
+    ------
+    ValueError
+        ``fastmath`` among the options.
+    """
+    if options.get("fastmath"):
+        raise ValueError("quantgym.jit.njit: fastmath changes results; kernels must stay bit-identical")
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        impl: list[Callable[..., Any]] = []
+
+        @functools.wraps(f)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not impl:
+                if jit_enabled():
+                    import numba  # lazy: import quantgym must not load numba
+
+                    impl.append(numba.njit(cache=True, **options)(f))
+                else:
+                    impl.append(f)
+            return impl[0](*args, **kwargs)
+
+        call.py_func = f  # type: ignore[attr-defined]
+        return call
+
+    return wrap(fn) if fn is not None else wrap
