@@ -41,6 +41,7 @@ from quantgym.jit import njit
 #: Largest dense ``consumed`` array (cells over all (symbol, side) tick ranges) before compact codes.
 DENSE_LEVELS_MAX = 1 << 22
 _BIG = np.finfo(np.float64).max  # np.nan_to_num's replacement of +inf
+NO_PRICE = -(1 << 62)  # best_price of a side with no synthetic size
 
 
 @njit
@@ -69,19 +70,16 @@ def _book_scan(sym, mid, bid_tk, bid_sz, ask_tk, ask_sz, a, b, n_sym):
         asof_b[r] = last_b
         mid_a[r] = mid[last_a] if last_a >= 0 else np.nan
         mid_b[r] = mid[last_b] if last_b >= 0 else np.nan
-        for l in range(L):
-            if bid_sz[r, l] > 0:
-                p = bid_tk[r, l]
-                if p < lo[0, s]:
-                    lo[0, s] = p
-                if p > hi[0, s]:
-                    hi[0, s] = p
-            if ask_sz[r, l] > 0:
-                p = ask_tk[r, l]
-                if p < lo[1, s]:
-                    lo[1, s] = p
-                if p > hi[1, s]:
-                    hi[1, s] = p
+        for side in range(2):
+            tk = bid_tk if side == 0 else ask_tk
+            sz = bid_sz if side == 0 else ask_sz
+            for l in range(L):
+                if sz[r, l] > 0:
+                    p = tk[r, l]
+                    if p < lo[side, s]:
+                        lo[side, s] = p
+                    if p > hi[side, s]:
+                        hi[side, s] = p
     return asof_a, asof_b, mid_a, mid_b, lo, hi
 
 
@@ -106,6 +104,37 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
     n = ts.shape[0]
     L = bid_tk.shape[1]
     consumed = np.zeros(n_keys, dtype=np.int64)
+    tks, szs, kys = (bid_tk, ask_tk), (bid_sz, ask_sz), (bid_key, ask_key)  # side 0 bid, 1 ask
+
+    def lower_bound(arr, v):
+        """np.searchsorted(arr, v, side="left") on sorted ``arr``."""
+        lo, hi = 0, arr.shape[0]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if arr[mid] < v:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def level_key(side, r, l):
+        return key_base[side, sym[r]] + kys[side][r, l]
+
+    def syn_size(side, r, l):
+        """Synthetic size of level l of ``side`` on row r: max(0, raw − consumed) (§9.5)."""
+        raw = szs[side][r, l]
+        if raw <= 0:
+            return 0
+        syn = raw - consumed[level_key(side, r, l)]
+        return syn if syn > 0 else 0
+
+    def best_price(side, r):
+        """Ticks of the first level with synthetic size > 0 (SyntheticBook.best_price), or NO_PRICE."""
+        for l in range(L):
+            if syn_size(side, r, l) > 0:
+                return tks[side][r, l]
+        return NO_PRICE
+
     # FIFO ledgers (§9.7.2): per leg (0 = a, 1 = b) lots [head, tail) of signed qty and price
     cap = 64
     lots_q = np.zeros((2, cap), dtype=np.int64)
@@ -126,8 +155,8 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
     n_trace = 0
     cash = c0
     state = 0  # FLAT 0, LONG 1, SHORT -1
-    has_exit_long = has_exit_short = False
-    t_exit_long = t_exit_short = 0
+    has_exit = np.zeros(2, dtype=np.bool_)  # last exit time per direction: 0 LONG, 1 SHORT
+    t_exit = np.zeros(2, dtype=np.int64)
     n_entries = n_exits = n_orders = n_fills = 0
     ord_m = np.zeros(2, dtype=np.int64)
     ord_leg = np.zeros(2, dtype=np.int64)
@@ -139,58 +168,23 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
     j = 0
     while j < n:
         # ---- next decision row >= j (§9.9.3-§9.9.4): z beyond the state's threshold, no cooldown,
-        # both legs' synthetic books with two non-empty sides (first level with raw - consumed > 0)
-        cs_short = j
-        cs_long = j
-        if state == 0:
-            if has_exit_short:  # searchsorted(ts, t_exit + cooldown, "left")
-                v = t_exit_short + cooldown_ns
-                lo_, hi_ = 0, n
-                while lo_ < hi_:
-                    mid_ = (lo_ + hi_) >> 1
-                    if ts[mid_] < v:
-                        lo_ = mid_ + 1
-                    else:
-                        hi_ = mid_
-                cs_short = max(j, lo_)
-            if has_exit_long:
-                v = t_exit_long + cooldown_ns
-                lo_, hi_ = 0, n
-                while lo_ < hi_:
-                    mid_ = (lo_ + hi_) >> 1
-                    if ts[mid_] < v:
-                        lo_ = mid_ + 1
-                    else:
-                        hi_ = mid_
-                cs_long = max(j, lo_)
+        # both legs' synthetic books with two non-empty sides
+        cs = np.full(2, j, dtype=np.int64)  # first row allowed for an entry LONG (0) / SHORT (1)
+        for d in range(2):
+            if state == 0 and has_exit[d]:
+                cs[d] = max(j, lower_bound(ts, t_exit[d] + cooldown_ns))
         jd = n
         for c in range(j, n):
             zc = z[c]
             if state == 0:
-                if not ((zc > z_in and c >= cs_short) or (zc < -z_in and c >= cs_long)):
+                if not ((zc > z_in and c >= cs[1]) or (zc < -z_in and c >= cs[0])):
                     continue
             elif not (abs(zc) < z_out):
                 continue
-            ok = True
-            for leg_row in (asof_a[c], asof_b[c]):
-                s = sym[leg_row]
-                got = False
-                for l in range(L):
-                    raw = bid_sz[leg_row, l]
-                    if raw > 0 and raw - consumed[key_base[0, s] + bid_key[leg_row, l]] > 0:
-                        got = True
-                        break
-                if got:
-                    got = False
-                    for l in range(L):
-                        raw = ask_sz[leg_row, l]
-                        if raw > 0 and raw - consumed[key_base[1, s] + ask_key[leg_row, l]] > 0:
-                            got = True
-                            break
-                if not got:
-                    ok = False
-                    break
-            if ok:
+            ra = asof_a[c]
+            rb = asof_b[c]
+            if (best_price(0, ra) != NO_PRICE and best_price(1, ra) != NO_PRICE and
+                    best_price(0, rb) != NO_PRICE and best_price(1, rb) != NO_PRICE):
                 jd = c
                 break
         if jd >= n:
@@ -227,12 +221,9 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
                 tgt_a, tgt_b = -q_a, q_b
         t = ts[jd]
         if new_state == 0:
-            if state == 1:
-                has_exit_long = True
-                t_exit_long = t
-            else:
-                has_exit_short = True
-                t_exit_short = t
+            d = 0 if state == 1 else 1
+            has_exit[d] = True
+            t_exit[d] = t
             n_exits += 1
         else:
             n_entries += 1
@@ -245,19 +236,8 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
             buy = q > 0
             r = ra if leg == 0 else rb
             # limit from the synthetic book of the decision row (§9.6.4)
-            s = sym[r]
-            bb = 0
-            for l in range(L):
-                raw = bid_sz[r, l]
-                if raw > 0 and raw - consumed[key_base[0, s] + bid_key[r, l]] > 0:
-                    bb = bid_tk[r, l]
-                    break
-            ba = 0
-            for l in range(L):
-                raw = ask_sz[r, l]
-                if raw > 0 and raw - consumed[key_base[1, s] + ask_key[r, l]] > 0:
-                    ba = ask_tk[r, l]
-                    break
+            bb = best_price(0, r)
+            ba = best_price(1, r)
             m_ = (ba + bb) / 2
             sp = ba - bb
             if buy:
@@ -265,19 +245,11 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
             else:
                 limit = int(math.ceil(m_ - k * sp - 1e-6))
             # matching row: first_at_or_after(leg, t + delay) (§9.4.1)
-            v = t + delay_ns
             lrows = rows_a if leg == 0 else rows_b
             lts = ts_a if leg == 0 else ts_b
-            lo_, hi_ = 0, lts.shape[0]
-            while lo_ < hi_:
-                mid_ = (lo_ + hi_) >> 1
-                if lts[mid_] < v:
-                    lo_ = mid_ + 1
-                else:
-                    hi_ = mid_
-            m = lrows[lo_] if lo_ < lts.shape[0] else -1
+            i = lower_bound(lts, t + delay_ns)
             n_orders += 1
-            ord_m[n_ord] = m
+            ord_m[n_ord] = lrows[i] if i < lts.shape[0] else -1
             ord_leg[n_ord] = leg
             ord_buy[n_ord] = buy
             ord_q[n_ord] = abs(q)
@@ -300,32 +272,20 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
             buy = ord_buy[oi]
             limit = ord_lim[oi]
             remaining = ord_q[oi]
-            s = sym[m]
+            side = 1 if buy else 0
             for l in range(L):  # synthetic sizes of the walked side before the walk (level_sizes)
-                if buy:
-                    raw = ask_sz[m, l]
-                    key = key_base[1, s] + ask_key[m, l]
-                else:
-                    raw = bid_sz[m, l]
-                    key = key_base[0, s] + bid_key[m, l]
-                syn = raw - consumed[key] if raw > 0 else 0
-                walk_syn[l] = syn if syn > 0 else 0
+                walk_syn[l] = syn_size(side, m, l)
             for l in range(L):  # IOC walk of the synthetic book (§9.6.1)
                 if remaining <= 0:
                     break
                 syn = walk_syn[l]
                 if syn == 0:
                     continue
-                if buy:
-                    p = ask_tk[m, l]
-                    key = key_base[1, s] + ask_key[m, l]
-                else:
-                    p = bid_tk[m, l]
-                    key = key_base[0, s] + bid_key[m, l]
+                p = tks[side][m, l]
                 if (buy and p > limit) or (not buy and p < limit):
                     break
                 f = min(remaining, syn)
-                consumed[key] += f
+                consumed[level_key(side, m, l)] += f
                 remaining -= f
                 px = p / 100
                 if buy:
@@ -351,7 +311,7 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
                     if lots_q[leg, h] == 0:
                         head[leg] += 1
                 if qf != 0:
-                    if tail[leg] == cap:
+                    if tail[leg] == cap:  # compact both ledgers, doubling when more than half is live
                         live = max(tail[0] - head[0], tail[1] - head[1])
                         ncap = cap * 2 if 2 * live > cap else cap
                         q2 = np.zeros((2, ncap), dtype=np.int64)
@@ -436,7 +396,7 @@ def _level_keys(bk: BookData, lo, hi):
         keys.append(np.where(sz > 0, (side * n_sym + bk.sym[:, None]) * (1 << 40) + tk, -1))
     uniq, inv = np.unique(np.concatenate([keys[0].ravel(), keys[1].ravel()]), return_inverse=True)
     codes = inv.reshape(2, *bk.bid_tk.shape).astype(np.int64)
-    return codes[0], codes[1], np.zeros((2, n_sym), dtype=np.int64), len(uniq)
+    return np.ascontiguousarray(codes[0]), np.ascontiguousarray(codes[1]), np.zeros((2, n_sym), dtype=np.int64), len(uniq)
 
 
 def _fifo_unrealized(lots_q, lots_px, count, mark) -> float:
