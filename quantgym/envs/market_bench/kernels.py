@@ -2,11 +2,12 @@
 
 :func:`backtest_pairs_compiled` returns exactly the dict of
 :func:`quantgym.envs.market_bench.references.pairs.backtest_pairs` (the readable reference: same
-keys, same float bits, same equity curve) about 5× faster on a 1M-row book. The vectorised parts
-(the rolling z-score :func:`~quantgym.envs.market_bench.references.pairs.pairs_zscore`, the equity
-curve, drawdown and metrics ``pairs_metrics``) are the readable reference's own functions; only the
-per-decision loop (candidate rows, synthetic-book best prices and limits, IOC walks, FIFO ledgers)
-is :func:`_pairs_events`, one :func:`quantgym.jit.njit` kernel over arrays.
+keys, same float bits, same equity curve) in about a quarter of its CPU time on a 1M-row book
+(docs/performance.md). The rolling z-score (``spread_zscore``) and the metrics and drawdown
+(``pairs_metrics``) are the readable module's own functions. Two :func:`quantgym.jit.njit` kernels
+over arrays do the rest: :func:`_book_scan` (as-of rows and mids of both legs, tick ranges) and
+:func:`_pairs_events`, the per-decision loop (candidate rows, synthetic-book best prices and limits,
+IOC walks, FIFO ledgers) and the equity curve.
 
 How the kernel and the readable reference coexist (and why the mutation suite stays meaningful):
 
@@ -396,7 +397,8 @@ def _level_keys(bk: BookData, lo, hi):
         keys.append(np.where(sz > 0, (side * n_sym + bk.sym[:, None]) * (1 << 40) + tk, -1))
     uniq, inv = np.unique(np.concatenate([keys[0].ravel(), keys[1].ravel()]), return_inverse=True)
     codes = inv.reshape(2, *bk.bid_tk.shape).astype(np.int64)
-    return np.ascontiguousarray(codes[0]), np.ascontiguousarray(codes[1]), np.zeros((2, n_sym), dtype=np.int64), len(uniq)
+    key_base = np.zeros((2, n_sym), dtype=np.int64)
+    return np.ascontiguousarray(codes[0]), np.ascontiguousarray(codes[1]), key_base, len(uniq)
 
 
 def _fifo_unrealized(lots_q, lots_px, count, mark) -> float:
