@@ -4,12 +4,19 @@ Each module exposes ``backtest_<strategy>(...) -> dict`` (the §9.11 metrics plu
 ``equity_curve``) and is written so that its source, concatenated after
 :mod:`quantgym.envs.market_bench.book`, is a valid attempt (only allow-listed imports); that
 is what the reference agent submits.
+
+``BACKTESTERS`` maps each strategy to the function that computes its stored reference outputs:
+the readable module's for scheduled and delta_hedge, and for pairs
+:func:`~quantgym.envs.market_bench.kernels.backtest_pairs_compiled`, the same backtester with its
+per-decision loop compiled (bit-identical to ``backtest_pairs``; see that module for how the two
+are held together).
 """
 
+from quantgym.envs.market_bench.kernels import backtest_pairs_compiled
 from quantgym.envs.market_bench.references.delta_hedge import backtest_delta_hedge
 from quantgym.envs.market_bench.references.pairs import backtest_pairs
 from quantgym.envs.market_bench.references.scheduled import backtest_scheduled
 
-BACKTESTERS = {"scheduled": backtest_scheduled, "pairs": backtest_pairs, "delta_hedge": backtest_delta_hedge}
+BACKTESTERS = {"scheduled": backtest_scheduled, "pairs": backtest_pairs_compiled, "delta_hedge": backtest_delta_hedge}
 
-__all__ = ["BACKTESTERS", "backtest_scheduled", "backtest_pairs", "backtest_delta_hedge"]
+__all__ = ["BACKTESTERS", "backtest_scheduled", "backtest_pairs", "backtest_pairs_compiled", "backtest_delta_hedge"]

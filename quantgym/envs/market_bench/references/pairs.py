@@ -33,7 +33,12 @@ def pairs_zscore(book, beta, window, symbol_a="KO", symbol_b="PEP"):
     asof_a, asof_b = book.asof_rows(a), book.asof_rows(b)
     mid_a = np.where(asof_a >= 0, book.mid[np.maximum(asof_a, 0)], np.nan)
     mid_b = np.where(asof_b >= 0, book.mid[np.maximum(asof_b, 0)], np.nan)
-    z = np.full(book.n, np.nan)
+    return mid_a, mid_b, asof_a, asof_b, spread_zscore(mid_a, mid_b, asof_a, asof_b, beta, window)
+
+
+def spread_zscore(mid_a, mid_b, asof_a, asof_b, beta, window):
+    """z of the spread mid_A − β·mid_B over the last W spreads from the first row with both symbols (§9.9.2)."""
+    z = np.full(len(mid_a), np.nan)
     both = np.flatnonzero((asof_a >= 0) & (asof_b >= 0))
     if len(both):
         first = int(both[0])
@@ -44,7 +49,7 @@ def pairs_zscore(book, beta, window, symbol_a="KO", symbol_b="PEP"):
         with np.errstate(invalid="ignore", divide="ignore"):
             zz = np.where(sd > 1e-12, (spread - mu) / sd, np.nan)
         z[first:] = zz
-    return mid_a, mid_b, asof_a, asof_b, z
+    return z
 
 
 def _next(idx, j):
@@ -189,25 +194,39 @@ def backtest_pairs(book, beta, window, z_in, z_out, cooldown_ns, k, delay_ns, al
     pa = forward_fill_records(n, rec_rows, rec_pa, 0.0)
     pb = forward_fill_records(n, rec_rows, rec_pb, 0.0)
     curve = cash_path + pa * np.nan_to_num(mid_a) + pb * np.nan_to_num(mid_b)
+    return pairs_metrics(c0, curve, mid_a, mid_b, z, cash=cash, pos_a=led[a].position, pos_b=led[b].position,
+                         realized=led[a].realized + led[b].realized,
+                         unrealized_at=lambda ma, mb: led[a].unrealized(ma) + led[b].unrealized(mb),
+                         counts=(n_entries, n_exits, n_orders, n_fills), qty=(qty[a], qty[b]),
+                         notional=(notional[a], notional[b]))
+
+
+def pairs_metrics(c0, curve, mid_a, mid_b, z, *, cash, pos_a, pos_b, realized, unrealized_at, counts, qty, notional):
+    """The §9.11 (S2) metrics from the loop's final state and the equity curve (float64[N], one point per row).
+
+    ``unrealized_at(mark_a, mark_b)``: unrealised P&L of the open lots at the last raw mids;
+    ``counts`` = (entries, exits, orders, fills); ``qty``/``notional``: filled shares and Σ px·shares per leg.
+    """
+    n_entries, n_exits, n_orders, n_fills = counts
     ma = float(mid_a[-1]) if np.isfinite(mid_a[-1]) else 0.0
     mb = float(mid_b[-1]) if np.isfinite(mid_b[-1]) else 0.0
     defined = np.flatnonzero(np.isfinite(z))
     return {
         "final_cash": cash,
-        "final_position_a": float(led[a].position),
-        "final_position_b": float(led[b].position),
-        "realized_pnl": float(led[a].realized + led[b].realized),
-        "unrealized_pnl": led[a].unrealized(ma) + led[b].unrealized(mb),
-        "final_equity": cash + led[a].position * ma + led[b].position * mb,
+        "final_position_a": float(pos_a),
+        "final_position_b": float(pos_b),
+        "realized_pnl": float(realized),
+        "unrealized_pnl": unrealized_at(ma, mb),
+        "final_equity": cash + pos_a * ma + pos_b * mb,
         "max_drawdown": max_drawdown(c0, curve),
         "n_entries": float(n_entries),
         "n_exits": float(n_exits),
         "n_orders": float(n_orders),
         "n_fills": float(n_fills),
-        "filled_qty_a": float(qty[a]),
-        "filled_qty_b": float(qty[b]),
-        "fill_vwap_a": notional[a] / qty[a] if qty[a] else 0.0,
-        "fill_vwap_b": notional[b] / qty[b] if qty[b] else 0.0,
+        "filled_qty_a": float(qty[0]),
+        "filled_qty_b": float(qty[1]),
+        "fill_vwap_a": notional[0] / qty[0] if qty[0] else 0.0,
+        "fill_vwap_b": notional[1] / qty[1] if qty[1] else 0.0,
         "final_z": float(z[defined[-1]]) if len(defined) else 0.0,
         "equity_curve": [float(c0)] + curve.tolist(),
     }
