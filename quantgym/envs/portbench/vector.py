@@ -53,10 +53,10 @@ def _logit_shift(a, ops, avail_table, ist, z, scale):  # pragma: no cover - comp
     for i in range(B):
         if ops[i] != _STEP:
             continue
-        av = avail_table[ist[i, _ROW]]
+        row = ist[i, _ROW]
         zmax = -np.inf
         for n in range(N):
-            if av[n]:
+            if avail_table[row, n]:
                 v = scale * min(max(a[i, n], -1.0), 1.0)
                 z[i, n] = v
                 if v > zmax:
@@ -64,7 +64,7 @@ def _logit_shift(a, ops, avail_table, ist, z, scale):  # pragma: no cover - comp
         if not np.isfinite(zmax):
             zmax = 0.0
         for n in range(N):
-            z[i, n] = z[i, n] - zmax if av[n] else -np.inf
+            z[i, n] = z[i, n] - zmax if avail_table[row, n] else -np.inf
     return 0
 
 
@@ -91,51 +91,52 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
     """
     B, N = w.shape
     F = feat_table.shape[1]
+    # every array is indexed in 2-D (no row views: a view costs a reference count in compiled code)
 
-    def _block(x, lo, n):
+    def _block(x, i, lo, n):
         if n < 8:
             res = -0.0
             for j in range(n):
-                res += x[lo + j]
+                res += x[i, lo + j]
             return res
-        r0, r1, r2, r3 = x[lo], x[lo + 1], x[lo + 2], x[lo + 3]
-        r4, r5, r6, r7 = x[lo + 4], x[lo + 5], x[lo + 6], x[lo + 7]
-        j = 8
-        stop = n - n % 8
+        r0, r1, r2, r3 = x[i, lo], x[i, lo + 1], x[i, lo + 2], x[i, lo + 3]
+        r4, r5, r6, r7 = x[i, lo + 4], x[i, lo + 5], x[i, lo + 6], x[i, lo + 7]
+        j = lo + 8
+        stop = lo + n - n % 8
         while j < stop:
-            r0 += x[lo + j]
-            r1 += x[lo + j + 1]
-            r2 += x[lo + j + 2]
-            r3 += x[lo + j + 3]
-            r4 += x[lo + j + 4]
-            r5 += x[lo + j + 5]
-            r6 += x[lo + j + 6]
-            r7 += x[lo + j + 7]
+            r0 += x[i, j]
+            r1 += x[i, j + 1]
+            r2 += x[i, j + 2]
+            r3 += x[i, j + 3]
+            r4 += x[i, j + 4]
+            r5 += x[i, j + 5]
+            r6 += x[i, j + 6]
+            r7 += x[i, j + 7]
             j += 8
         res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while j < n:
-            res += x[lo + j]
+        while j < lo + n:
+            res += x[i, j]
             j += 1
         return res
 
-    def psum(x, n):
-        """numpy's ``add.reduce`` of ``x[:n]`` (contiguous float64): pairwise blocks of 8 accumulators."""
+    def psum(x, i):
+        """numpy's ``add.reduce`` of row ``x[i]`` (C-contiguous float64): pairwise blocks of 8 accumulators."""
+        n = x.shape[1]
         if n <= 128:
-            return 0.0 + _block(x, 0, n)
+            return 0.0 + _block(x, i, 0, n)
         # numpy splits n > 128 recursively (n2 = n/2 rounded down to a multiple of 8); the same tree here,
         # evaluated with explicit stacks (a closure cannot recurse)
         los = np.empty(64, np.int64)
         lens = np.empty(64, np.int64)
         seen = np.zeros(64, np.int64)
         vals = np.empty(64)
-        sp, vp = 0, 0
         los[0], lens[0], seen[0] = 0, n, 0
-        sp = 1
+        sp, vp = 1, 0
         while sp > 0:
             sp -= 1
             lo, m, s = los[sp], lens[sp], seen[sp]
             if m <= 128:
-                vals[vp] = _block(x, lo, m)
+                vals[vp] = _block(x, i, lo, m)
                 vp += 1
             elif s == 0:
                 m2 = m // 2
@@ -149,33 +150,35 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
                 vals[vp - 1] = vals[vp - 1] + vals[vp]
         return 0.0 + vals[0]
 
-    tmp = np.empty(N)
+    tmp = np.empty((1, N))
     if given == 0:  # phase 1: targets
         anybad = False
         for i in range(B):
             if ops[i] != _STEP:
                 continue
-            av = avail_table[ist[i, _ROW]]
-            t_i = target[i]
+            row = ist[i, _ROW]
+            ok = True
             if logits:
-                s = psum(src[i], N)
-                for n in range(N):
-                    t_i[n] = src[i, n] / s if s > 0 else 0.0
-                ok = True
+                s = psum(src, i)
+                if s > 0:
+                    for n in range(N):
+                        target[i, n] = src[i, n] / s
+                else:
+                    for n in range(N):
+                        target[i, n] = 0.0
             else:
-                ok = True
                 for n in range(N):
-                    v = src[i, n] if av[n] else 0.0
+                    v = src[i, n] if avail_table[row, n] else 0.0
                     if not (v >= 0.0 and v <= 1.0):  # NaN fails the test
                         ok = False
-                    t_i[n] = v
-            tot = psum(t_i, N)
+                    target[i, n] = v
+            tot = psum(target, i)
             bad[i] = not (ok and tot > 0)
             if bad[i]:
                 anybad = True
             else:
                 for n in range(N):
-                    t_i[n] = np.rint(t_i[n] / tot * 10000.0) / 10000.0  # np.round(x, 4)
+                    target[i, n] = np.rint(target[i, n] / tot * 10000.0) / 10000.0  # np.round(x, 4)
         if anybad:
             return -1
     n_term = 0
@@ -184,20 +187,18 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
         op = ops[i]
         if op == _IDLE:
             continue
-        w_i = w[i]
         nav_pre = fst[i, _NAV]
         nav = nav_pre
         if op == _STEP:  # the trade (execution.execute_trade, batch rule)
-            t_i = target[i]
             for n in range(N):
-                d = abs(t_i[n] - w_i[n])
-                tmp[n] = d if d >= min_trade else 0.0
-            tau = psum(tmp, N)
+                d = abs(target[i, n] - w[i, n])
+                tmp[0, n] = d if d >= min_trade else 0.0
+            tau = psum(tmp, 0)
             nav = nav_pre - rate * tau * nav_pre
-            ts = psum(t_i, N)
+            ts = psum(target, i)
             if ts > 0:
                 for n in range(N):
-                    w_i[n] = t_i[n] / ts
+                    w[i, n] = target[i, n] / ts
             k = ist[i, _K] + 1
             ist[i, _K] = k
             done = k >= ist[i, _NDEC]
@@ -208,14 +209,13 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
         # the §6.2 day loop (simulator.advance_to): drift, renormalise
         t = ist[i, _T]
         for r in range(t + 1, nxt + 1):
-            gr = g0[r]
             for n in range(N):
-                tmp[n] = w_i[n] * gr[n]
-            g = psum(tmp, N)
+                tmp[0, n] = w[i, n] * g0[r, n]
+            g = psum(tmp, 0)
             nav *= g
             if g > 0:
                 for n in range(N):
-                    w_i[n] = tmp[n] / g
+                    w[i, n] = tmp[0, n] / g
         ist[i, _T] = max(t, nxt)
         fst[i, _NAV] = nav
         if op == _STEP:
@@ -236,12 +236,12 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
         if not done:  # the observation row at the new decision
             row = rowmap[dec[i, ist[i, _K]]]
             ist[i, _ROW] = row
-            o = obs[i]
-            o[:F] = feat_table[row]
+            for c in range(F):
+                obs[i, c] = feat_table[row, c]
             for n in range(N):
-                o[F + n] = min(max(w_i[n], 0.0), 1.0)
+                obs[i, F + n] = min(max(w[i, n], 0.0), 1.0)
             rel = min(max(nav / nav0, 0.0), 1e3)
-            o[F + N] = min(max(np.log(rel), -10.0), 10.0) if rel > 0 else -10.0
+            obs[i, F + N] = min(max(np.log(rel), -10.0), 10.0) if rel > 0 else -10.0
     return n_term
 
 
