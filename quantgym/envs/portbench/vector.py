@@ -320,6 +320,10 @@ class _BatchCore:
         self.f = observation_layout(N)["weights"].start
         self.obs_buf = np.zeros((B, self.f + N + 1 + self.profile_vec.size), np.float32)
         self.obs_buf[:, self.f + N + 1 :] = self.profile_vec
+        # the arguments of _batch_step (the state arrays are updated in place, never replaced)
+        self._args = (self.ops, self.action_mode == "logits", 0, self.z, self.target, self.bad, self.rew, self.term,
+                      self.w, self.fst, self.ist, self.dec, self.avail_table, self.feat_table, self.rowmap, self.g0,
+                      self.obs_buf, self.par)
 
     def begin_episode(self, i: int) -> None:
         """Draw env ``i``'s next episode: equal weight at its initial row; the next :meth:`run` advances
@@ -339,18 +343,15 @@ class _BatchCore:
             raise ValueError("logit action contains NaN or inf")
 
     def run(self, actions: np.ndarray | None) -> int:
-        """Step the ``_STEP`` envs with ``actions`` (B, N) float64, C order (after :meth:`check`) and
-        start the ``_RESET`` ones; rewards and terminations in ``rew`` and ``term``. Returns the number
+        """Step the ``_STEP`` envs with ``actions`` (B, N) float32 or float64, C order (after :meth:`check`)
+        and start the ``_RESET`` ones; rewards and terminations in ``rew`` and ``term``. Returns the number
         of envs that terminated."""
-        logits = self.action_mode == "logits"
-        if actions is None:  # only resets
-            src = self.z
-        elif logits:
-            src = np.exp(self.z, out=self.z)  # z holds the shifted logits of the stepping envs (check)
+        if self.action_mode == "logits":
+            if actions is not None:
+                np.exp(self.z, out=self.z)  # z held the shifted logits of the stepping envs (check)
+            args = self._args  # src = z
         else:
-            src = actions
-        args = (self.ops, logits, 0, src, self.target, self.bad, self.rew, self.term, self.w, self.fst, self.ist,
-                self.dec, self.avail_table, self.feat_table, self.rowmap, self.g0, self.obs_buf, self.par)
+            args = self._args[:3] + (self.z if actions is None else actions,) + self._args[4:]
         n_term = _batch_step(*args)
         if n_term < 0:  # an invalid target: the S3 fallback (§11.6), then the step
             bad = self.bad & (self.ops == _STEP)
@@ -435,7 +436,9 @@ class PortBenchVectorEnv(VectorEnv):
 
     def step(self, actions):
         core = self.core
-        a = np.ascontiguousarray(actions, dtype=np.float64)
+        a = actions
+        if not (type(a) is np.ndarray and a.dtype.char in "fd" and a.flags.c_contiguous):
+            a = np.ascontiguousarray(a, dtype=np.float64)  # float32 actions go to the kernels as they are
         if a.shape != (self.num_envs, core.N):
             raise ValueError(f"actions must have shape ({self.num_envs}, {core.N}), got {a.shape}")
         # next-step autoreset: a sub-env that terminated last step starts its next episode now (its action
@@ -448,9 +451,11 @@ class PortBenchVectorEnv(VectorEnv):
                 core.begin_episode(int(i))
         else:
             core.check(a)
-        self._n_reset = core.run(a)
-        np.copyto(self._autoreset, core.term)
-        return core.obs(), core.rew.copy(), core.term.copy(), np.zeros(self.num_envs, bool), {}
+        self._n_reset = n = core.run(a)
+        term = core.term.copy()
+        if n:
+            self._autoreset = term.copy()
+        return core.obs(), core.rew.copy(), term, np.zeros(self.num_envs, bool), {}
 
 
 def make_portbench_vector_env(num_envs: int = 1, **kwargs: Any) -> PortBenchVectorEnv:
