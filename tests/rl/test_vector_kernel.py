@@ -157,3 +157,36 @@ def test_interpreted_kernel_equals_compiled(logits):
     want = _kernel(s, logits, True, kernel=V._batch_step.py_func, shift=V._logit_shift.py_func)
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
+
+
+def test_sb3_vec_env_equals_wrapper_with_same_step_autoreset():
+    """PortBenchSB3VecEnv (the same batched core, SB3 autoreset) against AllocationWrapper(RandomPeriod(...))."""
+    pytest.importorskip("stable_baselines3")
+    import gymnasium as gym
+
+    import quantgym  # noqa: F401 - registers the ids
+    from quantgym.envs.portbench.allocation import AllocationWrapper
+    from quantgym.envs.portbench.rl.sb3 import PortBenchSB3VecEnv
+    from quantgym.envs.portbench.training import RandomPeriod, train_windows
+
+    venv = PortBenchSB3VecEnv(3, windows=train_windows(), episode_len=4)
+    venv.seed(5)
+    obs = venv.reset()
+    singles = [AllocationWrapper(RandomPeriod(gym.make("PortBench-Balanced-v0", scoring=False), episode_len=4),
+                                 reward="log_return") for _ in range(3)]
+    for i, e in enumerate(singles):
+        np.testing.assert_array_equal(e.reset(seed=5 + i)[0], obs[i])
+    rng = np.random.default_rng(1)
+    ends = 0
+    for _ in range(10):
+        act = rng.uniform(-1, 1, (3, 80)).astype(np.float32)
+        obs, rew, done, infos = venv.step(act)
+        for i, e in enumerate(singles):
+            o, r, t, _, _ = e.step(act[i])
+            assert t == done[i] and rew[i] == pytest.approx(r, rel=1e-6)
+            if t:
+                ends += 1
+                np.testing.assert_array_equal(infos[i]["terminal_observation"], o)
+                o, _ = e.reset()
+            np.testing.assert_array_equal(obs[i], o)
+    assert ends == 6  # two episodes of 4 decisions ended in every sub-env

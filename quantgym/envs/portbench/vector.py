@@ -246,6 +246,15 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
 
 
 # --------------------------------------------------------------------------------------- batched env
+def as_actions(actions: Any) -> np.ndarray:
+    """A batch of actions as the kernels take it: a C-contiguous float32 or float64 array (float32, the
+    action space's dtype, is passed as it is: the kernels widen each value exactly), else a float64 copy."""
+    a = actions
+    if type(a) is np.ndarray and a.dtype.char in "fd" and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 class _BatchCore:
     """State of ``B`` allocation-mode episodes (no S1–S5 scoring); see :class:`PortBenchVectorEnv`.
 
@@ -335,6 +344,23 @@ class _BatchCore:
         self.w[i] = self.w_init[self.initmap[spec.init_row]]
         self.fst[i] = self.nav0, self.nav0, 0.0
         self.ops[i] = _RESET
+
+    def step(self, actions: Any) -> int:
+        """Step every env (none pending a reset) with ``actions`` (B, N); returns the number that terminated
+        (rewards in ``rew``, terminations in ``term``, observations in ``obs_buf``)."""
+        a = as_actions(actions)
+        if a.shape != (self.B, self.N):
+            raise ValueError(f"actions must have shape ({self.B}, {self.N}), got {a.shape}")
+        self.check(a)
+        return self.run(a)
+
+    def reset_envs(self, idx: Sequence[int]) -> None:
+        """Start the next episode of envs ``idx`` now (the other envs are left as they are)."""
+        self.ops[:] = _IDLE
+        for i in idx:
+            self.begin_episode(int(i))
+        self.run(None)
+        self.ops[:] = _STEP
 
     def check(self, actions: np.ndarray) -> None:
         """Raise ValueError for a non-finite logit action of a stepping env (before any state changes)."""
@@ -427,18 +453,14 @@ class PortBenchVectorEnv(VectorEnv):
                 raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
             self.core.rngs = [np.random.default_rng(s) for s in seeds]
         core = self.core
-        for i in range(self.num_envs):
-            core.begin_episode(i)
-        core.run(None)
+        core.reset_envs(range(self.num_envs))
         self._autoreset[:] = False
         self._n_reset = 0
         return core.obs(), {}
 
     def step(self, actions):
         core = self.core
-        a = actions
-        if not (type(a) is np.ndarray and a.dtype.char in "fd" and a.flags.c_contiguous):
-            a = np.ascontiguousarray(a, dtype=np.float64)  # float32 actions go to the kernels as they are
+        a = as_actions(actions)
         if a.shape != (self.num_envs, core.N):
             raise ValueError(f"actions must have shape ({self.num_envs}, {core.N}), got {a.shape}")
         # next-step autoreset: a sub-env that terminated last step starts its next episode now (its action
