@@ -1,10 +1,12 @@
 """Batched allocation-mode PortBench: :class:`PortBenchVectorEnv`, the ``vector_entry_point`` of the PortBench ids.
 
-``num_envs`` allocation-mode episodes stepped together with numpy (no S1–S5 scoring). Spaces, target
-mapping and rewards are those of :class:`~quantgym.envs.portbench.allocation.AllocationWrapper`
-(module docstring there); the trade is :func:`quantgym.envs.portbench.execution.execute_trade`, the
-one the simulator uses; training episodes come from :mod:`quantgym.envs.portbench.training`.
-"""
+``num_envs`` allocation-mode episodes stepped together (no S1–S5 scoring). Spaces, target mapping and
+rewards are those of :class:`~quantgym.envs.portbench.allocation.AllocationWrapper` (module docstring
+there); the trade is the batch rule of :func:`quantgym.envs.portbench.execution.execute_trade` and the
+day loop that of the simulator (``advance_to``), written per env in the compiled kernel
+:func:`_batch_step` (:mod:`quantgym.jit`, issue #19) in numpy's floating-point order, so every value
+equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes come from
+:mod:`quantgym.envs.portbench.training`."""
 
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, LOGIT_SCALE, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, _bounds, observation_layout, profile_onehot, row_features,
 )
 from quantgym.envs.portbench.execution import fallback_weights
-from quantgym.jit import njit
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench import training
 from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
+from quantgym.jit import njit
 
 # --------------------------------------------------------------------------------------- kernels
 #: per-env operation of a batched call (``_BatchCore.ops``)
@@ -263,9 +265,12 @@ class _BatchCore:
     ``τ = Σ|Δw|`` (``|Δw| ≥ 1e−6``), and the §6.2 day loop (per-day drift and renormalisation,
     in the same floating-point order), so observations are bit-identical and rewards equal to the last
     ulp (the batch trade sums ``τ`` over all assets, the single one over the traded ones; tested).
-    One step is at most two compiled calls (:func:`_logit_shift`, :func:`_batch_step`) around numpy's
-    ``exp``, on preallocated state: ``ist`` (B, 5) int64 and ``fst`` (B, 3) float64 (the column
-    constants above), weights ``w`` (B, N), the float32 observation ``obs_buf`` (B, 5N + 63).
+    One step is two compiled calls (:func:`_logit_shift`, :func:`_batch_step`) around numpy's ``exp``
+    (one more :func:`_batch_step` after an S3 fallback), on preallocated state: ``ist`` (B, 5) int64 and
+    ``fst`` (B, 3) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
+    ``obs_buf`` (B, 5N + 63), updated in place. :meth:`step` steps every env, :meth:`reset_envs` starts
+    new episodes (SB3's same-step autoreset); :class:`PortBenchVectorEnv` interleaves :meth:`check`,
+    :meth:`begin_episode` and :meth:`run` (next-step autoreset in the same kernel call).
     """
 
     def __init__(self, num_envs: int, profile: str, period: Any, reward: str, action_mode: str,
@@ -390,7 +395,7 @@ class _BatchCore:
 
 
 class PortBenchVectorEnv(VectorEnv):
-    """Batched allocation-mode PortBench: ``num_envs`` episodes stepped together with numpy.
+    """Batched allocation-mode PortBench: ``num_envs`` episodes stepped together (compiled kernels).
 
     The ``vector_entry_point`` of the PortBench ids: ``gym.make_vec("PortBench-Balanced-v0", num_envs=8,
     vectorization_mode="vector_entry_point")``. Spaces are those of :class:`AllocationWrapper`

@@ -70,7 +70,7 @@ class TrainConfig:
 
 # --------------------------------------------------------------------------------------- VecEnvs
 class PortBenchSB3VecEnv(VecEnv):
-    """SB3 ``VecEnv`` over the batched numpy core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
+    """SB3 ``VecEnv`` over the batched core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
 
     Same observations, actions and rewards as ``AllocationWrapper(RandomPeriod(gym.make(id)))`` per
     sub-env (no S1–S5 scoring); SB3 autoreset semantics (``terminal_observation`` in ``infos``).
