@@ -1,10 +1,12 @@
 """Batched allocation-mode PortBench: :class:`PortBenchVectorEnv`, the ``vector_entry_point`` of the PortBench ids.
 
-``num_envs`` allocation-mode episodes stepped together with numpy (no S1–S5 scoring). Spaces, target
-mapping and rewards are those of :class:`~quantgym.envs.portbench.allocation.AllocationWrapper`
-(module docstring there); the trade is :func:`quantgym.envs.portbench.execution.execute_trade`, the
-one the simulator uses; training episodes come from :mod:`quantgym.envs.portbench.training`.
-"""
+``num_envs`` allocation-mode episodes stepped together (no S1–S5 scoring). Spaces, target mapping and
+rewards are those of :class:`~quantgym.envs.portbench.allocation.AllocationWrapper` (module docstring
+there); the trade is the batch rule of :func:`quantgym.envs.portbench.execution.execute_trade` and the
+day loop that of the simulator (``advance_to``), written per env in the compiled kernel
+:func:`_batch_step` (:mod:`quantgym.jit`, issue #19) in numpy's floating-point order, so every value
+equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes come from
+:mod:`quantgym.envs.portbench.training`."""
 
 from __future__ import annotations
 
@@ -16,22 +18,259 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, LOGIT_SCALE, _bounds, masked_softmax, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, _bounds, observation_layout, profile_onehot, row_features,
 )
-from quantgym.envs.portbench.execution import execute_trade, fallback_weights
+from quantgym.envs.portbench.execution import fallback_weights
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench import training
 from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
+from quantgym.jit import njit
+
+# --------------------------------------------------------------------------------------- kernels
+#: per-env operation of a batched call (``_BatchCore.ops``)
+_IDLE, _STEP, _RESET = 0, 1, 2
+#: columns of the integer state ``_BatchCore.ist``: decision index k, current row t, decisions in the episode,
+#: the episode's last row, and the row of the current decision in the dense tables (features, availability)
+_K, _T, _NDEC, _LAST, _ROW = range(5)
+#: columns of the float state ``_BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown
+_NAV, _PEAK, _DD = range(3)
+#: entries of the parameter vector ``_BatchCore.par`` (passed in: a global would be frozen into numba's cache)
+_RATE, _MIN_TRADE, _NAV0, _KAPPA, _RISK = range(5)
+
+
+@njit(error_model="numpy")
+def _logit_shift(a, ops, avail_table, ist, z, scale):  # pragma: no cover - compiled (QUANTGYM_JIT=0 runs it)
+    """Shifted logits of the stepping envs (``ops == _STEP``), written into ``z`` (B, N) float64:
+    ``scale·clip(a, −1, 1) − max_A`` on the available set ``A`` and −inf off it (``max_A`` = 0 if ``A`` is
+    empty), i.e. :func:`~quantgym.envs.portbench.allocation.masked_softmax` before its ``exp`` (which numpy
+    computes, so the softmax uses numpy's own ``exp`` on every platform). Returns 1, writing nothing
+    more, at the first non-finite action of a stepping env, else 0."""
+    B, N = a.shape
+    for i in range(B):
+        if ops[i] != _STEP:
+            continue
+        for n in range(N):
+            if not np.isfinite(a[i, n]):
+                return 1
+    for i in range(B):
+        if ops[i] != _STEP:
+            continue
+        row = ist[i, _ROW]
+        zmax = -np.inf
+        for n in range(N):
+            if avail_table[row, n]:
+                v = scale * min(max(a[i, n], -1.0), 1.0)
+                z[i, n] = v
+                if v > zmax:
+                    zmax = v
+        if not np.isfinite(zmax):
+            zmax = 0.0
+        for n in range(N):
+            z[i, n] = z[i, n] - zmax if avail_table[row, n] else -np.inf
+    return 0
+
+
+@njit(error_model="numpy")
+def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, dec, avail_table, feat_table,
+                rowmap, g0, obs, par):  # pragma: no cover - compiled (QUANTGYM_JIT=0 runs it)
+    """One batched step of every env with ``ops[i]`` = ``_STEP`` (trade, advance, reward) or ``_RESET``
+    (a new episode set up by :meth:`_BatchCore.begin_episode`: advance to its first decision).
+
+    The arithmetic of the simulator and :class:`AllocationWrapper` per env, in numpy's floating-point
+    order: every sum over assets is numpy's pairwise summation of a contiguous row (``psum`` below), so
+    weights, NAV and observations are bit-identical to the numpy form of these formulas.
+
+    Phase 1 (``given == 0``): the targets of the stepping envs into ``target`` (B, N), from
+    ``src`` = ``exp`` of :func:`_logit_shift` (``logits``: softmax, then the env's normalisation) or
+    the raw weight actions; 4-decimal rounding (§4.3). An invalid target (weights: non-finite, outside
+    [0, 1] or zero total on the available set; logits: nothing available) sets ``bad[i]``; then the
+    call returns −1 before changing any state, and the caller writes the S3 fallback into ``target`` and
+    calls again with ``given == 1`` (phase 1 skipped). Phase 2: the §6.3 trade (``τ`` over ``|Δw| ≥
+    min_trade``, ``K = rate·τ·NAV``), the §6.2 day loop to the next decision row (or the episode's last
+    row: ``term``), the reward and the observation row (features, clipped weights, clipped
+    ``log(NAV/NAV_0)``; a terminated env keeps its last observation, like the single env). Returns the
+    number of envs that terminated.
+    """
+    B, N = w.shape
+    F = feat_table.shape[1]
+    # every array is indexed in 2-D (no row views: a view costs a reference count in compiled code)
+
+    def _block(x, i, lo, n):
+        if n < 8:
+            res = -0.0
+            for j in range(n):
+                res += x[i, lo + j]
+            return res
+        r0, r1, r2, r3 = x[i, lo], x[i, lo + 1], x[i, lo + 2], x[i, lo + 3]
+        r4, r5, r6, r7 = x[i, lo + 4], x[i, lo + 5], x[i, lo + 6], x[i, lo + 7]
+        j = lo + 8
+        stop = lo + n - n % 8
+        while j < stop:
+            r0 += x[i, j]
+            r1 += x[i, j + 1]
+            r2 += x[i, j + 2]
+            r3 += x[i, j + 3]
+            r4 += x[i, j + 4]
+            r5 += x[i, j + 5]
+            r6 += x[i, j + 6]
+            r7 += x[i, j + 7]
+            j += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while j < lo + n:
+            res += x[i, j]
+            j += 1
+        return res
+
+    def psum(x, i):
+        """numpy's ``add.reduce`` of row ``x[i]`` (C-contiguous float64): pairwise blocks of 8 accumulators."""
+        n = x.shape[1]
+        if n <= 128:
+            return 0.0 + _block(x, i, 0, n)
+        # numpy splits n > 128 recursively (n2 = n/2 rounded down to a multiple of 8); the same tree here,
+        # evaluated with explicit stacks (a closure cannot recurse)
+        los = np.empty(64, np.int64)
+        lens = np.empty(64, np.int64)
+        seen = np.zeros(64, np.int64)
+        vals = np.empty(64)
+        los[0], lens[0], seen[0] = 0, n, 0
+        sp, vp = 1, 0
+        while sp > 0:
+            sp -= 1
+            lo, m, s = los[sp], lens[sp], seen[sp]
+            if m <= 128:
+                vals[vp] = _block(x, i, lo, m)
+                vp += 1
+            elif s == 0:
+                m2 = m // 2
+                m2 -= m2 % 8
+                los[sp], lens[sp], seen[sp] = lo, m, 1
+                los[sp + 1], lens[sp + 1], seen[sp + 1] = lo + m2, m - m2, 0
+                los[sp + 2], lens[sp + 2], seen[sp + 2] = lo, m2, 0
+                sp += 3
+            else:
+                vp -= 1
+                vals[vp - 1] = vals[vp - 1] + vals[vp]
+        return 0.0 + vals[0]
+
+    tmp = np.empty((1, N))
+    if given == 0:  # phase 1: targets
+        anybad = False
+        for i in range(B):
+            if ops[i] != _STEP:
+                continue
+            row = ist[i, _ROW]
+            ok = True
+            if logits:
+                s = psum(src, i)
+                if s > 0:
+                    for n in range(N):
+                        target[i, n] = src[i, n] / s
+                else:
+                    for n in range(N):
+                        target[i, n] = 0.0
+            else:
+                for n in range(N):
+                    v = src[i, n] if avail_table[row, n] else 0.0
+                    if not (v >= 0.0 and v <= 1.0):  # NaN fails the test
+                        ok = False
+                    target[i, n] = v
+            tot = psum(target, i)
+            bad[i] = not (ok and tot > 0)
+            if bad[i]:
+                anybad = True
+            else:
+                for n in range(N):
+                    target[i, n] = np.rint(target[i, n] / tot * 10000.0) / 10000.0  # np.round(x, 4)
+        if anybad:
+            return -1
+    n_term = 0
+    rate, min_trade, nav0, kappa, risk = par[_RATE], par[_MIN_TRADE], par[_NAV0], par[_KAPPA], par[_RISK]
+    for i in range(B):
+        op = ops[i]
+        if op == _IDLE:
+            continue
+        nav_pre = fst[i, _NAV]
+        nav = nav_pre
+        if op == _STEP:  # the trade (execution.execute_trade, batch rule)
+            for n in range(N):
+                d = abs(target[i, n] - w[i, n])
+                tmp[0, n] = d if d >= min_trade else 0.0
+            tau = psum(tmp, 0)
+            nav = nav_pre - rate * tau * nav_pre
+            ts = psum(target, i)
+            if ts > 0:
+                for n in range(N):
+                    w[i, n] = target[i, n] / ts
+            k = ist[i, _K] + 1
+            ist[i, _K] = k
+            done = k >= ist[i, _NDEC]
+            nxt = ist[i, _LAST] if done else dec[i, min(k, dec.shape[1] - 1)]
+        else:  # a new episode: EW at its initial row (set by the caller), advance to the first decision
+            done = False
+            nxt = dec[i, 0]
+        # the §6.2 day loop (simulator.advance_to): drift, renormalise
+        t = ist[i, _T]
+        for r in range(t + 1, nxt + 1):
+            for n in range(N):
+                tmp[0, n] = w[i, n] * g0[r, n]
+            g = psum(tmp, 0)
+            nav *= g
+            if g > 0:
+                for n in range(N):
+                    w[i, n] = tmp[0, n] / g
+        ist[i, _T] = max(t, nxt)
+        fst[i, _NAV] = nav
+        if op == _STEP:
+            lr = np.log(nav / nav_pre) if nav > 0 and nav_pre > 0 else 0.0
+            if risk:
+                peak = max(fst[i, _PEAK], nav)
+                fst[i, _PEAK] = peak
+                ddn = np.log(peak / nav) if nav > 0 else 0.0
+                lr = lr - kappa * max(ddn - fst[i, _DD], 0.0)
+                fst[i, _DD] = ddn
+            rew[i] = lr
+        else:
+            fst[i, _PEAK], fst[i, _DD] = nav, 0.0
+            rew[i] = 0.0
+            ops[i] = _STEP
+        term[i] = done
+        n_term += done
+        if not done:  # the observation row at the new decision
+            row = rowmap[dec[i, ist[i, _K]]]
+            ist[i, _ROW] = row
+            for c in range(F):
+                obs[i, c] = feat_table[row, c]
+            for n in range(N):
+                obs[i, F + n] = min(max(w[i, n], 0.0), 1.0)
+            rel = min(max(nav / nav0, 0.0), 1e3)
+            obs[i, F + N] = min(max(np.log(rel), -10.0), 10.0) if rel > 0 else -10.0
+    return n_term
+
 
 # --------------------------------------------------------------------------------------- batched env
+def as_actions(actions: Any) -> np.ndarray:
+    """A batch of actions as the kernels take it: a C-contiguous float32 or float64 array (float32, the
+    action space's dtype, is passed as it is: the kernels widen each value exactly), else a float64 copy."""
+    a = actions
+    if type(a) is np.ndarray and a.dtype.char in "fd" and a.flags.c_contiguous:
+        return a
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 class _BatchCore:
-    """Numpy state of ``B`` allocation-mode episodes (no S1–S5 scoring); see :class:`PortBenchVectorEnv`.
+    """State of ``B`` allocation-mode episodes (no S1–S5 scoring); see :class:`PortBenchVectorEnv`.
 
     Reproduces :class:`PortBenchEnv` (``scoring=False``) + :class:`AllocationWrapper` step by step:
     the same target mapping, the env's 4-decimal rounding and fallback, the §6.3 cost on
     ``τ = Σ|Δw|`` (``|Δw| ≥ 1e−6``), and the §6.2 day loop (per-day drift and renormalisation,
     in the same floating-point order), so observations are bit-identical and rewards equal to the last
-    ulp (``np.log`` vs ``math.log``; tested).
+    ulp (the batch trade sums ``τ`` over all assets, the single one over the traded ones; tested).
+    One step is two compiled calls (:func:`_logit_shift`, :func:`_batch_step`) around numpy's ``exp``
+    (one more :func:`_batch_step` after an S3 fallback), on preallocated state: ``ist`` (B, 5) int64 and
+    ``fst`` (B, 3) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
+    ``obs_buf`` (B, 5N + 63), updated in place. :meth:`step` steps every env, :meth:`reset_envs` starts
+    new episodes (SB3's same-step autoreset); :class:`PortBenchVectorEnv` interleaves :meth:`check`,
+    :meth:`begin_episode` and :meth:`run` (next-step autoreset in the same kernel call).
     """
 
     def __init__(self, num_envs: int, profile: str, period: Any, reward: str, action_mode: str,
@@ -55,23 +294,24 @@ class _BatchCore:
         if self.sampler is None:
             sim = self.template._new_simulator()
             self.fixed = EpisodeSpec(sim.first_row - 1, np.asarray(sim.decision_rows), sim.last_row)
-        self.r0 = self.view.returns0
-        self.g0 = 1.0 + self.r0  # gross daily returns (the day loop's 1 + r, computed once)
+        self.g0 = np.ascontiguousarray(1.0 + self.view.returns0)  # gross daily returns (the day loop's 1 + r)
         self.profile_vec = profile_onehot(self.template.profile.name)
-        self.rate, self.min_trade = self.cfg.costs.rate, self.cfg.costs.min_trade
         self.nav0 = self.cfg.initial_nav
+        self.par = np.array([self.cfg.costs.rate, self.cfg.costs.min_trade, self.nav0, self.risk_penalty,
+                             float(reward == "risk_adjusted")])
         self.lmax = episode_len if self.sampler else self.fixed.decision_rows.size
-        self.dec = np.zeros((self.B, self.lmax), np.int64)
-        self.n_dec = np.zeros(self.B, np.int64)
-        self.last = np.zeros(self.B, np.int64)
-        self.k = np.zeros(self.B, np.int64)
-        self.t = np.zeros(self.B, np.int64)
-        self.nav = np.full(self.B, self.nav0)
-        self.w = np.zeros((self.B, self.N))
-        self.peak = np.ones(self.B)
-        self.dd = np.zeros(self.B)
-        self.avail = np.zeros((self.B, self.N), bool)
-        self.rngs = [np.random.default_rng() for _ in range(self.B)]
+        B, N = self.B, self.N
+        self.dec = np.zeros((B, self.lmax), np.int64)
+        self.ist = np.zeros((B, 5), np.int64)
+        self.fst = np.zeros((B, 3))
+        self.w = np.zeros((B, N))
+        self.ops = np.zeros(B, np.int8)
+        self.z = np.zeros((B, N))  # shifted logits, then their exp (in place)
+        self.target = np.zeros((B, N))
+        self.bad = np.zeros(B, bool)
+        self.rew = np.zeros(B)
+        self.term = np.zeros(B, bool)
+        self.rngs = [np.random.default_rng() for _ in range(B)]
         # dense tables of every decision row an episode can visit (features, availability), built once
         rows = (np.unique(np.concatenate([r for r, _, _ in self.sampler.starts])) if self.sampler
                 else np.unique(self.fixed.decision_rows))
@@ -80,150 +320,82 @@ class _BatchCore:
         # the observation is float32: the features are cast once here (the same values as a cast per step)
         self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows]).astype(np.float32)
         self.avail_table = np.stack([self.view._row_parts(int(t))["available"] for t in rows])
-        self.any_avail_table = self.avail_table.any(axis=1)
-        self.all_rows = np.arange(self.B)
+        # equal weight over A_d at every initial row an episode can start from (the reset's EW close)
+        inits = (np.unique(np.concatenate([r[:k] for r, _, k in self.sampler.starts])) - 1 if self.sampler
+                 else np.array([self.fixed.init_row]))
+        self.initmap = np.full(len(self.view.dates), -1, np.int64)
+        self.initmap[inits] = np.arange(inits.size)
+        self.w_init = np.zeros((inits.size, self.N))
+        for j, t in enumerate(inits):
+            a = self.view.available_at(int(t))
+            if a.any():
+                self.w_init[j, a] = 1.0 / a.sum()
         # the float32 observation, kept between steps: row features, weights, log NAV, profile one-hot
-        self.f = observation_layout(self.N)["weights"].start
-        self.obs_buf = np.zeros((self.B, self.f + self.N + 1 + self.profile_vec.size), np.float32)
-        self.obs_buf[:, self.f + self.N + 1 :] = self.profile_vec
+        self.f = observation_layout(N)["weights"].start
+        self.obs_buf = np.zeros((B, self.f + N + 1 + self.profile_vec.size), np.float32)
+        self.obs_buf[:, self.f + N + 1 :] = self.profile_vec
+        # the arguments of _batch_step (the state arrays are updated in place, never replaced)
+        self._args = (self.ops, self.action_mode == "logits", 0, self.z, self.target, self.bad, self.rew, self.term,
+                      self.w, self.fst, self.ist, self.dec, self.avail_table, self.feat_table, self.rowmap, self.g0,
+                      self.obs_buf, self.par)
 
-    def _load_rows(self, idx: np.ndarray) -> None:
-        """Availability and observation rows of envs ``idx`` at their current decision: the row features,
-        the weights and log NAV at the decision (an env past its last decision keeps its last observation,
-        like the single env)."""
-        out, f, n = self.obs_buf, self.f, self.N
-        if idx.size == self.B:  # every env (speed only: whole-array gathers, no scatter)
-            j = self.rowmap[self.dec[self.all_rows, self.k]]
-            self.avail = self.avail_table[j]
-            self.all_avail = bool(self.any_avail_table[j].all())
-            out[:, :f] = self.feat_table[j]
-            out[:, f : f + n] = self.w.clip(0.0, 1.0)
-            out[:, f + n] = self._log_nav(self.nav)
-            return
-        j = self.rowmap[self.dec[idx, self.k[idx]]]
-        self.avail[idx] = self.avail_table[j]
-        self.all_avail = bool(self.avail.any(axis=1).all())
-        out[idx, :f] = self.feat_table[j]
-        out[idx, f : f + n] = self.w[idx].clip(0.0, 1.0)
-        out[idx, f + n] = self._log_nav(self.nav[idx])
-
-    def _log_nav(self, nav: np.ndarray) -> np.ndarray:
-        """``log(NAV / NAV_0)`` clipped to [-10, 10] (-10 for a NAV of 0) of the observation."""
-        rel = np.clip(nav / self.nav0, 0.0, 1e3)
-        if rel.min() > 0:  # fast path of the general rule below
-            return np.log(rel).clip(-10.0, 10.0)
-        with np.errstate(divide="ignore"):
-            return np.where(rel > 0, np.clip(np.log(rel), -10.0, 10.0), -10.0)
-
-    def reset_one(self, i: int) -> None:
+    def begin_episode(self, i: int) -> None:
+        """Draw env ``i``'s next episode: equal weight at its initial row; the next :meth:`run` advances
+        it to its first decision (``ops[i] = _RESET``)."""
         spec = self.sampler.sample(self.rngs[i]) if self.sampler else self.fixed
         L = spec.decision_rows.size
         self.dec[i, :L] = spec.decision_rows
-        self.n_dec[i], self.last[i], self.k[i] = L, spec.last_row, 0
-        a = self.view.available_at(spec.init_row)
-        w = np.zeros(self.N)
-        if a.any():
-            w[a] = 1.0 / a.sum()
-        self.w[i], self.nav[i], self.t[i] = w, self.nav0, spec.init_row
-        self._advance(np.array([i]), np.array([spec.decision_rows[0]]))
-        self.peak[i], self.dd[i] = self.nav[i], 0.0
-        self._load_rows(np.array([i]))
+        self.ist[i, :4] = 0, spec.init_row, L, spec.last_row
+        self.w[i] = self.w_init[self.initmap[spec.init_row]]
+        self.fst[i] = self.nav0, self.nav0, 0.0
+        self.ops[i] = _RESET
 
-    def _advance(self, idx: np.ndarray | slice, target: np.ndarray) -> None:
-        """§6.2 day loop for envs ``idx`` up to rows ``target`` (same arithmetic as the simulator)."""
-        t = self.t[idx]
-        gap = target - t
-        steps = int(gap.max(initial=0))
-        if steps == 1 and isinstance(idx, slice) and bool((gap == 1).all()):  # fast path: daily, all envs
-            growth = self.w * self.g0[t + 1]
-            g = growth.sum(axis=1)
-            self.nav *= g
-            if g.min() > 0:
-                self.w = growth / g[:, None]
-            else:
-                ok = g > 0
-                self.w[ok] = growth[ok] / g[ok, None]
-            self.t = t + 1
-            return
-        ids = np.arange(self.B)[idx]
-        for j in range(1, steps + 1):
-            act = gap >= j
-            ii = ids[act]
-            growth = self.w[ii] * self.g0[t[act] + j]
-            g = growth.sum(axis=1)
-            self.nav[ii] *= g
-            ok = g > 0
-            self.w[ii[ok]] = growth[ok] / g[ok, None]
-        self.t[idx] = np.maximum(t, target)
+    def step(self, actions: Any) -> int:
+        """Step every env (none pending a reset) with ``actions`` (B, N); returns the number that terminated
+        (rewards in ``rew``, terminations in ``term``, observations in ``obs_buf``)."""
+        a = as_actions(actions)
+        if a.shape != (self.B, self.N):
+            raise ValueError(f"actions must have shape ({self.B}, {self.N}), got {a.shape}")
+        self.check(a)
+        return self.run(a)
+
+    def reset_envs(self, idx: Sequence[int]) -> None:
+        """Start the next episode of envs ``idx`` now (the other envs are left as they are)."""
+        self.ops[:] = _IDLE
+        for i in idx:
+            self.begin_episode(int(i))
+        self.run(None)
+        self.ops[:] = _STEP
+
+    def check(self, actions: np.ndarray) -> None:
+        """Raise ValueError for a non-finite logit action of a stepping env (before any state changes)."""
+        if self.action_mode == "logits" and _logit_shift(actions, self.ops, self.avail_table, self.ist, self.z,
+                                                          LOGIT_SCALE):
+            raise ValueError("logit action contains NaN or inf")
+
+    def run(self, actions: np.ndarray | None) -> int:
+        """Step the ``_STEP`` envs with ``actions`` (B, N) float32 or float64, C order (after :meth:`check`)
+        and start the ``_RESET`` ones; rewards and terminations in ``rew`` and ``term``. Returns the number
+        of envs that terminated."""
+        if self.action_mode == "logits":
+            if actions is not None:
+                np.exp(self.z, out=self.z)  # z held the shifted logits of the stepping envs (check)
+            args = self._args  # src = z
+        else:
+            args = self._args[:3] + (self.z if actions is None else actions,) + self._args[4:]
+        n_term = _batch_step(*args)
+        if n_term < 0:  # an invalid target: the S3 fallback (§11.6), then the step
+            bad = self.bad & (self.ops == _STEP)
+            self.target[bad] = fallback_weights(self.w[bad], self.avail_table[self.ist[bad, _ROW]])
+            n_term = _batch_step(*args[:2], 1, *args[3:])
+        return n_term
 
     def obs(self) -> np.ndarray:
         return self.obs_buf.copy()
 
-    def step(self, actions: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Trade and advance envs ``idx``; returns (reward, terminated) for them."""
-        every = idx.size == self.B
-        sel = slice(None) if every else idx  # views instead of copies when every env steps
-        a = np.asarray(actions, dtype=np.float64)[sel]
-        avail = self.avail[sel]
-        # every env: self.w is replaced below, never written in place, so it needs no copy
-        w0 = self.w if every else self.w[sel].copy()
-        if self.action_mode == "logits":
-            if not np.isfinite(a).all():
-                raise ValueError("logit action contains NaN or inf")
-            if every and self.all_avail:  # masked_softmax when every row has an available asset (same values)
-                z = np.where(avail, LOGIT_SCALE * a.clip(-1.0, 1.0), -np.inf)
-                e = np.exp(z - z.max(axis=1, keepdims=True))  # exp(-inf) = 0 off the available set
-                raw = e / e.sum(axis=1, keepdims=True)
-            else:
-                raw = masked_softmax(a, avail)
-            tot = raw.sum(axis=1)
-            # a softmax row has an entry 1/Σe > 0, so only the general path can give a zero total
-            bad = None if every and self.all_avail else ~(tot > 0)
-        else:
-            # env._process_weights: invalid (NaN, out of [0, 1], zero total) -> fallback current weights
-            raw = np.where(avail, a, 0.0)
-            tot = raw.sum(axis=1)
-            bad = ~np.isfinite(raw).all(axis=1) | (raw < 0).any(axis=1) | (raw > 1).any(axis=1) | ~(tot > 0)
-        if bad is not None and bad.any():
-            target = np.round(np.divide(raw, tot[:, None], out=np.zeros_like(raw), where=~bad[:, None]), 4)
-            target[bad] = fallback_weights(w0[bad], avail[bad])
-        else:
-            target = np.round(raw / tot[:, None], 4)
-        # the simulator's trade (execution.execute_trade, batched)
-        nav_pre = self.nav[sel].copy()
-        ex = execute_trade(w0, target, nav_pre, self.rate, self.min_trade)
-        if every:
-            self.nav, self.w = ex.nav, ex.weights
-        else:
-            self.nav[sel] = ex.nav
-            self.w[sel] = ex.weights
-        # advance to the next decision row or the episode's last row
-        self.k[sel] += 1
-        k = self.k[sel]
-        term = k >= self.n_dec[sel]
-        nxt = np.where(term, self.last[sel], self.dec[idx, np.minimum(k, self.lmax - 1)])
-        self._advance(sel, nxt)
-        nav = self.nav[sel]
-        if nav.min() > 0 and nav_pre.min() > 0:  # fast path of the general rule below
-            lr = np.log(nav / nav_pre)
-        else:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lr = np.where((nav > 0) & (nav_pre > 0), np.log(nav / nav_pre), 0.0)
-        if self.reward_kind == "risk_adjusted":
-            self.peak[sel] = np.maximum(self.peak[sel], nav)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                dd = np.where(nav > 0, np.log(self.peak[sel] / nav), 0.0)
-            lr = lr - self.risk_penalty * np.maximum(dd - self.dd[sel], 0.0)
-            self.dd[sel] = dd
-        if not term.any():
-            self._load_rows(idx)
-        elif not term.all():
-            self._load_rows(idx[~term])
-        return lr, term
-
 
 class PortBenchVectorEnv(VectorEnv):
-    """Batched allocation-mode PortBench: ``num_envs`` episodes stepped together with numpy.
+    """Batched allocation-mode PortBench: ``num_envs`` episodes stepped together (compiled kernels).
 
     The ``vector_entry_point`` of the PortBench ids: ``gym.make_vec("PortBench-Balanced-v0", num_envs=8,
     vectorization_mode="vector_entry_point")``. Spaces are those of :class:`AllocationWrapper`
@@ -274,7 +446,8 @@ class PortBenchVectorEnv(VectorEnv):
                                     else spaces.Box(0.0, 1.0, (n,), np.float32))
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._autoreset = np.zeros(self.num_envs, bool)
+        self._autoreset = np.zeros(self.num_envs, bool)  # sub-envs that start a new episode at the next step
+        self._n_reset = 0
         self._all = np.arange(self.num_envs)
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | None = None):
@@ -284,29 +457,32 @@ class PortBenchVectorEnv(VectorEnv):
             if len(seeds) != self.num_envs:
                 raise ValueError(f"expected {self.num_envs} seeds, got {len(seeds)}")
             self.core.rngs = [np.random.default_rng(s) for s in seeds]
-        for i in range(self.num_envs):
-            self.core.reset_one(i)
+        core = self.core
+        core.reset_envs(range(self.num_envs))
         self._autoreset[:] = False
-        return self.core.obs(), {}
+        self._n_reset = 0
+        return core.obs(), {}
 
     def step(self, actions):
-        a = np.asarray(actions, dtype=np.float64)
-        if a.shape != (self.num_envs, self.core.N):
-            raise ValueError(f"actions must have shape ({self.num_envs}, {self.core.N}), got {a.shape}")
-        if not self._autoreset.any():  # fast path: every sub-env steps, none resets
-            rew, term = self.core.step(a, self._all)
+        core = self.core
+        a = as_actions(actions)
+        if a.shape != (self.num_envs, core.N):
+            raise ValueError(f"actions must have shape ({self.num_envs}, {core.N}), got {a.shape}")
+        # next-step autoreset: a sub-env that terminated last step starts its next episode now (its action
+        # is ignored; reward 0, not terminated)
+        if self._n_reset:
+            resets = np.flatnonzero(self._autoreset)
+            core.ops[resets] = _IDLE  # neither checked nor stepped
+            core.check(a)
+            for i in resets:
+                core.begin_episode(int(i))
+        else:
+            core.check(a)
+        self._n_reset = n = core.run(a)
+        term = core.term.copy()
+        if n:
             self._autoreset = term.copy()
-            return self.core.obs(), rew, term, np.zeros(self.num_envs, bool), {}
-        rew = np.zeros(self.num_envs)
-        term = np.zeros(self.num_envs, bool)
-        run = self._all[~self._autoreset]
-        if run.size:
-            r, d = self.core.step(a, run)
-            rew[run], term[run] = r, d
-        for i in np.flatnonzero(self._autoreset):
-            self.core.reset_one(int(i))
-        self._autoreset = term.copy()
-        return self.core.obs(), rew, term, np.zeros(self.num_envs, bool), {}
+        return core.obs(), core.rew.copy(), term, np.zeros(self.num_envs, bool), {}
 
 
 def make_portbench_vector_env(num_envs: int = 1, **kwargs: Any) -> PortBenchVectorEnv:

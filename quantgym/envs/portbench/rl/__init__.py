@@ -5,7 +5,7 @@ Nothing here imports stable-baselines3 or torch at import time; the functions be
 
 - :func:`load_sb3_agent` — the ``sb3:PATH`` agent scheme (``quantgym bench --agent sb3:DIR``).
 - :func:`train_sb3` — train PPO / SAC / A2C on the training split and evaluate on the bench periods.
-- :func:`make_sb3_vec_env` — an SB3 ``VecEnv`` over PortBench (batched numpy or one env per worker).
+- :func:`make_sb3_vec_env` — an SB3 ``VecEnv`` over PortBench (the batched core or one env per worker).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class TrainConfig:
 
 # --------------------------------------------------------------------------------------- VecEnvs
 class PortBenchSB3VecEnv(VecEnv):
-    """SB3 ``VecEnv`` over the batched numpy core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
+    """SB3 ``VecEnv`` over the batched core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
 
     Same observations, actions and rewards as ``AllocationWrapper(RandomPeriod(gym.make(id)))`` per
     sub-env (no S1–S5 scoring); SB3 autoreset semantics (``terminal_observation`` in ``infos``).
@@ -95,14 +95,12 @@ class PortBenchSB3VecEnv(VecEnv):
                      else spaces.Box(0.0, 1.0, (n,), np.float32))
         super().__init__(num_envs, obs_space, act_space)
         self._actions: np.ndarray | None = None
-        self._all = np.arange(num_envs)
 
     def reset(self) -> np.ndarray:
         for i, s in enumerate(self._seeds):
             if s is not None:
                 self.core.rngs[i] = np.random.default_rng(int(s))
-        for i in range(self.num_envs):
-            self.core.reset_one(i)
+        self.core.reset_envs(range(self.num_envs))
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
@@ -112,16 +110,17 @@ class PortBenchSB3VecEnv(VecEnv):
         self._actions = np.asarray(actions).reshape(self.num_envs, -1)
 
     def step_wait(self):
-        rew, term = self.core.step(self._actions, self._all)
-        obs = self.core.obs()
+        n_term = self.core.step(self._actions)
+        obs, rew, term = self.core.obs(), self.core.rew.astype(np.float32), self.core.term.copy()
         infos: list[dict] = [{} for _ in range(self.num_envs)]
-        if term.any():
-            for i in np.flatnonzero(term):
+        if n_term:
+            done = np.flatnonzero(term)
+            for i in done:
                 infos[i]["terminal_observation"] = obs[i].copy()
                 infos[i]["TimeLimit.truncated"] = False
-                self.core.reset_one(int(i))
+            self.core.reset_envs(done)
             obs = self.core.obs()
-        return obs, rew.astype(np.float32), term.copy(), infos
+        return obs, rew, term, infos
 
     def close(self) -> None:
         return None

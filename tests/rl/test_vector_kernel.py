@@ -1,0 +1,192 @@
+"""The batched vector env's compiled step (quantgym.envs.portbench.vector, issue 19 item 3) against the
+numpy form of its formulas, bit for bit: masked softmax / weight validation, 4-decimal rounding, the S3
+fallback, the batch trade (``execute_trade``), the day loop and the reward, on synthetic state with
+unavailable assets, empty availability rows, invalid weight actions, multi-day gaps and universes above
+numpy's 128-element pairwise block (N = 300); and the interpreted kernel (QUANTGYM_JIT=0) equal to the
+compiled one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantgym.envs.portbench import vector as V
+from quantgym.envs.portbench.allocation import LOGIT_SCALE, masked_softmax
+from quantgym.envs.portbench.execution import execute_trade, fallback_weights
+
+RATE, MIN_TRADE, NAV0, KAPPA = 0.0015, 1e-6, 1e6, 1.0
+
+
+def _state(B, N, T, seed, logits):
+    """Synthetic per-env state, tables and actions (some rows with no available asset, some with a few)."""
+    rng = np.random.default_rng(seed)
+    R = 6  # decision rows in the tables
+    avail_table = rng.uniform(size=(R, N)) < 0.9
+    avail_table[1] = False  # nothing available: logits -> zero target -> fallback (zeros)
+    avail_table[2, 3:] = False  # three assets
+    feat_table = rng.normal(size=(R, 7)).astype(np.float32)
+    g0 = 1.0 + rng.normal(0, 0.02, size=(T, N))
+    rowmap = np.full(T, -1, np.int64)
+    dec_rows = np.array([3, 5, 9, 10, 16, 22])  # gaps of 1..6 days
+    rowmap[dec_rows] = np.arange(R)
+    w = rng.dirichlet(np.ones(N), size=B)
+    w[1] = 0.0  # nothing held: the fallback is EW on the available set (row 2: three assets)
+    ist = np.zeros((B, 5), np.int64)
+    dec = np.tile(dec_rows, (B, 1))
+    k = rng.integers(0, R - 1, B)
+    k[-1] = R - 1  # last decision: the step terminates
+    ist[:, V._K], ist[:, V._T], ist[:, V._NDEC], ist[:, V._LAST] = k, dec_rows[k], R, T - 2
+    ist[:, V._ROW] = rowmap[dec_rows[k]]
+    ist[: min(B, 3), V._ROW] = [1, 2, 0][: min(B, 3)]
+    fst = np.zeros((B, 3))
+    fst[:, V._NAV] = NAV0 * rng.uniform(0.5, 2.0, B)
+    fst[:, V._PEAK] = fst[:, V._NAV] * rng.uniform(1.0, 1.3, B)
+    fst[:, V._DD] = np.log(fst[:, V._PEAK] / fst[:, V._NAV])
+    if logits:
+        a = rng.uniform(-1.5, 1.5, size=(B, N))
+    else:
+        a = rng.uniform(0, 1, size=(B, N)) * (rng.uniform(size=(B, N)) < 0.7)
+        a[1, 0] = np.nan  # invalid -> fallback
+        if B > 3:
+            a[3] = 0.0  # zero total -> fallback
+            a[4, 2] = 1.5  # outside [0, 1] -> fallback
+    return dict(a=a, avail_table=avail_table, feat_table=feat_table, g0=g0, rowmap=rowmap, w=w, ist=ist, dec=dec,
+                fst=fst)
+
+
+def _reference(s, logits, risk):
+    """The numpy form: AllocationWrapper's mapping, the env's normalisation/rounding/fallback, the batch
+    ``execute_trade``, the simulator's day loop, the wrapper's rewards."""
+    a, ist, w, fst = s["a"], s["ist"], s["w"].copy(), s["fst"].copy()
+    avail = s["avail_table"][ist[:, V._ROW]]
+    if logits:
+        raw = masked_softmax(a, avail)
+        tot = raw.sum(axis=1)
+        bad = ~(tot > 0)
+    else:
+        raw = np.where(avail, a, 0.0)
+        tot = raw.sum(axis=1)
+        bad = ~np.isfinite(raw).all(axis=1) | (raw < 0).any(axis=1) | (raw > 1).any(axis=1) | ~(tot > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        target = np.round(raw / tot[:, None], 4)
+    target[bad] = fallback_weights(w[bad], avail[bad])
+    nav_pre = fst[:, V._NAV].copy()
+    ex = execute_trade(w, target, nav_pre, RATE, MIN_TRADE)
+    w, nav = ex.weights.copy(), ex.nav.copy()
+    k = ist[:, V._K] + 1
+    term = k >= ist[:, V._NDEC]
+    nxt = np.where(term, ist[:, V._LAST], s["dec"][np.arange(len(k)), np.minimum(k, s["dec"].shape[1] - 1)])
+    for i in range(len(k)):
+        for r in range(ist[i, V._T] + 1, nxt[i] + 1):
+            growth = w[i] * s["g0"][r]
+            g = growth.sum()
+            nav[i] *= g
+            if g > 0:
+                w[i] = growth / g
+    lr = np.log(nav / nav_pre)
+    if risk:
+        peak = np.maximum(fst[:, V._PEAK], nav)
+        dd = np.log(peak / nav)
+        lr = lr - KAPPA * np.maximum(dd - fst[:, V._DD], 0.0)
+    return w, nav, lr, term, bad
+
+
+def _kernel(s, logits, risk, kernel=V._batch_step, shift=V._logit_shift):
+    B, N = s["a"].shape
+    ist, w, fst, dec = s["ist"].copy(), s["w"].copy(), s["fst"].copy(), s["dec"].copy()
+    ops = np.full(B, V._STEP, np.int8)
+    z = np.zeros((B, N))
+    if logits:
+        assert shift(s["a"], ops, s["avail_table"], ist, z, LOGIT_SCALE) == 0
+        src = np.exp(z, out=z)
+    else:
+        src = s["a"]
+    target, bad, rew, term = np.zeros((B, N)), np.zeros(B, bool), np.zeros(B), np.zeros(B, bool)
+    obs = np.zeros((B, s["feat_table"].shape[1] + N + 1), np.float32)
+    par = np.array([RATE, MIN_TRADE, NAV0, KAPPA, float(risk)])
+    args = [ops, logits, 0, src, target, bad, rew, term, w, fst, ist, dec, s["avail_table"], s["feat_table"],
+            s["rowmap"], s["g0"], obs, par]
+    n_term = kernel(*args)
+    flagged = bad.copy()
+    if n_term < 0:
+        assert not (ist != s["ist"]).any() and (w == s["w"]).all()  # nothing changed before the fallback
+        avail = s["avail_table"][ist[:, V._ROW]]
+        target[bad] = fallback_weights(w[bad], avail[bad])
+        args[2] = 1
+        n_term = kernel(*args)
+    return w, fst[:, V._NAV], rew, term, flagged, n_term, obs, ist
+
+
+@pytest.mark.parametrize("N", [80, 300])
+@pytest.mark.parametrize("logits", [True, False])
+@pytest.mark.parametrize("risk", [False, True])
+def test_kernel_equals_numpy_form_bit_for_bit(N, logits, risk):
+    for seed in range(3):
+        s = _state(6, N, 30, seed, logits)
+        w_ref, nav_ref, lr_ref, term_ref, bad_ref = _reference(s, logits, risk)
+        w, nav, rew, term, bad, n_term, obs, ist = _kernel(s, logits, risk)
+        np.testing.assert_array_equal(bad, bad_ref)
+        np.testing.assert_array_equal(w, w_ref)
+        np.testing.assert_array_equal(nav, nav_ref)
+        np.testing.assert_array_equal(term, term_ref)
+        assert n_term == term_ref.sum()
+        np.testing.assert_allclose(rew, lr_ref, rtol=1e-13, atol=0)  # np.log (numpy) vs libm log: last ulp
+        # the observation row of every env that did not terminate: its new decision's features, weights
+        F = s["feat_table"].shape[1]
+        for i in np.flatnonzero(~term):
+            np.testing.assert_array_equal(obs[i, :F], s["feat_table"][ist[i, V._ROW]])
+            np.testing.assert_array_equal(obs[i, F : F + N], np.clip(w_ref[i], 0.0, 1.0).astype(np.float32))
+            assert obs[i, F + N] == np.float32(np.clip(np.log(nav_ref[i] / NAV0), -10, 10))
+        assert not obs[term].any()  # a terminated env keeps its last observation (here: zeros)
+
+
+def test_non_finite_logit_is_refused_before_any_change():
+    s = _state(4, 80, 30, 0, True)
+    s["a"][2, 5] = np.inf
+    z = np.zeros((4, 80))
+    ops = np.full(4, V._STEP, np.int8)
+    assert V._logit_shift(s["a"], ops, s["avail_table"], s["ist"], z, LOGIT_SCALE) == 1 and not z.any()
+    ops[2] = V._IDLE  # an env that does not step is not checked
+    assert V._logit_shift(s["a"], ops, s["avail_table"], s["ist"], z, LOGIT_SCALE) == 0
+
+
+@pytest.mark.parametrize("logits", [True, False])
+def test_interpreted_kernel_equals_compiled(logits):
+    s = _state(5, 300, 30, 4, logits)
+    got = _kernel(s, logits, True)
+    want = _kernel(s, logits, True, kernel=V._batch_step.py_func, shift=V._logit_shift.py_func)
+    for x, y in zip(got, want):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_sb3_vec_env_equals_wrapper_with_same_step_autoreset():
+    """PortBenchSB3VecEnv (the same batched core, SB3 autoreset) against AllocationWrapper(RandomPeriod(...))."""
+    pytest.importorskip("stable_baselines3")
+    import gymnasium as gym
+
+    import quantgym  # noqa: F401 - registers the ids
+    from quantgym.envs.portbench.allocation import AllocationWrapper
+    from quantgym.envs.portbench.rl.sb3 import PortBenchSB3VecEnv
+    from quantgym.envs.portbench.training import RandomPeriod, train_windows
+
+    venv = PortBenchSB3VecEnv(3, windows=train_windows(), episode_len=4)
+    venv.seed(5)
+    obs = venv.reset()
+    singles = [AllocationWrapper(RandomPeriod(gym.make("PortBench-Balanced-v0", scoring=False), episode_len=4),
+                                 reward="log_return") for _ in range(3)]
+    for i, e in enumerate(singles):
+        np.testing.assert_array_equal(e.reset(seed=5 + i)[0], obs[i])
+    rng = np.random.default_rng(1)
+    ends = 0
+    for _ in range(10):
+        act = rng.uniform(-1, 1, (3, 80)).astype(np.float32)
+        obs, rew, done, infos = venv.step(act)
+        for i, e in enumerate(singles):
+            o, r, t, _, _ = e.step(act[i])
+            assert t == done[i] and rew[i] == pytest.approx(r, rel=1e-6)
+            if t:
+                ends += 1
+                np.testing.assert_array_equal(infos[i]["terminal_observation"], o)
+                o, _ = e.reset()
+            np.testing.assert_array_equal(obs[i], o)
+    assert ends == 6  # two episodes of 4 decisions ended in every sub-env
