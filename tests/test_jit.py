@@ -44,3 +44,25 @@ def test_import_quantgym_does_not_load_numba():
     code = "import sys, quantgym, quantgym.jit; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@njit
+def _half(a):
+    return a * 0.5 + 1.0 / 3.0
+
+
+@njit
+def _sum_halves(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += _half(x[i])
+    return acc
+
+
+def test_kernel_calling_a_kernel_compiles_as_one_and_equals_interpreted():
+    x = np.random.default_rng(1).normal(size=500)
+    want = 0.0
+    for v in x.tolist():
+        want += v * 0.5 + 1.0 / 3.0
+    assert _sum_halves(x) == _sum_halves.py_func(x) == want
+    assert type(_sum_halves._quantgym_dispatcher()).__name__ == "CPUDispatcher"
