@@ -372,23 +372,21 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                 delta, q, L = _book_levels(+1, P, sig, adv, u, levels, k_s, k_d, tick)
             want = _maximum(lot * np.floor(_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
             f1 = (_minimum(want, L * q) if imp_on else want) if want > 0 else 0.0  # the walk's fill
-            filled = lot * np.floor(f1 / lot + 1e-12)
-            value = _fill(+1, filled, P, delta, q, L, imp_on)[1]
-            c1, c2, c3 = _fees(value, +1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
-            total = value + c1 + c2 + c3
-            if filled > 0 and not total <= cash + 1e-9:
-                top = filled
+            top = lot * np.floor(f1 / lot + 1e-12)
+            lots = int(round(top / lot))
+            filled = top
+            for i in range(lots + 1):  # the walk's fill, then one lot less at a time until affordable
+                filled = top - lot * i if i else top
+                if not filled > 0:
+                    filled = 0.0
+                    break
+                value = _fill(+1, filled, P, delta, q, L, imp_on)[1]
+                c1, c2, c3 = _fees(value, +1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
+                total = value + c1 + c2 + c3
+                if total <= cash + 1e-9:
+                    break
+            else:
                 filled = 0.0
-                for i in range(1, int(round(top / lot)) + 1):
-                    f = top - lot * i
-                    if not f > 0:
-                        break
-                    v = _fill(+1, f, P, delta, q, L, imp_on)[1]
-                    e1, e2, e3 = _fees(v, +1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
-                    tot = v + e1 + e2 + e3
-                    if tot <= cash + 1e-9:
-                        filled, value, total, c1, c2, c3 = f, v, tot, e1, e2, e3
-                        break
             if filled > 0:
                 if filled < want:
                     counts[_PARTIAL, kk] += 1
