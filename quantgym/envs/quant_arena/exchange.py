@@ -155,6 +155,22 @@ def _round10(x: float) -> float:
 
 
 @njit
+def _window_sum(x: np.ndarray, t: int, w: int, j: int) -> tuple[float, int]:
+    """Sum (NaN as 0.0, from the oldest row on, as numpy's nansum over the window) and count of the non-NaN
+    values of ``x[t−w+1 .. t, j]``; rows before 0 count as missing."""
+    tot = 0.0
+    cnt = 0
+    for r in range(t - w + 1, t + 1):
+        v = x[r, j] if r >= 0 else np.nan
+        if v == v:
+            cnt += 1
+        else:
+            v = 0.0
+        tot = v if r == t - w + 1 else tot + v
+    return tot, cnt
+
+
+@njit
 def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
                Wa: int) -> tuple[float, float]:
     """σ and ADV of column ``j`` at decision row ``t`` (spec §10.8; :func:`book_inputs` of one cell).
@@ -163,15 +179,7 @@ def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs:
     mean, squared deviations summed from the oldest row); rows before 0 count as missing. ADV: the
     non-NaN mean of ``vol[t−Wa+1 .. t, j]`` (0 if none).
     """
-    tot = 0.0
-    cnt = 0
-    for r in range(t - W + 1, t + 1):
-        x = lr[r, j] if r >= 0 else np.nan
-        v = 0.0
-        if x == x:
-            v = x
-            cnt += 1
-        tot = v if r == t - W + 1 else tot + v
+    tot, cnt = _window_sum(lr, t, W, j)
     sd = np.nan
     if cnt > 1 and min(t + 1, W) > 1:
         avg = tot / cnt
@@ -185,15 +193,7 @@ def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs:
             ss = dv if r == t - W + 1 else ss + dv
         sd = math.sqrt(ss / (cnt - 1))
     sig = sd if (cnt >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
-    tot = 0.0
-    cnt = 0
-    for r in range(t - Wa + 1, t + 1):
-        x = vol[r, j] if r >= 0 else np.nan
-        v = 0.0
-        if x == x:
-            v = x
-            cnt += 1
-        tot = v if r == t - Wa + 1 else tot + v
+    tot, cnt = _window_sum(vol, t, Wa, j)
     return sig, (tot / cnt if cnt > 0 else 0.0)
 
 
