@@ -11,8 +11,10 @@ Order of operations on execution day ``d = D_{k+1}`` (§10.7): corporate actions
 greedy on cash) → mark at the close. Orders are sized here in lots of
 ``ExecutionModel.lot`` shares; the exchange (:mod:`~quantgym.envs.quant_arena.exchange`)
 prices them: price limits (§10.6), the simulated book walk (§10.8) and fees (§10.9).
-Everything is per order in plain Python floats (a few thousand orders a year);
-everything per stock and day is vectorised numpy.
+The selections are vectorised numpy; the day loop (:func:`_account_days`) is one
+compiled kernel (:mod:`quantgym.jit`; ``QUANTGYM_JIT=0`` runs the same source as plain
+Python, same bits), because each day depends on the cash and positions the previous
+one left.
 """
 
 from __future__ import annotations
