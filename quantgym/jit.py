@@ -44,7 +44,9 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
 
     A kernel may call other kernels wrapped here (helpers, by their module-level name): when it is
     compiled, those names are bound to the helpers' numba dispatchers (compiled with it), so numba
-    sees one call graph; interpreted, the names call the wrappers as usual.
+    sees one call graph; interpreted, the names call the wrappers as usual. numba's disk cache checks
+    only the kernel's own source file, so the cache entry of a kernel that calls kernels of other
+    files is stamped with those files too (editing a helper recompiles its callers).
 
     Raises
     ------
@@ -63,8 +65,26 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
             if not compiled:
                 import numba  # lazy: import quantgym must not load numba
 
-                compiled.append(numba.njit(cache=True, **options)(_bind_kernels(f)))
+                disp = numba.njit(cache=True, **options)(_bind_kernels(f))
+                others = sorted(files() - {f.__code__.co_filename})
+                if others:
+                    cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
+                    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+                        cache_file._source_stamp = (cache_file._source_stamp,
+                                                    *[(p, *_stamp(p)) for p in others])
+                    else:  # a numba without that attribute: no disk cache rather than a stale one
+                        disp = numba.njit(cache=False, **options)(_bind_kernels(f))
+                compiled.append(disp)
             return compiled[0]
+
+        def files() -> set[str]:
+            """Source files of ``f`` and of every kernel it calls, transitively."""
+            out = {f.__code__.co_filename}
+            for name in f.__code__.co_names:
+                dep = f.__globals__.get(name)
+                if hasattr(dep, "_quantgym_files") and dep is not call:
+                    out |= dep._quantgym_files()
+            return out
 
         @functools.wraps(f)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -74,9 +94,16 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
 
         call.py_func = f  # type: ignore[attr-defined]
         call._quantgym_dispatcher = dispatcher  # type: ignore[attr-defined]
+        call._quantgym_files = files  # type: ignore[attr-defined]
         return call
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _stamp(path: str) -> tuple[float, int]:
+    """(mtime, size) of a source file, numba's own cache stamp."""
+    st = os.stat(path)
+    return st.st_mtime, st.st_size
 
 
 def _bind_kernels(f: Callable[..., Any]) -> Callable[..., Any]:
