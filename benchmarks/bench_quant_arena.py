@@ -12,6 +12,10 @@ Prints a markdown table (best of ``--repeat`` runs; ratios on the same machine a
 a_share_l2 files for the bundled universe, the pickled size of the tables a window's payload
 carries, and one sandboxed sealed evaluation with and without them.
 
+``--first-call`` instead measures the compiled kernels' one-time cost (issue #19): the first sealed-year
+evaluation of a fresh process with an empty numba cache (it compiles), then of a second process that
+loads the cache the first wrote (wall and CPU seconds).
+
 ``--scaling PANEL`` instead measures the time of one sealed-year evaluation (2024, seeded 20-day
 momentum scores, no agent code) against the number of stocks: N stocks drawn (seeded) from the
 panel ``PANEL`` (e.g. the full 5,086-stock ../shared/data/quant_arena/daily.parquet), for each N
@@ -92,6 +96,52 @@ def scaling(panel: str, sizes: list[int], repeat: int) -> list[dict]:
     return out
 
 
+_FIRST_CALL = """
+import json, time
+import numpy as np
+from quantgym.envs.quant_arena.account import window_rows
+from quantgym.envs.quant_arena.data import load_dataset
+from quantgym.envs.quant_arena.exchange import _book_series, price_limits
+from quantgym.envs.quant_arena.executor import evaluate_scores
+ds = load_dataset()
+d0, n = window_rows(ds, "2024-01-01", "2024-12-31")
+close = ds.ffill("close")
+rows = np.arange(d0, d0 + n)
+with np.errstate(invalid="ignore", divide="ignore"):
+    sc = np.where(ds.has_row[rows], close[rows] / close[rows - 20] - 1.0, np.nan)
+price_limits(ds), _book_series(ds)
+t, c = time.perf_counter(), time.process_time()
+evaluate_scores(ds, d0, n, sc)
+t1, c1 = time.perf_counter(), time.process_time()
+evaluate_scores(ds, d0, n, sc)
+print(json.dumps({"first_s": t1 - t, "first_cpu_s": c1 - c, "second_s": time.perf_counter() - t1}))
+"""
+
+
+def first_call() -> list[dict]:
+    """The compiled kernels' first-call cost: two fresh processes sharing an empty ``NUMBA_CACHE_DIR``
+    (the first compiles and writes the cache, the second loads it); each times its first and second
+    sealed-year evaluation (wall and CPU seconds; the first includes ``import numba``)."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": root}
+        out = []
+        for _ in range(2):
+            r = subprocess.run([sys.executable, "-c", _FIRST_CALL], env=env, capture_output=True, text=True,
+                               check=True)
+            out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    for name, r in zip(("empty cache (compiles)", "cache filled"), out):
+        print(f"{name:24s}: first evaluation {r['first_s']:6.2f} s (CPU {r['first_cpu_s']:5.2f} s), "
+              f"second {1e3 * r['second_s']:6.1f} ms; load {os.getloadavg()[0]:.1f}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
@@ -100,7 +150,12 @@ def main() -> None:
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     ap.add_argument("--scaling", metavar="PANEL", help="time per evaluation against the number of stocks")
     ap.add_argument("--sizes", default="100,200,400,800,1600,3200,100000")
+    ap.add_argument("--first-call", action="store_true",
+                    help="time the first evaluation of a process with an empty / a filled numba cache")
     args = ap.parse_args()
+    if args.first_call:
+        first_call()
+        return
     if args.scaling:
         res = scaling(args.scaling, [int(x) for x in args.sizes.split(",")], args.repeat)
         if args.json:

@@ -44,3 +44,50 @@ def test_import_quantgym_does_not_load_numba():
     code = "import sys, quantgym, quantgym.jit; print('numba' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@njit
+def _half(a):
+    return a * 0.5 + 1.0 / 3.0
+
+
+@njit
+def _sum_halves(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += _half(x[i])
+    return acc
+
+
+def test_kernel_calling_a_kernel_compiles_as_one_and_equals_interpreted():
+    x = np.random.default_rng(1).normal(size=500)
+    want = 0.0
+    for v in x.tolist():
+        want += v * 0.5 + 1.0 / 3.0
+    assert _sum_halves(x) == _sum_halves.py_func(x) == want
+    assert type(_sum_halves._quantgym_dispatcher()).__name__ == "CPUDispatcher"
+
+
+def test_editing_a_helper_in_another_file_recompiles_its_caller(tmp_path):
+    # numba's disk cache checks only the kernel's own file; quantgym.jit stamps the helpers' files too
+    import os
+    import time
+
+    (tmp_path / "helper_mod.py").write_text("from quantgym.jit import njit\n\n@njit\ndef h(x):\n    return x + 1.0\n")
+    (tmp_path / "caller_mod.py").write_text("from quantgym.jit import njit\nfrom helper_mod import h\n\n"
+                                            "@njit\ndef k(x):\n    return h(x) * 2.0\n")
+    from pathlib import Path
+
+    import quantgym
+
+    root = str(Path(quantgym.__file__).resolve().parents[1])  # the checkout under test
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join([str(tmp_path), root])}
+
+    def run():
+        return subprocess.run([sys.executable, "-c", "import caller_mod; print(caller_mod.k(1.0))"], env=env,
+                              capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()
+
+    assert run() == "4.0" and run() == "4.0"  # compiled, then loaded from the cache
+    time.sleep(1.1)
+    (tmp_path / "helper_mod.py").write_text("from quantgym.jit import njit\n\n@njit\ndef h(x):\n    return x + 2.0\n")
+    assert run() == "6.0"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -296,3 +298,54 @@ def test_bad_score_shapes_raise():
         run_account(ds, 0, 3, np.zeros((2, 2)))
     with pytest.raises(ValueError, match="finite"):
         run_account(ds, 0, 3, np.full((3, 2), np.inf))
+
+
+# ---------------------------------------------------------------------- compiled kernels = interpreted (#19)
+_KERNEL_CHECK = """
+import pickle, sys
+import numpy as np
+from quantgym.envs.quant_arena.account import run_account, window_rows, labels
+from quantgym.envs.quant_arena.config import ExecutionModel, Windows
+from quantgym.envs.quant_arena.data import load_dataset
+from quantgym.envs.quant_arena.exchange import _round10
+from quantgym.envs.quant_arena.metrics import signal_metrics
+ds = load_dataset(None)
+d0, _ = window_rows(ds, Windows().sealed_start, Windows().sealed_end)
+n = 12
+sc = np.round(np.random.default_rng(3).normal(size=(n, ds.N)), 1)   # ties
+sc[:, ::7] = np.nan
+out = {}
+for top in (20, 75):
+    r = run_account(ds, d0, n, sc, execution=ExecutionModel(top_n=top, initial_capital=2e6), record_trades=True)
+    out[top] = (r.nav, r.cash, r.nav_open, r.fees, r.impact, r.partial, r.final_shares, r.trades)
+sm = signal_metrics(sc, labels(ds, d0, n), ds.has_row[d0:d0 + n])
+out["signal"] = (sm["_daily_ic"], sm["_daily_ls"], sm["quantile_returns_bp"])
+out["round10"] = [_round10(0.005 * t) for t in range(1, 3000, 7)]
+sys.stdout.buffer.write(pickle.dumps(out))
+"""
+
+
+def test_compiled_kernels_equal_their_interpreted_source():
+    # QUANTGYM_JIT=0 runs the account's day loop and the signal pass as plain Python: the same bits
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    import quantgym
+
+    root = str(Path(quantgym.__file__).resolve().parents[1])  # the checkout under test
+
+    def run(jit):
+        env = {**os.environ, "QUANTGYM_JIT": jit, "PYTHONPATH": root}
+        return pickle.loads(subprocess.run([sys.executable, "-c", _KERNEL_CHECK], env=env, capture_output=True,
+                                           check=True).stdout)
+
+    compiled, interpreted = run("1"), run("0")
+    assert len(compiled[75][-1]) > 100 and compiled["round10"] == [round(0.005 * t, 10) for t in range(1, 3000, 7)]
+    for key in compiled:
+        for a, b in zip(compiled[key], interpreted[key]):
+            if isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b)
+            else:
+                assert a == b or (a != a and b != b) or all(x == y or (x != x and y != y) for x, y in zip(a, b))

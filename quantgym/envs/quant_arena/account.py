@@ -11,21 +11,27 @@ Order of operations on execution day ``d = D_{k+1}`` (§10.7): corporate actions
 greedy on cash) → mark at the close. Orders are sized here in lots of
 ``ExecutionModel.lot`` shares; the exchange (:mod:`~quantgym.envs.quant_arena.exchange`)
 prices them: price limits (§10.6), the simulated book walk (§10.8) and fees (§10.9).
-Everything is per order in plain Python floats (a few thousand orders a year);
-everything per stock and day is vectorised numpy.
+The selections are vectorised numpy; the day loop (:func:`_account_days`) is one
+compiled kernel (:mod:`quantgym.jit`; ``QUANTGYM_JIT=0`` runs the same source as plain
+Python, same bits), because each day depends on the cash and positions the previous
+one left.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from quantgym.jit import njit
+
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
-from .exchange import book_inputs, book_levels, fill_value, order_fees_many, price_limits
+from .exchange import (_book_levels, _book_series, _fees, _fill, _maximum, _minimum, _sigma_adv, impact_args,
+                       price_limits)
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -114,6 +120,9 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
                 record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
+    The selections (§10.5) are made here, vectorised per day; the day loop itself is
+    :func:`_account_days`, a compiled kernel (:mod:`quantgym.jit`).
+
     Parameters
     ----------
     ds : ArenaDataset
@@ -151,230 +160,271 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         raise ValueError("window runs past the panel")
     if np.isinf(scores).any():
         raise ValueError("scores must be finite or NaN")
-    O, C, F = ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor")
-    has_row, trad = ds.has_row, ds.tradable
     up, down, base = price_limits(ds)
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    N = ds.N
-    top_n, band, lot = int(ex.top_n), float(ex.rebalance_band), float(ex.lot)
-    cash = float(ex.initial_capital)
+    lr, vol = _book_series(ds)
+    top_n = int(ex.top_n)
+    sels = [select_top(scores[kk], ds.has_row[d0 + kk], top_n) for kk in range(n)]
+    sel_ptr = np.zeros(n + 1, dtype=np.int64)
+    sel_ptr[1:] = np.cumsum([s.size for s in sels])
+    sel_idx = np.concatenate(sels).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    days = ds.dates[d0 + 1:d0 + n + 1]
+    rates = np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
+                     dtype=np.float64).reshape(n, 2)
+    fee_args = (bool(cost.enabled), float(cost.commission_rate), float(cost.commission_min))
+    daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = _account_days(
+        d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
+        ds.has_row, up, down, base, lr, vol, rates, top_n, float(ex.rebalance_band), float(ex.lot),
+        float(ex.initial_capital), impact_args(impact), fee_args, bool(record_trades))
+    if err:
+        day = ds.dates[d0 + err_day]
+        raise AssertionError(f"cash went negative ({path[1, err_day]}) on {day}" if err == 1
+                             else f"T+1 violated on {day}")
+    syms = ds.symbols
+    trades = None
+    if record_trades:
+        trades = [{"date": str(ds.dates[d0 + int(r[0])]), "symbol": str(syms[int(r[1])]),
+                   "side": "buy" if r[2] > 0 else "sell", "exit": bool(r[3]), "want": r[4], "filled": r[5],
+                   "value": r[6], "price": r[7], "commission": r[8], "transfer": r[9], "stamp": r[10],
+                   "impact": r[11]} for r in trades_buf[:n_trades].tolist()]
+    C = ds.ffill("close")
+    stale = [{"date": str(ds.dates[d0 + int(k)]), "symbol": str(syms[int(j)]), "shares": sh,
+              "last_close": float(C[d0 + int(k), int(j)])} for k, j, sh in stale_buf[:n_stale].tolist()]
+    return AccountResult(dates=ds.dates[d0:d0 + n + 1].copy(), nav=path[0], cash=path[1], position_value=path[2],
+                         nav_open=daily[0], bought=daily[1], sold=daily[2], fees=daily[3], stamp=daily[4],
+                         impact=daily[5], n_buys=counts[0], n_sells=counts[1], blocked_buy=counts[2],
+                         blocked_sell=counts[3], partial=counts[4], n_held=counts[5], final_shares=shares,
+                         stale=stale, trades=trades)
+
+
+# ---------------------------------------------------------------------- the day loop (compiled)
+# Field indices of the kernel's outputs.
+_NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
+_N_BUYS, _N_SELLS, _BLOCKED_BUY, _BLOCKED_SELL, _PARTIAL, _N_HELD = range(6)  # counts (6, n) int64
+_TRADE_COLS = 12  # k, column, side (±1), exit, want, filled, value, price, commission, transfer, stamp, impact
+
+
+@njit
+def _grow(buf: np.ndarray, used: int) -> np.ndarray:
+    """``buf`` if it has a free row, else a copy with twice the rows (append-only logs)."""
+    if used < buf.shape[0]:
+        return buf
+    out = np.empty((2 * buf.shape[0], buf.shape[1]))
+    out[:used] = buf[:used]
+    return out
+
+
+@njit
+def _log(buf: np.ndarray, used: int, k: int, j: int, side: int, is_exit: bool, want: float, filled: float,
+         value: float, P: float, c1: float, c2: float, c3: float, imp: float) -> np.ndarray:
+    """Row ``used`` of the trade log (grown if full)."""
+    buf = _grow(buf, used)
+    buf[used, 0], buf[used, 1], buf[used, 2], buf[used, 3] = k, j, side, 1.0 if is_exit else 0.0
+    buf[used, 4], buf[used, 5], buf[used, 6], buf[used, 7] = want, filled, value, P
+    buf[used, 8], buf[used, 9], buf[used, 10], buf[used, 11] = c1, c2, c3, imp
+    return buf
+
+
+@njit
+def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, base, lr, vol, rates, top_n, band,
+                  lot, cash0, imp, fee, record):  # noqa: ANN001 - a numba kernel: the types are in the docstring
+    """The cash account's day loop: execution days D_1..D_n in order (spec §10.7, §10.8, §10.9).
+
+    Each day depends on the cash and positions the previous one left, so the days run in sequence;
+    within a day the orders are booked one by one in execution order (sells: exits then trims, each in
+    column order; buys in selection order, greedy on cash, one lot less until affordable), and every
+    running sum (cash, the day's traded values, fees, stamp, impact) adds them in that order.
+
+    Parameters
+    ----------
+    d0, n : int
+        Row of D_0 and number of execution days; day k = 1..n is panel row ``d = d0 + k`` and its
+        orders were decided at row ``t = d − 1``.
+    sel_idx, sel_ptr : int64 (Σ, ), (n+1, )
+        The selections (§10.5), day k's in selection order at ``sel_idx[sel_ptr[k−1]:sel_ptr[k]]``.
+    O, C, F : float64 (T, N)
+        Raw open, close and adjustment factor (C, F forward-filled), CNY.
+    trad, has_row : bool (T, N)
+    up, down, base : float64 (T, N)
+        Price limits (NaN = none) and base prices (§10.6), CNY.
+    lr, vol : float64 (T, N)
+        The book's daily log returns and tradable volume (NaN where not counted), for σ and ADV.
+    rates : float64 (n, 2)
+        Transfer-fee and stamp-duty rates in force on each execution day.
+    top_n, band, lot, cash0 : int, float, float, float
+        ``ExecutionModel`` (slots, rebalance band, lot in shares, initial capital in CNY).
+    imp, fee : tuples
+        :func:`~quantgym.envs.quant_arena.exchange.impact_args`; ``(enabled, commission_rate,
+        commission_min)`` of the ``ArenaCostModel``.
+    record : bool
+        Fill the trade log.
+
+    Returns
+    -------
+    daily : float64 (6, n)     NAV_open, bought, sold, fees, stamp, impact per day (CNY)
+    counts : int64 (6, n)      buys, sells, blocked buys, blocked sells, partial fills, names held
+    path : float64 (3, n+1)    NAV, cash, position value at the close of D_0..D_n
+    shares : float64 (N, )     final holdings
+    trades, n_trades           trade log rows (``_TRADE_COLS`` columns) and how many are used
+    stale, n_stale             (k, column, shares) of held names whose rows ended, and how many
+    err, err_day : int         0, or 1 (cash negative) / 2 (T+1) and the day k where it happened
+    """
+    imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
+    cost_on, comm_rate, comm_min = fee
+    N = O.shape[1]
+    daily = np.zeros((6, n))
+    counts = np.zeros((6, n), dtype=np.int64)
+    path = np.empty((3, n + 1))
     shares = np.zeros(N)
     bought_day = np.full(N, -1)
-    out = {k: np.zeros(n) for k in ("nav_open", "bought", "sold", "fees", "stamp", "impact")}
-    cnt = {k: np.zeros(n, dtype=np.int64) for k in ("n_buys", "n_sells", "blocked_buy", "blocked_sell", "partial",
-                                                      "n_held")}
-    nav = np.empty(n + 1)
-    cash_path = np.empty(n + 1)
-    posv = np.empty(n + 1)
-    nav[0], cash_path[0], posv[0] = cash, cash, 0.0
-    trades: list[dict] | None = [] if record_trades else None
-    stale: list[dict] = []
-    # the selections depend on the scores only; every traded name is selected on some day (a sell is of a
-    # name bought earlier), so σ and ADV are needed for the union of the selections only: one call
-    sels = [select_top(scores[kk], has_row[d0 + kk], top_n) for kk in range(n)]
-    book_cols = np.unique(np.concatenate(sels)) if n else np.zeros(0, dtype=np.int64)
-    col_pos = np.full(N, -1)
-    col_pos[book_cols] = np.arange(book_cols.size)
-    sig_all, adv_all = book_inputs(ds, np.arange(d0, d0 + n), impact, book_cols)
+    held = np.zeros(N, dtype=np.bool_)
+    selected = np.zeros(N, dtype=np.bool_)
+    xs = np.empty(N)  # the held names' shares and prices, gathered for np.dot (numpy's BLAS order)
+    ps = np.empty(N)
+    trades = np.empty((1024 if record else 1, _TRADE_COLS))
+    stale = np.empty((16, 3))
+    n_trades = 0
+    n_stale = 0
+    cash = cash0
+    path[0, 0], path[1, 0], path[2, 0] = cash, cash, 0.0
     for k in range(1, n + 1):
-        d, t = d0 + k, d0 + k - 1
-        day = ds.dates[d]
+        d = d0 + k
+        t = d - 1
         kk = k - 1
-        held = shares > 0
-        # 1. corporate actions (§10.7.1)
-        if held.any():
-            ratio = F[d] / F[d - 1]
-            ratio = np.where(np.isfinite(ratio), ratio, 1.0)
-            shares = np.where(held, shares * ratio, shares)
-        tr_d = trad[d]
-        openp = O[d]
-        pmark = np.where(tr_d, openp, np.where(np.isfinite(base[d]), base[d], C[d - 1]))
-        # 2. NAV_open and the slot value
-        nav_open = cash + float(np.dot(shares[held], pmark[held])) if held.any() else cash
+        tr_rate, st_rate = rates[kk, 0], rates[kk, 1]
+        B = S = fees = stamp = impact = 0.0
+        # 1. corporate actions (§10.7.1), 2. NAV_open at the open (base price if not tradable)
+        nh = 0
+        for j in range(N):
+            held[j] = shares[j] > 0
+            if held[j]:
+                r = F[d, j] / F[d - 1, j] if F[d - 1, j] != 0 else np.nan
+                shares[j] = shares[j] * (r if math.isfinite(r) else 1.0)
+                xs[nh] = shares[j]
+                ps[nh] = O[d, j] if trad[d, j] else (base[d, j] if math.isfinite(base[d, j]) else C[d - 1, j])
+                nh += 1
+        nav_open = cash + np.dot(xs[:nh], ps[:nh]) if nh else cash
         vstar = nav_open / top_n
-        out["nav_open"][kk] = nav_open
-        sel = sels[kk]
-        selected = np.zeros(N, dtype=bool)
-        selected[sel] = True
-        # 3. sells: exits first, then trims, each in symbol order
-        exits = np.flatnonzero(held & ~selected)
-        with np.errstate(invalid="ignore"):
-            val_open = shares * np.where(tr_d, openp, np.nan)
-            trims = np.flatnonzero(selected & held & (val_open > (1.0 + band) * vstar))
-        pos = col_pos[np.concatenate([exits, trims, sel])]
-        sig_k, adv_k = sig_all[kk, pos], adv_all[kk, pos]
-        day_acc = _Day(day, cost, trades, ds.symbols)
-        ns = exits.size + trims.size
-        cash = _sells(day_acc, cash, shares, exits, trims, val_open, vstar, tr_d, openp, down[d], sig_k[:ns],
-                      adv_k[:ns], bought_day, k, lot, impact, cnt, kk)
-        # 4. buys in selection order (greedy on cash)
-        cash = _buys(day_acc, cash, shares, sel, vstar, tr_d, openp, up[d], sig_k[ns:], adv_k[ns:], bought_day, k,
-                     band, lot, impact, cnt, kk)
-        assert cash >= -1e-6, f"cash went negative ({cash}) on {day}"
-        cash = max(cash, 0.0)
-        # 5. mark at the close
-        held = shares > 0
-        pv = float(np.dot(shares[held], C[d][held])) if held.any() else 0.0
-        nav[k], cash_path[k], posv[k] = cash + pv, cash, pv
-        cnt["n_held"][kk] = int(held.sum())
-        gone = held & ~has_row[d]
-        if gone.any():
-            for j in np.flatnonzero(gone):
-                stale.append({"date": str(day), "symbol": str(ds.symbols[j]), "shares": float(shares[j]),
-                              "last_close": float(C[d][j])})
-        out["bought"][kk], out["sold"][kk] = day_acc.B, day_acc.S
-        out["fees"][kk], out["stamp"][kk], out["impact"][kk] = day_acc.fees, day_acc.stamp, day_acc.impact
-    return AccountResult(dates=ds.dates[d0:d0 + n + 1].copy(), nav=nav, cash=cash_path, position_value=posv,
-                         final_shares=shares, stale=stale, trades=trades, **out, **cnt)
-
-
-def _acc(start: float, values: np.ndarray) -> float:
-    """``start`` plus each of ``values`` in turn, left to right (the order of the orders)."""
-    for v in values.tolist():
-        start += v
-    return start
-
-
-class _Day:
-    """One execution day's running sums (traded values, fees, stamp, impact) and the trade log."""
-
-    def __init__(self, day: Any, cost: ArenaCostModel, trades: list[dict] | None, symbols: np.ndarray):
-        self.day, self.cost, self.trades, self.symbols = day, cost, trades, symbols
-        self.date = day.astype("datetime64[D]").astype(object)  # datetime.date: the fee schedule's key
-        self.B = self.S = self.fees = self.stamp = self.impact = 0.0
-
-    def book(self, side: int, cols: np.ndarray, want: np.ndarray, filled: np.ndarray, value: np.ndarray,
-             P: np.ndarray, fees: tuple[np.ndarray, np.ndarray, np.ndarray], exit_: np.ndarray | None = None) -> None:
-        """Add filled orders (in execution order) to the day's sums and the trade log."""
-        c1, c2, c3 = fees
-        if side > 0:
-            self.B = _acc(self.B, value)
-            imp = value - filled * P
-        else:
-            self.S = _acc(self.S, value)
-            imp = filled * P - value
-        self.fees = _acc(self.fees, c1 + c2 + c3)
-        if side < 0:
-            self.stamp = _acc(self.stamp, c3)
-        self.impact = _acc(self.impact, imp)
-        if self.trades is not None:
-            ex = exit_.tolist() if exit_ is not None else [False] * cols.size
-            for i, j in enumerate(cols.tolist()):
-                self.trades.append({"date": str(self.day), "symbol": str(self.symbols[j]),
-                                    "side": "buy" if side > 0 else "sell", "exit": bool(ex[i]),
-                                    "want": float(want[i]), "filled": float(filled[i]), "value": float(value[i]),
-                                    "price": float(P[i]), "commission": float(c1[i]), "transfer": float(c2[i]),
-                                    "stamp": float(c3[i]), "impact": float(imp[i])})
-
-
-def _sells(acc: _Day, cash: float, shares: np.ndarray, exits: np.ndarray, trims: np.ndarray, val_open: np.ndarray,
-           vstar: float, tr_d: np.ndarray, openp: np.ndarray, down_d: np.ndarray, sig: np.ndarray, adv: np.ndarray,
-           bought_day: np.ndarray, k: int, lot: float, impact: ImpactModel, cnt: dict, kk: int) -> float:
-    """Step 3 of §10.7 for one day, all sells at once (they do not depend on each other); returns cash.
-
-    Exits then trims, each in symbol order; ``sig``/``adv`` hold the exits' then the trims' book inputs.
-    """
-    cols = np.concatenate([exits, trims])
-    if cols.size == 0:
-        return cash
-    is_exit = np.arange(cols.size) < exits.size
-    P, dn = openp[cols], down_d[cols]
-    blocked = ~tr_d[cols] | (np.isfinite(dn) & (P <= dn))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        want = np.where(is_exit, shares[cols], lot * np.floor((val_open[cols] - vstar) / (lot * P) + 1e-12))
-    go = ~blocked & (is_exit | (want > 0))
-    cnt["blocked_sell"][kk] += int(blocked.sum())
-    assert (bought_day[cols[go]] < k).all(), "T+1 violated"  # sells always precede buys of the same day
-    lv = book_levels(-1, P[go], sig[go], adv[go], dn[go], impact) if impact.enabled else None
-    filled, value = fill_value(-1, want[go], P[go], lv)
-    i_go = np.flatnonzero(go)
-    none = filled <= 0
-    cnt["partial"][kk] += int(none.sum()) + int((~none & (filled < want[go] - 1e-9)).sum())
-    f = ~none
-    i_f, filled, value = i_go[f], filled[f], value[f]
-    if i_f.size == 0:
-        return cash
-    c = cols[i_f]
-    fees = order_fees_many(value, -1, acc.date, acc.cost)
-    cash = _acc(cash, value - fees[0] - fees[1] - fees[2])
-    left = shares[c] - filled
-    shares[c] = np.where(is_exit[i_f] & (np.abs(left) < 1e-9), 0.0, left)
-    cnt["n_sells"][kk] += int(i_f.size)
-    acc.book(-1, c, want[i_f], filled, value, P[i_f], fees, is_exit[i_f])
-    return cash
-
-
-def _buys(acc: _Day, cash: float, shares: np.ndarray, sel: np.ndarray, vstar: float, tr_d: np.ndarray,
-          openp: np.ndarray, up_d: np.ndarray, sig: np.ndarray, adv: np.ndarray, bought_day: np.ndarray, k: int,
-          band: float, lot: float, impact: ImpactModel, cnt: dict, kk: int) -> float:
-    """Step 4 of §10.7 for one day: buys in selection order, greedy on cash; returns cash.
-
-    Each buy depends on the cash the earlier ones left. The orders are priced all at once with the cash
-    of the first pending one; the longest prefix whose outcome that cash does not decide (each order's
-    want below the cash left before it, and affordable at once) is booked, and the next order is priced
-    again with the exact cash (the §10.7 lot-by-lot retry where it is not affordable at once).
-    """
-    if sel.size == 0:
-        return cash
-    P = openp[sel]
-    u = up_d[sel]
-    value_held = shares[sel] * P
-    tradable = tr_d[sel]
-    room = value_held < (1.0 - band) * vstar
-    blocked = ~tradable | (room & np.isfinite(u) & (P >= u))
-    cnt["blocked_buy"][kk] += int(blocked.sum())
-    act = np.flatnonzero(tradable & room & ~blocked)
-    if act.size == 0:
-        return cash
-    sel, P, u, need = sel[act], P[act], u[act], (vstar - value_held)[act]
-    lv = book_levels(+1, P, sig[act], adv[act], u, impact) if impact.enabled else None
-    while sel.size:
-        c = cash
-        with np.errstate(invalid="ignore", divide="ignore"):
-            want = np.maximum(lot * np.floor(np.minimum(need, c) / (lot * P) + 1e-12), 0.0)
-        f1 = np.where(want > 0, want if lv is None else np.minimum(want, lv[2] * lv[1]), 0.0)  # the walk's fill
-        filled = lot * np.floor(f1 / lot + 1e-12)
-        value = fill_value(+1, filled, P, lv)[1]
-        fees = order_fees_many(value, +1, acc.date, acc.cost)
-        total = value + fees[0] + fees[1] + fees[2]
-        if filled[0] > 0 and not total[0] <= c + 1e-9:  # §10.7: one lot less until affordable (all at once)
-            tries = filled[0] - lot * np.arange(1, int(round(filled[0] / lot)) + 1)
-            tries = tries[tries > 0]
-            k = tries.size
-            if k:
-                lv0 = None if lv is None else tuple(np.repeat(x[:1], k) for x in lv)
-                v0 = fill_value(+1, tries, np.repeat(P[:1], k), lv0)[1]
-                fe0 = order_fees_many(v0, +1, acc.date, acc.cost)
-                t0 = v0 + fe0[0] + fe0[1] + fe0[2]
-                ok0 = np.flatnonzero(t0 <= c + 1e-9)
-                k = int(ok0[0]) + 1 if ok0.size else 0
-            if k:
-                i = k - 1
-                filled[0], value[0], total[0] = tries[i], v0[i], t0[i]
-                for x, y in zip(fees, fe0):
-                    x[0] = y[i]
+        daily[_NAV_OPEN, kk] = nav_open
+        sel = sel_idx[sel_ptr[kk]:sel_ptr[k]]
+        for j in sel:
+            selected[j] = True
+        # 3. sells: exits (held, not selected) then trims (selected, worth more than (1+b)V*), column order
+        hi_band = (1.0 + band) * vstar
+        for pass_ in range(2):
+            is_exit = pass_ == 0
+            for j in range(N):
+                if not held[j] or selected[j] != (not is_exit):
+                    continue
+                P = O[d, j]
+                val_open = shares[j] * P if trad[d, j] else np.nan
+                if not is_exit and not val_open > hi_band:
+                    continue
+                dn = down[d, j]
+                if not trad[d, j] or (math.isfinite(dn) and P <= dn):
+                    counts[_BLOCKED_SELL, kk] += 1
+                    continue
+                want = shares[j] if is_exit else lot * np.floor((val_open - vstar) / (lot * P) + 1e-12)
+                if not (is_exit or want > 0):
+                    continue
+                if bought_day[j] >= k:
+                    return daily, counts, path, shares, trades, n_trades, stale, n_stale, 2, k
+                delta = q = L = 0.0
+                if imp_on:
+                    sig, adv = _sigma_adv(lr, vol, t, j, W, min_obs, vol_default, Wa)
+                    delta, q, L = _book_levels(-1, P, sig, adv, dn, levels, k_s, k_d, tick)
+                filled, value = _fill(-1, want, P, delta, q, L, imp_on)
+                if filled <= 0:
+                    counts[_PARTIAL, kk] += 1
+                    continue
+                if filled < want - 1e-9:
+                    counts[_PARTIAL, kk] += 1
+                c1, c2, c3 = _fees(value, -1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
+                cash += value - c1 - c2 - c3
+                left = shares[j] - filled
+                shares[j] = 0.0 if is_exit and abs(left) < 1e-9 else left
+                counts[_N_SELLS, kk] += 1
+                S += value
+                fees += c1 + c2 + c3
+                stamp += c3
+                impact += filled * P - value
+                if record:
+                    trades = _log(trades, n_trades, k, j, -1, is_exit, want, filled, value, P, c1, c2, c3,
+                                  filled * P - value)
+                    n_trades += 1
+        # 4. buys in selection order, greedy on cash: worth less than (1−b)V*, one lot less until affordable
+        lo_band = (1.0 - band) * vstar
+        for j in sel:
+            selected[j] = False  # (reset for the next day)
+            P = O[d, j]
+            u = up[d, j]
+            value_held = shares[j] * P
+            room = value_held < lo_band
+            if not trad[d, j] or (room and math.isfinite(u) and P >= u):
+                counts[_BLOCKED_BUY, kk] += 1
+                continue
+            if not room:
+                continue
+            need = vstar - value_held
+            delta = q = L = 0.0
+            if imp_on:
+                sig, adv = _sigma_adv(lr, vol, t, j, W, min_obs, vol_default, Wa)
+                delta, q, L = _book_levels(+1, P, sig, adv, u, levels, k_s, k_d, tick)
+            want = _maximum(lot * np.floor(_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
+            f1 = (_minimum(want, L * q) if imp_on else want) if want > 0 else 0.0  # the walk's fill
+            top = lot * np.floor(f1 / lot + 1e-12)
+            lots = int(round(top / lot))
+            filled = top
+            for i in range(lots + 1):  # the walk's fill, then one lot less at a time until affordable
+                filled = top - lot * i if i else top
+                if not filled > 0:
+                    filled = 0.0
+                    break
+                value = _fill(+1, filled, P, delta, q, L, imp_on)[1]
+                c1, c2, c3 = _fees(value, +1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
+                total = value + c1 + c2 + c3
+                if total <= cash + 1e-9:
+                    break
             else:
-                filled[0] = 0.0
-        execd = filled > 0
-        left = np.subtract.accumulate(np.concatenate(([c], np.where(execd, total, 0.0))))  # cash -= total
-        before = left[:-1]
-        ok = ~execd | (((need <= before) | (before == c)) & (total <= before + 1e-9))
-        ok[0] = True
-        stop = int(np.argmin(ok)) if not ok.all() else sel.size
-        e = np.flatnonzero(execd[:stop])
-        if e.size:
-            cols = sel[e]
-            cnt["partial"][kk] += int((filled[e] < want[e]).sum())
-            shares[cols] += filled[e]
-            bought_day[cols] = k
-            cnt["n_buys"][kk] += int(e.size)
-            acc.book(+1, cols, want[e], filled[e], value[e], P[e], tuple(x[e] for x in fees))
-        cash = float(left[stop])
-        sel, P, need = sel[stop:], P[stop:], need[stop:]
-        lv = None if lv is None else tuple(x[stop:] for x in lv)
-    return cash
+                filled = 0.0
+            if filled > 0:
+                if filled < want:
+                    counts[_PARTIAL, kk] += 1
+                shares[j] += filled
+                bought_day[j] = k
+                counts[_N_BUYS, kk] += 1
+                cash -= total
+                B += value
+                fees += c1 + c2 + c3
+                impact += value - filled * P
+                if record:
+                    trades = _log(trades, n_trades, k, j, +1, False, want, filled, value, P, c1, c2, c3,
+                                  value - filled * P)
+                    n_trades += 1
+        if not cash >= -1e-6:
+            path[1, k] = cash
+            return daily, counts, path, shares, trades, n_trades, stale, n_stale, 1, k
+        if cash < 0.0:
+            cash = 0.0
+        # 5. mark at the close
+        nh = 0
+        for j in range(N):
+            if shares[j] > 0:
+                xs[nh] = shares[j]
+                ps[nh] = C[d, j]
+                nh += 1
+                if not has_row[d, j]:
+                    stale = _grow(stale, n_stale)
+                    stale[n_stale, 0], stale[n_stale, 1], stale[n_stale, 2] = k, j, shares[j]
+                    n_stale += 1
+        pv = np.dot(xs[:nh], ps[:nh]) if nh else 0.0
+        path[0, k], path[1, k], path[2, k] = cash + pv, cash, pv
+        counts[_N_HELD, kk] = nh
+        daily[_BOUGHT, kk], daily[_SOLD, kk], daily[_FEES, kk] = B, S, fees
+        daily[_STAMP, kk], daily[_IMPACT, kk] = stamp, impact
+    return daily, counts, path, shares, trades, n_trades, stale, n_stale, 0, 0
 
 
 def labels(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:

@@ -12,9 +12,12 @@ Everything here is host-side and deterministic; agent code never reaches it.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from quantgym.jit import njit
 
 from .config import ArenaCostModel, ImpactModel
 
@@ -100,48 +103,171 @@ def _book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def _trailing(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The trailing windows ``x[t−w+1 .. t, cols]`` of each t in ``rows``: the positions of ``rows`` in
-    a span of rows and ``w`` slices of the span (oldest first), each (span, len(cols)); NaN before row 0."""
-    lo, hi = int(rows.min()) - w + 1, int(rows.max()) + 1
-    blk = np.full((hi - lo, cols.size), np.nan)
-    blk[max(0, -lo):] = x[max(lo, 0):hi][:, cols]
-    return rows - lo - (w - 1), [blk[k:k + blk.shape[0] - w + 1] for k in range(w)]
+# ---------------------------------------------------------------------- order-level kernels
+# One order at a time, as scalars: the cash account's compiled day loop (account.py) calls these, and so do
+# the spec's one-order forms below (book_params, walk_book, order_fees) and book_inputs. They are compiled
+# with quantgym.jit (QUANTGYM_JIT=0 runs them interpreted, same numbers). No numpy reductions: every sum
+# is an explicit loop in the written order; np.floor (not math.floor, which is an int and fails on NaN);
+# divisions that can meet a zero are guarded (interpreted Python would raise where numpy gives inf/NaN).
+@njit
+def _maximum(a: float, b: float) -> float:
+    """``np.maximum`` of two floats (NaN if either is NaN; ``a`` on a tie)."""
+    if a != a or a >= b:
+        return a
+    return b
 
 
-def _window_std_count(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Count of values and ``np.nanstd(window, axis=0, ddof=1)`` of each trailing window (NaN below 2 values).
+@njit
+def _minimum(a: float, b: float) -> float:
+    """``np.minimum`` of two floats (NaN if either is NaN; ``a`` on a tie)."""
+    if a != a or a <= b:
+        return a
+    return b
 
-    numpy's own steps (sum over the window from its oldest row on, mean, squared deviations, sum), so
-    the same bits as ``np.nanstd`` on each window, without building a (rows, window, cols) block.
+
+@njit
+def _r2s(x: float) -> float:
+    """:func:`r2` of one float (the same operations, so the same bits)."""
+    return np.floor(x * 100.0 + 0.5 + 1e-9) / 100.0
+
+
+@njit
+def _round10(x: float) -> float:
+    """Python's ``round(x, 10)`` (correctly rounded, ties to even) for ``0 ≤ x < 2**52/1e10``.
+
+    ``x·10¹⁰`` is split exactly into ``p + e`` (Dekker's product; 10¹⁰ has 24 significant bits), the
+    integer nearest to it is found from the fraction of ``p`` and the sign of ``e``, and the IEEE
+    quotient ``z/10¹⁰`` is the double nearest to the decimal, as CPython's rounding returns.
     """
-    pos, parts = _trailing(x, rows, w, cols)
-    miss = [np.isnan(p) for p in parts]
-    vals = [np.where(m, 0.0, p) for m, p in zip(miss, parts)]
-    cnt = sum((~m).astype(np.int64) for m in miss)
-    tot = vals[0].copy()
-    for v in vals[1:]:
-        tot += v
-    with np.errstate(invalid="ignore", divide="ignore"):
+    p = x * 1e10
+    if not p < 4503599627370496.0:  # 2**52 (and NaN): no tick is that wide; keep x
+        return x
+    c = 134217729.0 * x  # Veltkamp split of x (1e10 needs none)
+    xh = c - (c - x)
+    xl = x - xh
+    e = (xh * 1e10 - p) + xl * 1e10  # x·1e10 = p + e exactly
+    z = np.floor(p)
+    fr = p - z  # exact
+    # fr is a multiple of ulp(p) and |e| ≤ ulp(p)/2: only fr = ½ needs e to decide (and ties go to even)
+    if fr > 0.5 or (fr == 0.5 and (e > 0.0 or (e == 0.0 and z % 2.0 == 1.0))):
+        z += 1.0
+    return z / 1e10
+
+
+@njit
+def _window_sum(x: np.ndarray, t: int, w: int, j: int) -> tuple[float, int]:
+    """Sum (NaN as 0.0, from the oldest row on, as numpy's nansum over the window) and count of the non-NaN
+    values of ``x[t−w+1 .. t, j]``; rows before 0 count as missing."""
+    tot = 0.0
+    cnt = 0
+    for r in range(t - w + 1, t + 1):
+        v = x[r, j] if r >= 0 else np.nan
+        if v == v:
+            cnt += 1
+        else:
+            v = 0.0
+        tot = v if r == t - w + 1 else tot + v
+    return tot, cnt
+
+
+@njit
+def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
+               Wa: int) -> tuple[float, float]:
+    """σ and ADV of column ``j`` at decision row ``t`` (spec §10.8; :func:`book_inputs` of one cell).
+
+    σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t, j]`` in numpy's own steps (sum from the oldest row,
+    mean, squared deviations summed from the oldest row); rows before 0 count as missing. ADV: the
+    non-NaN mean of ``vol[t−Wa+1 .. t, j]`` (0 if none).
+    """
+    tot, cnt = _window_sum(lr, t, W, j)
+    sd = np.nan
+    if cnt > 1 and min(t + 1, W) > 1:
         avg = tot / cnt
-        ss = None
-        for m, v in zip(miss, vals):
-            d = v - avg
-            d[m] = 0.0
-            d *= d
-            ss = d if ss is None else ss + d
-        var = ss / (cnt - 1)
-    return cnt[pos], np.sqrt(np.where(cnt > 1, var, np.nan))[pos]
+        ss = 0.0
+        for r in range(t - W + 1, t + 1):
+            x = lr[r, j] if r >= 0 else np.nan
+            dv = 0.0
+            if x == x:
+                dv = x - avg
+                dv *= dv
+            ss = dv if r == t - W + 1 else ss + dv
+        sd = math.sqrt(ss / (cnt - 1))
+    sig = sd if (cnt >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
+    tot, cnt = _window_sum(vol, t, Wa, j)
+    return sig, (tot / cnt if cnt > 0 else 0.0)
 
 
-def _window_mean(x: np.ndarray, rows: np.ndarray, w: int, cols: np.ndarray) -> np.ndarray:
-    """Mean of the non-NaN values of each trailing window (0 if none): ``nansum / count``, numpy's order."""
-    pos, parts = _trailing(x, rows, w, cols)
-    cnt = sum((~np.isnan(p)).astype(np.int64) for p in parts)
-    tot = np.where(np.isnan(parts[0]), 0.0, parts[0])
-    for p in parts[1:]:
-        tot += np.where(np.isnan(p), 0.0, p)
-    return np.where(cnt > 0, tot / np.maximum(cnt, 1), 0.0)[pos]
+@njit
+def _book_inputs_kernel(lr: np.ndarray, vol: np.ndarray, rows: np.ndarray, cols: np.ndarray, W: int, min_obs: int,
+                        vol_default: float, Wa: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sigma_adv` of every (row, column) pair: two (len(rows), len(cols)) arrays."""
+    sig = np.empty((rows.size, cols.size))
+    adv = np.empty((rows.size, cols.size))
+    for a in range(rows.size):
+        for b in range(cols.size):
+            sig[a, b], adv[a, b] = _sigma_adv(lr, vol, rows[a], cols[b], W, min_obs, vol_default, Wa)
+    return sig, adv
+
+
+@njit
+def _book_params(P: float, sigma: float, adv: float, k_s: float, k_d: float, tick: float) -> tuple[float, float]:
+    """:func:`book_params`: Δ (CNY, ``round(tick·ticks, 10)``) and q (shares) of one book."""
+    ticks = _maximum(1.0, np.floor(k_s * sigma * P / tick + 0.5))
+    q = 100.0 * _maximum(1.0, np.floor(k_d * adv * (tick * ticks) / (sigma * P) / 100.0))
+    return _round10(tick * ticks), q
+
+
+@njit
+def _book_levels(side: int, P: float, sigma: float, adv: float, limit: float, levels: int, k_s: float, k_d: float,
+                 tick: float) -> tuple[float, float, float]:
+    """Spacing Δ, depth q and number of levels L of one side of one simulated book (spec §10.8).
+
+    ``L = min(levels, floor(room/Δ + ½))``: level k exists iff (k − ½)Δ ≤ room, the distance from P to
+    the limit (buy: up-limit; sell: down-limit, and sell levels below ``tick`` do not exist); NaN
+    limit = none.
+    """
+    delta, q = _book_params(P, sigma, adv, k_s, k_d, tick)
+    fin = math.isfinite(limit)
+    if side > 0:
+        room = limit - P if fin else np.inf
+    else:
+        room = P - (_maximum(limit, tick) if fin else tick)
+    L = float(levels)
+    if math.isfinite(room):
+        L = _minimum(float(levels), _maximum(0.0, np.floor(room / delta + 0.5 + 1e-9)))
+    return delta, q, L
+
+
+@njit
+def _fill(side: int, qty: float, P: float, delta: float, q: float, L: float, impact_on: bool) -> tuple[float, float]:
+    """Shares filled and their value (CNY) for an order of ``qty`` shares on a book (Δ, q, L)
+    (:func:`_book_levels`; ``impact_on`` False: everything fills at P). ``qty <= 0`` fills nothing."""
+    if not qty > 0:
+        return 0.0, 0.0
+    if not impact_on:
+        return qty, qty * P
+    filled = _minimum(qty, L * q)
+    j = np.floor(filled / q + 1e-12)
+    rem = filled - j * q
+    return filled, q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
+
+
+@njit
+def _fees(value: float, side: int, cost_on: bool, commission_rate: float, commission_min: float,
+          transfer_rate: float, stamp_rate: float) -> tuple[float, float, float]:
+    """Commission, transfer fee and stamp duty (CNY) of one order of ``value`` (spec §10.9; rates of its day)."""
+    if not cost_on or not value > 0:
+        return 0.0, 0.0, 0.0
+    comm = _maximum(commission_min, _r2s(commission_rate * value))
+    return comm, _r2s(transfer_rate * value), (_r2s(stamp_rate * value) if side < 0 else 0.0)
+
+
+def impact_args(impact: ImpactModel) -> tuple:
+    """The :class:`ImpactModel` as the kernels' argument tuple:
+    ``(enabled, levels, k_spacing, k_depth, tick, vol_window, vol_min_obs, vol_default, adv_window)``."""
+    return (bool(impact.enabled), int(impact.levels), float(impact.k_spacing), float(impact.k_depth),
+            float(impact.tick), int(impact.vol_window), int(impact.vol_min_obs), float(impact.vol_default),
+            int(impact.adv_window))
 
 
 def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: np.ndarray | None = None
@@ -152,49 +278,25 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     ``vol_window`` panel days up to t on which the stock is tradable and has a
     row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
     ADV = mean volume over the tradable days among the last ``adv_window`` days
-    (0 if none).
+    (0 if none). The account computes them per order (:func:`_sigma_adv`); this is
+    the same kernel over a grid.
 
-    ``cols`` (optional): only these columns (the account asks for the day's orders only).
+    ``cols`` (optional): only these columns.
 
     Returns
     -------
     sigma, adv : ndarray (len(rows), N or len(cols)) float64
     """
     rows = np.asarray(rows, dtype=np.int64)
-    W, Wa = int(impact.vol_window), int(impact.adv_window)
     lr, vol = _book_series(ds)
     cols = np.arange(ds.N) if cols is None else np.asarray(cols, dtype=np.int64)
-    if rows.size == 0:
-        return np.empty((0, cols.size)), np.empty((0, cols.size))
-    cnt, s = _window_std_count(lr, rows, W, cols)
-    s = np.where((np.minimum(rows + 1, W) > 1)[:, None], s, np.nan)          # a one-row window has no std
-    sig = np.where((cnt >= impact.vol_min_obs) & np.isfinite(s) & (s > 0), s, impact.vol_default)
-    return sig, _window_mean(vol, rows, Wa, cols)
+    if rows.size == 0 or cols.size == 0:
+        return np.empty((rows.size, cols.size)), np.empty((rows.size, cols.size))
+    _, _, _, _, _, W, min_obs, vol_default, Wa = impact_args(impact)
+    return _book_inputs_kernel(lr, vol, rows, cols, W, min_obs, vol_default, Wa)
 
 
-def _r2v(x: np.ndarray) -> np.ndarray:
-    """:func:`r2` on a float64 array (the same operations, so the same bits)."""
-    return np.floor(x * 100.0 + 0.5 + 1e-9) / 100.0
-
-
-# ---------------------------------------------------------------------- book and fees
-# The order-level functions are vectorised over orders (arrays of one day's orders); the scalar
-# forms (book_params, walk_book, order_fees) are the spec's one-order statements and call them.
-def book_params_many(P: np.ndarray, sigma: np.ndarray, adv: np.ndarray, impact: ImpactModel
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`book_params` of many orders: Δ (CNY, rounded to 10 decimals) and q (shares), float64 arrays."""
-    tick = impact.tick
-    ticks = np.maximum(1.0, np.floor(impact.k_spacing * sigma * P / tick + 0.5))
-    delta = tick * ticks
-    q = 100.0 * np.maximum(1.0, np.floor(impact.k_depth * adv * delta / (sigma * P) / 100.0))
-    # Python's round(Δ, 10) (correctly rounded): with a 0.01 tick and fewer than 1e6 ticks, round(0.01·t, 10)
-    # is the double nearest to t/100, which IEEE division gives; otherwise once per distinct tick count
-    if tick == 0.01 and ticks.size and ticks.max() < 1e6:
-        return ticks / 100.0, q
-    uniq, inv = np.unique(ticks, return_inverse=True)
-    return np.array([round(tick * t, 10) for t in uniq.tolist()], dtype=np.float64)[inv].reshape(delta.shape), q
-
-
+# ---------------------------------------------------------------------- one order (the spec's statements)
 def book_params(P: float, sigma: float, adv: float, impact: ImpactModel) -> tuple[float, float]:
     """Level spacing Δ (CNY) and depth q (shares) of the simulated book (spec §10.8).
 
@@ -206,55 +308,9 @@ def book_params(P: float, sigma: float, adv: float, impact: ImpactModel) -> tupl
     >>> book_params(37.85, 0.025, 4_000_000, ImpactModel())   # §10.16 A
     (0.01, 800.0)
     """
-    d, q = book_params_many(np.array([P], dtype=np.float64), np.array([sigma], dtype=np.float64),
-                            np.array([adv], dtype=np.float64), impact)
-    return float(d[0]), float(q[0])
-
-
-def book_levels(side: int, P: np.ndarray, sigma: np.ndarray, adv: np.ndarray, limit: np.ndarray,
-                impact: ImpactModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Spacing Δ, depth q and number of levels L of one side of many simulated books (spec §10.8).
-
-    ``L = min(levels, floor(room/Δ + ½))``: level k exists iff (k − ½)Δ ≤ room, the distance from P to
-    the limit (buy: up-limit; sell: down-limit, and sell levels below 0.01 do not exist).
-    """
-    delta, q = book_params_many(P, sigma, adv, impact)
-    fin = np.isfinite(limit)
-    if side > 0:
-        room = np.where(fin, limit - P, np.inf)
-    else:
-        room = P - np.where(fin, np.maximum(limit, impact.tick), impact.tick)
-    with np.errstate(invalid="ignore"):
-        L = np.where(np.isfinite(room), np.minimum(float(impact.levels),
-                                                   np.maximum(0.0, np.floor(room / delta + 0.5 + 1e-9))),
-                     float(impact.levels))
-    return delta, q, L
-
-
-def fill_value(side: int, qty: np.ndarray, P: np.ndarray, levels: tuple[np.ndarray, np.ndarray, np.ndarray] | None
-               ) -> tuple[np.ndarray, np.ndarray]:
-    """Shares filled and their value for orders of ``qty`` shares on books ``levels`` (:func:`book_levels`;
-    None: no impact, everything fills at P). Orders of ``qty <= 0`` fill nothing."""
-    ok = qty > 0
-    if levels is None:
-        return np.where(ok, qty, 0.0), np.where(ok, qty * P, 0.0)
-    delta, q, L = levels
-    filled = np.minimum(qty, L * q)
-    j = np.floor(filled / q + 1e-12)
-    rem = filled - j * q
-    value = q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
-    return np.where(ok, filled, 0.0), np.where(ok, value, 0.0)
-
-
-def walk_book_many(side: int, qty: np.ndarray, P: np.ndarray, sigma: np.ndarray, adv: np.ndarray,
-                   limit: np.ndarray, impact: ImpactModel) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`walk_book` of many orders of one side: ``(filled, value)`` float64 arrays.
-
-    All arguments but ``side`` and ``impact`` are float64 arrays of one shape (one entry per order).
-    """
-    qty = np.asarray(qty, dtype=np.float64)
-    P = np.asarray(P, dtype=np.float64)
-    return fill_value(side, qty, P, book_levels(side, P, sigma, adv, limit, impact) if impact.enabled else None)
+    d, q = _book_params(float(P), float(sigma), float(adv), float(impact.k_spacing), float(impact.k_depth),
+                        float(impact.tick))
+    return float(d), float(q)
 
 
 def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: float,
@@ -282,23 +338,11 @@ def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: 
         (Σ level price × size). Impact = ``value − filled·P`` (buy) or
         ``filled·P − value`` (sell).
     """
-    f, v = walk_book_many(side, *(np.array([x], dtype=np.float64) for x in (qty, P, sigma, adv, limit)),
-                          impact=impact)
-    return float(f[0]), float(v[0])
-
-
-def order_fees_many(value: np.ndarray, side: int, day: Any, cost: ArenaCostModel
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`order_fees` of many orders of one side on one day: (commission, transfer, stamp) arrays."""
-    value = np.asarray(value, dtype=np.float64)
-    zero = np.zeros_like(value)
-    if not cost.enabled:
-        return zero, zero, zero
-    pos = value > 0
-    comm = np.where(pos, np.maximum(cost.commission_min, _r2v(cost.commission_rate * value)), 0.0)
-    transfer = np.where(pos, _r2v(cost.transfer_rate(day) * value), 0.0)
-    stamp = np.where(pos, _r2v(cost.stamp_rate(day) * value), 0.0) if side < 0 else zero
-    return comm, transfer, stamp
+    on, levels, k_s, k_d, tick = impact_args(impact)[:5]
+    delta, q, L = (_book_levels(int(side), float(P), float(sigma), float(adv), float(limit), levels, k_s, k_d, tick)
+                   if on else (0.0, 0.0, 0.0))
+    f, v = _fill(int(side), float(qty), float(P), delta, q, L, on)
+    return float(f), float(v)
 
 
 def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple[float, float, float]:
@@ -315,9 +359,9 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
     >>> order_fees(2956.50, -1, "2023-08-28", ArenaCostModel())
     (5.0, 0.03, 1.48)
     """
-    c1, c2, c3 = order_fees_many(np.array([value], dtype=np.float64), side, day, cost)
-    return float(c1[0]), float(c2[0]), float(c3[0])
+    c1, c2, c3 = _fees(float(value), int(side), bool(cost.enabled), float(cost.commission_rate),
+                       float(cost.commission_min), float(cost.transfer_rate(day)), float(cost.stamp_rate(day)))
+    return float(c1), float(c2), float(c3)
 
 
-__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "book_params_many",
-           "book_levels", "fill_value", "walk_book_many", "order_fees_many"]
+__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args"]

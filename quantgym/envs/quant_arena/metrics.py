@@ -22,6 +22,7 @@ import pandas as pd
 from scipy.sparse.csgraph import connected_components
 
 from quantgym import metrics as qm
+from quantgym.jit import njit
 
 from .config import ArenaScoringConfig
 
@@ -103,42 +104,154 @@ def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> d
 
 
 # ---------------------------------------------------------------------- signal metrics
-def _sorted_pairs(v: np.ndarray, valid: np.ndarray, descending: bool = False
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row order of ``v`` over ``valid`` cells (valid cells first) and average 1-based ranks.
+@njit
+def _pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
+    """``a[lo:lo+n].sum()`` in numpy's own order (pairwise summation, numpy/_core/src/umath/loops_utils.h).
 
-    The order is ascending, ties in any order; ``descending``: score descending, ties in column
-    order (as a stable sort); ranks are those of ``scipy.stats.rankdata(method="average")`` on the valid cells of the
-    row in that direction, 0 on invalid cells. Ranks are half-integers, so every sum of them and
-    of their products below is exact in float64 (any summation order gives the same bits).
+    Blocks of at most 128 values are summed in 8 interleaved lanes, ``((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))``
+    plus the tail (fewer than 8 values: left to right from 0.0); longer runs split at ``n/2`` rounded
+    down to a multiple of 8 and add the halves. Written without recursion (a stack of pending halves).
     """
-    key = np.where(valid, -v if descending else v, np.nan)  # NaN sorts last
-    order = np.argsort(key, axis=1)
-    sv = np.take_along_axis(key, order, axis=1)
-    N = v.shape[1]
-    pos = np.broadcast_to(np.arange(N), sv.shape)
-    new = np.ones(sv.shape, dtype=bool)
-    new[:, 1:] = sv[:, 1:] != sv[:, :-1]            # NaN != NaN: invalid cells are never tied
-    if descending:  # the order is used (long-short): ties in column order, by the slower stable sort
-        tied = np.flatnonzero(~new.all(axis=1))
-        if tied.size:
-            order[tied] = np.argsort(key[tied], axis=1, kind="stable")
-    last = np.ones(sv.shape, dtype=bool)
-    last[:, :-1] = new[:, 1:]
-    first_of = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
-    last_of = np.minimum.accumulate(np.where(last, pos, N - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.zeros(v.shape)
-    np.put_along_axis(ranks, order, (first_of + last_of + 2) * 0.5, axis=1)
-    ranks[~valid] = 0.0
-    return order, ranks
+    todo_lo = np.empty(64, dtype=np.int64)   # depth ≤ log2(n/128) + 1 pending halves, 2 per level
+    todo_n = np.empty(64, dtype=np.int64)
+    todo_join = np.zeros(64, dtype=np.bool_)  # True: add the two values on top of the value stack
+    vals = np.empty(64)
+    nt = 1
+    nv = 0
+    todo_lo[0], todo_n[0] = lo, n
+    while nt:
+        nt -= 1
+        b, c, join = todo_lo[nt], todo_n[nt], todo_join[nt]
+        if join:
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+        elif c < 8:
+            res = 0.0
+            for i in range(b, b + c):
+                res += a[i]
+            vals[nv] = res
+            nv += 1
+        elif c <= 128:
+            r0, r1, r2, r3, r4, r5, r6, r7 = a[b], a[b + 1], a[b + 2], a[b + 3], a[b + 4], a[b + 5], a[b + 6], a[b + 7]
+            i = 8
+            while i < c - c % 8:
+                r0 += a[b + i]
+                r1 += a[b + i + 1]
+                r2 += a[b + i + 2]
+                r3 += a[b + i + 3]
+                r4 += a[b + i + 4]
+                r5 += a[b + i + 5]
+                r6 += a[b + i + 6]
+                r7 += a[b + i + 7]
+                i += 8
+            res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+            while i < c:
+                res += a[b + i]
+                i += 1
+            vals[nv] = res
+            nv += 1
+        else:
+            h = c // 2
+            h -= h % 8
+            # join after both halves; the left half is done first (pushed last)
+            todo_lo[nt], todo_n[nt], todo_join[nt] = b, c, True
+            todo_lo[nt + 1], todo_n[nt + 1], todo_join[nt + 1] = b + h, c - h, False
+            todo_lo[nt + 2], todo_n[nt + 2], todo_join[nt + 2] = b, h, False
+            nt += 3
+    return vals[0]
+
+
+@njit
+def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key_y: np.ndarray, order_y: np.ndarray,
+                 m: np.ndarray, min_pairs: int, quantiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Daily RankIC, long-short spread and quantile means from the sorted pairs (spec §10.11).
+
+    Parameters
+    ----------
+    key_s, order_s : (D, N)
+        ``−score`` on the valid pairs (NaN elsewhere) and its stable ascending argsort (score
+        descending, ties in column order; valid cells first).
+    labels : (D, N)
+    key_y, order_y : (D, N)
+        The label on the valid pairs (NaN elsewhere) and any ascending argsort of it.
+    m : (D,) int
+        Valid pairs per day.
+
+    Returns
+    -------
+    ic, ls : (D,)   NaN on days below ``min_pairs`` (ls also where ``m // quantiles`` = 0)
+    qmeans : (D, quantiles)
+
+    Average ranks (``scipy.stats.rankdata(method="average")``) are half-integers, so the RankIC's
+    centred sums of squares and products are exact in any order; the means are numpy's (pairwise sum
+    over the values in score order, divided by the count), so the same bits as ``y[:k].mean()``.
+    """
+    D, N = labels.shape
+    ic = np.full(D, np.nan)
+    ls = np.full(D, np.nan)
+    qm = np.full((D, quantiles), np.nan)
+    rank_s = np.empty(N)  # ascending average rank of each column's score
+    ys = np.empty(N)      # labels in score order
+    for i in range(D):
+        mi = m[i]
+        if mi < min_pairs:
+            continue
+        first = 0
+        for x in range(mi):  # groups of equal keys in sorted order share the average rank
+            j = order_s[i, x]
+            ys[x] = labels[i, j]
+            if x + 1 == mi or key_s[i, order_s[i, x + 1]] != key_s[i, j]:
+                r = (mi + 1) - (first + x + 2) * 0.5  # descending rank → ascending
+                for z in range(first, x + 1):
+                    rank_s[order_s[i, z]] = r
+                first = x + 1
+        c = (mi + 1) * 0.5
+        sxx = syy = sxy = 0.0
+        first = 0
+        for x in range(mi):
+            j = order_y[i, x]
+            if x + 1 == mi or key_y[i, order_y[i, x + 1]] != key_y[i, j]:
+                ry = (first + x + 2) * 0.5 - c
+                for z in range(first, x + 1):
+                    rx = rank_s[order_y[i, z]] - c
+                    sxx += rx * rx
+                    syy += ry * ry
+                    sxy += rx * ry
+                first = x + 1
+        den = math.sqrt(sxx * syy)
+        ic[i] = sxy / den if den > 0 else 0.0
+        k = mi // quantiles
+        if k > 0:
+            ls[i] = _pairwise_sum(ys, 0, k) / k - _pairwise_sum(ys, mi - k, k) / k
+        size, extra = mi // quantiles, mi % quantiles
+        lo = 0
+        for g in range(quantiles):
+            hi = lo + size + (1 if g < extra else 0)
+            if hi > lo:
+                qm[i, g] = _pairwise_sum(ys, lo, hi - lo) / (hi - lo)
+            lo = hi
+    return ic, ls, qm
+
+
+def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(daily RankIC, daily long-short, quantile means) of (D, N) scores and labels: two numpy sorts
+    (all days at once) and :func:`_signal_days`."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.float64)
+    valid = np.isfinite(scores) & np.isfinite(labels)
+    key_s = np.where(valid, -scores, np.nan)  # NaN sorts last
+    key_y = np.where(valid, labels, np.nan)
+    return _signal_days(key_s, np.argsort(key_s, axis=1, kind="stable"), np.ascontiguousarray(labels), key_y,
+                        np.argsort(key_y, axis=1), valid.sum(axis=1), int(min_pairs), int(quantiles))
 
 
 def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) -> np.ndarray:
     """Daily RankIC (Spearman with average ranks for ties) per row (spec §10.11).
 
-    Vectorised over days: one stable sort of each matrix; the centred average ranks are
-    half-integers, so the Pearson correlation of the ranks is computed exactly (the same
-    value as ``rankdata`` + dot products day by day).
+    All days at once (:func:`_signal_days`); the centred average ranks are half-integers, so the
+    Pearson correlation of the ranks is computed exactly (the same value as ``rankdata`` + dot
+    products day by day).
 
     Parameters
     ----------
@@ -156,23 +269,7 @@ def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) ->
     >>> round(float(daily_rank_ic(s, y)[0]), 5)   # §10.16 E
     0.97468
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.float64)
-    valid = np.isfinite(scores) & np.isfinite(labels)
-    return _rank_ic(labels, valid, _sorted_pairs(scores, valid)[1], min_pairs)
-
-
-def _rank_ic(labels: np.ndarray, valid: np.ndarray, rank_s: np.ndarray, min_pairs: int) -> np.ndarray:
-    """RankIC per row from the ascending average ranks ``rank_s`` of the scores (0 off ``valid``)."""
-    m = valid.sum(axis=1)
-    rank_y = _sorted_pairs(labels, valid)[1]
-    c = np.where(valid, ((m + 1) * 0.5)[:, None], 0.0)
-    x, y = rank_s - c, rank_y - c
-    sxx, syy, sxy = (x * x).sum(axis=1), (y * y).sum(axis=1), (x * y).sum(axis=1)
-    den = np.sqrt(sxx * syy)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ic = np.where(den > 0, sxy / den, 0.0)
-    return np.where(m >= min_pairs, ic, np.nan)
+    return _signal(scores, labels, min_pairs, 5)[0]
 
 
 def information_ratio(ic: np.ndarray, n_ann: int = 242) -> float:
@@ -194,38 +291,7 @@ def long_short(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5, quant
     ls : ndarray (D,)
     qmeans : ndarray (D, quantiles)   (group 0 = highest scores; NaN on invalid days)
     """
-    scores = np.asarray(scores, dtype=np.float64)
-    labels = np.asarray(labels, dtype=np.float64)
-    valid = np.isfinite(scores) & np.isfinite(labels)
-    return _long_short(labels, valid, _sorted_pairs(scores, valid, descending=True)[0], min_pairs, quantiles)
-
-
-def _long_short(labels: np.ndarray, valid: np.ndarray, order: np.ndarray, min_pairs: int, quantiles: int
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`long_short` given the per-row score-descending ``order`` (valid cells first).
-
-    Days are grouped by their number of pairs m, so every mean is numpy's mean of the same
-    contiguous values as a day-by-day ``y[:k].mean()`` (identical bits).
-    """
-    D = labels.shape[0]
-    ls = np.full(D, np.nan)
-    qm_ = np.full((D, quantiles), np.nan)
-    ys = np.take_along_axis(labels, order, axis=1)
-    m_all = valid.sum(axis=1)
-    for m in np.unique(m_all[m_all >= min_pairs]).tolist():
-        rows = np.flatnonzero(m_all == m)
-        y = np.ascontiguousarray(ys[rows, :m])
-        k = m // quantiles
-        if k > 0:
-            ls[rows] = y[:, :k].sum(axis=1) / k - y[:, m - k:].sum(axis=1) / k
-        size, extra = divmod(m, quantiles)
-        lo = 0
-        for g in range(quantiles):
-            hi = lo + size + (1 if g < extra else 0)
-            if hi > lo:
-                qm_[rows, g] = y[:, lo:hi].sum(axis=1) / (hi - lo)
-            lo = hi
-    return ls, qm_
+    return _signal(scores, labels, min_pairs, quantiles)[1:]
 
 
 def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
@@ -255,14 +321,8 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
         ``view.symbols`` membership per decision date.
     """
     cfg = cfg or ArenaScoringConfig()
-    s = np.asarray(scores[: labels.shape[0]], dtype=np.float64)
     labels = np.asarray(labels, dtype=np.float64)
-    valid = np.isfinite(s) & np.isfinite(labels)
-    order, rank_desc = _sorted_pairs(s, valid, descending=True)  # one sort serves RankIC and long-short
-    m = valid.sum(axis=1)
-    rank_s = np.where(valid, (m + 1)[:, None] - rank_desc, 0.0)  # ascending average ranks, exact
-    ic = _rank_ic(labels, valid, rank_s, cfg.ic_min_pairs)
-    ls, qmeans = _long_short(labels, valid, order, cfg.ic_min_pairs, cfg.quantiles)
+    ic, ls, qmeans = _signal(scores[: labels.shape[0]], labels, cfg.ic_min_pairs, cfg.quantiles)
     cov, act = coverage(scores, in_view)
     valid = np.isfinite(ic)
     with np.errstate(invalid="ignore"):
