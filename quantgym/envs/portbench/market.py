@@ -90,8 +90,12 @@ def _corr_from_sums(n, sx, sxx, sxy):  # pragma: no cover - compiled; the interp
                     a, b = sx[i, j], sx[j, i]
                     vi = sxx[i, j] - (a * a) / nij
                     vj = sxx[j, i] - (b * b) / nji
-                    cij = (sxy[i, j] - (a * b) / nij) / np.sqrt(vi * vj)
-                    cji = (sxy[j, i] - (b * a) / nji) / np.sqrt(vj * vi)
+                    sij, sji = sxy[i, j], sxy[j, i]
+                    cij = (sij - (a * b) / nij) / np.sqrt(vi * vj)
+                    if sji == sij and nji == nij:  # symmetric sums (always, in practice): the same IEEE result
+                        cji = cij
+                    else:
+                        cji = (sji - (b * a) / nji) / np.sqrt(vj * vi)
                     ok = vi > tol and vj > tol
                     if not (ok and nij >= 2.0):
                         cij = np.nan
