@@ -21,7 +21,8 @@ Figures per (N, observation):
   with ``full``, the N×N correlation; the observation copies): median, mean and p95, and the median
   CPU time (``time.process_time``: what the step costs when the machine is shared). Not included: data
   loading, construction and ``reset``; numba's import and the load of the compiled correlation kernel
-  (done once before the episode: the first call of a process, about 0.1-1 s, cached on disk);
+  (``full``: done once before the episode, the first call of a process, about 0.1-1 s, the machine code
+  cached on disk; ``no-corr`` never loads them);
 - steps/s: a second episode (the row cache keeps what fits in ``ROW_CACHE_BYTES``; with ``full`` at
   large N most rows are recomputed, so this is close to the cold rate), per wall and per CPU second;
 - peak RSS of the child (``ru_maxrss``: data, env, caches; the Python interpreter and numpy included).
@@ -95,7 +96,8 @@ def measure(n: int, obs: str, max_steps: int, seed: int) -> dict:
     data = synthetic_data(n, seed)
     kw = {} if obs == "full" else {"obs_keys": [k for k in OBS_KEYS if k != "corr"]}
     env = PortBenchEnv(profile="balanced", period=DAILY, scoring=False, data=data, **kw)
-    market.pairwise_corr(np.zeros((3, 2)))  # numba's import and the kernel's load: not part of a step
+    if obs == "full":  # numba's import and the kernel's load: not part of a step (no-corr never loads them)
+        market.pairwise_corr(np.zeros((3, 2)))
     rng = np.random.default_rng(seed)
     acts = [{"views": np.zeros(n), "signals": np.ones(n, np.int64), "weights": rng.uniform(0, 1, n), "status": 0}
             for _ in range(64)]
