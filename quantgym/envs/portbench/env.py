@@ -76,8 +76,8 @@ class PortBenchEnv(gym.Env):
     prompt for LLM agents) when ``text_obs=True`` (default: ``text_obs = stagewise``).
     ``obs_keys`` (default: all of the above but ``prompt``) keeps only the named entries; an entry
     left out is never computed. ``corr`` is the one O(N²) entry: a pairwise-complete correlation
-    (four (N×L)·(L×N) products), about 20 ms per decision date seen first at N = 1000, so an agent that
-    does not read it runs a cold step about 10× faster without it (docs/performance.md). Scoring
+    (four (N×L)·(L×N) products), about 30 ms of CPU per decision date seen first at N = 1000, so an agent
+    that does not read it runs a cold step about 10× faster without it (docs/performance.md). Scoring
     (the S3 correlation score) and the prompt still compute the correlations they need.
 
     ## Rewards
