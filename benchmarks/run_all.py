@@ -11,16 +11,19 @@
    ``bench_portbench_steps.py`` (PortBench, then gym-anytrading / FinRL / SyncVectorEnv in its peers
    child) ``--rounds`` times, medians over the runs; ``bench_peers_vectorbt.py`` (Quant-Arena sealed-year
    evaluation and Market-Bench replays, alternating with one vectorbt child, medians of ``--rounds``
-   rounds); ``bench_market_bench.py`` (wall and CPU time of the three replays); ``bench_quant_arena.py
+   rounds); ``bench_market_bench.py`` (wall and CPU time of the three replays);
+   ``bench_portbench_scaling.py`` (PortBench cold step, steps/s and peak RSS against the universe size
+   N = 20 … 2000 on synthetic universes, default observation and without ``corr``); ``bench_quant_arena.py
    --scaling PANEL`` (time per sealed-year evaluation against the number of stocks; default panel the
    full 5,086-stock ../shared/data/quant_arena/daily.parquet beside the checkout, when present); with ``--before REV``
    also ``bench_before_after.py --base REV`` (the evaluators of this checkout beside those of REV,
    alternating, and whether their outputs are the same).
 3. **Writes** the generated blocks ``perf-headline`` (speed ratios against the issue's targets),
-   ``perf-scaling``, ``perf-details`` and (with ``--before``) ``perf-before-after`` of
-   docs/performance.md, with the date, the load average and the versions. A figure that a script did not deliver is written as "not measured" with the reason,
-   never estimated. Timings are not checked by CI (they differ from run to run); the blocks are only
-   ever written by this command.
+   ``perf-scaling``, ``perf-pb-scaling``, ``perf-details`` and (with ``--before``) ``perf-before-after`` of
+   docs/performance.md, with the date, the load average and the versions. A figure that a script did not
+   deliver is written as "not measured" with the reason, never estimated. Timings are not checked by CI
+   (they differ from run to run); the blocks are only ever written by this command (``perf-pb-scaling``
+   also by ``bench_portbench_scaling.py`` run alone).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ FULL_PANEL = ROOT.parent / "shared" / "data" / "quant_arena" / "daily.parquet"  
 sys.path.insert(0, str(BENCH))
 
 from _common import write_or_check  # noqa: E402
+import bench_portbench_scaling as pb_scaling  # noqa: E402
 
 NM = "not measured"
 
@@ -122,6 +126,10 @@ def collect(a: argparse.Namespace) -> dict:
     res["market_bench"], e = script("bench_market_bench.py", "--repeat", "3")
     if e:
         res["errors"]["bench_market_bench.py"] = e
+    res["pb_scaling"], e = script("bench_portbench_scaling.py", "--no-write", timeout=7200)
+    if e:
+        res["errors"]["bench_portbench_scaling.py"] = e
+    res["load"].append(os.getloadavg()[0])
     panel = a.scaling or (str(FULL_PANEL) if FULL_PANEL.exists() else None)
     if panel:
         res["scaling"], e = script("bench_quant_arena.py", "--scaling", panel, "--repeat", "3", timeout=7200)
@@ -178,6 +186,16 @@ def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | N
     how = "median per decision" if measured is not None else "3 sub-steps at the sub-step rate"
     rows.append((f"PortBench stagewise S1+S2+S3 scored decision ({how})", _ms(dec), "–", None, "≤ 2 ms",
                  None if dec is None else dec <= 0.002))
+    pbs = (res.get("pb_scaling") or {}).get("results", {})
+    for obs, what in (("no-corr", "observation without `corr` (`obs_keys`)"), ("full", "default observation")):
+        r = pbs.get(f"1000/{obs}")
+        cold = None if r is None else r["cold_ms_median"] / 1e3
+        rows.append((f"PortBench cold step, N = 1000 synthetic, daily 2016-2023, scoring off, {what}, median",
+                     _ms(cold), "–", None, "≤ 5 ms", None if cold is None else cold <= 0.005))
+    r = pbs.get("1000/full")
+    rss = None if r is None else r["peak_rss_mib"]
+    rows.append(("PortBench peak RSS, same run, default observation", NM if rss is None else f"{rss:,.0f} MiB", "–",
+                 None, "≤ 2 GiB", None if rss is None else rss <= 2048))
     t = vb.get("times", {})
     ev, acc, vq = t.get("qa_eval"), t.get("qa_account"), t.get("vbt_qa")
     qa = vb.get("qa", {})
@@ -261,6 +279,11 @@ def render(res: dict, argv: list[str]) -> dict[str, str]:
                                   "falls as N grows is better than linear.\n\n" + "\n".join(sl) + "\n")
     else:
         blocks["perf-scaling"] = f"Not measured: {res['errors'].get('bench_quant_arena.py --scaling') or res['errors'].get('scaling', '')}\n"
+    pbs = res.get("pb_scaling")
+    if pbs:
+        blocks[pb_scaling.BLOCK] = pb_scaling.block(pbs, cmd, "python benchmarks/bench_portbench_scaling.py")
+    else:
+        blocks[pb_scaling.BLOCK] = f"Not measured: {res['errors'].get('bench_portbench_scaling.py', '')}\n"
     dl = ["| figure | value |", "|---|---|"]
     for k, v in res["portbench"]["qg"].items():
         val = _ms(None if v is None else v / 1e3) if k.endswith("_ms") else _rate(v, "/s")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -74,6 +74,11 @@ class PortBenchEnv(gym.Env):
     (0 bull, 1 bear, 2 sideways, 3 crisis), ``stage`` (0 S1, 1 S2, 2 S3), ``prev_views``,
     ``prev_signals`` (the agent's previous sub-step answer), and ``prompt`` (the rendered stage
     prompt for LLM agents) when ``text_obs=True`` (default: ``text_obs = stagewise``).
+    ``obs_keys`` (default: all of the above but ``prompt``) keeps only the named entries; an entry
+    left out is never computed. ``corr`` is the one O(N²) entry: a pairwise-complete correlation
+    (four (N×L)·(L×N) products), about 30 ms of CPU per decision date seen first at N = 1000, so an agent
+    that does not read it runs a cold step about 10× faster without it (docs/performance.md). Scoring
+    (the S3 correlation score) and the prompt still compute the correlations they need.
 
     ## Rewards
     ``reward="ceps"``: the decision date's CEPS on the S3 (or only) step, 0 on S1/S2 sub-steps.
@@ -117,6 +122,10 @@ class PortBenchEnv(gym.Env):
     - ``prompt_style``: "full" | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`; default: the
       config's, "full"): the rendering of the ``prompt`` field (stored as ``config.prompt_style``;
       ``info["prompt_style"]``). ``render_prompt(style=...)`` re-renders the current prompt in any style.
+    - ``obs_keys``: None (default: every entry of :data:`OBS_KEYS`) or a subset of :data:`OBS_KEYS`; the
+      observation (and ``observation_space``) holds these entries in :data:`OBS_KEYS` order (``prompt``
+      follows ``text_obs``). E.g. ``obs_keys=[k for k in OBS_KEYS if k != "corr"]`` for an agent that
+      does not read the (N, N) correlation matrix. An unknown key raises ``ValueError``.
 
     ## Costs & Execution
     Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
@@ -164,6 +173,7 @@ class PortBenchEnv(gym.Env):
         render_mode: str | None = None,
         paper: PaperFidelity | dict | None = None,
         prompt_style: str | None = None,
+        obs_keys: Sequence[str] | None = None,
     ):
         cfg = config or PortBenchConfig()
         # shortcuts into ``config`` (None: the config's value)
@@ -181,6 +191,13 @@ class PortBenchEnv(gym.Env):
             raise ValueError(f"alpha (S3 mix of weight accuracy and correlation score) must be in [0, 1], got {alpha}")
         if not (float(lam) >= 0.0):
             raise ValueError(f"lam (CEPS drop penalty) must be >= 0, got {lam}")
+        keys = OBS_KEYS if obs_keys is None else ((obs_keys,) if isinstance(obs_keys, str) else tuple(obs_keys))
+        unknown = [k for k in keys if k not in OBS_KEYS]
+        if unknown:
+            raise ValueError(f"obs_keys: unknown {unknown} (the prompt follows text_obs); valid: {', '.join(OBS_KEYS)}")
+        #: the observation's entries (``obs_keys``, in OBS_KEYS order)
+        self.obs_keys: tuple[str, ...] = tuple(k for k in OBS_KEYS if k in keys)
+        self._obs_dropped = tuple(k for k in OBS_KEYS if k not in keys)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if prompt_style is not None:
@@ -243,6 +260,7 @@ class PortBenchEnv(gym.Env):
             "prev_views": spaces.Box(-1.0, 1.0, (n,), f64),
             "prev_signals": spaces.MultiDiscrete([3] * n),
         }
+        obs = {k: v for k, v in obs.items() if k in self.obs_keys}
         if self.text_obs:
             obs["prompt"] = AnyText(max_length=262144)
         self.observation_space = spaces.Dict(obs)
@@ -365,6 +383,8 @@ class PortBenchEnv(gym.Env):
         obs["stage"] = int(self.stage)
         obs["prev_views"] = self.prev_views.copy()
         obs["prev_signals"] = self.prev_signals.copy()
+        for k in self._obs_dropped:  # obs_keys: a subset chosen (the row entries are left out already)
+            obs.pop(k, None)
         if self.text_obs:
             obs["prompt"] = self.render_prompt()
         return obs
@@ -379,12 +399,15 @@ class PortBenchEnv(gym.Env):
             small = parts.get("obs_small")
             if small is None:
                 small = parts["obs_small"] = self._obs_small(snap)
-            row = {"returns": view.row_array(t, "obs_returns"), "returns_mask": view.row_array(t, "obs_mask")}
-            row.update(small)
-            row["corr"] = view.row_array(t, "obs_corr")
+            keys = self.obs_keys
+            row = dict(small)
+            if "returns" in keys or "returns_mask" in keys:
+                row["returns"], row["returns_mask"] = view.row_array(t, "obs_returns"), view.row_array(t, "obs_mask")
+            if "corr" in keys:  # the O(N²) entry: computed only when it is observed
+                row["corr"] = view.row_array(t, "obs_corr")
         else:
             row = self._obs_static(snap)
-        return {k: row.get(k) for k in OBS_KEYS}
+        return {k: row.get(k) for k in self.obs_keys}
 
     def _obs_small(self, snap) -> dict[str, Any]:
         """The O(N) row-dependent observation entries (read-only arrays)."""
@@ -406,8 +429,11 @@ class PortBenchEnv(gym.Env):
     def _obs_static(self, snap) -> dict[str, Any]:
         """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
         ret, mask = obs_window(snap.returns, self.config.lookback)
-        out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap), "corr": obs_corr(snap.corr)}
-        ret.flags.writeable = mask.flags.writeable = out["corr"].flags.writeable = False
+        out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap)}
+        if "corr" in self.obs_keys:
+            out["corr"] = obs_corr(snap.corr)
+            out["corr"].flags.writeable = False
+        ret.flags.writeable = mask.flags.writeable = False
         return out
 
     @property

@@ -21,6 +21,7 @@ from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.availability import available_mask, market_regime
 from quantgym.envs.portbench.availability import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
+from quantgym.jit import jit_enabled, njit
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
 SQRT252 = np.sqrt(252.0)
@@ -48,6 +49,11 @@ def pairwise_corr(x: np.ndarray) -> np.ndarray:
     (N, N) float array; NaN where fewer than 2 common rows or a zero variance; diagonal 1 where the
     column has a non-zero variance. Vectorised (matrix products), equal to
     ``pandas.DataFrame.corr()`` up to rounding.
+
+    The four (N×L)·(L×N) sums are matrix products; the rest (about ten N×N passes in numpy) is one
+    compiled pass, :func:`_corr_from_sums` (:mod:`quantgym.jit`), with the same IEEE operations in the
+    same order, so the result is bit-identical to the numpy formulation (:func:`_corr_from_sums_numpy`,
+    used when ``QUANTGYM_JIT=0``; tested). At N = 1000 the numpy passes cost 3× the matrix products.
     """
     m = np.isfinite(x)
     mf = m.astype(np.float64)
@@ -56,8 +62,64 @@ def pairwise_corr(x: np.ndarray) -> np.ndarray:
     sx = z.T @ mf  # sx[i, j] = Σ x_i over rows where j (and i) valid
     sxx = (z * z).T @ mf
     sxy = z.T @ z
-    # the same arithmetic as cov = sxy − sx·sxᵀ/n, var_i = sxx − sx·sx/n, c = cov/√(var_i·var_j), computed
-    # in place (speed only: at N = 1000 the N×N temporaries cost more than the matrix products)
+    if jit_enabled():
+        return _corr_from_sums(n, sx, sxx, sxy)
+    return _corr_from_sums_numpy(n, sx, sxx, sxy)
+
+
+#: variances at or below this are zero (pairwise_corr: NaN correlation)
+CORR_VAR_TOL = 1e-14
+
+
+@njit(error_model="numpy")
+def _corr_from_sums(n, sx, sxx, sxy):  # pragma: no cover - compiled; the interpreted twin is the numpy form
+    """Compiled finish of :func:`pairwise_corr` from the pairwise sums (C-contiguous (N, N) float64 arrays,
+    ``sxy`` symmetric); overwrites and returns ``sxy``. Per entry, the arithmetic of
+    :func:`_corr_from_sums_numpy` in its order: ``cov = sxy − (sx·sxᵀ)/n``, ``var = sxx − (sx·sx)/n``,
+    ``c = cov / √(var_ij·var_ji)``, NaN where ``n < 2`` or a variance ≤ :data:`CORR_VAR_TOL`, clipped to
+    [−1, 1]; diagonal 1 where finite, else NaN."""
+    k = n.shape[0]
+    tol = 1e-14  # CORR_VAR_TOL (a global would be frozen into the compiled cache)
+    out = sxy
+    bs = 64  # tiles of bs × bs: the (i, j) and (j, i) entries of a tile pair stay in cache
+    for i0 in range(0, k, bs):
+        for j0 in range(i0, k, bs):
+            for i in range(i0, min(i0 + bs, k)):
+                for j in range(max(i, j0), min(j0 + bs, k)):
+                    nij, nji = n[i, j], n[j, i]
+                    a, b = sx[i, j], sx[j, i]
+                    vi = sxx[i, j] - (a * a) / nij
+                    vj = sxx[j, i] - (b * b) / nji
+                    sij, sji = sxy[i, j], sxy[j, i]
+                    cij = (sij - (a * b) / nij) / np.sqrt(vi * vj)
+                    if sji == sij and nji == nij:  # symmetric sums (always, in practice): the same IEEE result
+                        cji = cij
+                    else:
+                        cji = (sji - (b * a) / nji) / np.sqrt(vj * vi)
+                    ok = vi > tol and vj > tol
+                    if not (ok and nij >= 2.0):
+                        cij = np.nan
+                    if not (ok and nji >= 2.0):
+                        cji = np.nan
+                    if cij < -1.0:
+                        cij = -1.0
+                    elif cij > 1.0:
+                        cij = 1.0
+                    if cji < -1.0:
+                        cji = -1.0
+                    elif cji > 1.0:
+                        cji = 1.0
+                    if i == j:
+                        cij = 1.0 if np.isfinite(cij) else np.nan
+                        cji = cij
+                    out[i, j] = cij
+                    out[j, i] = cji
+    return out
+
+
+def _corr_from_sums_numpy(n, sx, sxx, sxy):
+    """The numpy form of :func:`_corr_from_sums` (the reference; run when ``QUANTGYM_JIT=0``)."""
+    # cov = sxy − sx·sxᵀ/n, var_i = sxx − sx·sx/n, c = cov/√(var_i·var_j), computed in place
     with np.errstate(invalid="ignore", divide="ignore"):
         tmp = sx * sx.T
         tmp /= n
@@ -69,8 +131,7 @@ def pairwise_corr(x: np.ndarray) -> np.ndarray:
         denom = np.multiply(var_i, var_j, out=tmp)
         np.sqrt(denom, out=denom)
         c = np.divide(cov, denom, out=cov)
-    tol = 1e-14
-    v_ok = var_i > tol
+    v_ok = var_i > CORR_VAR_TOL
     bad = n < 2
     bad |= ~(v_ok & v_ok.T)
     np.copyto(c, np.nan, where=bad)
