@@ -35,6 +35,7 @@ from quantgym.envs.portbench.stages import (
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score,
 )
+from quantgym.jit import dispatcher, njit, np_sum
 from quantgym.metrics import performance_summary
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
@@ -45,6 +46,68 @@ _ACTION_KEYSET = frozenset(ACTION_KEYS)
 #: observation keys in the order of the observation dict
 OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "corr", "class_id", "available",
             "weights", "nav", "macro", "macro_mask", "regime", "stage", "prev_views", "prev_signals")
+
+
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+
+
+@njit
+def _check_answers(views, signals, weights, available, echo):
+    """The three answers of an allocation step checked and processed in one compiled pass (a kernel,
+    :mod:`quantgym.jit`; speed only): the fast checks of ``_process_views`` / ``_process_signals`` /
+    ``_process_weights`` and, where they pass, their results with the same arithmetic (``Σw`` is numpy's
+    pairwise sum, ``round(4)`` is numpy's ``rint(x·1e4)/1e4``).
+
+    Returns ``(ok, tot, dropped, n_pos, w_hat, views_out, signals_out)``: ``ok`` = views in [-1, 1], signals in
+    {0, 1, 2} and weights in [0, 1] (NaN fails); ``tot`` = Σ of the weights on available assets, ``dropped`` =
+    Σ on unavailable ones; ``w_hat`` = ``round4(w / tot)`` (valid where ``ok and tot > 0``), ``n_pos`` its
+    positive entries; ``views_out`` / ``signals_out`` the processed echoes (empty unless ``echo``).
+    """
+    n = views.shape[0]
+    ok = True
+    for i in range(n):
+        if not (abs(views[i]) <= 1.0 and 0 <= signals[i] <= 2 and weights[i] >= 0.0 and weights[i] <= 1.0):
+            ok = False
+            break
+    m = n if echo else 0
+    views_out = np.zeros(m)
+    signals_out = np.ones(m, dtype=np.int64)  # HOLD
+    w = np.zeros(n)
+    dropped_w = np.zeros(n)
+    if not ok:
+        return False, 0.0, 0.0, 0, w, views_out, signals_out
+    for i in range(n):
+        if available[i]:
+            w[i] = weights[i]
+        else:
+            dropped_w[i] = weights[i]
+    tot = np_sum(w, 0, n)
+    dropped = np_sum(dropped_w, 0, n)
+    n_pos = 0
+    if tot > 0:
+        for i in range(n):
+            w[i] = np.rint((w[i] / tot) * 10000.0) / 10000.0
+            if w[i] > 0:
+                n_pos += 1
+    for i in range(m):
+        if available[i]:
+            views_out[i] = views[i]
+            signals_out[i] = signals[i]
+    return True, tot, dropped, n_pos, w, views_out, signals_out
+
+
+@njit
+def _clip(x, lo, hi):
+    """``np.clip(x, lo, hi)`` of a 1-D float64 array, numpy's rule (NaN kept, then ``max``, then ``min``)."""
+    out = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        v = x[i]
+        if not np.isnan(v):
+            v = v if v > lo else lo
+            v = v if v < hi else hi
+        out[i] = v
+    return out
 
 
 class PortBenchEnv(gym.Env):
@@ -263,6 +326,8 @@ class PortBenchEnv(gym.Env):
         self.stage_notes: dict[str, Any] = {}
         self.sim: PortfolioSimulator | None = None
         self.snapshot: MarketSnapshot | None = None
+        self._obs_views = False  # the next observation may hand out the row arrays as views (see _obs)
+        self._n_positive: int | None = None  # positive S3 weights of the current step, when the kernel counted them
 
     # ------------------------------------------------------------------------------ helpers
     def _initial_weights(self, row: int) -> np.ndarray:
@@ -308,6 +373,7 @@ class PortBenchEnv(gym.Env):
                                         "n_available": int(snap.available.sum())}
         self._row_info = info
         self._obs_row = self._row_observation()
+        self._obs_views = False  # set by a step that reaches this decision (see _obs)
         self.stage = 0
         self.prev_views = self._zero_views
         self.prev_signals = self._hold_signals
@@ -356,11 +422,18 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ observation
     def _obs(self) -> dict[str, Any]:
-        # every array is new (Gymnasium's contract: users keep observations); the row arrays are copies of the
-        # cached read-only ones (speed only: copying is cheaper than rebuilding them)
+        # No two consecutive calls (nor two resets) share an array (Gymnasium's check_env): the first observation
+        # of a decision reached by step() hands out the row's arrays as read-only views of the per-row cache
+        # (writing raises; they cannot be made writeable), every other call (reset, stagewise sub-steps on the
+        # same row, the final observation) gets copies. The portfolio entries are new arrays every call.
         snap = self.snapshot
-        obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
-        obs["weights"] = snap.current_weights.clip(0.0, 1.0)
+        if self._obs_views:
+            self._obs_views = False
+            obs = dict(self._obs_row)
+        else:
+            obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
+        obs["weights"] = (_KERNELS.get("clip") or _KERNELS.setdefault("clip", dispatcher(_clip)))(
+            snap.current_weights, 0.0, 1.0)
         obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
         obs["stage"] = int(self.stage)
         obs["prev_views"] = self.prev_views.copy()
@@ -379,9 +452,10 @@ class PortBenchEnv(gym.Env):
             small = parts.get("obs_small")
             if small is None:
                 small = parts["obs_small"] = self._obs_small(snap)
-            row = {"returns": view.row_array(t, "obs_returns"), "returns_mask": view.row_array(t, "obs_mask")}
+            # views of the cached read-only arrays: an observation cannot make them writeable
+            row = {"returns": view.row_array(t, "obs_returns").view(), "returns_mask": view.row_array(t, "obs_mask").view()}
             row.update(small)
-            row["corr"] = view.row_array(t, "obs_corr")
+            row["corr"] = view.row_array(t, "obs_corr").view()
         else:
             row = self._obs_static(snap)
         return {k: row.get(k) for k in OBS_KEYS}
@@ -398,9 +472,10 @@ class PortBenchEnv(gym.Env):
             "macro_mask": snap.macro_mask.astype(np.int8),
             "regime": int(REGIMES.index(snap.regime)),
         }
-        for v in out.values():
+        for k, v in out.items():
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
+                out[k] = v.view()  # handed out in observations: a view of a read-only array stays read-only
         return out
 
     def _obs_static(self, snap) -> dict[str, Any]:
@@ -408,6 +483,7 @@ class PortBenchEnv(gym.Env):
         ret, mask = obs_window(snap.returns, self.config.lookback)
         out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap), "corr": obs_corr(snap.corr)}
         ret.flags.writeable = mask.flags.writeable = out["corr"].flags.writeable = False
+        out["returns"], out["returns_mask"], out["corr"] = ret.view(), mask.view(), out["corr"].view()
         return out
 
     @property
@@ -580,15 +656,9 @@ class PortBenchEnv(gym.Env):
                                      "S3 score 0")
             return self._fallback_weights(), False
         self.step_status["S3"] = STATUS_OK
-        notes = []
         # weight on unavailable assets (0 when every asset is available)
         dropped = float(np.where(a, 0.0, weights).sum()) if self._row_info["n_available"] < a.size else 0.0
-        if dropped > 0:
-            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
-            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
-        if notes:  # recorded coercions, not invalid (spec §4.3, §11.4)
-            self.step_coerced["S3"] = "; ".join(notes)
+        self._coerce_note(dropped, tot)
         return (w / tot).round(4), True
 
     def step(self, action: Any):
@@ -611,6 +681,10 @@ class PortBenchEnv(gym.Env):
         status = int(act["status"])
         if status == STATUS_UNPARSEABLE and self.config.paper.abort_on_parse_failure:
             return self._abort()
+        if not self.stagewise and status == STATUS_OK and act["signals"].dtype == np.int64:
+            w_hat = self._answers_fast(act)
+            if w_hat is not None:
+                return self._finish_decision(w_hat, True)
         snap = self.snapshot
         if "views" in needed:
             views = self._process_views(act["views"], status)
@@ -632,6 +706,46 @@ class PortBenchEnv(gym.Env):
                 return self._obs(), 0.0, False, False, self._base_info()
         weights, valid = self._process_weights(act["weights"], status)
         return self._finish_decision(weights, valid)
+
+    def _answers_fast(self, act: dict[str, np.ndarray]) -> np.ndarray | None:
+        """One allocation step's three answers when all pass the fast checks (views in [-1, 1], integer
+        signals in {0, 1, 2}, weights in [0, 1] not all zero on ``A_d``): the same state, scores and S3
+        weights as ``_process_views`` / ``_process_signals`` / ``_process_weights``, in one kernel call
+        (:func:`_check_answers`; speed only). None: run those (an answer needs a fallback or a message)."""
+        snap = self.snapshot
+        # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
+        echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
+        kernel = _KERNELS.get("answers") or _KERNELS.setdefault("answers", dispatcher(_check_answers))
+        ok, tot, dropped, n_pos, w_hat, views, signals = kernel(act["views"], act["signals"], act["weights"],
+                                                               snap.available, echo)
+        if not (ok and tot > 0):
+            return None
+        status = self.step_status
+        status["S1"] = STATUS_OK
+        if self.scoring:
+            self.step_scores["S1"] = s1_score(views, self.v_star, snap.available)
+        status["S2"] = STATUS_OK
+        if self.scoring:
+            self.step_scores["S2"] = s2_score(signals, self.s_star, snap.available)
+        if echo:
+            views.flags.writeable = signals.flags.writeable = False  # handed out as obs["prev_views"/"prev_signals"]
+            self.prev_views, self.prev_signals = views, signals
+        status["S3"] = STATUS_OK
+        self._n_positive = n_pos
+        if dropped > 0 or abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
+            self._coerce_note(dropped, tot)
+        return w_hat
+
+    def _coerce_note(self, dropped: float, tot: float) -> None:
+        """The recorded S3 coercions (not invalid; spec §4.3, §11.4): weight on unavailable assets dropped,
+        weights renormalised to sum 1."""
+        notes = []
+        if dropped > 0:
+            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
+        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
+            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
+        if notes:
+            self.step_coerced["S3"] = "; ".join(notes)
 
     def _abort(self):
         """Paper mode (§4.0, §11.3): an unparseable answer aborts the run (truncated, no trade)."""
@@ -680,8 +794,11 @@ class PortBenchEnv(gym.Env):
             })
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
             w_exec = w_hat
-        trade = sim.trade(w_exec)
-        rec_weights = self._by_ticker(w_hat)
+        # trade at d's close, then mark to market up to the next decision date (or the period end)
+        terminated = self.decision_k + 1 >= sim.decision_rows.size
+        trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
+        n_pos, self._n_positive = self._n_positive, None
+        rec_weights = self._by_ticker(w_hat, n_pos)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
                     "status": dict(self.step_status), "weights": rec_weights})
@@ -698,10 +815,7 @@ class PortBenchEnv(gym.Env):
                          "drift": rec["risk"]["drift"], "alerts": rec["risk"]["alerts"],
                          "trigger": rec["risk"]["trigger"]})
         nav_pre = self.nav_pre
-        # advance to the next decision date (or the period end)
         self.decision_k += 1
-        terminated = self.decision_k >= sim.decision_rows.size
-        sim.advance_to(sim.last_row if terminated else int(sim.decision_rows[self.decision_k]))
         if self.reward_kind == "ceps":
             reward = float(ceps_val) if ceps_val is not None else 0.0
         else:
@@ -716,11 +830,15 @@ class PortBenchEnv(gym.Env):
         else:
             self._terminated = False
             self._begin_decision()
+            self._obs_views = True  # a new decision row: its arrays as read-only views (see _obs)
             obs = self._obs()
         return obs, reward, terminated, False, info
 
-    def _by_ticker(self, w: np.ndarray) -> dict[str, float]:
-        """``{ticker: weight}`` of the positive entries of ``w``, canonical order."""
+    def _by_ticker(self, w: np.ndarray, n_positive: int | None = None) -> dict[str, float]:
+        """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``n_positive``: their count,
+        if known)."""
+        if n_positive == w.size:
+            return dict(zip(self.view.tickers, w.tolist()))
         idx = (w > 0).nonzero()[0]
         return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.config import PortBenchCostModel, Period
-from quantgym.envs.portbench.execution import execute_trade
+from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
+from quantgym.jit import dispatcher
 
 
 def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
@@ -169,6 +170,10 @@ def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.
     return first, last, rows
 
 
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+
+
 @dataclass
 class Trade:
     """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders (:class:`Orders`)."""
@@ -257,6 +262,37 @@ class PortfolioSimulator:
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
         self.nav_history[-1] = self.nav
         self.weight_history[-1] = self.weights.copy()
+        return tr
+
+    def trade_and_advance(self, target: np.ndarray, row: int) -> Trade:
+        """:meth:`trade` to ``target`` at the close of the current day, then :meth:`advance_to` ``row``: the
+        same state and :class:`Trade`, the arithmetic in one compiled pass
+        (:func:`~quantgym.envs.portbench.execution.trade_and_mark`; speed only). A subclass that does not
+        mark every day (:meth:`marks_to_market`) runs the two methods."""
+        if type(self).marks_to_market is not PortfolioSimulator.marks_to_market:
+            tr = self.trade(target)
+            self.advance_to(row)
+            return tr
+        row = min(row, self.last_row)
+        nav_before = self.nav
+        kernel = _KERNELS.get("trade") or _KERNELS.setdefault("trade", dispatcher(trade_and_mark))
+        tau, cost, _, delta, traded, days, navs = kernel(
+            self.weights, np.asarray(target, dtype=np.float64), float(nav_before), self.costs.rate,
+            self.costs.min_trade, self.returns0, self.t, row)
+        navs = list(navs)  # numpy float64 scalars, as the numpy day loop leaves them
+        cost = np.float64(cost)
+        self.total_cost += cost
+        tr = Trade(self._stamps[self.t], tau, cost, navs[0], Orders(delta, traded, nav_before, self.costs, self.tickers))
+        self.trades.append(tr)
+        self.nav_history[-1] = navs[0]
+        self.weight_history[-1] = days[0]
+        if row > self.t:
+            self.nav_dates.extend(self._stamps[self.t + 1 : row + 1])
+            self.nav_history.extend(navs[1:])
+            self.weight_history.extend(days[1:])
+            self.t = row
+        self.weights = days[-1]
+        self.nav = navs[-1]
         return tr
 
     def nav_series(self) -> pd.Series:
