@@ -50,64 +50,55 @@ OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "c
 
 #: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
 _KERNELS: dict = {}
+#: the kernels' "no output" arrays (never written: size 0)
+_NO_F, _NO_I = np.empty(0), np.empty(0, dtype=np.int64)
 
 
 @njit
-def _check_answers(views, signals, weights, available, echo):
+def _check_answers(views, signals, weights, available, w_out, views_out, signals_out):
     """The three answers of an allocation step checked and processed in one compiled pass (a kernel,
     :mod:`quantgym.jit`; speed only): the fast checks of ``_process_views`` / ``_process_signals`` /
     ``_process_weights`` and, where they pass, their results with the same arithmetic (``Σw`` is numpy's
     pairwise sum, ``round(4)`` is numpy's ``rint(x·1e4)/1e4``).
 
-    Returns ``(ok, tot, dropped, n_pos, w_hat, views_out, signals_out)``: ``ok`` = views in [-1, 1], signals in
-    {0, 1, 2} and weights in [0, 1] (NaN fails); ``tot`` = Σ of the weights on available assets, ``dropped`` =
-    Σ on unavailable ones; ``w_hat`` = ``round4(w / tot)`` (valid where ``ok and tot > 0``), ``n_pos`` its
-    positive entries; ``views_out`` / ``signals_out`` the processed echoes (empty unless ``echo``).
+    ``w_out`` (2N,) receives ``w_hat = round4(w / tot)`` in ``[:N]`` and its positive entries, in order, from
+    ``N`` on; ``views_out`` / ``signals_out`` ((N,) or empty) the processed echoes. Returns
+    ``(ok, tot, dropped, n_pos)``: ``ok`` = views in [-1, 1], signals in {0, 1, 2} and weights in [0, 1] (NaN
+    fails; nothing is written otherwise); ``tot`` = Σ of the weights on available assets (``w_out`` is valid
+    where ``tot > 0``), ``dropped`` = Σ on unavailable ones, ``n_pos`` the count of positive ``w_hat``.
     """
     n = views.shape[0]
-    ok = True
     for i in range(n):
         if not (abs(views[i]) <= 1.0 and 0 <= signals[i] <= 2 and weights[i] >= 0.0 and weights[i] <= 1.0):
-            ok = False
-            break
-    m = n if echo else 0
-    views_out = np.zeros(m)
-    signals_out = np.ones(m, dtype=np.int64)  # HOLD
-    w = np.zeros(n)
-    dropped_w = np.zeros(n)
-    if not ok:
-        return False, 0.0, 0.0, 0, w, views_out, signals_out
-    for i in range(n):
-        if available[i]:
-            w[i] = weights[i]
-        else:
-            dropped_w[i] = weights[i]
-    tot = np_sum(w, 0, n)
-    dropped = np_sum(dropped_w, 0, n)
+            return False, 0.0, 0.0, 0
+    for i in range(n):  # the weights on A_d, then those dropped (numpy: np.where(a, w, 0), np.where(a, 0, w))
+        w_out[i] = weights[i] if available[i] else 0.0
+        w_out[n + i] = 0.0 if available[i] else weights[i]
+    tot = np_sum(w_out, 0, n)
+    dropped = np_sum(w_out, n, n)
     n_pos = 0
     if tot > 0:
         for i in range(n):
-            w[i] = np.rint((w[i] / tot) * 10000.0) / 10000.0
-            if w[i] > 0:
+            x = np.rint((w_out[i] / tot) * 10000.0) / 10000.0
+            w_out[i] = x
+            if x > 0:
+                w_out[n + n_pos] = x
                 n_pos += 1
-    for i in range(m):
-        if available[i]:
-            views_out[i] = views[i]
-            signals_out[i] = signals[i]
-    return True, tot, dropped, n_pos, w, views_out, signals_out
+    for i in range(views_out.shape[0]):
+        views_out[i] = views[i] if available[i] else 0.0
+        signals_out[i] = signals[i] if available[i] else 1  # HOLD
+    return True, tot, dropped, n_pos
 
 
 @njit
-def _clip(x, lo, hi):
-    """``np.clip(x, lo, hi)`` of a 1-D float64 array, numpy's rule (NaN kept, then ``max``, then ``min``)."""
-    out = np.empty(x.shape[0])
+def _clip(x, lo, hi, out):
+    """``out[:] = np.clip(x, lo, hi)`` for 1-D float64 arrays, numpy's rule (NaN kept, then ``max``, then ``min``)."""
     for i in range(x.shape[0]):
         v = x[i]
         if not np.isnan(v):
             v = v if v > lo else lo
             v = v if v < hi else hi
         out[i] = v
-    return out
 
 
 class PortBenchEnv(gym.Env):
@@ -327,7 +318,7 @@ class PortBenchEnv(gym.Env):
         self.sim: PortfolioSimulator | None = None
         self.snapshot: MarketSnapshot | None = None
         self._obs_views = False  # the next observation may hand out the row arrays as views (see _obs)
-        self._n_positive: int | None = None  # positive S3 weights of the current step, when the kernel counted them
+        self._w_positive: np.ndarray | None = None  # the positive S3 weights of this step, when the kernel made them
 
     # ------------------------------------------------------------------------------ helpers
     def _initial_weights(self, row: int) -> np.ndarray:
@@ -370,9 +361,10 @@ class PortBenchEnv(gym.Env):
         if info is None:  # per-row constants of the info dict and the decision record
             snap = self.snapshot
             info = parts["row_info"] = {"date": str(snap.decision_date.date()),
-                                        "n_available": int(snap.available.sum())}
+                                        "n_available": int(snap.available.sum()),
+                                        "available_tickers": tuple(self._ticker_array[snap.available].tolist())}
         self._row_info = info
-        self._obs_row = self._row_observation()
+        self._obs_row = self._row_observation(parts)
         self._obs_views = False  # set by a step that reaches this decision (see _obs)
         self.stage = 0
         self.prev_views = self._zero_views
@@ -432,8 +424,9 @@ class PortBenchEnv(gym.Env):
             obs = dict(self._obs_row)
         else:
             obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
-        obs["weights"] = (_KERNELS.get("clip") or _KERNELS.setdefault("clip", dispatcher(_clip)))(
-            snap.current_weights, 0.0, 1.0)
+        w = snap.current_weights
+        obs["weights"] = clipped = np.empty(w.shape[0])
+        (_KERNELS.get("clip") or _KERNELS.setdefault("clip", dispatcher(_clip)))(w, 0.0, 1.0, clipped)
         obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
         obs["stage"] = int(self.stage)
         obs["prev_views"] = self.prev_views.copy()
@@ -442,22 +435,24 @@ class PortBenchEnv(gym.Env):
             obs["prompt"] = self.render_prompt()
         return obs
 
-    def _row_observation(self) -> dict[str, Any]:
+    def _row_observation(self, parts: dict | None = None) -> dict[str, Any]:
         """The row-dependent observation entries of the current decision (read-only arrays), in the order
-        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`."""
+        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`. ``parts``: the
+        row's cached parts (``MarketView._row_parts``), if at hand."""
         snap = self.snapshot
         if self.config.fidelity == "clean":  # cached per dataset and row (speed only)
             view, t = self.view, int(snap.t)
-            parts = view._row_parts(t)
-            small = parts.get("obs_small")
-            if small is None:
-                small = parts["obs_small"] = self._obs_small(snap)
+            parts = view._row_parts(t) if parts is None else parts
+            template = parts.get("obs_template")
+            if template is None:  # the O(N) entries in observation order, the large ones to fill in
+                template = parts["obs_template"] = {k: self._obs_small(snap).get(k) for k in OBS_KEYS}
+            row = template.copy()
             # views of the cached read-only arrays: an observation cannot make them writeable
-            row = {"returns": view.row_array(t, "obs_returns").view(), "returns_mask": view.row_array(t, "obs_mask").view()}
-            row.update(small)
+            row["returns"] = view.row_array(t, "obs_returns").view()
+            row["returns_mask"] = view.row_array(t, "obs_mask").view()
             row["corr"] = view.row_array(t, "obs_corr").view()
-        else:
-            row = self._obs_static(snap)
+            return row
+        row = self._obs_static(snap)
         return {k: row.get(k) for k in OBS_KEYS}
 
     def _obs_small(self, snap) -> dict[str, Any]:
@@ -716,10 +711,14 @@ class PortBenchEnv(gym.Env):
         # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
         echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
         kernel = _KERNELS.get("answers") or _KERNELS.setdefault("answers", dispatcher(_check_answers))
-        ok, tot, dropped, n_pos, w_hat, views, signals = kernel(act["views"], act["signals"], act["weights"],
-                                                               snap.available, echo)
+        n = self.n_assets
+        w_out = np.empty(2 * n)
+        views, signals = (np.empty(n), np.empty(n, dtype=np.int64)) if echo else (_NO_F, _NO_I)
+        ok, tot, dropped, n_pos = kernel(act["views"], act["signals"], act["weights"], snap.available, w_out,
+                                         views, signals)
         if not (ok and tot > 0):
             return None
+        w_hat, w_pos = w_out[:n], w_out[n : n + n_pos]
         status = self.step_status
         status["S1"] = STATUS_OK
         if self.scoring:
@@ -731,7 +730,7 @@ class PortBenchEnv(gym.Env):
             views.flags.writeable = signals.flags.writeable = False  # handed out as obs["prev_views"/"prev_signals"]
             self.prev_views, self.prev_signals = views, signals
         status["S3"] = STATUS_OK
-        self._n_positive = n_pos
+        self._w_positive = w_pos
         if dropped > 0 or abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
             self._coerce_note(dropped, tot)
         return w_hat
@@ -797,8 +796,8 @@ class PortBenchEnv(gym.Env):
         # trade at d's close, then mark to market up to the next decision date (or the period end)
         terminated = self.decision_k + 1 >= sim.decision_rows.size
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
-        n_pos, self._n_positive = self._n_positive, None
-        rec_weights = self._by_ticker(w_hat, n_pos)
+        w_pos, self._w_positive = self._w_positive, None
+        rec_weights = self._by_ticker(w_hat, w_pos)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
                     "status": dict(self.step_status), "weights": rec_weights})
@@ -834,11 +833,11 @@ class PortBenchEnv(gym.Env):
             obs = self._obs()
         return obs, reward, terminated, False, info
 
-    def _by_ticker(self, w: np.ndarray, n_positive: int | None = None) -> dict[str, float]:
-        """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``n_positive``: their count,
-        if known)."""
-        if n_positive == w.size:
-            return dict(zip(self.view.tickers, w.tolist()))
+    def _by_ticker(self, w: np.ndarray, w_pos: np.ndarray | None = None) -> dict[str, float]:
+        """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``w_pos``: those entries, if
+        known; when there is one per available asset they are the available ones: ``w`` is 0 elsewhere)."""
+        if w_pos is not None and w_pos.size == self._row_info["n_available"]:
+            return dict(zip(self._row_info["available_tickers"], w_pos.tolist()))
         idx = (w > 0).nonzero()[0]
         return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 

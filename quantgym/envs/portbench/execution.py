@@ -118,9 +118,9 @@ def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarr
 
 
 @njit
-def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, t1):
-    """:func:`execute_trade` (1-D) at the close of row ``t0``, then marking to market on rows ``t0+1 .. t1``
-    (spec §6.2–§6.3), in one compiled pass (a kernel, :mod:`quantgym.jit`; issue #19).
+def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, out):
+    """:func:`execute_trade` (1-D) at the close of row ``t0``, then marking to market on the following
+    rows (spec §6.2–§6.3), in one compiled pass (a kernel, :mod:`quantgym.jit`; issue #19).
 
     The arithmetic of the numpy code it replaces, in the same order (``τ`` and every weight sum are
     numpy's pairwise sums, :func:`quantgym.jit.np_sum`), so NAVs and weights are bit-identical.
@@ -131,50 +131,42 @@ def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, t1):
     nav : float, NAV before the trade (currency units).
     rate, min_trade : cost rate and the smallest traded ``|Δw|`` (:func:`execute_trade`).
     returns0 : (T, N) float64 daily returns, missing = 0.
-    t0, t1 : the trade's row and the last row to mark (``t1 <= t0``: no marking).
+    t0 : the trade's row; the rows ``t0 + 1 .. t0 + m`` are marked.
+    out : (m + 2, N + 1) float64, written: ``out[d, :N]`` the weights after the trade (``d = 0``) and at the
+        close of row ``t0 + d``, ``out[d, N]`` the NAV then (``d <= m``); ``out[m + 1, :N]`` the signed ``Δw``.
 
     Returns
     -------
     tau, cost : float, turnover and cost of the trade.
-    kept : bool, the target summed to <= 0 and the current weights were kept.
-    delta, traded : (N,) the signed ``Δw`` and ``|Δw| >= min_trade``.
-    days : (m + 1, N) weights after the trade (row 0) and at the close of each marked row (``m = t1 − t0``).
-    navs : (m + 1,) NAV after the trade and at each close.
     """
     n = weights.shape[0]
-    delta = np.empty(n)
-    traded = np.empty(n, dtype=np.bool_)
-    buf = np.empty(n)
+    m = out.shape[0] - 2
+    buf = out[m + 1]
     k = 0
-    for i in range(n):
-        d = target[i] - weights[i]
-        delta[i] = d
-        ad = abs(d)
-        traded[i] = ad >= min_trade
+    for i in range(n):  # |Δw| of the traded entries, in order (numpy's delta[traded])
+        ad = abs(target[i] - weights[i])
         if ad >= min_trade:
             buf[k] = ad
             k += 1
     tau = np_sum(buf, 0, k)
     cost = rate * tau * nav
     tot = np_sum(target, 0, n)
-    kept = not tot > 0
-    m = max(t1 - t0, 0)
-    days = np.empty((m + 1, n))
-    navs = np.empty(m + 1)
     for i in range(n):
-        days[0, i] = weights[i] if kept else target[i] / tot
+        out[0, i] = target[i] / tot if tot > 0 else weights[i]
     v = nav - cost
-    navs[0] = v
+    out[0, n] = v
     for d in range(1, m + 1):
         r = returns0[t0 + d]
         for i in range(n):
-            buf[i] = days[d - 1, i] * (1.0 + r[i])
+            buf[i] = out[d - 1, i] * (1.0 + r[i])
         g = np_sum(buf, 0, n)
         v *= g
-        navs[d] = v
+        out[d, n] = v
         for i in range(n):
-            days[d, i] = buf[i] / g if g > 0 else days[d - 1, i]
-    return tau, cost, kept, delta, traded, days, navs
+            out[d, i] = buf[i] / g if g > 0 else out[d - 1, i]
+    for i in range(n):
+        buf[i] = target[i] - weights[i]
+    return tau, cost
 
 
 def fallback_weights(current: np.ndarray, available: np.ndarray) -> np.ndarray:

@@ -68,7 +68,8 @@ class Orders(Sequence):
 
     Attributes
     ----------
-    index : (k,) int, columns of the traded assets (``|Δw| ≥ min_trade``).
+    index : (k,) int, columns of the traded assets (``|Δw| ≥ min_trade``; ``traded`` None: computed from
+        ``delta`` and ``costs.min_trade`` on first use).
     delta_w : (k,) float, signed weight change.
     notional, commission, cost : (k,) float, currency units (computed on access).
     """
@@ -82,7 +83,12 @@ class Orders(Sequence):
 
     @property
     def index(self) -> np.ndarray:
-        return np.flatnonzero(self._traded)
+        return np.flatnonzero(self._mask())
+
+    def _mask(self) -> np.ndarray:
+        if self._traded is None:
+            self._traded = np.abs(self._delta) >= self._costs.min_trade
+        return self._traded
 
     @property
     def delta_w(self) -> np.ndarray:
@@ -123,7 +129,7 @@ class Orders(Sequence):
         return self._dicts
 
     def __len__(self) -> int:
-        return int(np.count_nonzero(self._traded))
+        return int(np.count_nonzero(self._mask()))
 
     def __getitem__(self, i):
         return self._list()[i]
@@ -210,6 +216,7 @@ class PortfolioSimulator:
         self.returns0 = returns0
         self.period = period
         self.costs = costs
+        self._rate, self._min_trade = float(costs.rate), float(costs.min_trade)
         self.initial_nav = float(initial_nav)
         self.tickers = tickers
         self.first_row, self.last_row, self.decision_rows = _period_rows(self.dates, period)
@@ -274,20 +281,23 @@ class PortfolioSimulator:
             self.advance_to(row)
             return tr
         row = min(row, self.last_row)
+        t, n, m = self.t, self.weights.shape[0], max(row - self.t, 0)
         nav_before = self.nav
         kernel = _KERNELS.get("trade") or _KERNELS.setdefault("trade", dispatcher(trade_and_mark))
-        tau, cost, _, delta, traded, days, navs = kernel(
-            self.weights, np.asarray(target, dtype=np.float64), float(nav_before), self.costs.rate,
-            self.costs.min_trade, self.returns0, self.t, row)
-        navs = list(navs)  # numpy float64 scalars, as the numpy day loop leaves them
+        if type(target) is not np.ndarray or target.dtype != np.float64:
+            target = np.asarray(target, dtype=np.float64)
+        out = np.empty((m + 2, n + 1))  # one block: the day weights and NAVs, then Δw (trade_and_mark)
+        tau, cost = kernel(self.weights, target, nav_before, self._rate, self._min_trade, self.returns0, t, out)
+        navs = list(out[: m + 1, n])  # numpy float64 scalars, as the numpy day loop leaves them
+        days = list(out[: m + 1, :n])
         cost = np.float64(cost)
         self.total_cost += cost
-        tr = Trade(self._stamps[self.t], tau, cost, navs[0], Orders(delta, traded, nav_before, self.costs, self.tickers))
+        tr = Trade(self._stamps[t], tau, cost, navs[0], Orders(out[m + 1, :n], None, nav_before, self.costs, self.tickers))
         self.trades.append(tr)
         self.nav_history[-1] = navs[0]
         self.weight_history[-1] = days[0]
-        if row > self.t:
-            self.nav_dates.extend(self._stamps[self.t + 1 : row + 1])
+        if m:
+            self.nav_dates.extend(self._stamps[t + 1 : row + 1])
             self.nav_history.extend(navs[1:])
             self.weight_history.extend(days[1:])
             self.t = row
