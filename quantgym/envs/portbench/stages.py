@@ -17,6 +17,7 @@ from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
+from quantgym.jit import dispatcher, njit
 from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
@@ -224,15 +225,17 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     tol = profile.max_drawdown if profile else 0.10
     # the window with missing = 0 (cached per row by the view's snapshots; speed only)
     r = snap.loader("returns0") if snap.loader is not None else np.nan_to_num(snap.returns, nan=0.0)
-    p = r @ np.where(snap.available, weights, 0.0)
-    if p.size > cfg.s5_min_obs:
-        var = round(quantile_linear(p, 0.05), 6)
-        dd = round(max_drawdown(p, include_start=include_start), 6)
-    else:
-        var, dd = 0.0, 0.0
     avail = snap.available
-    n = int(avail.sum())
-    drift = round(float(np.abs(weights[avail] - 1.0 / n).max()), 6) if n else 0.0
+    p = r @ np.where(avail, weights, 0.0)
+    kernel = _KERNELS.get("risk") or _KERNELS.setdefault("risk", dispatcher(_risk_numbers))
+    w = np.asarray(weights, dtype=np.float64)
+    ok, var, dd, drift = kernel(p, w, avail, 0.05, cfg.s5_min_obs, include_start)
+    if not ok:  # a non-finite portfolio return: numpy's own functions (their rules for NaN)
+        var = quantile_linear(p, 0.05) if p.size > cfg.s5_min_obs else 0.0
+        dd = max_drawdown(p, include_start=include_start) if p.size > cfg.s5_min_obs else 0.0
+        n = int(avail.sum())
+        drift = float(np.abs(weights[avail] - 1.0 / n).max()) if n else 0.0
+    var, dd, drift = round(var, 6), round(dd, 6), round(drift, 6)
     alerts = []
     if var < var_limit:
         alerts.append("var_breach")
@@ -242,6 +245,60 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
         alerts.append("weight_drift")
     trigger = "drawdown" in alerts or "weight_drift" in alerts
     return RiskReport(var, dd, drift, alerts, trigger)
+
+
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+
+
+@njit
+def _risk_numbers(p, weights, available, q, min_obs, include_start):
+    """The S5 numbers of :func:`risk_report` before rounding, in one compiled pass (a kernel,
+    :mod:`quantgym.jit`; speed only): ``VaR = quantile_linear(p, q)`` and ``DD = max_drawdown(p)`` (0 for at most
+    ``min_obs`` returns) and ``drift = max_{A_d} |w_i − 1/n|`` (0 for an empty ``A_d``).
+
+    The same floats as those numpy functions: the quantile's two order statistics (a sort finds the same values
+    as numpy's partition) and its interpolation; the drawdown's running product, running peak and
+    ``path/peak − 1`` in order. Returns ``(ok, var, dd, drift)``; ``ok`` False (nothing computed) when a portfolio
+    return is not finite, where numpy's NaN rules apply instead.
+    """
+    n = p.shape[0]
+    for i in range(n):
+        if not np.isfinite(p[i]):
+            return False, 0.0, 0.0, 0.0
+    var, dd = 0.0, 0.0
+    if n > min_obs:
+        vi = (n - 1) * q
+        lo = int(np.floor(vi))
+        srt = np.sort(p)
+        x0, x1 = srt[lo], srt[lo + 1]
+        t = vi - lo
+        diff = x1 - x0
+        var = x1 - diff * (1 - t) if t >= 0.5 else x0 + diff * t
+        acc, peak = 1.0, 1.0
+        dd = 0.0 if include_start else np.inf
+        for i in range(n):
+            acc = acc * (1.0 + p[i])
+            if i == 0 and not include_start:
+                peak = acc
+            elif acc > peak:
+                peak = acc
+            x = acc / peak - 1.0
+            if x < dd:
+                dd = x
+    m = 0
+    for i in range(available.shape[0]):
+        if available[i]:
+            m += 1
+    drift = 0.0
+    if m:
+        ew = 1.0 / m
+        for i in range(available.shape[0]):
+            if available[i]:
+                x = abs(weights[i] - ew)
+                if x > drift:
+                    drift = x
+    return True, var, dd, drift
 
 
 def s5_score(agent: RiskReport, truth: RiskReport) -> float:
