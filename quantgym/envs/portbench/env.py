@@ -92,12 +92,13 @@ def _check_answers(views, signals, weights, available, w_out, views_out, signals
 
 @njit
 def _clip(x, lo, hi, out):
-    """``out[:] = np.clip(x, lo, hi)`` for 1-D float64 arrays, numpy's rule (NaN kept, then ``max``, then ``min``)."""
+    """``out[:] = np.clip(x, lo, hi)`` for 1-D float64 arrays: numpy's result (NaN kept, then ``lo if v < lo``,
+    then ``hi if v > hi``; signed zeros as numpy's, :func:`~quantgym.envs.portbench.ceps.clip_float`)."""
     for i in range(x.shape[0]):
         v = x[i]
         if not np.isnan(v):
-            v = v if v > lo else lo
-            v = v if v < hi else hi
+            v = lo if v < lo else v
+            v = hi if v > hi else v
         out[i] = v
 
 
@@ -377,8 +378,14 @@ class PortBenchEnv(gym.Env):
         self._views = self._signals = None
         if self.scoring:
             snap, sc = self.snapshot, self.config.scoring
-            self.v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
-            self.s_star = s2_truth(self.v_star, sc.signal_threshold)
+            truth = parts.get(("truth", sc.view_scale, sc.signal_threshold))
+            if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
+                v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
+                truth = (v_star, s2_truth(v_star, sc.signal_threshold))
+                for a in truth:
+                    a.flags.writeable = False
+                parts[("truth", sc.view_scale, sc.signal_threshold)] = truth
+            self.v_star, self.s_star = truth
             self.w_star_s45 = None
             ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
             if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
@@ -47,7 +48,7 @@ def s1_score(views: np.ndarray, truth: np.ndarray, available: np.ndarray) -> flo
     if not available.any():
         return 1.0
     mae = np.abs(views[available] - truth[available]).mean()
-    return float(np.clip(1.0 - mae / 2.0, 0.0, 1.0))
+    return clip_float(1.0 - mae / 2.0, 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------- S2
@@ -148,7 +149,7 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     intra = snap.intra
     held = cw > 0
     use_i = np.isfinite(intra) & held
-    i_score = float(np.clip(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0))
+    i_score = clip_float(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0)
     active = np.flatnonzero(held)
     h = 1.0
     if active.size >= 2:
@@ -159,7 +160,7 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
         den = ww[mask].sum()
         if den > 0:
             rho_w = (ww[mask] * rho[mask]).sum() / den
-            h = float(np.clip((1.0 - rho_w) / 2.0, 0.0, 1.0))
+            h = clip_float((1.0 - rho_w) / 2.0, 0.0, 1.0)
     return CorrelationScore(
         i_score, h, 0.5 * i_score + 0.5 * h,
         {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
@@ -173,7 +174,7 @@ def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha
     """
     avail = snap.available
     mae = float(np.abs(weights[avail] - truth[avail]).mean()) if avail.any() else 0.0
-    acc = float(np.clip(1.0 - mae / 2.0, 0.0, 1.0))
+    acc = clip_float(1.0 - mae / 2.0, 0.0, 1.0)
     cs = correlation_score(weights, snap)
     score = acc if alpha >= 1 else alpha * acc + (1.0 - alpha) * cs.score
     return {"score": float(score), "accuracy": acc, "mae": mae, "intra": cs.intra, "inter": cs.inter,
@@ -192,7 +193,7 @@ def s4_score(tau_hat: float, tau_star: float) -> float:
     1.0
     """
     a, b = round(tau_hat, 4), round(tau_star, 4)
-    return float(np.clip(1.0 - abs(a - b) / max(a, b, 1e-4), 0.0, 1.0))
+    return clip_float(1.0 - abs(a - b) / max(a, b, 1e-4), 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------- S5
@@ -308,4 +309,4 @@ def s5_score(agent: RiskReport, truth: RiskReport) -> float:
     """
     e_v = abs(agent.var - truth.var) / max(abs(truth.var), 1e-6)
     e_d = abs(agent.drawdown - truth.drawdown) / max(abs(truth.drawdown), 1e-6)
-    return float(0.5 * (agent.trigger == truth.trigger) + 0.5 * np.clip(1.0 - (e_v + e_d) / 2.0, 0.0, 1.0))
+    return float(0.5 * (agent.trigger == truth.trigger) + 0.5 * clip_float(1.0 - (e_v + e_d) / 2.0, 0.0, 1.0))
