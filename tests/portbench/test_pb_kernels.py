@@ -89,3 +89,45 @@ def test_risk_numbers_are_quantile_linear_and_max_drawdown():
         m = int(a.sum())
         assert drift == (float(np.abs(w[a] - 1.0 / m).max()) if m else 0.0)
     assert not _risk_numbers(np.array([0.1, np.nan] * 8), w, a, 0.05, 10, True)[0]  # NaN: numpy's own rules
+
+
+def _correlation_score_numpy(weights, snap):
+    """correlation_score as it was written with numpy before the kernel (the reference)."""
+    from quantgym.envs.portbench.market import ASSET_CLASSES
+
+    k = len(ASSET_CLASSES)
+    cw = np.bincount(snap.class_id, weights=np.where(snap.available, weights, 0.0), minlength=k)
+    held = cw > 0
+    use_i = np.isfinite(snap.intra) & held
+    i_score = float(np.clip(1.0 - (cw[use_i] * np.maximum(snap.intra[use_i], 0.0)).sum(), 0.0, 1.0))
+    active = np.flatnonzero(held)
+    h = 1.0
+    if active.size >= 2:
+        ca = cw[active]
+        ww = ca[:, None] * ca[None, :]
+        rho = snap.inter[active[:, None], active]
+        mask = ~np.eye(active.size, dtype=bool) & np.isfinite(rho)
+        den = ww[mask].sum()
+        if den > 0:
+            h = float(np.clip((1.0 - (ww[mask] * rho[mask]).sum() / den) / 2.0, 0.0, 1.0))
+    return i_score, h, {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0}
+
+
+def test_correlation_score_is_the_numpy_formula():
+    from types import SimpleNamespace
+
+    from quantgym.envs.portbench.stages import correlation_score
+
+    rng = np.random.default_rng(4)
+    for i in range(500):
+        n = int(rng.integers(2, 40))
+        inter = rng.uniform(-1, 1, (6, 6))
+        inter = (inter + inter.T) / 2
+        inter[rng.uniform(size=(6, 6)) < 0.1] = np.nan
+        intra = np.diag(inter).copy()
+        snap = SimpleNamespace(class_id=rng.integers(0, 6, n), available=rng.uniform(size=n) > 0.2, intra=intra,
+                               inter=inter)
+        w = np.round(rng.uniform(0, 1, n) * (rng.uniform(size=n) > 0.3), 4)
+        cs = correlation_score(w, snap)
+        i_ref, h_ref, cw_ref = _correlation_score_numpy(w, snap)
+        assert _same(cs.intra, i_ref) and _same(cs.inter, h_ref) and cs.class_weights == cw_ref

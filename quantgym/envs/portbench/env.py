@@ -19,7 +19,7 @@ from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
-from quantgym.envs.portbench.ceps import ceps_tier
+from quantgym.envs.portbench.ceps import ceps_tier, clip_float
 from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
 from quantgym.envs.portbench.config import (
     STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
@@ -88,6 +88,26 @@ def _check_answers(views, signals, weights, available, w_out, views_out, signals
         views_out[i] = views[i] if available[i] else 0.0
         signals_out[i] = signals[i] if available[i] else 1  # HOLD
     return True, tot, dropped, n_pos
+
+
+@njit
+def _s12_parts(views, v_star, signals, s_star, available):
+    """S1's ``mean_{A_d} |v̂ − v*|`` and S2's share of right signals (:func:`~.stages.s1_score`,
+    :func:`~.stages.s2_score` before their final step) in one compiled pass: numpy's mean = its pairwise sum
+    (:func:`quantgym.jit.np_sum`) over the available entries divided by their count. Returns
+    ``(n_available, mae, share)`` (0, 0.0, 0.0 for an empty ``A_d``)."""
+    n = views.shape[0]
+    buf = np.empty(n)
+    k, right = 0, 0
+    for i in range(n):
+        if available[i]:
+            buf[k] = abs(views[i] - v_star[i])
+            k += 1
+            if signals[i] == s_star[i]:
+                right += 1
+    if k == 0:
+        return 0, 0.0, 0.0
+    return k, np_sum(buf, 0, k) / k, right / k
 
 
 @njit
@@ -728,11 +748,13 @@ class PortBenchEnv(gym.Env):
         w_hat, w_pos = w_out[:n], w_out[n : n + n_pos]
         status = self.step_status
         status["S1"] = STATUS_OK
-        if self.scoring:
-            self.step_scores["S1"] = s1_score(views, self.v_star, snap.available)
+        if self.scoring:  # s1_score and s2_score, their means in one kernel
+            k, mae, share = (_KERNELS.get("s12") or _KERNELS.setdefault("s12", dispatcher(_s12_parts)))(
+                views, self.v_star, signals, self.s_star, snap.available)
+            self.step_scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
         status["S2"] = STATUS_OK
         if self.scoring:
-            self.step_scores["S2"] = s2_score(signals, self.s_star, snap.available)
+            self.step_scores["S2"] = share if k else 1.0
         if echo:
             views.flags.writeable = signals.flags.writeable = False  # handed out as obs["prev_views"/"prev_signals"]
             self.prev_views, self.prev_signals = views, signals

@@ -18,7 +18,7 @@ from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
-from quantgym.jit import dispatcher, njit
+from quantgym.jit import dispatcher, njit, np_sum
 from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
@@ -120,10 +120,6 @@ def s3_truth(
     return w
 
 
-#: ``~eye(m)`` for m = 0 .. number of classes (read-only)
-_OFF_DIAGONAL = tuple(~np.eye(m, dtype=bool) for m in range(len(ASSET_CLASSES) + 1))
-for _m in _OFF_DIAGONAL:
-    _m.flags.writeable = False
 
 
 @dataclass
@@ -142,29 +138,55 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     ``I = clip(1 − Σ_c W_c·max(ρ̄_c, 0), 0, 1)`` over classes with ≥ 2 available members and
     ``W_c > 0``; ``H = clip((1 − ρ̄_w)/2, 0, 1)`` with ``ρ̄_w`` the class-weight-weighted mean
     inter-class correlation over active classes (``H = 1`` if fewer than 2 are active or the
-    denominator is 0).
+    denominator is 0). The sums run in one kernel (:func:`_correlation_sums`) with numpy's order.
     """
     k = len(ASSET_CLASSES)
-    cw = np.bincount(snap.class_id, weights=np.where(snap.available, weights, 0.0), minlength=k)
-    intra = snap.intra
-    held = cw > 0
-    use_i = np.isfinite(intra) & held
-    i_score = clip_float(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0)
-    active = np.flatnonzero(held)
+    cw = np.zeros(k)
+    kernel = _KERNELS.get("corr") or _KERNELS.setdefault("corr", dispatcher(_correlation_sums))
+    s_i, n_active, den, num = kernel(np.asarray(weights, dtype=np.float64), snap.available, snap.class_id,
+                                     snap.intra, snap.inter, cw)
+    i_score = clip_float(1.0 - s_i, 0.0, 1.0)
     h = 1.0
-    if active.size >= 2:
-        ca = cw[active]
-        ww = ca[:, None] * ca[None, :]  # np.outer
-        rho = snap.inter[active[:, None], active]  # np.ix_
-        mask = _OFF_DIAGONAL[active.size] & np.isfinite(rho)
-        den = ww[mask].sum()
-        if den > 0:
-            rho_w = (ww[mask] * rho[mask]).sum() / den
-            h = clip_float((1.0 - rho_w) / 2.0, 0.0, 1.0)
+    if n_active >= 2 and den > 0:
+        h = clip_float((1.0 - num / den) / 2.0, 0.0, 1.0)
     return CorrelationScore(
         i_score, h, 0.5 * i_score + 0.5 * h,
         {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
     )
+
+
+@njit
+def _correlation_sums(weights, available, class_id, intra, inter, cw):
+    """The sums of :func:`correlation_score` (a kernel, :mod:`quantgym.jit`; speed only), as numpy forms them:
+    ``cw`` (written) = ``np.bincount(class_id, weights=where(A_d, w, 0))`` (in index order); ``Σ_c W_c·max(ρ̄_c, 0)``
+    over finite ``ρ̄_c`` with ``W_c > 0`` (class order); over the active classes' off-diagonal finite ``ρ̄_cd``
+    in row-major order, ``den = Σ W_c·W_d`` and ``num = Σ W_c·W_d·ρ̄_cd`` (numpy's pairwise sums). Returns
+    ``(Σ_I, n_active, den, num)``."""
+    for i in range(weights.shape[0]):
+        cw[class_id[i]] += weights[i] if available[i] else 0.0
+    k = cw.shape[0]
+    s_i = 0.0
+    for c in range(k):
+        if cw[c] > 0 and np.isfinite(intra[c]):
+            s_i += cw[c] * max(intra[c], 0.0)
+    active = np.empty(k, dtype=np.int64)
+    na = 0
+    for c in range(k):
+        if cw[c] > 0:
+            active[na] = c
+            na += 1
+    ww = np.empty(k * k)
+    wr = np.empty(k * k)
+    m = 0
+    for a in range(na):
+        for b in range(na):
+            rho = inter[active[a], active[b]]
+            if a != b and np.isfinite(rho):
+                x = cw[active[a]] * cw[active[b]]
+                ww[m] = x
+                wr[m] = x * rho
+                m += 1
+    return s_i, na, np_sum(ww, 0, m), np_sum(wr, 0, m)
 
 
 def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha: float = 0.5) -> dict:
