@@ -105,8 +105,8 @@ def worker(kind: str, duration: float, seed: int) -> dict:
 
 
 def child(tree: Path, kind: str, duration: float, seed: int) -> dict:
-    # bench_portbench_steps (imported by the worker) puts QUANTGYM_BENCH_CODE first on sys.path, else this
-    # checkout: without it the 'before' side would measure this checkout's code too
+    # QUANTGYM_BENCH_CODE: bench_portbench_steps (imported by the worker) puts that tree first on sys.path;
+    # without it both sides would import this checkout's quantgym
     env = {**os.environ, "PYTHONPATH": str(tree), "QUANTGYM_BENCH_CODE": str(tree)}
     p = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--duration", str(duration),
                         "--seed", str(seed)], capture_output=True, text=True, env=env, cwd=tree, timeout=1800)

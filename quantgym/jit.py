@@ -17,6 +17,10 @@ numba is imported on the first call of a wrapped kernel, never at ``import quant
 :mod:`quantgym.sandbox`). Compiled machine code is cached on disk by numba (next to the module,
 or in numba's user-wide cache directory when the package directory is read-only; ``NUMBA_CACHE_DIR``
 moves it), so only the first process on a machine pays the compile time.
+
+A kernel may call another kernel wrapped by :func:`njit` (e.g. a shared exact summation, or itself
+recursively): when it is compiled, the names of such wrappers among its globals resolve to their numba
+dispatchers; interpreted, the wrappers are plain calls.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import os
 import types
 from typing import Any, Callable
 
-__all__ = ["jit_enabled", "njit"]
+import numpy as np
+
+__all__ = ["dispatcher", "jit_enabled", "njit", "np_sum"]
 
 
 def jit_enabled() -> bool:
@@ -57,25 +63,14 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
         raise ValueError("quantgym.jit.njit: fastmath changes results; kernels must stay bit-identical")
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        impl: list[Callable[..., Any]] = []      # what calls go to: the dispatcher, or f itself
-        compiled: list[Callable[..., Any]] = []  # the numba dispatcher, once created
+        impl: list[Callable[..., Any]] = []  # what calls go to: the numba dispatcher, or f itself
 
-        def dispatcher() -> Any:
-            """The numba dispatcher of ``f`` (created once; numba compiles it on its first call)."""
-            if not compiled:
-                import numba  # lazy: import quantgym must not load numba
-
-                disp = numba.njit(cache=True, **options)(_bind_kernels(f))
-                others = sorted(files() - {f.__code__.co_filename})
-                if others:
-                    cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
-                    if cache_file is not None and hasattr(cache_file, "_source_stamp"):
-                        cache_file._source_stamp = (cache_file._source_stamp,
-                                                    *[(p, *_stamp(p)) for p in others])
-                    else:  # a numba without that attribute: no disk cache rather than a stale one
-                        disp = numba.njit(cache=False, **options)(_bind_kernels(f))
-                compiled.append(disp)
-            return compiled[0]
+        def dispatcher() -> Callable[..., Any]:
+            """The numba dispatcher of ``f`` (created once; numba compiles it at its first call), or ``f``
+            itself with ``QUANTGYM_JIT=0``."""
+            if not impl:
+                impl.append(_compile(f, call, files, options) if jit_enabled() else f)
+            return impl[0]
 
         def files() -> set[str]:
             """Source files of ``f`` and of every kernel it calls, transitively."""
@@ -88,9 +83,7 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
 
         @functools.wraps(f)
         def call(*args: Any, **kwargs: Any) -> Any:
-            if not impl:
-                impl.append(dispatcher() if jit_enabled() else f)
-            return impl[0](*args, **kwargs)
+            return (impl[0] if impl else dispatcher())(*args, **kwargs)
 
         call.py_func = f  # type: ignore[attr-defined]
         call._quantgym_dispatcher = dispatcher  # type: ignore[attr-defined]
@@ -100,19 +93,119 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
     return wrap(fn) if fn is not None else wrap
 
 
+def dispatcher(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """What an :func:`njit` wrapper calls: the numba dispatcher (compiled on this first request), or the
+    interpreted function with ``QUANTGYM_JIT=0``. Hot loops keep it to skip the wrapper's own call (speed only).
+    """
+    return kernel._quantgym_dispatcher()
+
+
 def _stamp(path: str) -> tuple[float, int]:
     """(mtime, size) of a source file, numba's own cache stamp."""
     st = os.stat(path)
     return st.st_mtime, st.st_size
 
 
-def _bind_kernels(f: Callable[..., Any]) -> Callable[..., Any]:
-    """``f`` itself, or a copy whose globals bind the kernels it calls to their numba dispatchers."""
+def _compile(f: Callable[..., Any], wrapper: Callable[..., Any], files: Callable[[], set[str]],
+             options: dict) -> Callable[..., Any]:
+    """numba dispatcher of ``f``. Global names of other :func:`njit` wrappers (or of ``f``'s own wrapper,
+    for recursion) are bound to their dispatchers in a copy of ``f``'s globals; the disk-cache entry is
+    stamped with the source files of those kernels too (else: no disk cache rather than a stale one)."""
+    import numba  # lazy: import quantgym must not load numba
+
     g = f.__globals__
-    deps = {name: g[name]._quantgym_dispatcher() for name in f.__code__.co_names
-            if hasattr(g.get(name), "_quantgym_dispatcher")}
-    if not deps:
-        return f
-    bound = types.FunctionType(f.__code__, {**g, **deps}, f.__name__, f.__defaults__, f.__closure__)
-    bound.__qualname__, bound.__module__, bound.__doc__ = f.__qualname__, f.__module__, f.__doc__
-    return bound
+    deps = [name for name in f.__code__.co_names if hasattr(g.get(name), "_quantgym_dispatcher")]
+
+    def make(cache: bool) -> Any:
+        if not deps:
+            return numba.njit(cache=cache, **options)(f)
+        ns = dict(g)
+        target = types.FunctionType(f.__code__, ns, f.__name__, f.__defaults__, f.__closure__)
+        target.__qualname__, target.__module__, target.__doc__ = f.__qualname__, f.__module__, f.__doc__
+        disp = numba.njit(cache=cache, **options)(target)
+        for name in deps:  # numba resolves globals when it compiles (first call), so self-reference works
+            ns[name] = disp if g[name] is wrapper else g[name]._quantgym_dispatcher()
+        return disp
+
+    disp = make(True)
+    others = sorted(files() - {f.__code__.co_filename})
+    if others:
+        cache_file = getattr(getattr(disp, "_cache", None), "_cache_file", None)
+        if cache_file is not None and hasattr(cache_file, "_source_stamp"):
+            cache_file._source_stamp = (cache_file._source_stamp, *[(p, *_stamp(p)) for p in others])
+        else:  # a numba without that attribute: no disk cache rather than a stale one
+            disp = make(False)
+    return disp
+
+
+@njit
+def np_sum(a, lo, n):
+    """``float(a[lo:lo + n].sum())`` of a 1-D float64 array, in numpy's summation order (a kernel).
+
+    numpy adds a contiguous float64 vector pairwise (``pairwise_sum`` of its ``add`` loop) onto the
+    reduction's initial 0.0: fewer than 8 values one by one; up to 128 in eight interleaved partial sums
+    combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the rest one by one; a longer
+    block is the sum of its halves split at ``n/2`` rounded down to a multiple of 8. This is that order
+    (the halving done with an explicit stack: numba's on-disk cache does not handle recursive kernels), so
+    a kernel that needs a numpy sum bit for bit calls it instead of a sequential loop (tested against
+    ``numpy.sum`` on random lengths 0 to 3,000).
+    """
+    if n <= 128:
+        return 0.0 + _np_sum_block(a, lo, n)
+    # post-order walk of the halving tree: frame = (start, length, children done)
+    f_lo = np.empty(64, dtype=np.int64)
+    f_n = np.empty(64, dtype=np.int64)
+    f_done = np.zeros(64, dtype=np.int64)
+    vals = np.empty(64)
+    sp, nv = 0, 0
+    f_lo[0], f_n[0], f_done[0] = lo, n, 0
+    while sp >= 0:
+        m = f_n[sp]
+        if m <= 128:
+            vals[nv] = _np_sum_block(a, f_lo[sp], m)
+            nv += 1
+            sp -= 1
+            continue
+        half = m // 2
+        half -= half % 8
+        if f_done[sp] == 2:  # both halves summed: left + right
+            nv -= 1
+            vals[nv - 1] = vals[nv - 1] + vals[nv]
+            sp -= 1
+            continue
+        f_done[sp] += 1
+        start = f_lo[sp] if f_done[sp] == 1 else f_lo[sp] + half
+        size = half if f_done[sp] == 1 else m - half
+        sp += 1
+        f_lo[sp], f_n[sp], f_done[sp] = start, size, 0
+    return 0.0 + vals[0]
+
+
+@njit
+def _np_sum_block(a, lo, n):
+    """numpy's ``pairwise_sum`` of ``a[lo:lo + n]`` for ``n <= 128`` (no halving; :func:`np_sum`)."""
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    m = n - n % 8
+    i = 8
+    while i < m:
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res

@@ -90,6 +90,41 @@ def test_observations_are_new_arrays_and_writing_them_changes_nothing():
         env.view.row_array(snap.t, "obs_corr")[0, 1] = 2.0
 
 
+def test_step_observations_are_read_only_row_views_or_new_arrays():
+    """Issue 19 item 1: a step that reaches a new decision hands out the row's arrays as read-only views of the
+    per-row cache (never writeable, so the cache cannot be changed through them); consecutive observations share
+    no memory (Gymnasium's check_env), and a row seen again shows the same values."""
+    env = PortBenchEnv(period=DAILY, scoring=False)
+    rng = np.random.default_rng(2)
+    prev, _ = env.reset(seed=0)
+    seen, n_views = [], 0
+    for _ in range(6):
+        n = env.n_assets
+        obs, _, term, _, _ = env.step({"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n),
+                                       "weights": rng.uniform(0, 1, n), "status": 0})
+        for k, v in obs.items():
+            if not isinstance(v, np.ndarray):
+                continue
+            assert not np.shares_memory(v, prev[k]), k
+            if not v.flags.writeable:
+                n_views += 1
+                with pytest.raises(ValueError):
+                    v[...] = 0
+                with pytest.raises(ValueError):
+                    v.flags.writeable = True
+        assert obs["weights"].flags.writeable and obs["prev_views"].flags.writeable  # per-step arrays are new
+        seen.append({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in obs.items()})
+        prev = obs
+    assert n_views >= 6 * 3  # at least returns, returns_mask and corr of every step
+    env.reset(seed=0)
+    for ref in seen:  # the second episode shows the same observations
+        n = env.n_assets
+        obs, *_ = env.step({"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n),
+                            "weights": rng.uniform(0, 1, n), "status": 0})
+        for k in ("returns", "returns_mask", "corr", "price", "available", "macro", "regime"):
+            assert np.array_equal(obs[k], ref[k]), k
+
+
 def _synthetic(n: int = 30, seed: int = 3) -> PortBenchData:
     from quantgym.envs.portbench.data import load_portbench_data
 

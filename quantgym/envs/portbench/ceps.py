@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
+
+
+def clip_float(x: float, lo: float, hi: float) -> float:
+    """``float(np.clip(x, lo, hi))`` of one number without numpy's per-call overhead: numpy's result (NaN kept,
+    then ``lo if x < lo else x``, then ``hi if v > hi else v``), the same float, signed zeros included (tested)."""
+    x = float(x)
+    if x != x:
+        return x
+    v = lo if x < lo else x
+    return hi if v > hi else v
 
 
 def ceps(stage_scores: Sequence[float | None], lam: float = 0.1, ndigits: int | None = 4) -> float:
@@ -23,11 +34,22 @@ def ceps(stage_scores: Sequence[float | None], lam: float = 0.1, ndigits: int | 
     >>> ceps([0.516] * 5)
     0.516
     """
-    s = np.array([0.0 if (x is None or not np.isfinite(x)) else float(x) for x in stage_scores], dtype=np.float64)
-    if s.size == 0:
+    s = [0.0 if (x is None or not math.isfinite(x)) else float(x) for x in stage_scores]
+    if not s:
         return 0.0
-    drops = np.maximum(s[:-1] - s[1:], 0.0).sum()
-    value = float(np.clip(s.mean() - lam * drops, 0.0, 1.0))
+    if len(s) < 8:  # numpy's arithmetic in plain floats (speed only; the five stages of a step)
+        # numpy sums fewer than 8 values in order onto 0.0; np.maximum(d, 0.0) keeps d when d >= 0 (-0.0 too)
+        drops, total = 0.0, 0.0
+        for a, b in zip(s[:-1], s[1:]):
+            d = a - b
+            drops += d if d >= 0.0 else 0.0
+        for x in s:
+            total += x
+        mean = total / len(s)
+    else:
+        a = np.array(s, dtype=np.float64)
+        drops, mean = np.maximum(a[:-1] - a[1:], 0.0).sum(), a.mean()
+    value = clip_float(mean - lam * drops, 0.0, 1.0)
     return round(value, ndigits) if ndigits is not None else value
 
 

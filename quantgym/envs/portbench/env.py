@@ -19,7 +19,7 @@ from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
-from quantgym.envs.portbench.ceps import ceps_tier
+from quantgym.envs.portbench.ceps import ceps_tier, clip_float
 from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
 from quantgym.envs.portbench.config import (
     STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
@@ -35,6 +35,7 @@ from quantgym.envs.portbench.stages import (
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score,
 )
+from quantgym.jit import dispatcher, njit, np_sum
 from quantgym.metrics import performance_summary
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
@@ -45,6 +46,80 @@ _ACTION_KEYSET = frozenset(ACTION_KEYS)
 #: observation keys in the order of the observation dict
 OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "corr", "class_id", "available",
             "weights", "nav", "macro", "macro_mask", "regime", "stage", "prev_views", "prev_signals")
+
+
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+#: the kernels' "no output" arrays (never written: size 0)
+_NO_F, _NO_I = np.empty(0), np.empty(0, dtype=np.int64)
+
+
+@njit
+def _check_answers(views, signals, weights, available, w_out, views_out, signals_out):
+    """The three answers of an allocation step checked and processed in one compiled pass (a kernel,
+    :mod:`quantgym.jit`; speed only): the fast checks of ``_process_views`` / ``_process_signals`` /
+    ``_process_weights`` and, where they pass, their results with the same arithmetic (``Σw`` is numpy's
+    pairwise sum, ``round(4)`` is numpy's ``rint(x·1e4)/1e4``).
+
+    ``w_out`` (2N,) receives ``w_hat = round4(w / tot)`` in ``[:N]`` and its positive entries, in order, from
+    ``N`` on; ``views_out`` / ``signals_out`` ((N,) or empty) the processed echoes. Returns
+    ``(ok, tot, dropped, n_pos)``: ``ok`` = views in [-1, 1], signals in {0, 1, 2} and weights in [0, 1] (NaN
+    fails; nothing is written otherwise); ``tot`` = Σ of the weights on available assets (``w_out`` is valid
+    where ``tot > 0``), ``dropped`` = Σ on unavailable ones, ``n_pos`` the count of positive ``w_hat``.
+    """
+    n = views.shape[0]
+    for i in range(n):
+        if not (abs(views[i]) <= 1.0 and 0 <= signals[i] <= 2 and weights[i] >= 0.0 and weights[i] <= 1.0):
+            return False, 0.0, 0.0, 0
+    for i in range(n):  # the weights on A_d, then those dropped (numpy: np.where(a, w, 0), np.where(a, 0, w))
+        w_out[i] = weights[i] if available[i] else 0.0
+        w_out[n + i] = 0.0 if available[i] else weights[i]
+    tot = np_sum(w_out, 0, n)
+    dropped = np_sum(w_out, n, n)
+    n_pos = 0
+    if tot > 0:
+        for i in range(n):
+            x = np.rint((w_out[i] / tot) * 10000.0) / 10000.0
+            w_out[i] = x
+            if x > 0:
+                w_out[n + n_pos] = x
+                n_pos += 1
+    for i in range(views_out.shape[0]):
+        views_out[i] = views[i] if available[i] else 0.0
+        signals_out[i] = signals[i] if available[i] else 1  # HOLD
+    return True, tot, dropped, n_pos
+
+
+@njit
+def _s12_parts(views, v_star, signals, s_star, available):
+    """S1's ``mean_{A_d} |v̂ − v*|`` and S2's share of right signals (:func:`~.stages.s1_score`,
+    :func:`~.stages.s2_score` before their final step) in one compiled pass: numpy's mean = its pairwise sum
+    (:func:`quantgym.jit.np_sum`) over the available entries divided by their count. Returns
+    ``(n_available, mae, share)`` (0, 0.0, 0.0 for an empty ``A_d``)."""
+    n = views.shape[0]
+    buf = np.empty(n)
+    k, right = 0, 0
+    for i in range(n):
+        if available[i]:
+            buf[k] = abs(views[i] - v_star[i])
+            k += 1
+            if signals[i] == s_star[i]:
+                right += 1
+    if k == 0:
+        return 0, 0.0, 0.0
+    return k, np_sum(buf, 0, k) / k, right / k
+
+
+@njit
+def _clip(x, lo, hi, out):
+    """``out[:] = np.clip(x, lo, hi)`` for 1-D float64 arrays: numpy's result (NaN kept, then ``lo if v < lo``,
+    then ``hi if v > hi``; signed zeros as numpy's, :func:`~quantgym.envs.portbench.ceps.clip_float`)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if not np.isnan(v):
+            v = lo if v < lo else v
+            v = hi if v > hi else v
+        out[i] = v
 
 
 class PortBenchEnv(gym.Env):
@@ -281,6 +356,8 @@ class PortBenchEnv(gym.Env):
         self.stage_notes: dict[str, Any] = {}
         self.sim: PortfolioSimulator | None = None
         self.snapshot: MarketSnapshot | None = None
+        self._obs_views = False  # the next observation may hand out the row arrays as views (see _obs)
+        self._w_positive: np.ndarray | None = None  # the positive S3 weights of this step, when the kernel made them
 
     # ------------------------------------------------------------------------------ helpers
     def _initial_weights(self, row: int) -> np.ndarray:
@@ -323,9 +400,11 @@ class PortBenchEnv(gym.Env):
         if info is None:  # per-row constants of the info dict and the decision record
             snap = self.snapshot
             info = parts["row_info"] = {"date": str(snap.decision_date.date()),
-                                        "n_available": int(snap.available.sum())}
+                                        "n_available": int(snap.available.sum()),
+                                        "available_tickers": tuple(self._ticker_array[snap.available].tolist())}
         self._row_info = info
-        self._obs_row = self._row_observation()
+        self._obs_row = self._row_observation(parts)
+        self._obs_views = False  # set by a step that reaches this decision (see _obs)
         self.stage = 0
         self.prev_views = self._zero_views
         self.prev_signals = self._hold_signals
@@ -337,8 +416,14 @@ class PortBenchEnv(gym.Env):
         self._views = self._signals = None
         if self.scoring:
             snap, sc = self.snapshot, self.config.scoring
-            self.v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
-            self.s_star = s2_truth(self.v_star, sc.signal_threshold)
+            truth = parts.get(("truth", sc.view_scale, sc.signal_threshold))
+            if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
+                v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
+                truth = (v_star, s2_truth(v_star, sc.signal_threshold))
+                for a in truth:
+                    a.flags.writeable = False
+                parts[("truth", sc.view_scale, sc.signal_threshold)] = truth
+            self.v_star, self.s_star = truth
             self.w_star_s45 = None
             ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
             if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
@@ -374,11 +459,19 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ observation
     def _obs(self) -> dict[str, Any]:
-        # every array is new (Gymnasium's contract: users keep observations); the row arrays are copies of the
-        # cached read-only ones (speed only: copying is cheaper than rebuilding them)
+        # No two consecutive calls (nor two resets) share an array (Gymnasium's check_env): the first observation
+        # of a decision reached by step() hands out the row's arrays as read-only views of the per-row cache
+        # (writing raises; they cannot be made writeable), every other call (reset, stagewise sub-steps on the
+        # same row, the final observation) gets copies. The portfolio entries are new arrays every call.
         snap = self.snapshot
-        obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
-        obs["weights"] = snap.current_weights.clip(0.0, 1.0)
+        if self._obs_views:
+            self._obs_views = False
+            obs = dict(self._obs_row)
+        else:
+            obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
+        w = snap.current_weights
+        obs["weights"] = clipped = np.empty(w.shape[0])
+        (_KERNELS.get("clip") or _KERNELS.setdefault("clip", dispatcher(_clip)))(w, 0.0, 1.0, clipped)
         obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
         obs["stage"] = int(self.stage)
         obs["prev_views"] = self.prev_views.copy()
@@ -389,25 +482,29 @@ class PortBenchEnv(gym.Env):
             obs["prompt"] = self.render_prompt()
         return obs
 
-    def _row_observation(self) -> dict[str, Any]:
+    def _row_observation(self, parts: dict | None = None) -> dict[str, Any]:
         """The row-dependent observation entries of the current decision (read-only arrays), in the order
-        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`."""
+        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`. ``parts``: the
+        row's cached parts (``MarketView._row_parts``), if at hand."""
         snap = self.snapshot
         if self.config.fidelity == "clean":  # cached per dataset and row (speed only)
             view, t = self.view, int(snap.t)
-            parts = view._row_parts(t)
-            small = parts.get("obs_small")
-            if small is None:
-                small = parts["obs_small"] = self._obs_small(snap)
+            parts = view._row_parts(t) if parts is None else parts
+            template = parts.get("obs_template")
+            if template is None:  # the O(N) entries in observation order, the large ones to fill in
+                template = parts["obs_template"] = {k: self._obs_small(snap).get(k) for k in OBS_KEYS}
+            row = template.copy()
             keys = self.obs_keys
-            row = dict(small)
+            # views of the cached read-only arrays: an observation cannot make them writeable; an entry
+            # left out by obs_keys stays None here (dropped by _obs) and is never computed
             if "returns" in keys or "returns_mask" in keys:
-                row["returns"], row["returns_mask"] = view.row_array(t, "obs_returns"), view.row_array(t, "obs_mask")
+                row["returns"] = view.row_array(t, "obs_returns").view()
+                row["returns_mask"] = view.row_array(t, "obs_mask").view()
             if "corr" in keys:  # the O(N²) entry: computed only when it is observed
-                row["corr"] = view.row_array(t, "obs_corr")
-        else:
-            row = self._obs_static(snap)
-        return {k: row.get(k) for k in self.obs_keys}
+                row["corr"] = view.row_array(t, "obs_corr").view()
+            return row
+        row = self._obs_static(snap)
+        return {k: row.get(k) for k in OBS_KEYS}
 
     def _obs_small(self, snap) -> dict[str, Any]:
         """The O(N) row-dependent observation entries (read-only arrays)."""
@@ -421,19 +518,22 @@ class PortBenchEnv(gym.Env):
             "macro_mask": snap.macro_mask.astype(np.int8),
             "regime": int(REGIMES.index(snap.regime)),
         }
-        for v in out.values():
+        for k, v in out.items():
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
+                out[k] = v.view()  # handed out in observations: a view of a read-only array stays read-only
         return out
 
     def _obs_static(self, snap) -> dict[str, Any]:
         """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
         ret, mask = obs_window(snap.returns, self.config.lookback)
         out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap)}
-        if "corr" in self.obs_keys:
-            out["corr"] = obs_corr(snap.corr)
-            out["corr"].flags.writeable = False
         ret.flags.writeable = mask.flags.writeable = False
+        out["returns"], out["returns_mask"] = ret.view(), mask.view()
+        if "corr" in self.obs_keys:
+            corr = obs_corr(snap.corr)
+            corr.flags.writeable = False
+            out["corr"] = corr.view()
         return out
 
     @property
@@ -606,15 +706,9 @@ class PortBenchEnv(gym.Env):
                                      "S3 score 0")
             return self._fallback_weights(), False
         self.step_status["S3"] = STATUS_OK
-        notes = []
         # weight on unavailable assets (0 when every asset is available)
         dropped = float(np.where(a, 0.0, weights).sum()) if self._row_info["n_available"] < a.size else 0.0
-        if dropped > 0:
-            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
-            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
-        if notes:  # recorded coercions, not invalid (spec §4.3, §11.4)
-            self.step_coerced["S3"] = "; ".join(notes)
+        self._coerce_note(dropped, tot)
         return (w / tot).round(4), True
 
     def step(self, action: Any):
@@ -637,6 +731,10 @@ class PortBenchEnv(gym.Env):
         status = int(act["status"])
         if status == STATUS_UNPARSEABLE and self.config.paper.abort_on_parse_failure:
             return self._abort()
+        if not self.stagewise and status == STATUS_OK and act["signals"].dtype == np.int64:
+            w_hat = self._answers_fast(act)
+            if w_hat is not None:
+                return self._finish_decision(w_hat, True)
         snap = self.snapshot
         if "views" in needed:
             views = self._process_views(act["views"], status)
@@ -658,6 +756,52 @@ class PortBenchEnv(gym.Env):
                 return self._obs(), 0.0, False, False, self._base_info()
         weights, valid = self._process_weights(act["weights"], status)
         return self._finish_decision(weights, valid)
+
+    def _answers_fast(self, act: dict[str, np.ndarray]) -> np.ndarray | None:
+        """One allocation step's three answers when all pass the fast checks (views in [-1, 1], integer
+        signals in {0, 1, 2}, weights in [0, 1] not all zero on ``A_d``): the same state, scores and S3
+        weights as ``_process_views`` / ``_process_signals`` / ``_process_weights``, in one kernel call
+        (:func:`_check_answers`; speed only). None: run those (an answer needs a fallback or a message)."""
+        snap = self.snapshot
+        # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
+        echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
+        kernel = _KERNELS.get("answers") or _KERNELS.setdefault("answers", dispatcher(_check_answers))
+        n = self.n_assets
+        w_out = np.empty(2 * n)
+        views, signals = (np.empty(n), np.empty(n, dtype=np.int64)) if echo else (_NO_F, _NO_I)
+        ok, tot, dropped, n_pos = kernel(act["views"], act["signals"], act["weights"], snap.available, w_out,
+                                         views, signals)
+        if not (ok and tot > 0):
+            return None
+        w_hat, w_pos = w_out[:n], w_out[n : n + n_pos]
+        status = self.step_status
+        status["S1"] = STATUS_OK
+        if self.scoring:  # s1_score and s2_score, their means in one kernel
+            k, mae, share = (_KERNELS.get("s12") or _KERNELS.setdefault("s12", dispatcher(_s12_parts)))(
+                views, self.v_star, signals, self.s_star, snap.available)
+            self.step_scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
+        status["S2"] = STATUS_OK
+        if self.scoring:
+            self.step_scores["S2"] = share if k else 1.0
+        if echo:
+            views.flags.writeable = signals.flags.writeable = False  # handed out as obs["prev_views"/"prev_signals"]
+            self.prev_views, self.prev_signals = views, signals
+        status["S3"] = STATUS_OK
+        self._w_positive = w_pos
+        if dropped > 0 or abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
+            self._coerce_note(dropped, tot)
+        return w_hat
+
+    def _coerce_note(self, dropped: float, tot: float) -> None:
+        """The recorded S3 coercions (not invalid; spec §4.3, §11.4): weight on unavailable assets dropped,
+        weights renormalised to sum 1."""
+        notes = []
+        if dropped > 0:
+            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
+        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
+            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
+        if notes:
+            self.step_coerced["S3"] = "; ".join(notes)
 
     def _abort(self):
         """Paper mode (§4.0, §11.3): an unparseable answer aborts the run (truncated, no trade)."""
@@ -706,8 +850,11 @@ class PortBenchEnv(gym.Env):
             })
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
             w_exec = w_hat
-        trade = sim.trade(w_exec)
-        rec_weights = self._by_ticker(w_hat)
+        # trade at d's close, then mark to market up to the next decision date (or the period end)
+        terminated = self.decision_k + 1 >= sim.decision_rows.size
+        trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
+        w_pos, self._w_positive = self._w_positive, None
+        rec_weights = self._by_ticker(w_hat, w_pos)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
                     "status": dict(self.step_status), "weights": rec_weights})
@@ -724,10 +871,7 @@ class PortBenchEnv(gym.Env):
                          "drift": rec["risk"]["drift"], "alerts": rec["risk"]["alerts"],
                          "trigger": rec["risk"]["trigger"]})
         nav_pre = self.nav_pre
-        # advance to the next decision date (or the period end)
         self.decision_k += 1
-        terminated = self.decision_k >= sim.decision_rows.size
-        sim.advance_to(sim.last_row if terminated else int(sim.decision_rows[self.decision_k]))
         if self.reward_kind == "ceps":
             reward = float(ceps_val) if ceps_val is not None else 0.0
         else:
@@ -742,11 +886,15 @@ class PortBenchEnv(gym.Env):
         else:
             self._terminated = False
             self._begin_decision()
+            self._obs_views = True  # a new decision row: its arrays as read-only views (see _obs)
             obs = self._obs()
         return obs, reward, terminated, False, info
 
-    def _by_ticker(self, w: np.ndarray) -> dict[str, float]:
-        """``{ticker: weight}`` of the positive entries of ``w``, canonical order."""
+    def _by_ticker(self, w: np.ndarray, w_pos: np.ndarray | None = None) -> dict[str, float]:
+        """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``w_pos``: those entries, if
+        known; when there is one per available asset they are the available ones: ``w`` is 0 elsewhere)."""
+        if w_pos is not None and w_pos.size == self._row_info["n_available"]:
+            return dict(zip(self._row_info["available_tickers"], w_pos.tolist()))
         idx = (w > 0).nonzero()[0]
         return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 

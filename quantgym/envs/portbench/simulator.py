@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.config import PortBenchCostModel, Period
-from quantgym.envs.portbench.execution import execute_trade
+from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
+from quantgym.jit import dispatcher
 
 
 def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
@@ -67,7 +68,8 @@ class Orders(Sequence):
 
     Attributes
     ----------
-    index : (k,) int, columns of the traded assets (``|Δw| ≥ min_trade``).
+    index : (k,) int, columns of the traded assets (``|Δw| ≥ min_trade``; ``traded`` None: computed from
+        ``delta`` and ``costs.min_trade`` on first use).
     delta_w : (k,) float, signed weight change.
     notional, commission, cost : (k,) float, currency units (computed on access).
     """
@@ -81,7 +83,12 @@ class Orders(Sequence):
 
     @property
     def index(self) -> np.ndarray:
-        return np.flatnonzero(self._traded)
+        return np.flatnonzero(self._mask())
+
+    def _mask(self) -> np.ndarray:
+        if self._traded is None:
+            self._traded = np.abs(self._delta) >= self._costs.min_trade
+        return self._traded
 
     @property
     def delta_w(self) -> np.ndarray:
@@ -122,7 +129,7 @@ class Orders(Sequence):
         return self._dicts
 
     def __len__(self) -> int:
-        return int(np.count_nonzero(self._traded))
+        return int(np.count_nonzero(self._mask()))
 
     def __getitem__(self, i):
         return self._list()[i]
@@ -169,6 +176,10 @@ def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.
     return first, last, rows
 
 
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+
+
 @dataclass
 class Trade:
     """One rebalance: date, turnover τ, total cost, NAV after, per-asset orders (:class:`Orders`)."""
@@ -205,6 +216,7 @@ class PortfolioSimulator:
         self.returns0 = returns0
         self.period = period
         self.costs = costs
+        self._rate, self._min_trade = float(costs.rate), float(costs.min_trade)
         self.initial_nav = float(initial_nav)
         self.tickers = tickers
         self.first_row, self.last_row, self.decision_rows = _period_rows(self.dates, period)
@@ -257,6 +269,40 @@ class PortfolioSimulator:
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
         self.nav_history[-1] = self.nav
         self.weight_history[-1] = self.weights.copy()
+        return tr
+
+    def trade_and_advance(self, target: np.ndarray, row: int) -> Trade:
+        """:meth:`trade` to ``target`` at the close of the current day, then :meth:`advance_to` ``row``: the
+        same state and :class:`Trade`, the arithmetic in one compiled pass
+        (:func:`~quantgym.envs.portbench.execution.trade_and_mark`; speed only). A subclass that does not
+        mark every day (:meth:`marks_to_market`) runs the two methods."""
+        if type(self).marks_to_market is not PortfolioSimulator.marks_to_market:
+            tr = self.trade(target)
+            self.advance_to(row)
+            return tr
+        row = min(row, self.last_row)
+        t, n, m = self.t, self.weights.shape[0], max(row - self.t, 0)
+        nav_before = self.nav
+        kernel = _KERNELS.get("trade") or _KERNELS.setdefault("trade", dispatcher(trade_and_mark))
+        if type(target) is not np.ndarray or target.dtype != np.float64:
+            target = np.asarray(target, dtype=np.float64)
+        out = np.empty((m + 2, n + 1))  # one block: the day weights and NAVs, then Δw (trade_and_mark)
+        tau, cost = kernel(self.weights, target, nav_before, self._rate, self._min_trade, self.returns0, t, out)
+        navs = list(out[: m + 1, n])  # numpy float64 scalars, as the numpy day loop leaves them
+        days = list(out[: m + 1, :n])
+        cost = np.float64(cost)
+        self.total_cost += cost
+        tr = Trade(self._stamps[t], tau, cost, navs[0], Orders(out[m + 1, :n], None, nav_before, self.costs, self.tickers))
+        self.trades.append(tr)
+        self.nav_history[-1] = navs[0]
+        self.weight_history[-1] = days[0]
+        if m:
+            self.nav_dates.extend(self._stamps[t + 1 : row + 1])
+            self.nav_history.extend(navs[1:])
+            self.weight_history.extend(days[1:])
+            self.t = row
+        self.weights = days[-1]
+        self.nav = navs[-1]
         return tr
 
     def nav_series(self) -> pd.Series:

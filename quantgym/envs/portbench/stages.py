@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
+from quantgym.jit import dispatcher, njit, np_sum
 from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
@@ -46,7 +48,7 @@ def s1_score(views: np.ndarray, truth: np.ndarray, available: np.ndarray) -> flo
     if not available.any():
         return 1.0
     mae = np.abs(views[available] - truth[available]).mean()
-    return float(np.clip(1.0 - mae / 2.0, 0.0, 1.0))
+    return clip_float(1.0 - mae / 2.0, 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------- S2
@@ -118,10 +120,6 @@ def s3_truth(
     return w
 
 
-#: ``~eye(m)`` for m = 0 .. number of classes (read-only)
-_OFF_DIAGONAL = tuple(~np.eye(m, dtype=bool) for m in range(len(ASSET_CLASSES) + 1))
-for _m in _OFF_DIAGONAL:
-    _m.flags.writeable = False
 
 
 @dataclass
@@ -140,29 +138,55 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     ``I = clip(1 − Σ_c W_c·max(ρ̄_c, 0), 0, 1)`` over classes with ≥ 2 available members and
     ``W_c > 0``; ``H = clip((1 − ρ̄_w)/2, 0, 1)`` with ``ρ̄_w`` the class-weight-weighted mean
     inter-class correlation over active classes (``H = 1`` if fewer than 2 are active or the
-    denominator is 0).
+    denominator is 0). The sums run in one kernel (:func:`_correlation_sums`) with numpy's order.
     """
     k = len(ASSET_CLASSES)
-    cw = np.bincount(snap.class_id, weights=np.where(snap.available, weights, 0.0), minlength=k)
-    intra = snap.intra
-    held = cw > 0
-    use_i = np.isfinite(intra) & held
-    i_score = float(np.clip(1.0 - (cw[use_i] * np.maximum(intra[use_i], 0.0)).sum(), 0.0, 1.0))
-    active = np.flatnonzero(held)
+    cw = np.zeros(k)
+    kernel = _KERNELS.get("corr") or _KERNELS.setdefault("corr", dispatcher(_correlation_sums))
+    s_i, n_active, den, num = kernel(np.asarray(weights, dtype=np.float64), snap.available, snap.class_id,
+                                     snap.intra, snap.inter, cw)
+    i_score = clip_float(1.0 - s_i, 0.0, 1.0)
     h = 1.0
-    if active.size >= 2:
-        ca = cw[active]
-        ww = ca[:, None] * ca[None, :]  # np.outer
-        rho = snap.inter[active[:, None], active]  # np.ix_
-        mask = _OFF_DIAGONAL[active.size] & np.isfinite(rho)
-        den = ww[mask].sum()
-        if den > 0:
-            rho_w = (ww[mask] * rho[mask]).sum() / den
-            h = float(np.clip((1.0 - rho_w) / 2.0, 0.0, 1.0))
+    if n_active >= 2 and den > 0:
+        h = clip_float((1.0 - num / den) / 2.0, 0.0, 1.0)
     return CorrelationScore(
         i_score, h, 0.5 * i_score + 0.5 * h,
         {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
     )
+
+
+@njit
+def _correlation_sums(weights, available, class_id, intra, inter, cw):
+    """The sums of :func:`correlation_score` (a kernel, :mod:`quantgym.jit`; speed only), as numpy forms them:
+    ``cw`` (written) = ``np.bincount(class_id, weights=where(A_d, w, 0))`` (in index order); ``Σ_c W_c·max(ρ̄_c, 0)``
+    over finite ``ρ̄_c`` with ``W_c > 0`` (class order); over the active classes' off-diagonal finite ``ρ̄_cd``
+    in row-major order, ``den = Σ W_c·W_d`` and ``num = Σ W_c·W_d·ρ̄_cd`` (numpy's pairwise sums). Returns
+    ``(Σ_I, n_active, den, num)``."""
+    for i in range(weights.shape[0]):
+        cw[class_id[i]] += weights[i] if available[i] else 0.0
+    k = cw.shape[0]
+    s_i = 0.0
+    for c in range(k):
+        if cw[c] > 0 and np.isfinite(intra[c]):
+            s_i += cw[c] * max(intra[c], 0.0)
+    active = np.empty(k, dtype=np.int64)
+    na = 0
+    for c in range(k):
+        if cw[c] > 0:
+            active[na] = c
+            na += 1
+    ww = np.empty(k * k)
+    wr = np.empty(k * k)
+    m = 0
+    for a in range(na):
+        for b in range(na):
+            rho = inter[active[a], active[b]]
+            if a != b and np.isfinite(rho):
+                x = cw[active[a]] * cw[active[b]]
+                ww[m] = x
+                wr[m] = x * rho
+                m += 1
+    return s_i, na, np_sum(ww, 0, m), np_sum(wr, 0, m)
 
 
 def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha: float = 0.5) -> dict:
@@ -172,7 +196,7 @@ def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha
     """
     avail = snap.available
     mae = float(np.abs(weights[avail] - truth[avail]).mean()) if avail.any() else 0.0
-    acc = float(np.clip(1.0 - mae / 2.0, 0.0, 1.0))
+    acc = clip_float(1.0 - mae / 2.0, 0.0, 1.0)
     cs = correlation_score(weights, snap)
     score = acc if alpha >= 1 else alpha * acc + (1.0 - alpha) * cs.score
     return {"score": float(score), "accuracy": acc, "mae": mae, "intra": cs.intra, "inter": cs.inter,
@@ -191,7 +215,7 @@ def s4_score(tau_hat: float, tau_star: float) -> float:
     1.0
     """
     a, b = round(tau_hat, 4), round(tau_star, 4)
-    return float(np.clip(1.0 - abs(a - b) / max(a, b, 1e-4), 0.0, 1.0))
+    return clip_float(1.0 - abs(a - b) / max(a, b, 1e-4), 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------- S5
@@ -224,15 +248,17 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     tol = profile.max_drawdown if profile else 0.10
     # the window with missing = 0 (cached per row by the view's snapshots; speed only)
     r = snap.loader("returns0") if snap.loader is not None else np.nan_to_num(snap.returns, nan=0.0)
-    p = r @ np.where(snap.available, weights, 0.0)
-    if p.size > cfg.s5_min_obs:
-        var = round(quantile_linear(p, 0.05), 6)
-        dd = round(max_drawdown(p, include_start=include_start), 6)
-    else:
-        var, dd = 0.0, 0.0
     avail = snap.available
-    n = int(avail.sum())
-    drift = round(float(np.abs(weights[avail] - 1.0 / n).max()), 6) if n else 0.0
+    p = r @ np.where(avail, weights, 0.0)
+    kernel = _KERNELS.get("risk") or _KERNELS.setdefault("risk", dispatcher(_risk_numbers))
+    w = np.asarray(weights, dtype=np.float64)
+    ok, var, dd, drift = kernel(p, w, avail, 0.05, cfg.s5_min_obs, include_start)
+    if not ok:  # a non-finite portfolio return: numpy's own functions (their rules for NaN)
+        var = quantile_linear(p, 0.05) if p.size > cfg.s5_min_obs else 0.0
+        dd = max_drawdown(p, include_start=include_start) if p.size > cfg.s5_min_obs else 0.0
+        n = int(avail.sum())
+        drift = float(np.abs(weights[avail] - 1.0 / n).max()) if n else 0.0
+    var, dd, drift = round(var, 6), round(dd, 6), round(drift, 6)
     alerts = []
     if var < var_limit:
         alerts.append("var_breach")
@@ -244,6 +270,60 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     return RiskReport(var, dd, drift, alerts, trigger)
 
 
+#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
+_KERNELS: dict = {}
+
+
+@njit
+def _risk_numbers(p, weights, available, q, min_obs, include_start):
+    """The S5 numbers of :func:`risk_report` before rounding, in one compiled pass (a kernel,
+    :mod:`quantgym.jit`; speed only): ``VaR = quantile_linear(p, q)`` and ``DD = max_drawdown(p)`` (0 for at most
+    ``min_obs`` returns) and ``drift = max_{A_d} |w_i − 1/n|`` (0 for an empty ``A_d``).
+
+    The same floats as those numpy functions: the quantile's two order statistics (a sort finds the same values
+    as numpy's partition) and its interpolation; the drawdown's running product, running peak and
+    ``path/peak − 1`` in order. Returns ``(ok, var, dd, drift)``; ``ok`` False (nothing computed) when a portfolio
+    return is not finite, where numpy's NaN rules apply instead.
+    """
+    n = p.shape[0]
+    for i in range(n):
+        if not np.isfinite(p[i]):
+            return False, 0.0, 0.0, 0.0
+    var, dd = 0.0, 0.0
+    if n > min_obs:
+        vi = (n - 1) * q
+        lo = int(np.floor(vi))
+        srt = np.sort(p)
+        x0, x1 = srt[lo], srt[lo + 1]
+        t = vi - lo
+        diff = x1 - x0
+        var = x1 - diff * (1 - t) if t >= 0.5 else x0 + diff * t
+        acc, peak = 1.0, 1.0
+        dd = 0.0 if include_start else np.inf
+        for i in range(n):
+            acc = acc * (1.0 + p[i])
+            if i == 0 and not include_start:
+                peak = acc
+            elif acc > peak:
+                peak = acc
+            x = acc / peak - 1.0
+            if x < dd:
+                dd = x
+    m = 0
+    for i in range(available.shape[0]):
+        if available[i]:
+            m += 1
+    drift = 0.0
+    if m:
+        ew = 1.0 / m
+        for i in range(available.shape[0]):
+            if available[i]:
+                x = abs(weights[i] - ew)
+                if x > drift:
+                    drift = x
+    return True, var, dd, drift
+
+
 def s5_score(agent: RiskReport, truth: RiskReport) -> float:
     """``S5 = 0.5·1[trigger match] + 0.5·clip(1 − (e_V + e_D)/2, 0, 1)`` (spec §4.5).
 
@@ -251,4 +331,4 @@ def s5_score(agent: RiskReport, truth: RiskReport) -> float:
     """
     e_v = abs(agent.var - truth.var) / max(abs(truth.var), 1e-6)
     e_d = abs(agent.drawdown - truth.drawdown) / max(abs(truth.drawdown), 1e-6)
-    return float(0.5 * (agent.trigger == truth.trigger) + 0.5 * np.clip(1.0 - (e_v + e_d) / 2.0, 0.0, 1.0))
+    return float(0.5 * (agent.trigger == truth.trigger) + 0.5 * clip_float(1.0 - (e_v + e_d) / 2.0, 0.0, 1.0))
