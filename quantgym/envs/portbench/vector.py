@@ -24,7 +24,7 @@ from quantgym.envs.portbench.execution import fallback_weights
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench import training
 from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
-from quantgym.jit import njit
+from quantgym.jit import njit, np_sum
 
 # --------------------------------------------------------------------------------------- kernels
 #: per-env operation of a batched call (``_BatchCore.ops``)
@@ -77,7 +77,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
     (a new episode set up by :meth:`_BatchCore.begin_episode`: advance to its first decision).
 
     The arithmetic of the simulator and :class:`AllocationWrapper` per env, in numpy's floating-point
-    order: every sum over assets is numpy's pairwise summation of a contiguous row (``psum`` below), so
+    order: every sum over assets is numpy's pairwise summation of a contiguous row (:func:`quantgym.jit.np_sum`), so
     weights, NAV and observations are bit-identical to the numpy form of these formulas.
 
     Phase 1 (``given == 0``): the targets of the stepping envs into ``target`` (B, N), from
@@ -93,64 +93,6 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
     """
     B, N = w.shape
     F = feat_table.shape[1]
-    # every array is indexed in 2-D (no row views: a view costs a reference count in compiled code)
-
-    def _block(x, i, lo, n):
-        if n < 8:
-            res = -0.0
-            for j in range(n):
-                res += x[i, lo + j]
-            return res
-        r0, r1, r2, r3 = x[i, lo], x[i, lo + 1], x[i, lo + 2], x[i, lo + 3]
-        r4, r5, r6, r7 = x[i, lo + 4], x[i, lo + 5], x[i, lo + 6], x[i, lo + 7]
-        j = lo + 8
-        stop = lo + n - n % 8
-        while j < stop:
-            r0 += x[i, j]
-            r1 += x[i, j + 1]
-            r2 += x[i, j + 2]
-            r3 += x[i, j + 3]
-            r4 += x[i, j + 4]
-            r5 += x[i, j + 5]
-            r6 += x[i, j + 6]
-            r7 += x[i, j + 7]
-            j += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while j < lo + n:
-            res += x[i, j]
-            j += 1
-        return res
-
-    def psum(x, i):
-        """numpy's ``add.reduce`` of row ``x[i]`` (C-contiguous float64): pairwise blocks of 8 accumulators."""
-        n = x.shape[1]
-        if n <= 128:
-            return 0.0 + _block(x, i, 0, n)
-        # numpy splits n > 128 recursively (n2 = n/2 rounded down to a multiple of 8); the same tree here,
-        # evaluated with explicit stacks (a closure cannot recurse)
-        los = np.empty(64, np.int64)
-        lens = np.empty(64, np.int64)
-        seen = np.zeros(64, np.int64)
-        vals = np.empty(64)
-        los[0], lens[0], seen[0] = 0, n, 0
-        sp, vp = 1, 0
-        while sp > 0:
-            sp -= 1
-            lo, m, s = los[sp], lens[sp], seen[sp]
-            if m <= 128:
-                vals[vp] = _block(x, i, lo, m)
-                vp += 1
-            elif s == 0:
-                m2 = m // 2
-                m2 -= m2 % 8
-                los[sp], lens[sp], seen[sp] = lo, m, 1
-                los[sp + 1], lens[sp + 1], seen[sp + 1] = lo + m2, m - m2, 0
-                los[sp + 2], lens[sp + 2], seen[sp + 2] = lo, m2, 0
-                sp += 3
-            else:
-                vp -= 1
-                vals[vp - 1] = vals[vp - 1] + vals[vp]
-        return 0.0 + vals[0]
 
     tmp = np.empty((1, N))
     if given == 0:  # phase 1: targets
@@ -161,7 +103,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
             row = ist[i, _ROW]
             ok = True
             if logits:
-                s = psum(src, i)
+                s = np_sum(src[i], 0, N)
                 if s > 0:
                     for n in range(N):
                         target[i, n] = src[i, n] / s
@@ -174,7 +116,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
                     if not (v >= 0.0 and v <= 1.0):  # NaN fails the test
                         ok = False
                     target[i, n] = v
-            tot = psum(target, i)
+            tot = np_sum(target[i], 0, N)
             bad[i] = not (ok and tot > 0)
             if bad[i]:
                 anybad = True
@@ -195,9 +137,9 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
             for n in range(N):
                 d = abs(target[i, n] - w[i, n])
                 tmp[0, n] = d if d >= min_trade else 0.0
-            tau = psum(tmp, 0)
+            tau = np_sum(tmp[0], 0, N)
             nav = nav_pre - rate * tau * nav_pre
-            ts = psum(target, i)
+            ts = np_sum(target[i], 0, N)
             if ts > 0:
                 for n in range(N):
                     w[i, n] = target[i, n] / ts
@@ -213,7 +155,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
         for r in range(t + 1, nxt + 1):
             for n in range(N):
                 tmp[0, n] = w[i, n] * g0[r, n]
-            g = psum(tmp, 0)
+            g = np_sum(tmp[0], 0, N)
             nav *= g
             if g > 0:
                 for n in range(N):

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.sparse.csgraph import connected_components
 
 from quantgym import metrics as qm
-from quantgym.jit import njit
+from quantgym.jit import njit, np_sum
 
 from .config import ArenaScoringConfig
 
@@ -105,63 +105,6 @@ def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> d
 
 # ---------------------------------------------------------------------- signal metrics
 @njit
-def _pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
-    """``a[lo:lo+n].sum()`` in numpy's own order (pairwise summation, numpy/_core/src/umath/loops_utils.h).
-
-    Blocks of at most 128 values are summed in 8 interleaved lanes, ``((r0+r1)+(r2+r3))+((r4+r5)+(r6+r7))``
-    plus the tail (fewer than 8 values: left to right from 0.0); longer runs split at ``n/2`` rounded
-    down to a multiple of 8 and add the halves. Written without recursion (a stack of pending halves).
-    """
-    todo_lo = np.empty(64, dtype=np.int64)   # depth ≤ log2(n/128) + 1 pending halves, 2 per level
-    todo_n = np.empty(64, dtype=np.int64)
-    todo_join = np.zeros(64, dtype=np.bool_)  # True: add the two values on top of the value stack
-    vals = np.empty(64)
-    nt = 1
-    nv = 0
-    todo_lo[0], todo_n[0] = lo, n
-    while nt:
-        nt -= 1
-        b, c, join = todo_lo[nt], todo_n[nt], todo_join[nt]
-        if join:
-            nv -= 1
-            vals[nv - 1] = vals[nv - 1] + vals[nv]
-        elif c < 8:
-            res = 0.0
-            for i in range(b, b + c):
-                res += a[i]
-            vals[nv] = res
-            nv += 1
-        elif c <= 128:
-            r0, r1, r2, r3, r4, r5, r6, r7 = a[b], a[b + 1], a[b + 2], a[b + 3], a[b + 4], a[b + 5], a[b + 6], a[b + 7]
-            i = 8
-            while i < c - c % 8:
-                r0 += a[b + i]
-                r1 += a[b + i + 1]
-                r2 += a[b + i + 2]
-                r3 += a[b + i + 3]
-                r4 += a[b + i + 4]
-                r5 += a[b + i + 5]
-                r6 += a[b + i + 6]
-                r7 += a[b + i + 7]
-                i += 8
-            res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-            while i < c:
-                res += a[b + i]
-                i += 1
-            vals[nv] = res
-            nv += 1
-        else:
-            h = c // 2
-            h -= h % 8
-            # join after both halves; the left half is done first (pushed last)
-            todo_lo[nt], todo_n[nt], todo_join[nt] = b, c, True
-            todo_lo[nt + 1], todo_n[nt + 1], todo_join[nt + 1] = b + h, c - h, False
-            todo_lo[nt + 2], todo_n[nt + 2], todo_join[nt + 2] = b, h, False
-            nt += 3
-    return vals[0]
-
-
-@njit
 def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key_y: np.ndarray, order_y: np.ndarray,
                  m: np.ndarray, min_pairs: int, quantiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Daily RankIC, long-short spread and quantile means from the sorted pairs (spec §10.11).
@@ -222,13 +165,13 @@ def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key
         ic[i] = sxy / den if den > 0 else 0.0
         k = mi // quantiles
         if k > 0:
-            ls[i] = _pairwise_sum(ys, 0, k) / k - _pairwise_sum(ys, mi - k, k) / k
+            ls[i] = np_sum(ys, 0, k) / k - np_sum(ys, mi - k, k) / k
         size, extra = mi // quantiles, mi % quantiles
         lo = 0
         for g in range(quantiles):
             hi = lo + size + (1 if g < extra else 0)
             if hi > lo:
-                qm[i, g] = _pairwise_sum(ys, lo, hi - lo) / (hi - lo)
+                qm[i, g] = np_sum(ys, lo, hi - lo) / (hi - lo)
             lo = hi
     return ic, ls, qm
 
