@@ -50,4 +50,4 @@ def test_ratios_are_quantgym_speed_over_peer_speed():
     assert abs(pairs[3] - (1000 / 6e-4) / (1000 / 5e-4)) < 1e-12 and pairs[5] is False
     blocks = ra.render(_result(vectorbt=True), ["--rounds", "3"])
     assert "python benchmarks/run_all.py --rounds 3" in blocks["perf-headline"]
-    assert set(blocks) == {"perf-headline", "perf-scaling", "perf-details"}
+    assert set(blocks) == {"perf-headline", "perf-scaling", "perf-pb-scaling", "perf-details"}
