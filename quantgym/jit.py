@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["dispatcher", "jit_enabled", "njit", "np_sum"]
+__all__ = ["jit_enabled", "njit", "np_sum"]
 
 
 def jit_enabled() -> bool:
@@ -91,13 +91,6 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
         return call
 
     return wrap(fn) if fn is not None else wrap
-
-
-def dispatcher(kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """What an :func:`njit` wrapper calls: the numba dispatcher (compiled on this first request), or the
-    interpreted function with ``QUANTGYM_JIT=0``. Hot loops keep it to skip the wrapper's own call (speed only).
-    """
-    return kernel._quantgym_dispatcher()
 
 
 def _stamp(path: str) -> tuple[float, int]:

@@ -35,7 +35,7 @@ from quantgym.envs.portbench.stages import (
     BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score,
 )
-from quantgym.jit import dispatcher, njit, np_sum
+from quantgym.jit import njit, np_sum
 from quantgym.metrics import performance_summary
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
@@ -48,8 +48,6 @@ OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "c
             "weights", "nav", "macro", "macro_mask", "regime", "stage", "prev_views", "prev_signals")
 
 
-#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
-_KERNELS: dict = {}
 #: the kernels' "no output" arrays (never written: size 0)
 _NO_F, _NO_I = np.empty(0), np.empty(0, dtype=np.int64)
 
@@ -471,7 +469,7 @@ class PortBenchEnv(gym.Env):
             obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
         w = snap.current_weights
         obs["weights"] = clipped = np.empty(w.shape[0])
-        (_KERNELS.get("clip") or _KERNELS.setdefault("clip", dispatcher(_clip)))(w, 0.0, 1.0, clipped)
+        _clip(w, 0.0, 1.0, clipped)
         obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
         obs["stage"] = int(self.stage)
         obs["prev_views"] = self.prev_views.copy()
@@ -765,11 +763,10 @@ class PortBenchEnv(gym.Env):
         snap = self.snapshot
         # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
         echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
-        kernel = _KERNELS.get("answers") or _KERNELS.setdefault("answers", dispatcher(_check_answers))
         n = self.n_assets
         w_out = np.empty(2 * n)
         views, signals = (np.empty(n), np.empty(n, dtype=np.int64)) if echo else (_NO_F, _NO_I)
-        ok, tot, dropped, n_pos = kernel(act["views"], act["signals"], act["weights"], snap.available, w_out,
+        ok, tot, dropped, n_pos = _check_answers(act["views"], act["signals"], act["weights"], snap.available, w_out,
                                          views, signals)
         if not (ok and tot > 0):
             return None
@@ -777,7 +774,7 @@ class PortBenchEnv(gym.Env):
         status = self.step_status
         status["S1"] = STATUS_OK
         if self.scoring:  # s1_score and s2_score, their means in one kernel
-            k, mae, share = (_KERNELS.get("s12") or _KERNELS.setdefault("s12", dispatcher(_s12_parts)))(
+            k, mae, share = _s12_parts(
                 views, self.v_star, signals, self.s_star, snap.available)
             self.step_scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
         status["S2"] = STATUS_OK

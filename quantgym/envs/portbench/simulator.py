@@ -16,7 +16,6 @@ import pandas as pd
 
 from quantgym.envs.portbench.config import PortBenchCostModel, Period
 from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
-from quantgym.jit import dispatcher
 
 
 def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
@@ -176,8 +175,6 @@ def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.
     return first, last, rows
 
 
-#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
-_KERNELS: dict = {}
 
 
 @dataclass
@@ -283,11 +280,10 @@ class PortfolioSimulator:
         row = min(row, self.last_row)
         t, n, m = self.t, self.weights.shape[0], max(row - self.t, 0)
         nav_before = self.nav
-        kernel = _KERNELS.get("trade") or _KERNELS.setdefault("trade", dispatcher(trade_and_mark))
         if type(target) is not np.ndarray or target.dtype != np.float64:
             target = np.asarray(target, dtype=np.float64)
         out = np.empty((m + 2, n + 1))  # one block: the day weights and NAVs, then Δw (trade_and_mark)
-        tau, cost = kernel(self.weights, target, nav_before, self._rate, self._min_trade, self.returns0, t, out)
+        tau, cost = trade_and_mark(self.weights, target, nav_before, self._rate, self._min_trade, self.returns0, t, out)
         navs = list(out[: m + 1, n])  # numpy float64 scalars, as the numpy day loop leaves them
         days = list(out[: m + 1, :n])
         cost = np.float64(cost)

@@ -18,7 +18,7 @@ from quantgym.envs.portbench.config import PortBenchScoringConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.profiles import InvestorProfile
-from quantgym.jit import dispatcher, njit, np_sum
+from quantgym.jit import njit, np_sum
 from quantgym.metrics import max_drawdown, quantile_linear
 
 SELL, HOLD, BUY = 0, 1, 2
@@ -142,8 +142,7 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     """
     k = len(ASSET_CLASSES)
     cw = np.zeros(k)
-    kernel = _KERNELS.get("corr") or _KERNELS.setdefault("corr", dispatcher(_correlation_sums))
-    s_i, n_active, den, num = kernel(np.asarray(weights, dtype=np.float64), snap.available, snap.class_id,
+    s_i, n_active, den, num = _correlation_sums(np.asarray(weights, dtype=np.float64), snap.available, snap.class_id,
                                      snap.intra, snap.inter, cw)
     i_score = clip_float(1.0 - s_i, 0.0, 1.0)
     h = 1.0
@@ -250,9 +249,8 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     r = snap.loader("returns0") if snap.loader is not None else np.nan_to_num(snap.returns, nan=0.0)
     avail = snap.available
     p = r @ np.where(avail, weights, 0.0)
-    kernel = _KERNELS.get("risk") or _KERNELS.setdefault("risk", dispatcher(_risk_numbers))
     w = np.asarray(weights, dtype=np.float64)
-    ok, var, dd, drift = kernel(p, w, avail, 0.05, cfg.s5_min_obs, include_start)
+    ok, var, dd, drift = _risk_numbers(p, w, avail, 0.05, cfg.s5_min_obs, include_start)
     if not ok:  # a non-finite portfolio return: numpy's own functions (their rules for NaN)
         var = quantile_linear(p, 0.05) if p.size > cfg.s5_min_obs else 0.0
         dd = max_drawdown(p, include_start=include_start) if p.size > cfg.s5_min_obs else 0.0
@@ -270,8 +268,6 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     return RiskReport(var, dd, drift, alerts, trigger)
 
 
-#: compiled kernels, resolved on first use (:func:`quantgym.jit.dispatcher`)
-_KERNELS: dict = {}
 
 
 @njit
