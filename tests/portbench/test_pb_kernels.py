@@ -131,3 +131,31 @@ def test_correlation_score_is_the_numpy_formula():
         cs = correlation_score(w, snap)
         i_ref, h_ref, cw_ref = _correlation_score_numpy(w, snap)
         assert _same(cs.intra, i_ref) and _same(cs.inter, h_ref) and cs.class_weights == cw_ref
+
+
+@pytest.mark.parametrize("interpreted", [False, True])
+def test_turnover_mae_and_pas_sums_are_numpys(interpreted):
+    """turnover (S4), the S3 MAE over A_d and the PAS class sums: one kernel each, numpy's floats bit for bit
+    (NaN, exact zeros below min_trade, empty selections and long vectors included)."""
+    from quantgym.envs.portbench.execution import _turnover_sum
+    from quantgym.envs.portbench.profiles import _class_sums
+    from quantgym.envs.portbench.stages import _mae_available
+
+    tsum, mae, csum = ((_turnover_sum.py_func, _mae_available.py_func, _class_sums.py_func) if interpreted
+                       else (_turnover_sum, _mae_available, _class_sums))
+    rng = np.random.default_rng(7)
+    for n in [0, 1, 5, 8, 68, 80, 129, 1000]:
+        for _ in range(20):
+            a, b = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+            same = rng.random(n) < 0.2
+            b[same] = a[same] + rng.uniform(-1e-7, 1e-7, same.sum())  # some |Δ| below min_trade
+            if n and rng.random() < 0.2:
+                a[rng.integers(n)] = np.nan
+            mask = rng.random(n) < rng.random()
+            d = np.abs(a - b)
+            assert _same(tsum(a, b, 1e-6, np.empty(n)), float(d[d >= 1e-6].sum()))
+            ref = float(np.abs(a[mask] - b[mask]).mean()) if mask.any() else 0.0
+            assert _same(mae(a, b, mask, np.empty(n)), ref)
+            other = rng.random(n) < 0.5
+            e, f = csum(a, mask, other, np.empty(n))
+            assert _same(e, float(a[mask].sum())) and _same(f, float(a[other].sum()))

@@ -180,3 +180,35 @@ def test_row_cache_is_linear_in_n_and_the_array_budget_holds(monkeypatch):
     assert len(got) == len(ref)
     for a, b in zip(ref, got):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("scoring", [False, True])
+def test_record_weights_are_the_steps_weights_however_the_records_are_read(scoring):
+    """env.records builds each record's "weights" when read (speed only): the same {ticker: weight} as the
+    step's info["weights"], whether read at every step, once at the end, or after a reset (a new list)."""
+    rng = np.random.default_rng(3)
+    runs = []
+    for read_every_step in (True, False):
+        env = PortBenchEnv(profile="balanced", period="covid_2020", scoring=scoring)
+        env.reset(seed=0)
+        n = env.n_assets
+        infos, done, k = [], False, 0
+        rng = np.random.default_rng(3)
+        while not done:
+            w = rng.uniform(0, 1, n)
+            if k % 3 == 1:
+                w[: n // 2] = 0.0  # zero weights: the records keep only the positive ones
+            act = {"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n), "weights": w, "status": 0}
+            _, _, done, _, info = env.step(act)
+            infos.append(info)
+            if read_every_step:
+                assert env.records[-1]["weights"] == info["weights"]
+            k += 1
+        recs = env.records
+        assert recs is env.records and len(recs) == len(infos)
+        assert [r["weights"] for r in recs] == [i["weights"] for i in infos]
+        assert all(list(r)[-1] == "weights" for r in recs)
+        runs.append(json.dumps(recs, sort_keys=True, default=str))
+        env.reset(seed=0)
+        assert env.records == [] and env.records is not recs
+    assert runs[0] == runs[1]

@@ -32,7 +32,7 @@ from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUIT
 from quantgym.envs.portbench.simulator import PortfolioSimulator
 from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.stages import (
-    BUY, HOLD, SIGNAL_NAMES, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
+    BUY, HOLD, SIGNAL_NAMES, RiskReport, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
     s5_score,
 )
 from quantgym.jit import njit, np_sum
@@ -423,6 +423,7 @@ class PortBenchEnv(gym.Env):
                 parts[("truth", sc.view_scale, sc.signal_threshold)] = truth
             self.v_star, self.s_star = truth
             self.w_star_s45 = None
+            self._w_star_key = None
             ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
             if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
                 with _single_thread_blas():
@@ -443,6 +444,7 @@ class PortBenchEnv(gym.Env):
                     w_star.flags.writeable = False
                     parts[key] = w_star
                 self.w_star = w_star
+                self._w_star_key = key  # the truth's S5 report is cached with it (_star_report)
 
     def _forward_returns(self) -> np.ndarray:
         """Ex-post oracle data: returns in (d, next decision], at most 21/5/1 rows (§11.7). Scoring only."""
@@ -601,7 +603,8 @@ class PortBenchEnv(gym.Env):
         self.sim = self._new_simulator()
         self._aborted = False
         self.decision_k = 0
-        self.records: list[dict] = []
+        self._records: list[dict] = []
+        self._records_pending: list[tuple] = []  # (record, w, w_pos, row info): its "weights" not built yet
         self.sim.advance_to(int(self.sim.decision_rows[0]))
         self._begin_decision()
         return self._obs(), self._base_info()
@@ -834,7 +837,7 @@ class PortBenchEnv(gym.Env):
             self.step_scores["S4"] = s4_score(tau_hat, tau_star)
             star_exec = self._executed(w_truth, tau_star, self.config.costs.commission_bps / 1e4)
             rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=not pf.mdd_no_start_peak)
-            rep_star = risk_report(star_exec, snap, self.profile, sc, include_start=not pf.mdd_no_start_peak)
+            rep_star = self._star_report(star_exec, snap, sc, not pf.mdd_no_start_peak)
             self.step_scores["S5"] = s5_score(rep_hat, rep_star)
             ceps_val = ceps_fn([self.step_scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
             pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile,
@@ -851,16 +854,18 @@ class PortBenchEnv(gym.Env):
         terminated = self.decision_k + 1 >= sim.decision_rows.size
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
         w_pos, self._w_positive = self._w_positive, None
-        rec_weights = self._by_ticker(w_hat, w_pos)
         rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
                     "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
-                    "status": dict(self.step_status), "weights": rec_weights})
-        self.records.append(rec)
+                    "status": dict(self.step_status)})
+        # the record's "weights" dict is built when the records are read (speed only: an agent that never
+        # reads them does not build, keep and free one per decision); w_hat and w_pos are never written
+        self._records.append(rec)
+        self._records_pending.append((rec, w_hat, w_pos, self._row_info))
         info = self._base_info()
         info["turnover"], info["cost"] = trade.turnover, trade.cost
         # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them
         # in each step record of results.json beside turnover and cost
-        info["weights"] = dict(rec_weights) if w_exec is w_hat else self._by_ticker(w_exec)
+        info["weights"] = self._by_ticker(w_hat, w_pos) if w_exec is w_hat else self._by_ticker(w_exec)
         info["orders"] = trade.orders  # an Orders sequence (arrays; order dicts built when read)
         if self.scoring:
             info.update({"ceps": ceps_val, "pas": rec["pas"], "tau": tau_hat, "tau_star": rec["tau_star"],
@@ -887,11 +892,42 @@ class PortBenchEnv(gym.Env):
             obs = self._obs()
         return obs, reward, terminated, False, info
 
-    def _by_ticker(self, w: np.ndarray, w_pos: np.ndarray | None = None) -> dict[str, float]:
+    @property
+    def records(self) -> list[dict]:
+        """One dict per traded decision of the current episode, oldest first: ``date``, ``regime``,
+        ``n_available``, the scores (scoring on), ``turnover``, ``cost``, ``nav_after_trade``, ``invalid``,
+        ``coerced``, ``status`` and ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same
+        list object for the whole episode (a new one after ``reset``)."""
+        pending = self._records_pending
+        if pending:
+            for rec, w, w_pos, row_info in pending:
+                rec["weights"] = self._by_ticker(w, w_pos, row_info)
+            pending.clear()
+        return self._records
+
+    def _star_report(self, w: np.ndarray, snap: MarketSnapshot, sc, include_start: bool) -> RiskReport:
+        """S5 report of the truth's executed weights ``w``. When ``w`` is the row's cached oracle weights (a
+        lookback or equal-weight oracle, no paper S4/S5 truth, no cash drag), the report depends on the row, the
+        profile's limits and the config only, so it is cached with them (speed only; the same report)."""
+        key = self._w_star_key
+        if key is None or w is not self.w_star or self.w_star_s45 is not None:
+            return risk_report(w, snap, self.profile, sc, include_start=include_start)
+        parts = self.view._row_parts(int(snap.t))
+        key = ("rep_star", *key, self.profile.var_limit, self.profile.max_drawdown, sc.s5_min_obs, sc.drift_limit,
+               include_start)
+        rep = parts.get(key)
+        if rep is None:
+            rep = parts[key] = risk_report(w, snap, self.profile, sc, include_start=include_start)
+        return rep
+
+    def _by_ticker(self, w: np.ndarray, w_pos: np.ndarray | None = None,
+                   row_info: dict | None = None) -> dict[str, float]:
         """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``w_pos``: those entries, if
-        known; when there is one per available asset they are the available ones: ``w`` is 0 elsewhere)."""
-        if w_pos is not None and w_pos.size == self._row_info["n_available"]:
-            return dict(zip(self._row_info["available_tickers"], w_pos.tolist()))
+        known; when there is one per available asset they are the available ones: ``w`` is 0 elsewhere;
+        ``row_info``: the decision row's constants, default the current row's)."""
+        row_info = self._row_info if row_info is None else row_info
+        if w_pos is not None and w_pos.size == row_info["n_available"]:
+            return dict(zip(row_info["available_tickers"], w_pos.tolist()))
         idx = (w > 0).nonzero()[0]
         return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
 
@@ -911,7 +947,7 @@ class PortBenchEnv(gym.Env):
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })
-        recs = self.records
+        recs = self._records  # (not .records: the weights dicts are not read here)
         if self.scoring and recs:
             stage_means = {s: float(np.mean([rr["stage_scores"][s] for rr in recs])) for s in ("S1", "S2", "S3", "S4", "S5")}
             ceps_vals = [rr["ceps"] for rr in recs]

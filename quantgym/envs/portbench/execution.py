@@ -61,9 +61,28 @@ class Execution:
 
 
 def turnover(target: np.ndarray, current: np.ndarray, min_trade: float = 1e-6) -> float:
-    """``τ = Σ |w^T − w^0|`` over assets with ``|Δ| ≥ min_trade`` (spec §4.4; 1-D, float)."""
+    """``τ = Σ |w^T − w^0|`` over assets with ``|Δ| ≥ min_trade`` (spec §4.4; 1-D, float).
+
+    Two 1-D float64 arrays of one length go through one kernel (:func:`_turnover_sum`, numpy's summation
+    order: the same float); anything else through numpy."""
+    if (type(target) is np.ndarray and type(current) is np.ndarray and target.dtype == np.float64
+            and current.dtype == np.float64 and target.ndim == 1 and target.shape == current.shape):
+        return _turnover_sum(target, current, min_trade, np.empty(target.shape[0]))
     d = np.abs(np.asarray(target) - np.asarray(current))
     return float(d[d >= min_trade].sum())
+
+
+@njit
+def _turnover_sum(target, current, min_trade, buf):
+    """``float(d[d >= min_trade].sum())`` with ``d = |target − current|`` (a kernel, :mod:`quantgym.jit`): the
+    kept ``d`` in index order into ``buf``, then numpy's pairwise sum of them (:func:`~quantgym.jit.np_sum`)."""
+    k = 0
+    for i in range(target.shape[0]):
+        d = abs(target[i] - current[i])
+        if d >= min_trade:
+            buf[k] = d
+            k += 1
+    return np_sum(buf, 0, k)
 
 
 def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarray, rate: float,

@@ -9,6 +9,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from quantgym.jit import njit, np_sum
+
 
 @dataclass(frozen=True)
 class InvestorProfile:
@@ -89,14 +91,45 @@ def pas_step(
     0.666667
     """
     w = np.asarray(weights, dtype=np.float64)
-    eq, defensive = _class_masks(tuple(classes), tuple(equity_classes))
-    e = float(w[eq].sum())
-    b = float(w[defensive].sum())
+    last = _LAST_MASKS
+    if classes is last[0] and equity_classes is last[1]:  # the env's step: the same tuples every call
+        eq, defensive = last[2]
+    else:
+        eq, defensive = _class_masks(tuple(classes), tuple(equity_classes))
+        if type(classes) is tuple and type(equity_classes) is tuple:
+            globals()["_LAST_MASKS"] = (classes, equity_classes, (eq, defensive))
+    if w.ndim == 1 and w.shape == eq.shape:  # one kernel, the same floats (speed only)
+        e, b = _class_sums(w, eq, defensive, np.empty(w.shape[0]))
+    else:
+        e = float(w[eq].sum())
+        b = float(w[defensive].sum())
     cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
     s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
     s_b = 1.0 if floor == 0 else min(b / floor, 1.0)
     s_v = max(1.0 + min(var - lim, 0.0) / abs(lim), 0.0)
     return round((s_e + s_b + s_v) / 3.0, 6)
+
+
+#: (classes, equity classes, masks) of the last :func:`pas_step` call (immutable tuples; speed only)
+_LAST_MASKS: tuple = (None, None, None)
+
+
+@njit
+def _class_sums(w, eq, defensive, buf):
+    """``(float(w[eq].sum()), float(w[defensive].sum()))`` in numpy's summation order (a kernel,
+    :mod:`quantgym.jit`: each selection in index order into ``buf``, then :func:`~quantgym.jit.np_sum`)."""
+    k = 0
+    for i in range(w.shape[0]):
+        if eq[i]:
+            buf[k] = w[i]
+            k += 1
+    e = np_sum(buf, 0, k)
+    k = 0
+    for i in range(w.shape[0]):
+        if defensive[i]:
+            buf[k] = w[i]
+            k += 1
+    return e, np_sum(buf, 0, k)
 
 
 @functools.lru_cache(maxsize=64)
