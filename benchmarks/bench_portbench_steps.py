@@ -10,7 +10,8 @@ Measurements (bundled real data, 80 assets, seed 0, pre-generated actions; singl
 pre-generated actions; vector envs with the same loop by hand, counting env-steps):
 
 - allocation mode, raw ``PortBenchEnv(scoring=False)`` (no gym.make wrappers), daily decisions
-  2016–2023 (one step = one trading day), warm per-dataset caches;
+  2016–2023 (one step = one trading day), warm per-dataset caches; the same steps with
+  ``scoring=True`` (S1–S5, CEPS and PAS every step);
 - the same via ``gym.make`` (PassiveEnvChecker + OrderEnforcing), and with ``AllocationWrapper``;
 - stagewise mode (S1 → S2 → S3 sub-steps with the text prompt, full scoring), sub-steps/s, and
   ms per decision (the three sub-steps of one decision date, median over decisions; wall and CPU);
@@ -29,7 +30,7 @@ pre-generated actions; vector envs with the same loop by hand, counting env-step
 
 ``--json PATH`` (for a driver such as ``benchmarks/run_all.py``) writes ``{"results": {key: rate}, "scored_ms":
 {"cold": [...], "warm": [...]}, "peers": {"results": {name: {"steps_per_s", "version", "notes"}}, "errors":
-{...}}, "versions": {"gymnasium", "numpy"}}`` with the rate keys ``raw``, ``gym.make``, ``alloc_wrapper``,
+{...}}, "versions": {"gymnasium", "numpy"}}`` with the rate keys ``raw``, ``raw_scored`` (the same steps with scoring on), ``gym.make``, ``alloc_wrapper``,
 ``stagewise`` (steps/s or sub-steps/s), ``sync1``, ``sync8``, ``vec1``, ``vec8``, ``vec64`` (env-steps/s) and
 ``cold_episode_s`` (seconds); ``scored_ms`` holds the per-step times (ms) of the scored bench periods. The
 before/after comparison of a change is ``bench_portbench_ab.py``; the scaling in N is
@@ -302,6 +303,9 @@ def main(argv=None) -> None:
     warm(raw, acts, seed)
     res["cold_episode_s"] = time.perf_counter() - t0
     res["raw"] = bench_single(raw, acts, dur, seed)
+    scored = PortBenchEnv(profile="balanced", period=DAILY, scoring=True)  # the same steps, S1-S5 + CEPS scored
+    warm(scored, acts, seed)
+    res["raw_scored"] = bench_single(scored, acts, dur, seed)
     made = gym.make(ENV_ID, period=DAILY, scoring=False)
     res["gym.make"] = bench_single(made, acts, dur, seed)
     alloc = AllocationWrapper(gym.make(ENV_ID, period=DAILY, scoring=False), reward="log_return")
@@ -326,6 +330,8 @@ def main(argv=None) -> None:
     cold, warm_ = np.array(times["cold"]), np.array(times["warm"])
     rows += [
         ("allocation, raw PortBenchEnv (scoring off)", f"{res['raw']:,.0f} steps/s", "daily decisions 2016-2023, warm"),
+        ("allocation, raw PortBenchEnv (scoring on)", f"{res['raw_scored']:,.0f} steps/s",
+         "the same, S1-S5, CEPS, PAS scored"),
         ("allocation, gym.make (scoring off)", f"{res['gym.make']:,.0f} steps/s", "+ PassiveEnvChecker, OrderEnforcing"),
         ("allocation, AllocationWrapper (Box)", f"{res['alloc_wrapper']:,.0f} steps/s", "gym.make + Box obs/action"),
         ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", f"{res['stagewise']:,.0f} sub-steps/s", "normal_2024"),

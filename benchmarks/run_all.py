@@ -95,7 +95,7 @@ def portbench(rounds: int, duration: float) -> dict:
         r, e = script("bench_portbench_steps.py", "--duration", str(duration), "--no-append", timeout=3600)
         (runs.append(r) if r else errs.append(e))
     out: dict = {"runs": len(runs), "errors": errs, "qg": {}, "peer": {}, "peer_versions": {}, "peer_errors": {}}
-    for key in ("raw", "gym.make", "stagewise", "sync8", "vec8", "vec64"):
+    for key in ("raw", "raw_scored", "gym.make", "stagewise", "sync8", "vec8", "vec64"):
         out["qg"][key] = median([r.get("results", {}).get(key) for r in runs])
     # ms per stagewise decision where the script measures it (median over decisions of each run)
     dec = [(r.get("results", {}).get("stagewise_decision") or {}).get("wall_ms") for r in runs]
@@ -176,6 +176,10 @@ def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | N
                  None if raw is None else raw >= 30_000))
     rows.append(("same, beside FinRL StockTradingEnv (30 tickers)", _rate(raw, " steps/s"),
                  f"FinRL {_rate(finrl, ' steps/s')}", _ratio(raw, finrl), "–", None))
+    scored = q.get("raw_scored")
+    rows.append(("same, scoring on (S1-S5, CEPS, PAS every step)", _rate(scored, " steps/s"),
+                 f"gym-anytrading stocks-v0 {_rate(any_, ' steps/s')}", _ratio(scored, any_), "≥ 10k steps/s",
+                 None if scored is None else scored >= 10_000))
     v8 = q.get("vec8")
     r8 = _ratio(v8, sync)
     rows.append(("PortBench batched vector env, 8 envs", _rate(v8, " env-steps/s"),
