@@ -23,6 +23,7 @@ import datetime as _dt
 import json
 import math
 import platform
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,7 +102,7 @@ def to_jsonable(obj: Any) -> Any:
         return [to_jsonable(x) for x in obj.tolist()]
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {k: to_jsonable(v) for k, v in dataclasses.asdict(obj).items()}
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):  # dicts and read-only mappings (e.g. PortBench's info["weights"])
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set)):
         return [to_jsonable(x) for x in obj]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,7 @@ INFO_KEYS = ("date", "decision_index", "nav", "turnover", "cost", "weights", "ce
 
 
 def _update(h, obj) -> None:
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):  # dicts and info["weights"] (a read-only TickerWeights mapping)
         for k in sorted(obj):
             h.update(str(k).encode())
             _update(h, obj[k])
@@ -212,3 +213,76 @@ def test_record_weights_are_the_steps_weights_however_the_records_are_read(scori
         env.reset(seed=0)
         assert env.records == [] and env.records is not recs
     assert runs[0] == runs[1]
+
+
+def _random_steps(env, k: int, seed: int = 5) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    infos = []
+    n = env.n_assets
+    for _ in range(k):
+        act = {"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n), "weights": rng.uniform(0, 1, n),
+               "status": 0}
+        infos.append(env.step(act)[4])
+    return infos
+
+
+def test_info_weights_mapping_is_the_dict():
+    """info["weights"] is a read-only TickerWeights mapping built when read: equal to the dict of the
+    positive weights in canonical order, a dict when copied, pickled or written to JSON."""
+    import copy
+    import pickle
+
+    from quantgym.envs.portbench.simulator import TickerWeights
+    from quantgym.results import to_jsonable
+
+    env = PortBenchEnv(profile="balanced", period=DAILY, scoring=False)
+    env.reset(seed=0)
+    info = _random_steps(env, 3)[-1]
+    m = info["weights"]
+    assert isinstance(m, TickerWeights)
+    d = env.records[-1]["weights"]
+    assert type(d) is dict and m == d and d == m and dict(m) == d and list(m) == list(d) and len(m) == len(d)
+    assert list(m) == [t for t in env.view.tickers if t in d]  # canonical order
+    assert all(v > 0 for v in m.values()) and abs(sum(m.values()) - 1) < 1e-3
+    assert m.to_dict() == d and type(m.copy()) is dict and m.copy() is not m._dict()
+    assert type(pickle.loads(pickle.dumps(m))) is dict and pickle.loads(pickle.dumps(m)) == d
+    assert copy.deepcopy(m) == d
+    assert to_jsonable({"w": m}) == {"w": d} and json.loads(json.dumps(to_jsonable(m))) == d
+    with pytest.raises(TypeError):
+        m["SPY"] = 1.0  # read-only
+    with pytest.raises(KeyError):
+        m["NO SUCH TICKER"]
+    assert repr(m).startswith("TickerWeights({")
+
+
+def test_trades_built_when_read_are_the_steps_trades():
+    """sim.trades keeps flat rows and builds its Trade objects when read (speed only): the same dates,
+    turnovers, costs, NAVs and orders as each step's info, read at any time; one list per episode."""
+    env = PortBenchEnv(profile="balanced", period=DAILY, scoring=False)
+    env.reset(seed=0)
+    infos = _random_steps(env, 4)
+    trades = env.sim.trades
+    assert env.sim.n_trades == len(trades) == 4
+    infos += _random_steps(env, 3, seed=6)
+    assert env.sim.n_trades == 7 and env.sim.trades is trades and len(trades) == 7
+    recs = env.records
+    for tr, info, rec in zip(trades, infos, recs):
+        assert str(tr.date.date()) == info["date"] == rec["date"]
+        assert tr.turnover == info["turnover"] and tr.cost == info["cost"] and tr.nav_after == rec["nav_after_trade"]
+        assert tr.orders == info["orders"] and len(tr.orders) == len(info["orders"])
+
+
+def test_per_step_history_is_left_to_the_garbage_collector_untracked():
+    """Speed (issue 19): a step keeps no object the garbage collector tracks (the records' and trades' flat
+    rows hold only numbers, strings, arrays and untracked dicts), so an episode of daily steps does not
+    grow the collector's oldest generation (its full collections were about a tenth of the step time)."""
+    import gc
+
+    for scoring in (False, True):
+        env = PortBenchEnv(profile="balanced", period=DAILY, scoring=scoring)
+        env.reset(seed=0)
+        _random_steps(env, 20)
+        gc.collect()
+        gc.collect()  # (a tuple inside a tuple is untracked one collection after its items)
+        rows = env._steps + env.sim._trade_rows
+        assert len(rows) == 40 and not any(gc.is_tracked(r) for r in rows)

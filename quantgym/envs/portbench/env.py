@@ -29,7 +29,7 @@ from quantgym.envs.portbench.market import (
     ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView, obs_corr, obs_window,
 )
 from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
-from quantgym.envs.portbench.simulator import PortfolioSimulator
+from quantgym.envs.portbench.simulator import PortfolioSimulator, TickerWeights, by_ticker
 from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.stages import (
     BUY, HOLD, SIGNAL_NAMES, RiskReport, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
@@ -106,6 +106,38 @@ def _s12_parts(views, v_star, signals, s_star, available):
     if k == 0:
         return 0, 0.0, 0.0
     return k, np_sum(buf, 0, k) / k, right / k
+
+
+_S3_PARTS = ("accuracy", "mae", "intra", "inter", "corr")
+
+
+# A decision's record is kept as one flat row (PortBenchEnv._finish_decision) and built as a dict when read
+# (PortBenchEnv.records). The row holds numbers, strings, arrays and tuples of numbers and strings only, at most
+# one tuple deep: the garbage collector untracks such a row before it reaches its oldest generation, so an
+# episode of records never triggers its full collections (speed only; measured in docs/performance.md).
+_ROW_BASE = 12  # date, regime, n_available, available tickers, turnover, cost, NAV after, invalid, coerced,
+# status (dicts as _flat items), w_hat, w_pos; scoring on appends: scores (_flat), CEPS, PAS, the S3 parts' values,
+# τ̂, τ*, then var, drawdown, drift, alerts (tuple), trigger of the risk report and of the truth's report
+
+
+def _flat(d: dict) -> tuple:
+    """``{k1: v1, k2: v2}`` → ``(k1, v1, k2, v2)`` (one tuple, no inner tuple)."""
+    return tuple([x for kv in d.items() for x in kv]) if d else ()
+
+
+def _unflat(t: tuple) -> dict:
+    """The dict of a :func:`_flat` tuple."""
+    return dict(zip(t[::2], t[1::2]))
+
+
+def _report_fields(rep: RiskReport) -> tuple:
+    """A :class:`RiskReport`'s fields (var, drawdown, drift, alerts as a tuple, trigger)."""
+    return (rep.var, rep.drawdown, rep.drift, tuple(rep.alerts), rep.trigger)
+
+
+def _report_dict(f: tuple) -> dict:
+    """The record's ``risk`` / ``risk_truth`` dict (``RiskReport.as_dict``) of :func:`_report_fields`."""
+    return {"var": f[0], "drawdown": f[1], "drift": f[2], "alerts": list(f[3]), "trigger": f[4]}
 
 
 @njit
@@ -603,8 +635,8 @@ class PortBenchEnv(gym.Env):
         self.sim = self._new_simulator()
         self._aborted = False
         self.decision_k = 0
-        self._records: list[dict] = []
-        self._records_pending: list[tuple] = []  # (record, w, w_pos, row info): its "weights" not built yet
+        self._steps: list[tuple] = []  # one flat row per traded decision (see _finish_decision)
+        self._records: list[dict] = []  # their dicts, built when read (records)
         self.sim.advance_to(int(self.sim.decision_rows[0]))
         self._begin_decision()
         return self._obs(), self._base_info()
@@ -823,9 +855,7 @@ class PortBenchEnv(gym.Env):
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
         snap, sim, sc = self.snapshot, self.sim, self.config.scoring
         w0 = snap.current_weights
-        rec: dict[str, Any] = {"date": self._row_info["date"], "regime": snap.regime,
-                               "n_available": self._row_info["n_available"]}
-        ceps_val = None
+        ceps_val = scored = None
         pf = self.config.paper
         if self.scoring:
             tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
@@ -842,36 +872,34 @@ class PortBenchEnv(gym.Env):
             ceps_val = ceps_fn([self.step_scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
             pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile,
                            PAS_EQUITY_CLASSES_PAPER if pf.pas_real_estate else PAS_EQUITY_CLASSES_CLEAN)
-            rec.update({
-                "stage_scores": dict(self.step_scores), "ceps": ceps_val, "pas": pas,
-                "s3_parts": {k: s3[k] for k in ("accuracy", "mae", "intra", "inter", "corr")},
-                "tau_hat": tau_hat, "tau_star": tau_star,
-                "risk": rep_hat.as_dict(), "risk_truth": rep_star.as_dict(),
-            })
+            scored = (_flat(self.step_scores), ceps_val, pas, tuple([s3[k] for k in _S3_PARTS]), tau_hat, tau_star,
+                      *_report_fields(rep_hat), *_report_fields(rep_star))
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
             w_exec = w_hat
         # trade at d's close, then mark to market up to the next decision date (or the period end)
         terminated = self.decision_k + 1 >= sim.decision_rows.size
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
         w_pos, self._w_positive = self._w_positive, None
-        rec.update({"turnover": trade.turnover, "cost": trade.cost, "nav_after_trade": trade.nav_after,
-                    "invalid": dict(self.step_invalid), "coerced": dict(self.step_coerced),
-                    "status": dict(self.step_status)})
-        # the record's "weights" dict is built when the records are read (speed only: an agent that never
-        # reads them does not build, keep and free one per decision); w_hat and w_pos are never written
-        self._records.append(rec)
-        self._records_pending.append((rec, w_hat, w_pos, self._row_info))
+        row_info = self._row_info
+        # the decision's record as a flat row (_ROW_BASE), its dict built when the records are read (speed only:
+        # the garbage collector untracks the row, and an agent that never reads the records does not build, keep
+        # and free a record dict and a weights dict per decision); w_hat and w_pos are never written
+        row = (row_info["date"], snap.regime, row_info["n_available"], row_info["available_tickers"], trade.turnover,
+               trade.cost, trade.nav_after, _flat(self.step_invalid), _flat(self.step_coerced),
+               _flat(self.step_status), w_hat, w_pos)
+        self._steps.append(row if scored is None else row + scored)
         info = self._base_info()
         info["turnover"], info["cost"] = trade.turnover, trade.cost
         # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them
         # in each step record of results.json beside turnover and cost
-        info["weights"] = self._by_ticker(w_hat, w_pos) if w_exec is w_hat else self._by_ticker(w_exec)
+        # (a TickerWeights mapping: the dict is built when read)
+        info["weights"] = (TickerWeights(w_hat, self._ticker_array, w_pos, row_info["available_tickers"])
+                           if w_exec is w_hat else TickerWeights(w_exec, self._ticker_array))
         info["orders"] = trade.orders  # an Orders sequence (arrays; order dicts built when read)
         if self.scoring:
-            info.update({"ceps": ceps_val, "pas": rec["pas"], "tau": tau_hat, "tau_star": rec["tau_star"],
-                         "var": rec["risk"]["var"], "drawdown": rec["risk"]["drawdown"],
-                         "drift": rec["risk"]["drift"], "alerts": rec["risk"]["alerts"],
-                         "trigger": rec["risk"]["trigger"]})
+            info.update({"ceps": ceps_val, "pas": pas, "tau": tau_hat, "tau_star": tau_star,
+                         "var": rep_hat.var, "drawdown": rep_hat.drawdown, "drift": rep_hat.drift,
+                         "alerts": list(rep_hat.alerts), "trigger": rep_hat.trigger})
         nav_pre = self.nav_pre
         self.decision_k += 1
         if self.reward_kind == "ceps":
@@ -895,15 +923,26 @@ class PortBenchEnv(gym.Env):
     @property
     def records(self) -> list[dict]:
         """One dict per traded decision of the current episode, oldest first: ``date``, ``regime``,
-        ``n_available``, the scores (scoring on), ``turnover``, ``cost``, ``nav_after_trade``, ``invalid``,
-        ``coerced``, ``status`` and ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same
-        list object for the whole episode (a new one after ``reset``)."""
-        pending = self._records_pending
-        if pending:
-            for rec, w, w_pos, row_info in pending:
-                rec["weights"] = self._by_ticker(w, w_pos, row_info)
-            pending.clear()
-        return self._records
+        ``n_available``, the scores (scoring on: ``stage_scores``, ``ceps``, ``pas``, ``s3_parts``, ``tau_hat``,
+        ``tau_star``, ``risk``, ``risk_truth``), ``turnover``, ``cost``, ``nav_after_trade``, ``invalid``,
+        ``coerced``, ``status`` and ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same list
+        object for the whole episode (a new one after ``reset``), brought up to date on each read."""
+        recs, steps = self._records, self._steps
+        for i in range(len(recs), len(steps)):
+            row = steps[i]
+            date, regime, n_avail, avail, tau, cost, nav, invalid, coerced, status, w, w_pos = row[:_ROW_BASE]
+            rec: dict[str, Any] = {"date": date, "regime": regime, "n_available": n_avail}
+            if len(row) > _ROW_BASE:  # scoring on
+                scores, ceps_val, pas, s3_vals, tau_hat, tau_star = row[_ROW_BASE : _ROW_BASE + 6]
+                rec.update({"stage_scores": _unflat(scores), "ceps": ceps_val, "pas": pas,
+                            "s3_parts": dict(zip(_S3_PARTS, s3_vals)), "tau_hat": tau_hat, "tau_star": tau_star,
+                            "risk": _report_dict(row[_ROW_BASE + 6 : _ROW_BASE + 11]),
+                            "risk_truth": _report_dict(row[_ROW_BASE + 11 :])})
+            rec.update({"turnover": tau, "cost": cost, "nav_after_trade": nav, "invalid": _unflat(invalid),
+                        "coerced": _unflat(coerced), "status": _unflat(status),
+                        "weights": by_ticker(w, self._ticker_array, w_pos, avail)})
+            recs.append(rec)
+        return recs
 
     def _star_report(self, w: np.ndarray, snap: MarketSnapshot, sc, include_start: bool) -> RiskReport:
         """S5 report of the truth's executed weights ``w``. When ``w`` is the row's cached oracle weights (a
@@ -920,17 +959,6 @@ class PortBenchEnv(gym.Env):
             rep = parts[key] = risk_report(w, snap, self.profile, sc, include_start=include_start)
         return rep
 
-    def _by_ticker(self, w: np.ndarray, w_pos: np.ndarray | None = None,
-                   row_info: dict | None = None) -> dict[str, float]:
-        """``{ticker: weight}`` of the positive entries of ``w``, canonical order (``w_pos``: those entries, if
-        known; when there is one per available asset they are the available ones: ``w`` is 0 elsewhere;
-        ``row_info``: the decision row's constants, default the current row's)."""
-        row_info = self._row_info if row_info is None else row_info
-        if w_pos is not None and w_pos.size == row_info["n_available"]:
-            return dict(zip(row_info["available_tickers"], w_pos.tolist()))
-        idx = (w > 0).nonzero()[0]
-        return dict(zip(self._ticker_array[idx].tolist(), w[idx].tolist()))
-
     # ------------------------------------------------------------------------------ results
     def episode_metrics(self) -> dict[str, Any]:
         """§6.6/§7 metrics of the episode so far (financial metrics, mean scores, gate diagnostics)."""
@@ -942,23 +970,24 @@ class PortBenchEnv(gym.Env):
         tol = self.profile.max_drawdown
         out.update({
             "ret_pct": 100 * perf["total_return"], "maxdd_pct": 100 * mdd, "vol_pct": 100 * perf["volatility"],
-            "total_cost": sim.total_cost, "n_rebalances": len(sim.trades),
+            "total_cost": sim.total_cost, "n_rebalances": sim.n_trades,
             "final_nav": sim.nav, "dd_within_tolerance": within_tolerance(mdd, tol),
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })
-        recs = self._records  # (not .records: the weights dicts are not read here)
-        if self.scoring and recs:
-            stage_means = {s: float(np.mean([rr["stage_scores"][s] for rr in recs])) for s in ("S1", "S2", "S3", "S4", "S5")}
-            ceps_vals = [rr["ceps"] for rr in recs]
-            ratios = [rr["tau_hat"] / rr["tau_star"] for rr in recs if rr["tau_star"] > 0]
-            refused = sum(1 for rr in recs if 1 in rr["status"].values())
+        scored = [row[_ROW_BASE:] for row in self._steps] if self.scoring else []  # (not .records: no dicts built)
+        if scored:
+            scores = [_unflat(r[0]) for r in scored]
+            stage_means = {s: float(np.mean([sc[s] for sc in scores])) for s in ("S1", "S2", "S3", "S4", "S5")}
+            ceps_vals = [r[1] for r in scored]
+            ratios = [r[4] / r[5] for r in scored if r[5] > 0]
+            refused = sum(1 for row in self._steps if STATUS_REFUSED in row[9][1::2])
             out.update({
                 "stage_means": stage_means, "ceps": float(np.mean(ceps_vals)), "ceps_tier": ceps_tier(float(np.mean(ceps_vals))),
-                "pas": float(np.mean([rr["pas"] for rr in recs])),
+                "pas": float(np.mean([r[2] for r in scored])),
                 "turnover_ratio": float(np.mean(ratios)) if ratios else None,
-                "refused_steps": refused, "refused_rate": refused / len(recs),
-                "invalid_steps": sum(1 for rr in recs if rr["invalid"]),
+                "refused_steps": refused, "refused_rate": refused / len(scored),
+                "invalid_steps": sum(1 for row in self._steps if row[7]),
             })
         else:
             out.update({"stage_means": None, "ceps": None, "ceps_tier": None, "pas": None})

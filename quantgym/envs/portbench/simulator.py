@@ -8,7 +8,7 @@ env composes it with snapshots, the agent's action and the scorer. No I/O here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,6 +144,65 @@ class Orders(Sequence):
         return f"Orders({self._list()!r})"
 
 
+def by_ticker(w: np.ndarray, tickers, w_pos: np.ndarray | None = None, available_tickers: tuple | None = None) -> dict:
+    """``{ticker: weight}`` of the positive entries of ``w`` (N,), canonical order. ``tickers``: (N,) object
+    array of the tickers; ``w_pos`` / ``available_tickers``: the positive entries and their tickers, if known
+    (when there is one per available asset, ``w`` is 0 elsewhere)."""
+    if w_pos is not None and available_tickers is not None and w_pos.size == len(available_tickers):
+        return dict(zip(available_tickers, w_pos.tolist()))
+    idx = (w > 0).nonzero()[0]
+    return dict(zip(tickers[idx].tolist(), w[idx].tolist()))
+
+
+class TickerWeights(Mapping):
+    """A decision's target weights by ticker (``info["weights"]``): a read-only mapping ``{ticker: weight}``
+    of the positive weights (fractions of NAV, summing to 1), canonical ticker order.
+
+    Built from the weight vector on first access (speed only: an agent that never reads it does not pay
+    for an 80-entry dict per step); equal to the dict (``==``), and ``dict(m)`` / :meth:`to_dict` give one.
+    ``quantgym.results.to_jsonable`` writes it as a JSON object."""
+
+    __slots__ = ("_w", "_tickers", "_w_pos", "_avail", "_d")
+
+    def __init__(self, w: np.ndarray, tickers, w_pos: np.ndarray | None = None, available_tickers: tuple | None = None):
+        self._w, self._tickers, self._w_pos, self._avail = w, tickers, w_pos, available_tickers
+        self._d: dict | None = None
+
+    def _dict(self) -> dict:
+        d = self._d
+        if d is None:
+            d = self._d = by_ticker(self._w, self._tickers, self._w_pos, self._avail)
+        return d
+
+    def __getitem__(self, ticker: str) -> float:
+        return self._dict()[ticker]
+
+    def __iter__(self):
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def to_dict(self) -> dict:
+        """The weights as a new dict."""
+        return dict(self._dict())
+
+    copy = to_dict
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TickerWeights):
+            other = other._dict()
+        return self._dict() == other if isinstance(other, Mapping) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"TickerWeights({self._dict()!r})"
+
+    def __reduce__(self):
+        return (dict, (self._dict(),))  # pickled (e.g. to a SubprocVecEnv parent) as the plain dict
+
+
 _PERIOD_ROWS: dict[tuple, tuple[np.ndarray, tuple[int, int, np.ndarray]]] = {}
 
 
@@ -225,8 +284,28 @@ class PortfolioSimulator:
         self.nav_dates: list[pd.Timestamp] = [self._stamps[self.t]]
         self.nav_history: list[float] = [self.nav]
         self.weight_history: list[np.ndarray] = [self.weights.copy()]
-        self.trades: list[Trade] = []
+        self._trades: list[Trade] = []
+        # trades of trade_and_advance not yet built as Trade objects: (row, τ, cost, NAV after, Δw, NAV before),
+        # no container inside, so the garbage collector untracks them (speed only; see :attr:`trades`)
+        self._trade_rows: list[tuple] = []
         self.total_cost = 0.0
+
+    @property
+    def trades(self) -> list[Trade]:
+        """The rebalances so far, oldest first (:class:`Trade`); the same list object for the whole
+        episode, brought up to date on each read."""
+        rows = self._trade_rows
+        if rows:
+            stamps, costs, tickers = self._stamps, self.costs, self.tickers
+            self._trades.extend(Trade(stamps[t], tau, cost, nav, Orders(delta, None, nav_before, costs, tickers))
+                                for t, tau, cost, nav, delta, nav_before in rows)
+            rows.clear()
+        return self._trades
+
+    @property
+    def n_trades(self) -> int:
+        """``len(self.trades)`` without building the Trade objects."""
+        return len(self._trades) + len(self._trade_rows)
 
     @property
     def done(self) -> bool:
@@ -262,7 +341,7 @@ class PortfolioSimulator:
         # per-asset orders as arrays; the order dicts are built only if read (speed only)
         orders = Orders(ex.delta, ex.traded, nav_before, self.costs, self.tickers)
         tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
-        self.trades.append(tr)
+        self.trades.append(tr)  # (the property: the rows of trade_and_advance first, so the order is kept)
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
         self.nav_history[-1] = self.nav
         self.weight_history[-1] = self.weights.copy()
@@ -288,8 +367,12 @@ class PortfolioSimulator:
         days = list(out[: m + 1, :n])
         cost = np.float64(cost)
         self.total_cost += cost
-        tr = Trade(self._stamps[t], tau, cost, navs[0], Orders(out[m + 1, :n], None, nav_before, self.costs, self.tickers))
-        self.trades.append(tr)
+        delta = out[m + 1, :n]
+        tr = Trade(self._stamps[t], tau, cost, navs[0], Orders(delta, None, nav_before, self.costs, self.tickers))
+        # kept as a flat row, built again as a Trade when :attr:`trades` is read: a Trade kept per step is two
+        # objects the garbage collector tracks, and at a day per step those made its full collections about
+        # a tenth of the step time (speed only; the same Trade values)
+        self._trade_rows.append((t, tau, cost, navs[0], delta, nav_before))
         self.nav_history[-1] = navs[0]
         self.weight_history[-1] = days[0]
         if m:
