@@ -135,10 +135,6 @@ def _report_fields(rep: RiskReport) -> tuple:
     return (rep.var, rep.drawdown, rep.drift, tuple(rep.alerts), rep.trigger)
 
 
-def _report_dict(f: tuple) -> dict:
-    """The record's ``risk`` / ``risk_truth`` dict (``RiskReport.as_dict``) of :func:`_report_fields`."""
-    return {"var": f[0], "drawdown": f[1], "drift": f[2], "alerts": list(f[3]), "trigger": f[4]}
-
 
 @njit
 def _clip(x, lo, hi, out):
@@ -936,8 +932,8 @@ class PortBenchEnv(gym.Env):
                 scores, ceps_val, pas, s3_vals, tau_hat, tau_star = row[_ROW_BASE : _ROW_BASE + 6]
                 rec.update({"stage_scores": _unflat(scores), "ceps": ceps_val, "pas": pas,
                             "s3_parts": dict(zip(_S3_PARTS, s3_vals)), "tau_hat": tau_hat, "tau_star": tau_star,
-                            "risk": _report_dict(row[_ROW_BASE + 6 : _ROW_BASE + 11]),
-                            "risk_truth": _report_dict(row[_ROW_BASE + 11 :])})
+                            "risk": RiskReport(*row[_ROW_BASE + 6 : _ROW_BASE + 11]).as_dict(),
+                            "risk_truth": RiskReport(*row[_ROW_BASE + 11 :]).as_dict()})
             rec.update({"turnover": tau, "cost": cost, "nav_after_trade": nav, "invalid": _unflat(invalid),
                         "coerced": _unflat(coerced), "status": _unflat(status),
                         "weights": by_ticker(w, self._ticker_array, w_pos, avail)})
