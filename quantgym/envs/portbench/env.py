@@ -520,7 +520,8 @@ class PortBenchEnv(gym.Env):
             parts = view._row_parts(t) if parts is None else parts
             template = parts.get("obs_template")
             if template is None:  # the O(N) entries in observation order, the large ones to fill in
-                template = parts["obs_template"] = {k: self._obs_small(snap).get(k) for k in OBS_KEYS}
+                small = self._obs_small(snap)
+                template = parts["obs_template"] = {k: small.get(k) for k in OBS_KEYS}
             row = template.copy()
             keys = self.obs_keys
             # views of the cached read-only arrays: an observation cannot make them writeable; an entry
@@ -529,6 +530,8 @@ class PortBenchEnv(gym.Env):
                 row["returns"] = view.row_array(t, "obs_returns").view()
                 row["returns_mask"] = view.row_array(t, "obs_mask").view()
             if "corr" in keys:  # the O(N²) entry: computed only when it is observed
+                if self.scoring or self.text_obs or self.stagewise:  # the snapshot's corr is read too: both at once
+                    view.row_array(t, "corr")
                 row["corr"] = view.row_array(t, "obs_corr").view()
             return row
         row = self._obs_static(snap)

@@ -47,78 +47,246 @@ def pairwise_corr(x: np.ndarray) -> np.ndarray:
     Returns
     -------
     (N, N) float array; NaN where fewer than 2 common rows or a zero variance; diagonal 1 where the
-    column has a non-zero variance. Vectorised (matrix products), equal to
-    ``pandas.DataFrame.corr()`` up to rounding.
-
-    The four (N×L)·(L×N) sums are matrix products; the rest (about ten N×N passes in numpy) is one
-    compiled pass, :func:`_corr_from_sums` (:mod:`quantgym.jit`), with the same IEEE operations in the
-    same order, so the result is bit-identical to the numpy formulation (:func:`_corr_from_sums_numpy`,
-    used when ``QUANTGYM_JIT=0``; tested). At N = 1000 the numpy passes cost 3× the matrix products.
+    column has a non-zero variance. Equal to ``pandas.DataFrame.corr()`` up to rounding; how it is
+    computed: :func:`corr_and_obs`.
     """
-    m = np.isfinite(x)
-    mf = m.astype(np.float64)
-    z = np.where(m, x, 0.0)
-    n = mf.T @ mf  # common counts
-    sx = z.T @ mf  # sx[i, j] = Σ x_i over rows where j (and i) valid
-    sxx = (z * z).T @ mf
-    sxy = z.T @ z
-    if jit_enabled():
-        return _corr_from_sums(n, sx, sxx, sxy)
-    return _corr_from_sums_numpy(n, sx, sxx, sxy)
+    return corr_and_obs(x, corr=True, obs=False)[0]
 
 
 #: variances at or below this are zero (pairwise_corr: NaN correlation)
 CORR_VAR_TOL = 1e-14
 
 
+def mask_patterns(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct missing-value patterns of a window's columns.
+
+    Parameters
+    ----------
+    m : (L, N) bool, True where a return is observed.
+
+    Returns
+    -------
+    pid : (N,) int64, the pattern of each column; pats : (L, P) float64 0/1, pattern ``p`` in column
+    ``p`` (the P ≤ N distinct columns of ``m``).
+    """
+    n_rows, n = m.shape
+    words = max(1, -(-n_rows // 64))
+    packed = np.zeros((n, 8 * words), np.uint8)  # column i's bits, 64 rows to a word
+    packed[:, : -(-n_rows // 8)] = np.packbits(np.ascontiguousarray(m.T), axis=1)
+    key = packed.view(np.uint64)
+    if words == 1:
+        _, first, pid = np.unique(key[:, 0], return_index=True, return_inverse=True)
+    else:
+        _, first, pid = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    return pid.ravel().astype(np.int64), m[:, first].astype(np.float64)
+
+
+def _use_patterns(n_patterns: int, n: int) -> bool:
+    """Whether :func:`corr_and_obs` sums by pattern: at most max(16, N/16) distinct patterns (a window of
+    listed assets on one calendar has a handful); past that the (N, N) sums come from three more matrix
+    products (speed only)."""
+    return n_patterns <= max(16, n // 16)
+
+
+def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The pairwise-complete correlation of a window (:func:`pairwise_corr`) and its observation form
+    (:func:`obs_corr`), computed in one pass over the N×N entries.
+
+    Parameters
+    ----------
+    x : (L, N) float array, NaN = missing.
+    corr, obs : which of the two to return (at least one).
+
+    Returns
+    -------
+    (corr, obs_form) : (N, N) float64 arrays, None where not asked for. With both asked for, ``obs_form`` is
+    ``corr`` itself when ``corr`` has no NaN (the two are equal then).
+
+    How (issue #19 item 2: a cold step at N = 1000 within 5 ms): with ``m`` the observed cells and ``z`` =
+    x with missing → 0, a pair (i, j) needs, over the rows where both are observed, the common count ``n``,
+    ``Σ x_i``, ``Σ x_i²`` and ``Σ x_i x_j``. Only the last needs an (N×L)·(L×N) matrix product
+    (``z.T @ z``). The others depend on column j only through its missing-value pattern: (N, P) sums over
+    the P distinct patterns (:func:`mask_patterns`; a handful for listed assets on one calendar) added row
+    by row in window order from +0.0 (:func:`_pattern_sums`): the order of a single-threaded OpenBLAS
+    product on its full tiles, so at N ≤ 192 or N a multiple of 8 these are the bits of the full products
+    ``z.T @ m`` that the previous version used (tested); elsewhere they can differ from those in the last
+    bit. With more patterns than :func:`_use_patterns` allows, the (N, N) sums come from matrix products.
+    One compiled pass (:func:`_corr_from_sums`) then finishes the upper triangle, ``cov = sxy −
+    (sx_ij·sx_ji)/n``, ``var = sxx − sx²/n``, ``c = cov/√(var_ij·var_ji)``, NaN where ``n < 2`` or a
+    variance ≤ :data:`CORR_VAR_TOL`, clipped to [−1, 1], diagonal 1 where finite, and mirrors it (the sums
+    are symmetric: entry (j, i) is the same IEEE result); the observation form (NaN → 0, diagonal 1) is
+    written in the same pass, in place when the correlation itself is not asked for. ``QUANTGYM_JIT=0``
+    runs the numpy formulation (:func:`_corr_from_sums_numpy` on the expanded sums): the same bits
+    (tested).
+    """
+    if not (corr or obs):
+        raise ValueError("corr_and_obs: ask for corr, obs or both")
+    x = np.asarray(x, dtype=np.float64)
+    m = np.isfinite(x)
+    z = np.where(m, x, 0.0)
+    n_cols = x.shape[1]
+    jit = jit_enabled()
+    pid, pats = mask_patterns(m)
+    patterns = _use_patterns(pats.shape[1], n_cols)
+    if patterns:
+        cnt = pats.T @ pats  # common counts of two patterns (integers: exact)
+        sx, sxx = _pattern_sums(z, pats) if jit else _pattern_sums_numpy(z, pats)
+    else:
+        pid = np.arange(n_cols, dtype=np.int64)
+        mf = m.astype(np.float64)
+        cnt, sx, sxx = mf.T @ mf, z.T @ mf, (z * z).T @ mf
+    sxy = z.T @ z  # symmetric (numpy computes zᵀz with a symmetric rank-k update and mirrors it)
+    if not jit:
+        c = _corr_from_sums_numpy(cnt[pid][:, pid], sx[:, pid], sxx[:, pid], sxy)
+        o = None if not obs else c if corr and not np.isnan(c).any() else obs_corr(c)
+        return (c if corr else None), o
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = sxx - (sx * sx) / (cnt[pid] if patterns else cnt)  # (N, P): column i over the rows of pattern p
+    # both asked for and some entry can be NaN (fewer than 2 common rows, a zero variance): a second array
+    two = corr and obs and ((cnt < 2).any() or not bool((var > CORR_VAR_TOL).all()))
+    out_obs = np.empty((n_cols, n_cols) if two else (0, 0))
+    mode = 0 if not obs else 1 if not corr else 2
+    res = np.empty((n_cols, n_cols))
+    n_nan = _corr_from_sums(cnt, pid, sx, np.ascontiguousarray(sx.T), var, np.ascontiguousarray(var.T), sxy, res,
+                            out_obs, mode)
+    if not obs:
+        return res, None
+    if not corr:
+        return None, res
+    if two:
+        return res, out_obs
+    return res, (res if n_nan == 0 else obs_corr(res))  # a NaN not foreseen (an overflow): the numpy form
+
+
+def _pattern_sums_numpy(z: np.ndarray, pats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The numpy form of :func:`_pattern_sums` (the reference; run when ``QUANTGYM_JIT=0``)."""
+    sx = np.zeros((z.shape[1], pats.shape[1]))
+    sxx = np.zeros_like(sx)
+    for v, w in zip(z, pats):
+        sx += v[:, None] * w[None, :]
+        sxx += (v * v)[:, None] * w[None, :]
+    return sx, sxx
+
+
+@njit
+def _pattern_sums(z, pats):  # pragma: no cover - compiled; the interpreted twin is the numpy form
+    """(N, P) sums ``sx[i, p] = Σ_l z[l, i]·pats[l, p]`` and ``sxx[i, p] = Σ_l (z[l, i]²)·pats[l, p]``, added
+    row by row in window order from +0.0 (:func:`corr_and_obs`). ``z`` (L, N) with missing → 0, ``pats``
+    (L, P) 0/1."""
+    n_rows, n = z.shape
+    n_pat = pats.shape[1]
+    sx = np.zeros((n_pat, n))  # (P, N) while summing: the inner loop runs along a row of z
+    sxx = np.zeros((n_pat, n))
+    for r in range(n_rows):
+        zr = z[r]
+        for p in range(n_pat):
+            w = pats[r, p]
+            a = sx[p]
+            b = sxx[p]
+            for i in range(n):
+                v = zr[i]
+                a[i] += v * w
+                b[i] += (v * v) * w
+    return np.ascontiguousarray(sx.T), np.ascontiguousarray(sxx.T)
+
+
+@njit(error_model="numpy", inline="always")
+def _corr_entry(s, a, b, n, vi, vj, tol, bad):  # pragma: no cover - compiled
+    """One entry of :func:`_corr_from_sums`: ``(s − (a·b)/n) / √(vi·vj)``, ``bad`` unless ``vi, vj > tol``
+    and ``n ≥ 2``, clipped to [−1, 1] (branch-free: selects)."""
+    c = (s - (a * b) / n) / np.sqrt(vi * vj)
+    ok = (vi > tol) & (vj > tol) & (n >= 2.0)
+    c = c if ok else bad
+    c = -1.0 if c < -1.0 else c
+    return 1.0 if c > 1.0 else c
+
+
 @njit(error_model="numpy")
-def _corr_from_sums(n, sx, sxx, sxy):  # pragma: no cover - compiled; the interpreted twin is the numpy form
-    """Compiled finish of :func:`pairwise_corr` from the pairwise sums (C-contiguous (N, N) float64 arrays,
-    ``sxy`` symmetric); overwrites and returns ``sxy``. Per entry, the arithmetic of
-    :func:`_corr_from_sums_numpy` in its order: ``cov = sxy − (sx·sxᵀ)/n``, ``var = sxx − (sx·sx)/n``,
-    ``c = cov / √(var_ij·var_ji)``, NaN where ``n < 2`` or a variance ≤ :data:`CORR_VAR_TOL`, clipped to
-    [−1, 1]; diagonal 1 where finite, else NaN."""
-    k = n.shape[0]
+def _corr_row(s_row, a, b_row, n, vi, w_row, tol, bad, out):  # pragma: no cover - compiled
+    """Row i of :func:`_corr_from_sums` against the columns of one pattern (``a``, ``n``, ``vi`` that
+    pattern's values for column i): ``out[j] = _corr_entry(s_row[j], a, b_row[j], n, vi, w_row[j])``. A
+    loop the compiler vectorises, as long as ``out`` is not one of the inputs (in place, the vectorised
+    loop's overlap check fails and the scalar loop runs: 10-20× slower)."""
+    for j in range(out.shape[0]):
+        out[j] = _corr_entry(s_row[j], a, b_row[j], n, vi, w_row[j], tol, bad)
+
+
+@njit(error_model="numpy")
+def _corr_row_full(s_row, a_row, b_row, n_row, v_row, w_row, tol, bad, out):  # pragma: no cover - compiled
+    """:func:`_corr_row` with a pattern per column (the full (N, N) sums)."""
+    for j in range(out.shape[0]):
+        out[j] = _corr_entry(s_row[j], a_row[j], b_row[j], n_row[j], v_row[j], w_row[j], tol, bad)
+
+
+@njit(error_model="numpy")
+def _corr_from_sums(cnt, pid, sx, sx_t, var, var_t, sxy, out, obs, mode):  # pragma: no cover - compiled; the interpreted twin is the numpy form
+    """Compiled finish of :func:`corr_and_obs`: fills ``out`` (N, N) and returns the number of NaN
+    correlations (mode 2).
+
+    ``pid`` (N,) the pattern of each column, ``cnt`` (P, P) common counts of two patterns, ``sx`` (N, P)
+    the sums of column i over the rows of pattern p, ``var`` (N, P) its variance there (``sxx −
+    sx²/cnt[pid]``), ``sx_t``, ``var_t`` their C-contiguous transposes, ``sxy`` (N, N) C-contiguous cross
+    products; with ``pid = arange(N)`` the sums are the full (N, N) ones. ``mode`` 0: ``out`` gets the
+    correlations; 1: their observation form (NaN → 0, diagonal 1); 2: the correlations, and their
+    observation form is also written to ``obs`` (N, N) unless ``obs`` is (0, 0). Entry (i, j) is the
+    arithmetic of :func:`_corr_from_sums_numpy` in its order, ``c = (sxy_ij − (sx_ij·sx_ji)/n) /
+    √(var_ij·var_ji)`` (:func:`_corr_entry`), a row at a time: one vectorised loop against the most
+    common pattern's values (:func:`_corr_row`), then the columns of the other patterns one by one; a
+    column with fewer than 2 observations (an unavailable asset) is NaN throughout, without arithmetic."""
+    k = sxy.shape[0]
+    n_pat = cnt.shape[0]
     tol = 1e-14  # CORR_VAR_TOL (a global would be frozen into the compiled cache)
-    out = sxy
-    bs = 64  # tiles of bs × bs: the (i, j) and (j, i) entries of a tile pair stay in cache
-    for i0 in range(0, k, bs):
-        for j0 in range(i0, k, bs):
-            for i in range(i0, min(i0 + bs, k)):
-                for j in range(max(i, j0), min(j0 + bs, k)):
-                    nij, nji = n[i, j], n[j, i]
-                    a, b = sx[i, j], sx[j, i]
-                    vi = sxx[i, j] - (a * a) / nij
-                    vj = sxx[j, i] - (b * b) / nji
-                    sij, sji = sxy[i, j], sxy[j, i]
-                    cij = (sij - (a * b) / nij) / np.sqrt(vi * vj)
-                    if sji == sij and nji == nij:  # symmetric sums (always, in practice): the same IEEE result
-                        cji = cij
-                    else:
-                        cji = (sji - (b * a) / nji) / np.sqrt(vj * vi)
-                    ok = vi > tol and vj > tol
-                    if not (ok and nij >= 2.0):
-                        cij = np.nan
-                    if not (ok and nji >= 2.0):
-                        cji = np.nan
-                    if cij < -1.0:
-                        cij = -1.0
-                    elif cij > 1.0:
-                        cij = 1.0
-                    if cji < -1.0:
-                        cji = -1.0
-                    elif cji > 1.0:
-                        cji = 1.0
-                    if i == j:
-                        cij = 1.0 if np.isfinite(cij) else np.nan
-                        cji = cij
-                    out[i, j] = cij
-                    out[j, i] = cji
-    return out
+    as_obs = mode == 1
+    bad = 0.0 if as_obs else np.nan
+    write_obs = mode == 2 and obs.shape[0] > 0
+    n_nan = 0
+    full = n_pat == k and (pid == np.arange(k)).all()  # the full (N, N) sums: a pattern per column
+    counts = np.zeros(n_pat, np.int64)
+    for j in range(k):
+        counts[pid[j]] += 1
+    p0 = np.argmax(counts)
+    dead_pat = np.zeros(n_pat, np.bool_)  # fewer than 2 observations: every correlation is NaN
+    for p in range(n_pat):
+        dead_pat[p] = cnt[p, p] < 2.0
+    dead = np.nonzero(dead_pat[pid])[0]
+    live_others = np.nonzero((pid != p0) & ~dead_pat[pid])[0]
+    for i in range(k):
+        pi = pid[i]
+        o_row = out[i]
+        s_row = sxy[i]
+        if dead_pat[pi]:
+            o_row[:] = bad
+        elif full:
+            _corr_row_full(s_row, sx[i], sx_t[i], cnt[i], var[i], var_t[i], tol, bad, o_row)
+        else:
+            _corr_row(s_row, sx[i, p0], sx_t[pi], cnt[pi, p0], var[i, p0], var_t[pi], tol, bad, o_row)
+            for j in live_others:
+                pj = pid[j]
+                o_row[j] = _corr_entry(s_row[j], sx[i, pj], sx_t[pi, j], cnt[pi, pj], var[i, pj], var_t[pi, j], tol,
+                                       bad)
+            for j in dead:
+                o_row[j] = bad
+        d = o_row[i]
+        o_row[i] = 1.0 if as_obs or d == d else np.nan  # the diagonal: 1 where finite (the observation: 1)
+        if mode == 2:
+            nan_count = 0
+            if write_obs:
+                ob = obs[i]
+                for j in range(k):
+                    c = o_row[j]
+                    nan = c != c
+                    nan_count += nan
+                    ob[j] = 0.0 if nan else c
+                ob[i] = 1.0
+            else:
+                for j in range(k):
+                    nan_count += o_row[j] != o_row[j]
+            n_nan += nan_count
+    return n_nan
 
 
 def _corr_from_sums_numpy(n, sx, sxx, sxy):
-    """The numpy form of :func:`_corr_from_sums` (the reference; run when ``QUANTGYM_JIT=0``)."""
+    """The numpy form of :func:`_corr_from_sums` on full (N, N) sums (the reference; run when ``QUANTGYM_JIT=0``)."""
     # cov = sxy − sx·sxᵀ/n, var_i = sxx − sx·sx/n, c = cov/√(var_i·var_j), computed in place
     with np.errstate(invalid="ignore", divide="ignore"):
         tmp = sx * sx.T
@@ -214,7 +382,8 @@ class RowArrays:
 
     ``get(t)`` returns the dict ``name -> array`` of row ``t`` (or None) and marks the row as used;
     ``put(t, name, array)`` stores a read-only array and drops the least recently used other rows while
-    the total exceeds ``max_bytes`` (the row being filled is always kept).
+    the total exceeds ``max_bytes`` (the row being filled is always kept; an array stored under two
+    names counts once).
     """
 
     def __init__(self, max_bytes: int):
@@ -235,16 +404,21 @@ class RowArrays:
             row = self.rows[t] = {}
         else:
             self.rows.move_to_end(t)
-        old = row.get(name)
-        self.nbytes += value.nbytes - (old.nbytes if old is not None else 0)
+        before = self._row_bytes(row)
         row[name] = value
+        self.nbytes += self._row_bytes(row) - before
         while self.nbytes > self.max_bytes and len(self.rows) > 1:
             first = next(iter(self.rows))
             if first == t:
                 self.rows.move_to_end(t)
                 continue
-            self.nbytes -= sum(v.nbytes for v in self.rows.pop(first).values())
+            self.nbytes -= self._row_bytes(self.rows.pop(first))
         return value
+
+    @staticmethod
+    def _row_bytes(row: dict[str, np.ndarray]) -> int:
+        """Bytes of a row's arrays, an array stored under two names counted once."""
+        return sum({id(v): v.nbytes for v in row.values()}.values())
 
     def clear(self) -> None:
         self.rows.clear()
@@ -468,12 +642,17 @@ class MarketView:
             v = self.window_returns(self._row_parts(t))
         elif name == "returns0":  # missing = 0 (the S5 risk report's window)
             v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
-        elif name == "corr":
+        elif name == "corr" or (name == "obs_corr" and (row is None or "corr" not in row)):
             from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
 
+            # "corr": both forms in one pass (the observation form is corr itself when corr has no NaN);
+            # "obs_corr" alone: only the observation form (the raw step's default observation)
             rets = self.row_array(t, "returns")
             with _single_thread_blas():
-                v = pairwise_corr(rets)
+                corr, obs = corr_and_obs(rets, corr=name == "corr", obs=True)
+            if corr is not None:
+                self._arrays.put(t, "obs_corr", obs)
+            v = corr if corr is not None else obs
         elif name in ("obs_returns", "obs_mask"):
             ret, mask = obs_window(self.row_array(t, "returns"), self.config.lookback)
             self._arrays.put(t, "obs_mask" if name == "obs_returns" else "obs_returns",
