@@ -231,3 +231,17 @@ def test_obs_keys_unknown_is_a_one_line_error(bad):
     with pytest.raises(ValueError, match="obs_keys: unknown") as e:
         PortBenchEnv(period="covid_2020", obs_keys=bad)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("shape", [(60, 1000), (60, 80), (5, 3), (61, 333), (1, 10)])
+def test_window_statistics_compiled_are_the_numpy_bits(shape):
+    rng = np.random.default_rng(shape[1])
+    win = rng.normal(0.0, 0.02, shape)
+    win[rng.uniform(size=shape) < 0.1] = np.nan
+    win[:, :2] = np.nan
+    win[:, -1] = -0.0
+    got = market._window_stats(win)
+    with np.errstate(all="ignore"):
+        want = market._window_stats_numpy(win)
+    for g, w in zip(got, want):
+        _same(g, w)

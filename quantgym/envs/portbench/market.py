@@ -377,6 +377,47 @@ def obs_corr(corr: np.ndarray) -> np.ndarray:
     return np.clip(c, -1.0, 1.0)
 
 
+def _window_stats_numpy(win: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per column of a return window (L', N), NaN = missing: the growth ``Π (1 + r)``, the count of
+    returns and the sum of squared deviations from their mean (missing returns count as 0 in the growth
+    and are left out of the rest). The reference of :func:`_window_stats` (run when ``QUANTGYM_JIT=0``)."""
+    fin = np.isfinite(win)
+    wz = np.where(fin, win, 0.0)
+    growth = np.prod(1.0 + wz, axis=0)
+    cnt = fin.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = wz.sum(axis=0) / cnt
+        sq = (np.where(fin, (win - mean) ** 2, 0.0)).sum(axis=0)
+    return growth, cnt, sq
+
+
+@njit(error_model="numpy")
+def _window_stats(win):  # pragma: no cover - compiled; the interpreted twin is the numpy form
+    """:func:`_window_stats_numpy` in one compiled pass per statistic: numpy reduces a C-contiguous window
+    over its rows row by row from the first, so these loops add and multiply in its order (the same bits,
+    tested)."""
+    n_rows, n = win.shape
+    growth = np.ones(n)
+    cnt = np.zeros(n, np.int64)
+    total = np.zeros(n)
+    for r in range(n_rows):
+        for i in range(n):
+            v = win[r, i]
+            f = np.isfinite(v)
+            w = v if f else 0.0
+            growth[i] = growth[i] * (1.0 + w) if r > 0 else 1.0 + w
+            cnt[i] += f
+            total[i] = total[i] + w if r > 0 else w
+    mean = total / cnt
+    sq = np.zeros(n)
+    for r in range(n_rows):
+        for i in range(n):
+            v = win[r, i]
+            d = (v - mean[i]) ** 2 if np.isfinite(v) else 0.0
+            sq[i] = sq[i] + d if r > 0 else d
+    return growth, cnt, sq
+
+
 class RowArrays:
     """Least-recently-used cache of large per-row arrays within a byte budget (speed only).
 
@@ -592,13 +633,10 @@ class MarketView:
         lo, hi = self.window_rows(td)
         win = self.returns[lo:hi]
         available = self.available_at(td)
-        fin = np.isfinite(win)
-        wz = np.where(fin, win, 0.0)
-        trailing = np.prod(1.0 + wz, axis=0) - 1.0
-        cnt = fin.sum(axis=0)
+        growth, cnt, sq = (_window_stats if jit_enabled() else _window_stats_numpy)(win)
+        trailing = growth - 1.0
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = wz.sum(axis=0) / cnt
-            var = (np.where(fin, (win - mean) ** 2, 0.0)).sum(axis=0) / (cnt - 1)
+            var = sq / (cnt - 1)
         vol = np.sqrt(np.where(cnt > 1, var, 0.0)) * SQRT252
         trailing = np.where(available, trailing, 0.0)
         vol = np.where(available, vol, 0.0)
