@@ -670,6 +670,8 @@ class MarketView:
         ``name``: ``"returns"`` (L', N) window returns with unavailable columns NaN (the snapshot's
         ``returns``; ``"returns0"`` the same with NaN → 0); ``"corr"`` (N, N) :func:`pairwise_corr` of them; ``"obs_returns"`` / ``"obs_mask"``
         (L, N) and ``"obs_corr"`` (N, N): the observation forms (:func:`obs_window`, :func:`obs_corr`).
+        ``"corr"`` stores ``"obs_corr"`` too (one pass, :func:`corr_and_obs`); ``"obs_corr"`` asked for first
+        computes the observation form alone (a raw step never reads ``corr``).
         """
         row = self._arrays.get(t)
         if row is not None:
