@@ -115,9 +115,16 @@ _S3_PARTS = ("accuracy", "mae", "intra", "inter", "corr")
 # (PortBenchEnv.records). The row holds numbers, strings, arrays and tuples of numbers and strings only, at most
 # one tuple deep: the garbage collector untracks such a row before it reaches its oldest generation, so an
 # episode of records never triggers its full collections (speed only; measured in docs/performance.md).
-_ROW_BASE = 12  # date, regime, n_available, available tickers, turnover, cost, NAV after, invalid, coerced,
-# status (dicts as _flat items), w_hat, w_pos; scoring on appends: scores (_flat), CEPS, PAS, the S3 parts' values,
-# τ̂, τ*, then var, drawdown, drift, alerts (tuple), trigger of the risk report and of the truth's report
+#: the columns of a record row (invalid, coerced, status: dicts as _flat items); scoring on appends _SCORED_FIELDS,
+#: then var, drawdown, drift, alerts (tuple), trigger of the risk report and of the truth's report (_report_fields)
+_ROW_FIELDS = ("date", "regime", "n_available", "available", "turnover", "cost", "nav_after", "invalid", "coerced",
+               "status", "w_hat", "w_pos")
+_SCORED_FIELDS = ("scores", "ceps", "pas", "s3_values", "tau_hat", "tau_star")
+_ROW_BASE = len(_ROW_FIELDS)
+#: column of a record row by name (_ROW_FIELDS, then _SCORED_FIELDS, then "risk" and "risk_truth": 5 columns each)
+_COL = {name: i for i, name in enumerate(_ROW_FIELDS + _SCORED_FIELDS)}
+_COL["risk"] = len(_COL)
+_COL["risk_truth"] = _COL["risk"] + 5
 
 
 def _flat(d: dict) -> tuple:
@@ -880,9 +887,9 @@ class PortBenchEnv(gym.Env):
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
         w_pos, self._w_positive = self._w_positive, None
         row_info = self._row_info
-        # the decision's record as a flat row (_ROW_BASE), its dict built when the records are read (speed only:
-        # the garbage collector untracks the row, and an agent that never reads the records does not build, keep
-        # and free a record dict and a weights dict per decision); w_hat and w_pos are never written
+        # the decision's record as a flat row (columns: _COL), its dict built when the records are read (speed
+        # only: the garbage collector untracks the row, and an agent that never reads the records does not build,
+        # keep and free a record dict and a weights dict per decision); w_hat and w_pos are never written
         row = (row_info["date"], snap.regime, row_info["n_available"], row_info["available_tickers"], trade.turnover,
                trade.cost, trade.nav_after, _flat(self.step_invalid), _flat(self.step_coerced),
                _flat(self.step_status), w_hat, w_pos)
@@ -932,11 +939,11 @@ class PortBenchEnv(gym.Env):
             date, regime, n_avail, avail, tau, cost, nav, invalid, coerced, status, w, w_pos = row[:_ROW_BASE]
             rec: dict[str, Any] = {"date": date, "regime": regime, "n_available": n_avail}
             if len(row) > _ROW_BASE:  # scoring on
-                scores, ceps_val, pas, s3_vals, tau_hat, tau_star = row[_ROW_BASE : _ROW_BASE + 6]
+                scores, ceps_val, pas, s3_vals, tau_hat, tau_star = row[_ROW_BASE : _COL["risk"]]
                 rec.update({"stage_scores": _unflat(scores), "ceps": ceps_val, "pas": pas,
                             "s3_parts": dict(zip(_S3_PARTS, s3_vals)), "tau_hat": tau_hat, "tau_star": tau_star,
-                            "risk": RiskReport(*row[_ROW_BASE + 6 : _ROW_BASE + 11]).as_dict(),
-                            "risk_truth": RiskReport(*row[_ROW_BASE + 11 :]).as_dict()})
+                            "risk": RiskReport(*row[_COL["risk"] : _COL["risk_truth"]]).as_dict(),
+                            "risk_truth": RiskReport(*row[_COL["risk_truth"] :]).as_dict()})
             rec.update({"turnover": tau, "cost": cost, "nav_after_trade": nav, "invalid": _unflat(invalid),
                         "coerced": _unflat(coerced), "status": _unflat(status),
                         "weights": by_ticker(w, self._ticker_array, w_pos, avail)})
@@ -974,19 +981,20 @@ class PortBenchEnv(gym.Env):
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })
-        scored = [row[_ROW_BASE:] for row in self._steps] if self.scoring else []  # (not .records: no dicts built)
-        if scored:
-            scores = [_unflat(r[0]) for r in scored]
+        steps = self._steps if self.scoring else []  # the record rows (not .records: no dicts built)
+        if steps:
+            c = _COL
+            scores = [_unflat(r[c["scores"]]) for r in steps]
             stage_means = {s: float(np.mean([sc[s] for sc in scores])) for s in ("S1", "S2", "S3", "S4", "S5")}
-            ceps_vals = [r[1] for r in scored]
-            ratios = [r[4] / r[5] for r in scored if r[5] > 0]
-            refused = sum(1 for row in self._steps if STATUS_REFUSED in row[9][1::2])
+            ceps_vals = [r[c["ceps"]] for r in steps]
+            ratios = [r[c["tau_hat"]] / r[c["tau_star"]] for r in steps if r[c["tau_star"]] > 0]
+            refused = sum(1 for r in steps if STATUS_REFUSED in r[c["status"]][1::2])
             out.update({
                 "stage_means": stage_means, "ceps": float(np.mean(ceps_vals)), "ceps_tier": ceps_tier(float(np.mean(ceps_vals))),
-                "pas": float(np.mean([r[2] for r in scored])),
+                "pas": float(np.mean([r[c["pas"]] for r in steps])),
                 "turnover_ratio": float(np.mean(ratios)) if ratios else None,
-                "refused_steps": refused, "refused_rate": refused / len(scored),
-                "invalid_steps": sum(1 for row in self._steps if row[7]),
+                "refused_steps": refused, "refused_rate": refused / len(steps),
+                "invalid_steps": sum(1 for r in steps if r[c["invalid"]]),
             })
         else:
             out.update({"stage_means": None, "ceps": None, "ceps_tier": None, "pas": None})
