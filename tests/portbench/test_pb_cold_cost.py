@@ -245,3 +245,13 @@ def test_window_statistics_compiled_are_the_numpy_bits(shape):
         want = market._window_stats_numpy(win)
     for g, w in zip(got, want):
         _same(g, w)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (1, 5), (2, 5), (60, 1), (3, 2), (60, 0)])
+def test_degenerate_windows(shape):
+    """No rows, one row, one column, no column: the same NaN rules as the full products."""
+    x = np.random.default_rng(0).normal(size=shape)
+    corr, obs = corr_and_obs(x)
+    want = _reference(x) if shape[1] else np.empty((0, 0))
+    _same(corr, want)
+    _same(obs, obs_corr(want) if shape[1] else want)

@@ -125,6 +125,9 @@ def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np
     m = np.isfinite(x)
     z = np.where(m, x, 0.0)
     n_cols = x.shape[1]
+    if n_cols == 0:
+        e = np.empty((0, 0))
+        return (e if corr else None), (e if obs else None)
     jit = jit_enabled()
     pid, pats = mask_patterns(m)
     patterns = _use_patterns(pats.shape[1], n_cols)
