@@ -111,11 +111,10 @@ def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np
     product on its full tiles, so at N ≤ 192 or N a multiple of 8 these are the bits of the full products
     ``z.T @ m`` that the previous version used (tested); elsewhere they can differ from those in the last
     bit. With more patterns than :func:`_use_patterns` allows, the (N, N) sums come from matrix products.
-    One compiled pass (:func:`_corr_from_sums`) then finishes the upper triangle, ``cov = sxy −
+    One compiled pass (:func:`_corr_from_sums`) then finishes every row into a new array, ``cov = sxy −
     (sx_ij·sx_ji)/n``, ``var = sxx − sx²/n``, ``c = cov/√(var_ij·var_ji)``, NaN where ``n < 2`` or a
-    variance ≤ :data:`CORR_VAR_TOL`, clipped to [−1, 1], diagonal 1 where finite, and mirrors it (the sums
-    are symmetric: entry (j, i) is the same IEEE result); the observation form (NaN → 0, diagonal 1) is
-    written in the same pass, in place when the correlation itself is not asked for. ``QUANTGYM_JIT=0``
+    variance ≤ :data:`CORR_VAR_TOL`, clipped to [−1, 1], diagonal 1 where finite; the observation form (NaN
+    → 0, diagonal 1) is written in the same pass (alone when the correlation is not asked for). ``QUANTGYM_JIT=0``
     runs the numpy formulation (:func:`_corr_from_sums_numpy` on the expanded sums): the same bits
     (tested).
     """
@@ -209,7 +208,7 @@ def _corr_row(s_row, a, b_row, n, vi, w_row, tol, bad, out):  # pragma: no cover
     """Row i of :func:`_corr_from_sums` against the columns of one pattern (``a``, ``n``, ``vi`` that
     pattern's values for column i): ``out[j] = _corr_entry(s_row[j], a, b_row[j], n, vi, w_row[j])``. A
     loop the compiler vectorises, as long as ``out`` is not one of the inputs (in place, the vectorised
-    loop's overlap check fails and the scalar loop runs: 10-20× slower)."""
+    loop's overlap check fails and the scalar loop runs, several times slower)."""
     for j in range(out.shape[0]):
         out[j] = _corr_entry(s_row[j], a, b_row[j], n, vi, w_row[j], tol, bad)
 
@@ -685,7 +684,7 @@ class MarketView:
             v = self.window_returns(self._row_parts(t))
         elif name == "returns0":  # missing = 0 (the S5 risk report's window)
             v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
-        elif name == "corr" or (name == "obs_corr" and (row is None or "corr" not in row)):
+        elif name in ("corr", "obs_corr"):
             from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
 
             # "corr": both forms in one pass (the observation form is corr itself when corr has no NaN);
@@ -701,8 +700,6 @@ class MarketView:
             self._arrays.put(t, "obs_mask" if name == "obs_returns" else "obs_returns",
                              mask if name == "obs_returns" else ret)
             v = ret if name == "obs_returns" else mask
-        elif name == "obs_corr":
-            v = obs_corr(self.row_array(t, "corr"))
         else:
             raise KeyError(f"unknown row array {name!r}")
         return self._arrays.put(t, name, v)
