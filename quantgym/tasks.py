@@ -45,6 +45,33 @@ BUILTIN: tuple[str, ...] = (
 
 
 @dataclass(frozen=True)
+class BenchOption:
+    """One of a task's own ``quantgym bench`` options: ``FLAG VALUE`` lands in the sections'
+    ``ctx.options[key]`` (and in ``validate(options)``).
+
+    Attributes
+    ----------
+    flag : the option as typed, e.g. ``"--profiles"``. Two tasks may declare the same flag and key (their
+        help texts are joined).
+    key : the key in ``options`` (default None when the option is not given).
+    help : what the option means for this task; the CLI shows it as ``"<title>: <help>"``.
+    kind : ``"list"`` (comma-separated values -> list of str), ``"str"`` (the value as typed) or
+        ``"multi"`` (repeatable -> list of str).
+    metavar : the value's name in ``--help`` (None: typer's default).
+    """
+
+    flag: str
+    key: str
+    help: str
+    kind: str = "list"
+    metavar: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.flag.startswith("--") or self.kind not in ("list", "str", "multi"):
+            raise ValueError(f"BenchOption {self.flag!r}: flag must start with '--' and kind be list, str or multi")
+
+
+@dataclass(frozen=True)
 class Task:
     """What a task contributes to the generic layers.
 
@@ -59,6 +86,8 @@ class Task:
         ``load_data(path, options) -> (data, notes)`` in it (the task's own loader; a one-line ``ValueError``
         when the data does not fit the options); the section then gets the data as ``ctx.data``. Without it
         ``--data`` is refused, with the module's ``DATA_REFUSAL`` string as the reason when it has one.
+    bench_options : the task's own ``quantgym bench`` options (:class:`BenchOption`); the generic command
+        adds them and refuses one whose tasks are not run.
     eval : ``"module:attribute"`` of an :class:`EvalAdapter` (``quantgym eval``), or None.
     eval_refusal : the one-line message ``quantgym eval`` gives for this task's ids when ``eval`` is None.
     llm : ``"module:Class"`` of the task's LLM adapter (a subclass of
@@ -80,6 +109,7 @@ class Task:
     envs: Mapping[str, tuple[str, dict]]
     vector_entry_points: Mapping[str, str] = field(default_factory=dict)
     bench: str | None = None
+    bench_options: tuple[BenchOption, ...] = ()
     eval: str | None = None
     eval_refusal: str | None = None
     llm: str | None = None
@@ -263,5 +293,5 @@ def iter_with(attr: str) -> Iterator[Task]:
     return (t for t in tasks() if getattr(t, attr))
 
 
-__all__ = ["BUILTIN", "Task", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
+__all__ = ["BUILTIN", "Task", "BenchOption", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
            "env_ids", "register_envs", "iter_with", "load_ref"]

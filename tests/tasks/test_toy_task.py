@@ -49,6 +49,14 @@ def test_toy_task_runs_through_bench_eval_sweep_report(toy, tmp_path, monkeypatc
     r = runner.invoke(app, ["bench", "--tasks", "toy", "--out", str(bench), "--no-plots", "-q"])
     assert r.exit_code == 0, r.output
     assert [(x["task"], x["agent"]) for x in _rows(bench)] == [("toy", "oracle")]
+    # the task's own bench option (its record's bench_options) reaches its section; refused without the task
+    r = runner.invoke(app, ["bench", "--tasks", "toy", "--bonus", "0.5", "--out", str(tmp_path / "b2"), "--no-plots",
+                            "-q"])
+    assert r.exit_code == 0, r.output
+    assert [float(x["sharpe"]) for x in _rows(tmp_path / "b2")] == [1.5]
+    assert "--bonus" in runner.invoke(app, ["bench", "--help"]).output
+    r = runner.invoke(app, ["bench", "--tasks", "market_bench", "--bonus", "1", "--out", str(tmp_path / "b3")])
+    assert r.exit_code == 2 and "--bonus is an option of toy" in r.output and not (tmp_path / "b3").exists()
 
     # eval: record a transcript against a local OpenAI-compatible server, then replay it offline
     srv = ScriptedServer().start()

@@ -89,9 +89,11 @@ ADAPTER = ToyEval()
 
 def run_section(ctx) -> SectionResult:
     """``quantgym bench --tasks toy``: the reference answer."""
-    res = evaluate(ENV_ID, lambda obs, info: "42", seed=0)
+    bonus = float(ctx.options.get("bonus") or 0.0)  # the task's own option (its record's bench_options)
+    res = evaluate(gym.make(ENV_ID, bonus=bonus), lambda obs, info: "42", seed=0)
     ctx.console.print(f"toy bench: score {res.metrics['score']}")
-    return SectionResult(task="toy", rows=[SummaryRow(task="toy", agent="oracle", period="toy", sharpe=1.0)],
+    return SectionResult(task="toy", rows=[SummaryRow(task="toy", agent="oracle", period="toy",
+                                                      sharpe=res.metrics["score"])],
                          runs=[res.to_dict()])
 
 

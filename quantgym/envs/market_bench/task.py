@@ -3,7 +3,7 @@ heavy: every reference is a string."""
 
 from __future__ import annotations
 
-from quantgym.tasks import Task
+from quantgym.tasks import BenchOption, Task
 
 _ENV = "quantgym.envs.market_bench.env:MarketBenchEnv"
 
@@ -13,6 +13,8 @@ TASK = Task(
     envs={f"MarketBench-{k}-v0": (_ENV, {"strategy": s})
           for k, s in (("Scheduled", "scheduled"), ("Pairs", "pairs"), ("DeltaHedge", "delta_hedge"))},
     bench="quantgym.envs.market_bench.bench",
+    bench_options=(BenchOption("--task-set", "task_set", "task set v1 (default) or v2 (real MSFT hour, real SZSE "
+                               "pair; docs/market_bench.md).", kind="str"),),
     eval="quantgym.envs.market_bench.eval:ADAPTER",
     llm="quantgym.envs.market_bench.llm:MarketBenchLLMAgent",
     report="quantgym.envs.market_bench.report:section",
