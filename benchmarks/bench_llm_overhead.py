@@ -85,7 +85,7 @@ def main() -> None:
     # 3. concurrency: 3 profiles x normal_2024 (36 calls each) with a fixed server latency
     srv.responder = lambda req: {"delay": args.latency, "content": S.valid(req)}
     plan = EvalPlan(env_ids=["PortBench-Conservative-v0", "PortBench-Balanced-v0", "PortBench-Aggressive-v0"],
-                    periods=["normal_2024"], baseline=False, plots=False)
+                    options={"periods": ["normal_2024"], "baseline": False}, plots=False)
     for conc in (1, 4):
         t = time.perf_counter()
         secs = run_eval("openai:test-model", plan, tmp / f"c{conc}", concurrency=conc,

@@ -117,7 +117,8 @@ def _replay(transcripts: Path, work: Path) -> dict[str, dict]:
     for f in sorted(transcripts.glob("*.jsonl.gz")):
         name = f.name[: -len(".jsonl.gz")]
         header, _ = read_transcript(f)
-        plan = EvalPlan.from_dict({**dict(header.get("eval") or {}), "plots": False, "baseline": True})
+        plan = EvalPlan.from_dict({**dict(header.get("eval") or {}), "plots": False})
+        plan.options["baseline"] = True
         run_eval(f"replay:{f}", plan, work / name, concurrency=1)
         out[name] = json.loads((work / name / "results.json").read_text())
     return out

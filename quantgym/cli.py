@@ -11,7 +11,6 @@ section on the user's own data set instead, loaded once by that module's ``load_
 from __future__ import annotations
 
 import importlib
-import inspect
 import os
 import sys
 import time
@@ -25,6 +24,7 @@ from rich.console import Console
 from quantgym.results import SectionResult, write_results
 from quantgym.cli_errors import check_out_dir, default_out, fail, make_out_dir
 from quantgym.cli_errors import out_dir as cli_out_dir
+from quantgym.cli_options import TaskCommand
 
 try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
     from typer._click.exceptions import ClickException as _ClickException
@@ -157,31 +157,31 @@ def _split(value: Optional[str]) -> Optional[list[str]]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _task_options() -> dict[str, dict[str, Any]]:
-    """The tasks' own ``bench`` options (:attr:`quantgym.tasks.Task.bench_options`) by flag: ``key``, ``kind``,
-    ``metavar``, the joined ``help`` and the ``tasks`` that declare it."""
-    from quantgym.tasks import iter_with
-
-    out: dict[str, dict[str, Any]] = {}
-    for t in iter_with("bench"):
-        for o in t.bench_options:
-            d = out.setdefault(o.flag, {"key": o.key, "kind": o.kind, "metavar": o.metavar, "help": [], "tasks": []})
-            if (d["key"], d["kind"]) != (o.key, o.kind):
-                raise ValueError(f"bench option {o.flag}: {t.name} declares key {o.key!r} ({o.kind}), another task "
-                                 f"{d['key']!r} ({d['kind']})")
-            d["help"].append(f"{t.title}: {o.help}")
-            d["tasks"].append(t.name)
-    return out
-
-
-def bench(**kw: Any) -> None:
+def bench(
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Output folder (default: results/bench-<UTC timestamp>/)."
+    ),
+    tasks: Optional[str] = typer.Option(
+        None, "--tasks", help=f"Comma-separated tasks to run (default: all): {', '.join(_bench_tasks())}."
+    ),
+    data: Optional[list[str]] = typer.Option(
+        None, "--data", metavar="TASK=PATH",
+        help="Run a task on your own data set instead of the bundled one, repeatable or comma-separated: "
+        f"TASK=PATH, e.g. {_bench_tasks()[0]}=DIR (docs/data.md). The path is printed and recorded in "
+        "results.json.",
+    ),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
+    **task_options: Any,
+) -> None:
     """Run the benchmark's classical agents on the bundled real data (or --data) and print paper-style tables.
 
     Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate, then
     each task's own columns, e.g. PortBench's intervals: docs/uncertainty.md), OUT/results.json (everything, incl. NAV series) and PNG plots.
     """
-    # the tasks' own options (--profiles...) come from their records (quantgym.tasks.BenchOption)
-    out, tasks, data, plots, quiet = (kw.pop(k) for k in ("out", "tasks", "data", "plots", "quiet"))
+    # the tasks' own options (--profiles, ...: their records' bench_options) arrive in task_options
+    from quantgym.cli_options import collect, declared
+
     console = Console()
     out_dir = Path(out) if out else default_out("bench")
     sections = _available_sections()
@@ -194,17 +194,13 @@ def bench(**kw: Any) -> None:
                         for t in unknown)
         fail(f"--tasks: {why}; choose from {', '.join(_bench_tasks())}")
     data_paths = _parse_data(data, wanted, sections)
-    options: dict[str, Any] = {"plots": plots, "data": {t: str(p) for t, p in data_paths.items()}}
-    for flag, spec in _task_options().items():
-        value = kw.pop(_param_name(flag), None)
-        if spec["kind"] == "list":
-            value = _split(value)
-        elif spec["kind"] == "multi":
-            value = list(value or [])
-        if value and not set(spec["tasks"]) & set(wanted):
-            fail(f"{flag} is an option of {', '.join(spec['tasks'])}, which is not among the tasks run "
-                 f"({', '.join(wanted)}); add it to --tasks or drop {flag}")
-        options[spec["key"]] = value
+    # every task's option key is in options (None when not given), then the values given
+    options: dict[str, Any] = {d["option"].key: None for d in declared("bench_options", "bench").values()}
+    try:
+        options.update({o.key: v for o, v in collect("bench_options", "bench", task_options, wanted)})
+    except ValueError as exc:
+        fail(exc)
+    options.update(plots=plots, data={t: str(p) for t, p in data_paths.items()})
     for task in wanted:  # validate every option before anything runs or is written
         check = getattr(sections.get(task), "validate", None)
         if check is not None:
@@ -229,57 +225,7 @@ def bench(**kw: Any) -> None:
             lock.unlink(missing_ok=True)
 
 
-def _param_name(flag: str) -> str:
-    return "opt_" + flag.lstrip("-").replace("-", "_")
-
-
-def _bench_signature() -> inspect.Signature:
-    """``bench``'s parameters for typer: the generic options, then every task's own (:func:`_task_options`)."""
-    P = inspect.Parameter
-    params = [
-        P("out", P.KEYWORD_ONLY, annotation=Optional[Path], default=typer.Option(
-            None, "--out", "-o", help="Output folder (default: results/bench-<UTC timestamp>/).")),
-        P("tasks", P.KEYWORD_ONLY, annotation=Optional[str], default=typer.Option(
-            None, "--tasks", help=f"Comma-separated tasks to run (default: all): {', '.join(_bench_tasks())}.")),
-    ]
-    for flag, spec in _task_options().items():
-        multi = spec["kind"] == "multi"
-        params.append(P(_param_name(flag), P.KEYWORD_ONLY, annotation=Optional[list[str]] if multi else Optional[str],
-                        default=typer.Option(None, flag, metavar=spec["metavar"], help=" ".join(spec["help"]))))
-        # (metavar None: typer's own, e.g. <str>)
-    params += [
-        P("data", P.KEYWORD_ONLY, annotation=Optional[list[str]], default=typer.Option(
-            None, "--data", metavar="TASK=PATH",
-            help="Run a task on your own data set instead of the bundled one, repeatable or comma-separated: "
-            f"TASK=PATH, e.g. {_bench_tasks()[0]}=DIR (docs/data.md). The path is printed and recorded in results.json.")),
-        P("plots", P.KEYWORD_ONLY, annotation=bool, default=typer.Option(
-            True, "--plots/--no-plots", help="Write PNG plots.")),
-        P("quiet", P.KEYWORD_ONLY, annotation=bool, default=typer.Option(
-            False, "--quiet", "-q", help="No progress bar (tables are still printed).")),
-    ]
-    return inspect.Signature(params)
-
-
-class _BenchCommand:
-    """``quantgym bench`` as typer sees it: :func:`bench` with a signature rebuilt from the registry whenever
-    typer builds the command, so a task registered after this module was imported adds its options too."""
-
-    __name__ = __qualname__ = "bench"  # (__module__ is this module's already)
-    __doc__ = bench.__doc__
-
-    def __call__(self, **kw: Any) -> None:
-        bench(**kw)
-
-    @property
-    def __signature__(self) -> inspect.Signature:  # read by inspect.signature (typer)
-        return _bench_signature()
-
-    @property
-    def __annotations__(self) -> dict[str, Any]:  # read by typing.get_type_hints (typer)
-        return {p.name: p.annotation for p in _bench_signature().parameters.values()}
-
-
-app.command()(_BenchCommand())
+app.command()(TaskCommand("bench", bench, "bench_options", "bench"))
 
 
 def _claim_out_dir(out_dir: Path, console: Console) -> Path:

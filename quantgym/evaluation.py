@@ -312,26 +312,26 @@ class EvalPlan:
     Attributes
     ----------
     env_ids : registered ids (one task or several).
-    periods : PortBench periods (names or dicts; default ``["normal_2024"]``).
-    rounds : Market-Bench rounds (default 1..5).
-    attempts : Market-Bench K (default 3). feedback : Market-Bench repair mode.
-    all_attempts : Market-Bench: run every one of the ``attempts`` (no stop at the first success; not in
-        repair mode): the n independent samples of the unbiased pass@k (``quantgym eval --attempts n``).
-    seed : env seed. env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
-    baseline : PortBench: also run Equal-Weight for the NAV plots and tables.
+    options : the tasks' own options by key (what their records' ``eval_options`` declare and their eval
+        adapters read, each with its own default when absent; the task docs list them).
+    seed : env seed.
+    env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
     plots : write PNGs.
+
+    ``from_dict`` also reads plans recorded before the options were grouped (their task options were
+    top-level keys), so older transcripts replay.
     """
 
     env_ids: list[str]
-    periods: list[Any] = field(default_factory=lambda: ["normal_2024"])
-    rounds: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
-    attempts: int = 3
-    feedback: bool = False
-    all_attempts: bool = False
+    options: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    baseline: bool = True
     plots: bool = True
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``options[key]``, or ``default`` when the plan does not set it."""
+        value = self.options.get(key)
+        return default if value is None else value
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -340,7 +340,11 @@ class EvalPlan:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalPlan":
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        fields = cls.__dataclass_fields__
+        kw = {k: v for k, v in d.items() if k in fields}
+        legacy = {k: v for k, v in d.items() if k not in fields}  # task options recorded as top-level keys
+        kw["options"] = {**legacy, **dict(kw.get("options") or {})}
+        return cls(**kw)
 
 
 def period_label(p: Any) -> str:
@@ -427,6 +431,28 @@ def job_label(env_id: str, extra: Any = None) -> str:
     return env_id if extra is None else f"{env_id} {extra}"
 
 
+def validate_plan(plan: EvalPlan) -> None:
+    """Each task's own checks of ``plan`` (its eval adapter's ``validate(plan)``: periods, rounds...), before
+    anything runs or is written.
+
+    Raises
+    ------
+    ValueError
+        One line: an env id of no task, or what a task's check refuses.
+    """
+    from quantgym.tasks import load_ref, task_of
+
+    seen = set()
+    for e in plan.env_ids:
+        record = task_of(e)
+        if record.name in seen or record.eval is None:
+            continue
+        seen.add(record.name)
+        check = getattr(load_ref(record.eval), "validate", None)
+        if check is not None:
+            check(plan)
+
+
 def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
              agent_options: dict | None = None, console: Any = None, progress: Any = None,
              meta: dict | None = None, log: Callable[[str], None] | None = None) -> list[SectionResult]:
@@ -471,10 +497,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         if by_name[task].eval is None:
             raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
     adapters = {task: load_ref(by_name[task].eval) for task in tasks}
-    for task in tasks:  # the task's own checks of the plan (e.g. its periods), before anything is written
-        check = getattr(adapters[task], "validate", None)
-        if check is not None:
-            check(plan)
+    validate_plan(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
     agents: dict[str, Any] = {}
     for task in tasks:

@@ -44,20 +44,29 @@ BUILTIN: tuple[str, ...] = (
 )
 
 
+#: kinds of :class:`TaskOption` values (what the command line turns the typed text into)
+OPTION_KINDS = ("list", "str", "multi", "int", "int_list", "flag")
+
+
 @dataclass(frozen=True)
-class BenchOption:
-    """One of a task's own ``quantgym bench`` options: ``FLAG VALUE`` lands in the sections'
-    ``ctx.options[key]`` (and in ``validate(options)``).
+class TaskOption:
+    """One of a task's own command-line options (``quantgym bench`` or ``quantgym eval``), declared in its
+    record (:attr:`Task.bench_options`, :attr:`Task.eval_options`); the generic commands add them, so they
+    name no task.
 
     Attributes
     ----------
-    flag : the option as typed, e.g. ``"--profiles"``. Two tasks may declare the same flag and key (their
-        help texts are joined).
-    key : the key in ``options`` (default None when the option is not given).
-    help : what the option means for this task; the CLI shows it as ``"<title>: <help>"``.
-    kind : ``"list"`` (comma-separated values -> list of str), ``"str"`` (the value as typed) or
-        ``"multi"`` (repeatable -> list of str).
+    flag : the option as typed, e.g. ``"--profiles"``. Two tasks may declare the same flag with the same key
+        and kind (their help texts are joined).
+    key : where the value goes: ``ctx.options[key]`` of a bench section, ``EvalPlan.options[key]`` of an eval
+        plan, or with ``agent=True`` the task's LLM agent's option ``key``. Absent when not given.
+    help : what the option means for this task; ``--help`` shows it as ``"<title>: <help>"``.
+    kind : ``"list"`` (comma-separated -> list of str), ``"str"``, ``"multi"`` (repeatable -> list of str),
+        ``"int"``, ``"int_list"`` (comma-separated -> list of int) or ``"flag"`` (``--x/--no-x`` -> bool).
     metavar : the value's name in ``--help`` (None: typer's default).
+    agent : eval only: an option of the task's LLM agent (``quantgym.agents.llm.make_openai_agent``), not of
+        the plan.
+    implies : eval only: further plan options that giving this one sets, e.g. ``{"all_attempts": True}``.
     """
 
     flag: str
@@ -65,10 +74,35 @@ class BenchOption:
     help: str
     kind: str = "list"
     metavar: str | None = None
+    agent: bool = False
+    implies: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.flag.startswith("--") or self.kind not in ("list", "str", "multi"):
-            raise ValueError(f"BenchOption {self.flag!r}: flag must start with '--' and kind be list, str or multi")
+        if not self.flag.startswith("--") or self.kind not in OPTION_KINDS:
+            raise ValueError(f"TaskOption {self.flag!r}: the flag must start with '--' and the kind be one of "
+                             f"{', '.join(OPTION_KINDS)}")
+
+    def parse(self, raw: Any) -> Any:
+        """The value of the typed ``raw`` (None: not given -> None).
+
+        Raises
+        ------
+        ValueError
+            One line naming the flag, e.g. a non-integer in an ``int_list``.
+        """
+        if raw is None:
+            return None
+        if self.kind == "multi":
+            return [str(v) for v in raw] or None
+        if self.kind in ("list", "int_list"):
+            items = [v.strip() for v in str(raw).split(",") if v.strip()]
+            if self.kind == "list":
+                return items or None
+            try:
+                return [int(v) for v in items] or None
+            except ValueError:
+                raise ValueError(f"{self.flag} takes integers, comma-separated; got {raw!r}") from None
+        return raw
 
 
 @dataclass(frozen=True)
@@ -86,9 +120,11 @@ class Task:
         ``load_data(path, options) -> (data, notes)`` in it (the task's own loader; a one-line ``ValueError``
         when the data does not fit the options); the section then gets the data as ``ctx.data``. Without it
         ``--data`` is refused, with the module's ``DATA_REFUSAL`` string as the reason when it has one.
-    bench_options : the task's own ``quantgym bench`` options (:class:`BenchOption`); the generic command
+    bench_options : the task's own ``quantgym bench`` options (:class:`TaskOption`); the generic command
         adds them and refuses one whose tasks are not run.
     eval : ``"module:attribute"`` of an :class:`EvalAdapter` (``quantgym eval``), or None.
+    eval_options : the task's own ``quantgym eval`` options (:class:`TaskOption`), read by its ``eval``
+        adapter from ``EvalPlan.options`` (or by its LLM agent, ``agent=True``).
     eval_refusal : the one-line message ``quantgym eval`` gives for this task's ids when ``eval`` is None.
     llm : ``"module:Class"`` of the task's LLM adapter (a subclass of
         :class:`quantgym.agents.llm.agents.LLMAgent`), or None.
@@ -109,8 +145,9 @@ class Task:
     envs: Mapping[str, tuple[str, dict]]
     vector_entry_points: Mapping[str, str] = field(default_factory=dict)
     bench: str | None = None
-    bench_options: tuple[BenchOption, ...] = ()
+    bench_options: tuple[TaskOption, ...] = ()
     eval: str | None = None
+    eval_options: tuple[TaskOption, ...] = ()
     eval_refusal: str | None = None
     llm: str | None = None
     report: str | None = None
@@ -293,5 +330,5 @@ def iter_with(attr: str) -> Iterator[Task]:
     return (t for t in tasks() if getattr(t, attr))
 
 
-__all__ = ["BUILTIN", "Task", "BenchOption", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
+__all__ = ["BUILTIN", "Task", "TaskOption", "OPTION_KINDS", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
            "env_ids", "register_envs", "iter_with", "load_ref"]

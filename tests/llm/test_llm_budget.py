@@ -101,7 +101,7 @@ def test_dry_run_plan_numbers():
     from quantgym.evaluation import EvalPlan
 
     rep = dry_run_plan("openai:m", EvalPlan(env_ids=["PortBench-Balanced-v0", "MarketBench-Pairs-v0"],
-                                            periods=[PERIOD], rounds=[1, 2], attempts=3),
+                                            options={"periods": [PERIOD], "rounds": [1, 2], "attempts": 3}),
                        agent_options={"context_window": 8192, "price_in": 1.0, "price_out": 2.0},
                        tokens_per_s=100, prompt_tokens_per_s=1000)
     pb, mb = rep["rows"]

@@ -124,9 +124,15 @@ def test_eval_baseline_on_other_tasks_is_one_line_exit_2(tmp_path):
     assert "Traceback" not in r.output
 
 
-def test_eval_help_names_baselines_for_portbench_only():
+def test_eval_help_shows_each_tasks_own_options_from_its_record():
     # width through COLUMNS/terminal_width only: typer reads TERMINAL_WIDTH once, at its first import, so
     # setting it here would fix every later --help in this pytest process at 400 columns
     r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "400"}, terminal_width=400)
     text = " ".join(r.output.split())
-    assert "PortBench only a baseline name" in text and "quantgym bench --agents" in text
+    assert "classical agent of a task that has them" in text and "quantgym bench --agents" in text
+    # the tasks' own options come from their records (eval_options), titled by task
+    from quantgym.tasks import tasks
+
+    for t in tasks():
+        for o in t.eval_options:
+            assert o.flag in text and f"{t.title}: {o.help}" in text

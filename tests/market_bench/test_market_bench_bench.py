@@ -85,7 +85,7 @@ def test_eval_adapter_takes_the_task_set_from_env_kwargs():
     from quantgym.envs.market_bench.eval import _section, run_market_bench
     from quantgym.evaluation import EvalPlan
 
-    plan = EvalPlan(env_ids=["MarketBench-Pairs-v0"], rounds=[3], env_kwargs={"task_set": "v2"})
+    plan = EvalPlan(env_ids=["MarketBench-Pairs-v0"], options={"rounds": [3]}, env_kwargs={"task_set": "v2"})
     run = run_market_bench(_ReferenceEvalAgent(), "MarketBench-Pairs-v0", 3, plan)
     assert run["records"][0]["mae"] == 0.0 and run["round_record"]["task_version"] == "v2"
     sec = _section([run], _ReferenceEvalAgent(), plan, None)

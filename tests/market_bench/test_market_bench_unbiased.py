@@ -53,13 +53,13 @@ class ScriptAgent:
 
 def _runs(plan):
     agent = ScriptAgent(["stub", "ref", "fail", "ref"])
-    return agent, [run_market_bench(agent, ENV, r, plan) for r in plan.rounds]
+    return agent, [run_market_bench(agent, ENV, r, plan) for r in plan.options["rounds"]]
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    keep = EvalPlan(env_ids=[ENV], rounds=[1, 2], attempts=4, all_attempts=True)
-    paper = EvalPlan(env_ids=[ENV], rounds=[1, 2], attempts=4)
+    keep = EvalPlan(env_ids=[ENV], options={"rounds": [1, 2], "attempts": 4, "all_attempts": True})
+    paper = EvalPlan(env_ids=[ENV], options={"rounds": [1, 2], "attempts": 4})
     return (keep, *_runs(keep)), (paper, *_runs(paper))
 
 
@@ -149,5 +149,8 @@ def test_eval_cli_attempts_sets_all_attempts(monkeypatch, tmp_path):
                                  "--out", str(tmp_path / "o"), *args])
     if len(seen) != 2:
         pytest.skip("dry-run path not reachable here")
-    assert (seen[0].attempts, seen[0].all_attempts) == (3, False)
-    assert (seen[1].attempts, seen[1].all_attempts) == (5, True)
+    from quantgym.envs.market_bench.eval import MarketBenchPlan
+
+    paper, every = (MarketBenchPlan.of(p) for p in seen)
+    assert (paper.rounds, paper.attempts, paper.all_attempts) == ((1,), 3, False)
+    assert (every.attempts, every.all_attempts) == (5, True) and seen[1].options["all_attempts"] is True

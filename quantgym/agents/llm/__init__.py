@@ -35,7 +35,8 @@ def make_openai_agent(arg: str, task: str | None = None, **options: Any):
         ``price_out`` (USD per 1M tokens) or ``prices`` (a price table: dict or JSON path
         ``{model: {"input", "output"}}``), ``transcript`` (JSONL path; default
         ``results/transcripts/...``; False: none), ``cache`` (True), ``cache_from`` (transcript path(s)),
-        ``name`` (label in results), ``rounds`` (Quant-Arena: most candidates).
+        ``name`` (label in results), and the task's own agent options (its record's ``eval_options`` with
+        ``agent=True``, e.g. Quant-Arena's ``rounds``: most candidates).
 
     Returns
     -------

@@ -285,7 +285,17 @@ def _adapter(task: str) -> type[LLMAgent]:
 _ENGINE_OPTS = ("base_url", "temperature", "max_tokens", "context_window", "prompt_style", "timeout", "retries", "backoff_base", "backoff_max",
                 "connect_timeout", "unreachable_tries", "unreachable_delay", "structured", "seed", "max_calls",
                 "max_total_tokens", "price_in", "price_out")
-_ADAPTER_OPTS = ("rounds",)
+
+
+def _adapter_opts(task: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(this task's LLM agent options, every other task's): the ``eval_options`` with ``agent=True`` of the
+    records (:class:`quantgym.tasks.TaskOption`). Another task's option is ignored here (``quantgym eval``
+    passes one set of options to the agents of all the tasks it runs)."""
+    from quantgym.tasks import tasks
+
+    own = tuple(o.key for t in tasks() if t.name == task for o in t.eval_options if o.agent)
+    other = tuple(o.key for t in tasks() if t.name != task for o in t.eval_options if o.agent and o.key not in own)
+    return own, other
 
 
 def price_for(model: str, prices: Any) -> tuple[float | None, float | None]:
@@ -326,16 +336,17 @@ def build_agent(model: str, task: str | None = None, *, api_key: str | None = No
 
     task = task or default_task()
     adapter_cls = _adapter(task)
-    unknown = set(options) - set(_ENGINE_OPTS) - set(_ADAPTER_OPTS) - {"prices"}
+    own, other = _adapter_opts(task)
+    unknown = set(options) - set(_ENGINE_OPTS) - set(own) - set(other) - {"prices"}
     if unknown:
         raise ValueError(f"unknown LLM agent option(s) {sorted(unknown)}; known: "
-                         f"{sorted(_ENGINE_OPTS + _ADAPTER_OPTS + ('api_key', 'transcript', 'cache', 'cache_from', 'name', 'header', 'prices'))}")
+                         f"{sorted(_ENGINE_OPTS + own + ('api_key', 'transcript', 'cache', 'cache_from', 'name', 'header', 'prices'))}")
     prices = options.pop("prices", None)
     if prices is not None and options.get("price_in") is None and options.get("price_out") is None:
         options["price_in"], options["price_out"] = price_for(model, prices)
     cfg = LLMConfig(model=model, **{k: v for k, v in options.items()
                                     if k in _ENGINE_OPTS and (v is not None or k == "max_tokens")})
-    adapter = {k: options[k] for k in _ADAPTER_OPTS if options.get(k) is not None}
+    adapter = {k: options[k] for k in own if options.get(k) is not None}
     if transcript is None:
         transcript = default_transcript_path(task, model)
     elif transcript is False:

@@ -1,4 +1,4 @@
-"""``quantgym eval``: evaluate an LLM agent (or a replayed transcript) on PortBench, Quant-Arena, Market-Bench.
+"""``quantgym eval``: evaluate an LLM agent (or a replayed transcript, or a classical agent) on the tasks' env ids.
 
 Plugin of :mod:`quantgym.cli` (``register(app)``). Importing this module imports neither ``openai`` nor
 any env: everything heavy is imported inside the command.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -70,17 +70,16 @@ def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, cons
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command to ``app``."""
 
-    @app.command("eval")
+    from quantgym.cli_options import TaskCommand
+    from quantgym.tasks import iter_with
+
     def eval_cmd(  # noqa: PLR0913 - a CLI
-        agent: str = typer.Option(..., "--agent", "-a", help="openai:MODEL | replay:TRANSCRIPT.jsonl, or for "
-                                  "PortBench only a baseline name (equal_weight, 60/40, risk_parity, ...) or "
+        agent: str = typer.Option(..., "--agent", "-a", help="openai:MODEL | replay:TRANSCRIPT.jsonl, or a "
+                                  "classical agent of a task that has them: a baseline name or a scheme such as "
                                   "sb3:PATH (several baselines at once: quantgym bench --agents)."),
-        env: Optional[str] = typer.Option(None, "--env", "-e", help="Env id(s), comma-separated: PortBench-Balanced-v0, "
-                                          "QuantArena-v0, QuantArena-OneShot-v0, MarketBench-Scheduled-v0, ... "
-                                          "(replay: default = the recorded ones)."),
-        period: Optional[str] = typer.Option(None, "--period", "-p", help="PortBench period(s), comma-separated: "
-                                             "normal_2024, china_2015, covid_2020, crypto_2022 or START:END[:FREQ] "
-                                             "(default normal_2024)."),
+        env: Optional[str] = typer.Option(None, "--env", "-e", help="Env id(s), comma-separated: "
+                                          + ", ".join(e for t in iter_with("eval") for e in t.envs)
+                                          + " (replay: default = the recorded ones)."),
         base_url: Optional[str] = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint (default "
                                                "$OPENAI_BASE_URL or https://api.openai.com/v1)."),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
@@ -107,15 +106,7 @@ def register(app: typer.Typer) -> None:
         cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", help="Transcript(s) whose answers "
                                                         "are reused for identical requests (resume a run)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
-        rounds: Optional[int] = typer.Option(None, "--rounds", help="Quant-Arena: most candidates to submit."),
-        mb_rounds: Optional[str] = typer.Option(None, "--round", help="Market-Bench rounds, comma-separated (1-5)."),
-        attempts: Optional[int] = typer.Option(None, "--attempts", min=1, help="Market-Bench attempts per round. "
-                                               "Default: the paper's K = 3, the round ends at its first success. "
-                                               "--attempts n: all n independent attempts run, and the unbiased "
-                                               "pass@k / correct@k (k <= n) are reported beside the paper's."),
-        feedback: bool = typer.Option(False, "--feedback", help="Market-Bench repair mode (error trace back)."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
-        baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="PortBench: Equal-Weight beside."),
         repeats: int = typer.Option(1, "--repeats", min=1, help="Run the evaluation R times (env seed and LLM "
                                     "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
                                     "mean with its interval per metric in OUT."),
@@ -127,6 +118,7 @@ def register(app: typer.Typer) -> None:
                                            "the endpoint."),
         prefill_per_s: float = typer.Option(1000.0, "--prefill-per-s", help="--dry-run: prompt tokens/s "
                                             "(prefill) of the endpoint."),
+        **task_options: Any,
     ) -> None:
         """Evaluate AGENT on ENV(s); write OUT/summary.csv, OUT/results.json, transcripts and plots.
 
@@ -172,7 +164,7 @@ def register(app: typer.Typer) -> None:
             plan_kw = dict(header.get("eval") or {})
         envs = _split(env) or list(plan_kw.get("env_ids") or [])
         if not envs:
-            fail("give --env (e.g. --env PortBench-Balanced-v0)")
+            fail(f"give --env (e.g. --env {next(e for t in iter_with('eval') for e in t.envs)})")
         from quantgym.tasks import task_of
 
         from quantgym.evaluation import check_env_kwargs
@@ -186,24 +178,30 @@ def register(app: typer.Typer) -> None:
                 check_env_kwargs(e, extra_kw)
             except ValueError as exc:
                 fail(f"--env-kwargs: {exc}")
-        plan_kw.update(env_ids=envs)
-        if period:
-            plan_kw["periods"] = _split(period)
-        if mb_rounds:
-            try:
-                plan_kw["rounds"] = [int(r) for r in _split(mb_rounds)]
-            except ValueError:
-                fail(f"--round takes round numbers 1-5, comma-separated; got {mb_rounds!r}")
-        if scheme != "replay" or "attempts" not in plan_kw:
-            plan_kw["attempts"] = 3 if attempts is None else attempts
-        if attempts is not None and (scheme != "replay" or "all_attempts" not in plan_kw):
-            plan_kw["all_attempts"] = True
-        if scheme != "replay" or feedback:
-            plan_kw["feedback"] = feedback
-        if extra_kw:
-            plan_kw["env_kwargs"] = extra_kw
-        plan_kw.update(baseline=baseline, plots=plots)
-        plan = EvalPlan.from_dict(plan_kw)
+        # the tasks' own options (--period, --round, ...: their records' eval_options) arrive in task_options:
+        # plan options update the recorded ones (replay), agent options go to the LLM agent
+        from quantgym.cli_options import collect
+
+        try:
+            given = collect("eval_options", "eval", task_options, sorted({task_of(e).name for e in envs}),
+                            chosen_by="--env")
+        except ValueError as exc:
+            fail(str(exc))
+        recorded = EvalPlan.from_dict({**plan_kw, "env_ids": envs})  # replay: the recorded plan (or defaults)
+        plan_opts, agent_task_opts = dict(recorded.options), {}
+        for o, value in given:
+            if o.agent:
+                agent_task_opts[o.key] = value
+            else:
+                plan_opts.update({o.key: value, **o.implies})
+        plan = EvalPlan(env_ids=envs, options=plan_opts, seed=recorded.seed,
+                        env_kwargs=extra_kw or recorded.env_kwargs, plots=plots)
+        from quantgym.evaluation import validate_plan
+
+        try:
+            validate_plan(plan)  # the tasks' checks of their options, also before a --dry-run
+        except ValueError as exc:
+            fail(str(exc))
         # every option checked here, before anything runs or is written (one line naming the flag, exit 2)
         from quantgym.agents.llm.client import STRUCTURED_MODES
         from quantgym.spaces import PROMPT_STYLES
@@ -233,7 +231,7 @@ def register(app: typer.Typer) -> None:
                            max_tokens=max_tokens_v, context_window=context_window, prompt_style=prompt_style,
                            timeout=timeout, retries=retries, structured=structured, seed=seed,
                            max_calls=max_calls, max_total_tokens=max_total_tokens, price_in=price_in,
-                           price_out=price_out, cache=not no_cache, rounds=rounds,
+                           price_out=price_out, cache=not no_cache, **agent_task_opts,
                            prices=str(prices) if prices else None,
                            cache_from=[str(p) for p in cache_from] if cache_from else None)
             options = {k: v for k, v in options.items() if v is not None or k == "max_tokens"}
@@ -273,6 +271,8 @@ def register(app: typer.Typer) -> None:
                           + (f"; transcript {u['transcript']}" if u.get("transcript") else ""))
         console.print(f"Wrote [bold]{out_dir}[/] (summary.csv, results.json"
                       + (", plots" if plots else "") + ")")
+
+    app.command("eval")(TaskCommand("eval", eval_cmd, "eval_options", "eval"))
 
 
 __all__ = ["register"]

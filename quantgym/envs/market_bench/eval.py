@@ -3,6 +3,7 @@ to K attempts per (env id, round), and the pass@k / MAE table (spec market_bench
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary, print_warnings as _print_warnings
@@ -10,15 +11,44 @@ from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
 
+@dataclass(frozen=True)
+class MarketBenchPlan:
+    """Market-Bench's options of an :class:`~quantgym.evaluation.EvalPlan` (its record's ``eval_options``),
+    with their defaults.
+
+    Attributes
+    ----------
+    rounds : rounds to run (``--round``; default 1..N_ROUNDS).
+    attempts : K attempts per round (``--attempts``; default the paper's 3, spec §6).
+    feedback : repair mode (``--feedback``): each attempt sees the previous error.
+    all_attempts : run all K attempts, no stop at the first success (set by ``--attempts n``): the n
+        independent samples of the unbiased pass@k.
+    """
+
+    rounds: tuple[int, ...]
+    attempts: int
+    feedback: bool
+    all_attempts: bool
+
+    @classmethod
+    def of(cls, plan: EvalPlan) -> "MarketBenchPlan":
+        from quantgym.envs.market_bench.config import N_ROUNDS, MarketBenchScoringConfig
+
+        return cls(rounds=tuple(int(r) for r in plan.get("rounds", range(1, N_ROUNDS + 1))),
+                   attempts=int(plan.get("attempts", MarketBenchScoringConfig.attempts)),
+                   feedback=bool(plan.get("feedback", False)), all_attempts=bool(plan.get("all_attempts", False)))
+
+
 def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[str, Any]:
     """One Market-Bench (strategy, round) episode of up to K attempts."""
     import gymnasium as gym
 
+    mb = MarketBenchPlan.of(plan)
     kw = dict(plan.env_kwargs)
     # quantgym eval --attempts n: all n independent attempts run (the samples of the unbiased pass@k);
     # by default (and in repair mode) the episode ends at the first success, as in the paper
-    kw.setdefault("end_on_success", not (plan.all_attempts and not plan.feedback))
-    env = gym.make(env_id, round=rnd, attempts=plan.attempts, feedback=plan.feedback, **kw)
+    kw.setdefault("end_on_success", not (mb.all_attempts and not mb.feedback))
+    env = gym.make(env_id, round=rnd, attempts=mb.attempts, feedback=mb.feedback, **kw)
     try:
         obs, info = env.reset(seed=plan.seed)
         agent.reset(env)
@@ -44,14 +74,25 @@ class MarketBenchEval:
     """:class:`~quantgym.evaluation.EvalAdapter` of Market-Bench."""
 
     def validate(self, plan: EvalPlan) -> None:
-        """Refuse an unknown task set (``--env-kwargs '{"task_set": ...}'``) before anything runs (one line)."""
-        from quantgym.envs.market_bench.config import check_task_set
+        """Refuse an unknown task set (``--env-kwargs '{"task_set": ...}'``), a round outside 1..N_ROUNDS or
+        fewer than one attempt before anything runs (one line)."""
+        from quantgym.envs.market_bench.config import N_ROUNDS, check_task_set
 
         check_task_set((plan.env_kwargs or {}).get("task_set"))
+        try:
+            mb = MarketBenchPlan.of(plan)
+        except (TypeError, ValueError):
+            raise ValueError(f"Market-Bench rounds and attempts must be integers; got rounds "
+                             f"{plan.get('rounds')!r}, attempts {plan.get('attempts')!r}") from None
+        bad = [r for r in mb.rounds if not 1 <= r <= N_ROUNDS]
+        if bad or not mb.rounds:
+            raise ValueError(f"--round takes round numbers 1-{N_ROUNDS}, comma-separated; got {list(mb.rounds)}")
+        if mb.attempts < 1:
+            raise ValueError(f"--attempts must be at least 1, got {mb.attempts}")
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
-        return [(job_label(env_id, f"round {int(r)}"), (lambda r=r: run_market_bench(agent, env_id, int(r), plan)))
-                for r in plan.rounds]
+        return [(job_label(env_id, f"round {r}"), (lambda r=r: run_market_bench(agent, env_id, r, plan)))
+                for r in MarketBenchPlan.of(plan).rounds]
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _section(runs, agent, plan, ctx.console)
@@ -74,14 +115,15 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     from quantgym.envs.market_bench.scoring import (UNBIASED_KS, first_success_prefix, fmt, score_table, summary_extra,
                                                     unbiased_table)
 
+    mb = MarketBenchPlan.of(plan)
     records = [r for run in runs for r in run["records"]]
     task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
-    cfg = ScoringConfig(attempts=plan.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
+    cfg = ScoringConfig(attempts=mb.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
     attempts = records_to_attempts(records)
     # the paper's sequential metrics from what its protocol would have run (up to each round's first success)
     sequential = first_success_prefix(attempts)
     scores = score_table(sequential, cfg)
-    why = not_samples_reason(runs, plan.feedback)
+    why = not_samples_reason(runs, mb.feedback)
     unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
                                                               period=task_set,
@@ -89,19 +131,19 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                         runs=[{**run, "agent": agent.name, "transcript": agent.usage().get("transcript")}
                               for run in runs],
                         extra={"scores": scores.to_dict(orient="records"), "task_version": task_set,
-                               "feedback": plan.feedback, "attempts": plan.attempts,
+                               "feedback": mb.feedback, "attempts": mb.attempts,
                                "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": why or UNBIASED_NOTE})
     if console is not None:
         from quantgym.envs.market_bench.bench import legend, score_cols
         from quantgym.tables import print_table
 
-        k = plan.attempts
+        k = mb.attempts
         cols = [c if c.header != "agent" else Col("strategy", "left") for c in score_cols(k, extras=False, rank=False)]
         rows = [[str(row["strategy"]), *[fmt(row.get(c)) for c in (f"pass@{k}", "pass@1", "mean_mae_solved",
                                                                      "avg_attempt", f"correct@{k}", "correct@1")]]
                 for _, row in scores.iterrows()]
         caption = legend(k, cfg, stub=False, extras=False)
-        print_table(console, f"Market-Bench {task_set} — {agent.name} ({'repair' if plan.feedback else 'independent'} "
+        print_table(console, f"Market-Bench {task_set} — {agent.name} ({'repair' if mb.feedback else 'independent'} "
                     f"attempts, K={k})", cols, rows, keys=1, caption=caption if why is not None else None)
         if why is None:
             ks = list(UNBIASED_KS)

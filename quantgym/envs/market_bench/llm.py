@@ -81,18 +81,20 @@ class MarketBenchLLMAgent(LLMAgent):
         (:mod:`quantgym.agents.llm.dryrun`); ``self.engine`` is a :class:`~quantgym.agents.llm.dryrun.DryRunEngine`.
 
         Each round's prompt is rendered; the floor is the first attempt (every attempt with
-        ``plan.all_attempts``, ``--attempts n``), the most ``attempts`` calls per round (repair mode: the conversation grows by the code and its trace each time).
+        ``all_attempts``, ``--attempts n``), the most ``attempts`` calls per round (repair mode: the conversation grows by the code and its trace each time).
         """
         import gymnasium as gym
 
         from quantgym.agents.llm.dryrun import (add_episode as _add, code_cap as _cap,
                                                 expected_completion as _expected_completion)
 
+        from quantgym.envs.market_bench.eval import MarketBenchPlan
+
         agent = self
         cap = _cap(opts, self.output_cap)
-        for rnd in plan.rounds:
-            env = gym.make(env_id, round=int(rnd), attempts=plan.attempts, feedback=plan.feedback,
-                           **dict(plan.env_kwargs))
+        mb = MarketBenchPlan.of(plan)
+        for rnd in mb.rounds:
+            env = gym.make(env_id, round=rnd, attempts=mb.attempts, feedback=mb.feedback, **dict(plan.env_kwargs))
             try:
                 env.reset(seed=plan.seed)
                 texts = {st: env.unwrapped.render_prompt(st) for st in agent._styles(env)}
@@ -100,11 +102,11 @@ class MarketBenchLLMAgent(LLMAgent):
                 env.close()
             _, c1, f1 = agent._fit(lambda st: [{"role": "system", "content": SYSTEM_MARKET_BENCH},
                                                {"role": "user", "content": texts[st]}], tuple(texts), cap, window)
-            pt, k = f1["prompt_tokens_est"], int(plan.attempts)
+            pt, k = f1["prompt_tokens_est"], mb.attempts
             # floor: the first attempt runs and ends the round (all k with --attempts n, independent mode);
             # most: every attempt (repair mode: the conversation grows by the code and its trace each time)
-            grow = (c1 or 0) + 400 if plan.feedback else 0
-            floor = k if getattr(plan, "all_attempts", False) and not plan.feedback else 1
+            grow = (c1 or 0) + 400 if mb.feedback else 0
+            floor = k if mb.all_attempts and not mb.feedback else 1
             _add(r, floor, k, floor * pt, sum(pt + i * grow for i in range(k)),
                  floor * _expected_completion(c1, "code"), k * (c1 or 0), f1["prompt_style"])
 

@@ -13,6 +13,14 @@ from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, i
 from quantgym.results import SectionResult
 from quantgym.tables import Col
 
+#: ``quantgym eval``'s periods when the plan names none [project choice: the calm year, one episode]
+EVAL_PERIODS = ("normal_2024",)
+
+
+def eval_periods(plan: EvalPlan) -> list[Any]:
+    """The plan's PortBench periods (option ``periods``, ``quantgym eval --period``), default :data:`EVAL_PERIODS`."""
+    return list(plan.get("periods") or EVAL_PERIODS)
+
 
 def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[str, Any]:
     """One PortBench episode through :func:`quantgym.evaluation.evaluate`."""
@@ -50,22 +58,22 @@ class PortBenchEval:
         """
         from quantgym.envs.portbench.config import resolve_period
 
-        for p in plan.periods:
+        for p in eval_periods(plan):
             resolve_period(parse_period(p))
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
         return [(job_label(env_id, period_label(parse_period(p))),
                  (lambda e=env_id, p=p: run_portbench(ctx.new_agent(), e, parse_period(p), plan)))
-                for p in plan.periods]
+                for p in eval_periods(plan)]
 
     def reference_jobs(self, env_ids: list[str], agent: Any, plan: EvalPlan) -> list[tuple[str, Any, Callable[[], Any]]]:
-        if not plan.baseline or policy_name(agent) == "Equal-Weight":
+        if not plan.get("baseline", True) or policy_name(agent) == "Equal-Weight":
             return []
         from quantgym.envs.portbench.baselines import make_baseline
 
         return [(job_label(e, period_label(parse_period(p))), (e, period_label(parse_period(p))),
                  (lambda e=e, p=p: evaluate(e, make_baseline("equal_weight"), seed=plan.seed, period=parse_period(p))))
-                for e in env_ids for p in plan.periods]
+                for e in env_ids for p in eval_periods(plan)]
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)

@@ -91,10 +91,11 @@ class PortBenchLLMAgent(LLMAgent):
         is the floor; format re-asks (at most 3 attempts per stage) can triple it (the upper bound).
         """
         from quantgym.agents.llm.dryrun import add_episode as _add, expected_completion as _expected_completion
+        from quantgym.envs.portbench.eval import eval_periods
         from quantgym.evaluation import evaluate, parse_period
 
         agent = self
-        for p in plan.periods:
+        for p in eval_periods(plan):
             n0 = len(agent.engine.planned)
             evaluate(env_id, agent, seed=plan.seed, period=parse_period(p), **dict(plan.env_kwargs))
             calls = agent.engine.planned[n0:]

@@ -3,7 +3,7 @@ static correlation QA layer (spec portbench.md). Imports nothing heavy: every re
 
 from __future__ import annotations
 
-from quantgym.tasks import BenchOption, Task
+from quantgym.tasks import TaskOption, Task
 
 _ENV = "quantgym.envs.portbench.env:PortBenchEnv"
 _VEC = "quantgym.envs.portbench.vector:make_portbench_vector_env"
@@ -15,15 +15,20 @@ TASK = Task(
     vector_entry_points={f"PortBench-{p}-v0": _VEC for p in ("Conservative", "Balanced", "Aggressive")},
     bench="quantgym.envs.portbench.bench",
     bench_options=(
-        BenchOption("--profiles", "profiles", "comma-separated profiles (default: conservative, balanced, aggressive)."),
-        BenchOption("--periods", "periods", "comma-separated periods (default: normal_2024, china_2015, covid_2020, "
+        TaskOption("--profiles", "profiles", "comma-separated profiles (default: conservative, balanced, aggressive)."),
+        TaskOption("--periods", "periods", "comma-separated periods (default: normal_2024, china_2015, covid_2020, "
                     "crypto_2022)."),
-        BenchOption("--agents", "agents", "comma-separated baseline names (default: all six)."),
-        BenchOption("--agent", "extra_agents", "extra agent evaluated beside the baselines, repeatable: "
+        TaskOption("--agents", "agents", "comma-separated baseline names (default: all six)."),
+        TaskOption("--agent", "extra_agents", "extra agent evaluated beside the baselines, repeatable: "
                     "openai:MODEL, replay:FILE, sb3:PATH (docs/llm-agents.md, docs/rl.md); run per profile and "
                     "period with full S1-S5 scoring.", kind="multi", metavar="SPEC"),
     ),
     eval="quantgym.envs.portbench.eval:ADAPTER",
+    eval_options=(
+        TaskOption("--period", "periods", "period(s), comma-separated: normal_2024, china_2015, covid_2020, "
+                   "crypto_2022 or START:END[:FREQ] (default normal_2024)."),
+        TaskOption("--baseline", "baseline", "Equal-Weight beside the agent (default: on).", kind="flag"),
+    ),
     llm="quantgym.envs.portbench.llm:PortBenchLLMAgent",
     report="quantgym.envs.portbench.report:section",
     baselines="quantgym.envs.portbench.baselines:make_baseline",

@@ -3,7 +3,7 @@ heavy: every reference is a string."""
 
 from __future__ import annotations
 
-from quantgym.tasks import Task
+from quantgym.tasks import Task, TaskOption
 
 _ENV = "quantgym.envs.quant_arena.env:QuantArenaEnv"
 
@@ -13,6 +13,8 @@ TASK = Task(
     envs={"QuantArena-v0": (_ENV, {"mode": "iterative"}), "QuantArena-OneShot-v0": (_ENV, {"mode": "oneshot"})},
     bench="quantgym.envs.quant_arena.bench",
     eval="quantgym.envs.quant_arena.eval:ADAPTER",
+    eval_options=(TaskOption("--rounds", "rounds", "most candidates the LLM agent submits (default: the env's "
+                             "budget).", kind="int", agent=True),),
     llm="quantgym.envs.quant_arena.llm:QuantArenaLLMAgent",
     report="quantgym.envs.quant_arena.report:section",
     docs="docs/quant_arena.md",
