@@ -482,8 +482,9 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         Configuration problems (wrong key, unknown model, an endpoint that cannot be reached before it
         ever answered, diverged replay): the run stops.
     ValueError
-        An env id of no task, PortBench-QA, or an agent that does not exist for a task (classical
-        baselines and ``sb3:`` agents exist for PortBench only).
+        An env id of no task or of a task without an eval adapter (its record's ``eval_refusal``), or an
+        agent that does not exist for a task (classical agents only for tasks with ``baselines`` or
+        ``schemes``).
     """
     from quantgym.tasks import load_ref, task_of, tasks as _registered
 

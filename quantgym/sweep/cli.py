@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         sets: Optional[list[str]] = typer.Option(
             None, "--set", help="Without CONFIG: env kwarg NAME=V1[,V2...] (alternatives), repeatable."),
         seeds: Optional[str] = typer.Option(None, "--seeds", help="Without CONFIG: comma-separated seeds (default 0)."),
-        data: Optional[str] = typer.Option(None, "--data", help="Without CONFIG: PortBench data directory."),
+        data: Optional[str] = typer.Option(None, "--data", help="Without CONFIG: the data directory of the task whose sweep hooks load shared data (default: the bundled real data)."),
         retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
                                           help="On resume, run again the runs that failed before (default)."),
         strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when a run failed."),

@@ -52,7 +52,8 @@ class RunSpec:
     env_kwargs : JSON-able kwargs passed to ``gym.make`` (``period=...``); never ``data``.
     seed : passed to ``env.reset``.
     agent_options : JSON-able kwargs of ``make_agent``.
-    data : PortBench data directory, or None for the bundled real data.
+    data : the data directory handed to the sweep hooks' ``load_data`` of the tasks that share data (e.g.
+        PortBench's), or None for the bundled real data.
     """
 
     agent: str
