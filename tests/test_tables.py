@@ -222,6 +222,7 @@ def test_market_bench_eval_table_fits(width, samples):
     from types import SimpleNamespace as NS
 
     from quantgym.envs.market_bench.eval import _section
+    from quantgym.evaluation import EvalPlan
 
     recs = [{"agent": "openai:gpt-4o-mini-2024-07-18", "strategy": s, "round": r, "attempt": a, "status": st,
              "mae": 1651583.59 if st == "SUCCESS" else None, "reason": "", "sandbox_status": "ok", "path_corr": None,
@@ -230,7 +231,8 @@ def test_market_bench_eval_table_fits(width, samples):
                                                                                (3, "SUCCESS"))]
     agent = NS(name="openai:gpt-4o-mini-2024-07-18", usage=lambda: {})
     con, buf = _console(width)
-    _section([{"records": recs, "all_attempts": samples}], agent, NS(attempts=3, feedback=not samples), con)
+    _section([{"records": recs, "all_attempts": samples}], agent,
+             EvalPlan(env_ids=["MarketBench-Pairs-v0"], options={"attempts": 3, "feedback": not samples}), con)
     text = buf.getvalue()
     assert_fits(text, width)
     assert "1651583.59" in text and "delta_hedge" in text and "openai:gpt-4o-mini-2024-07-18" in text
