@@ -231,3 +231,15 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes(small_real, tmp_path
     assert outs[0] == outs[1]
     with pytest.raises(TypeError, match="ArenaConfig"):
         QuantArenaEnv("oneshot", small_real, record_dir=False, config={"cost": {}})
+
+
+@pytest.mark.parametrize("env_id", ["QuantArena-v0", "QuantArena-OneShot-v0"])
+def test_registered_ids_on_the_bundled_data_pass_the_env_checker(env_id):
+    """The bundled data set's intraday index went into every reset's info as one shared dict: Gymnasium's
+    checker refused it, and an agent that changed it broke the next env's brief."""
+    env = gym.make(env_id)
+    check_env(env.unwrapped)
+    _, info = env.reset(seed=0)
+    info["brief"]["intraday_days"]["changed by an agent"] = 1
+    _, again = gym.make(env_id).reset(seed=0)
+    assert "changed by an agent" not in again["brief"]["intraday_days"]

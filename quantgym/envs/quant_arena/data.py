@@ -239,9 +239,10 @@ class ArenaDataset:
         return self._cache["intraday"]
 
     def intraday_days(self) -> dict[str, dict[str, list[str]]]:
-        """``{date_iso: {table: sorted symbols}}`` of the intraday tables served (for briefs and docs)."""
+        """``{date_iso: {table: sorted symbols}}`` of the intraday tables served (for briefs and docs); a new
+        dict each call (it goes into ``info``, which an agent may change)."""
         if self.intraday_index is not None:
-            return self.intraday_index
+            return {d: {k: list(v) for k, v in t.items()} for d, t in self.intraday_index.items()}
         return {d: {k: sorted(pd.unique(v["symbol"].astype(str))) for k, v in sorted(t.items())}
                 for d, t in sorted(self.intraday().items())}
 
