@@ -1,4 +1,5 @@
-"""Small helpers shared by every layer: markdown code fences in a model's reply, file hashes.
+"""Small helpers shared by every layer: markdown code fences in a model's reply, file hashes, the
+missing-extra error.
 
 Stdlib only (importing it loads no numpy / pandas), so any module may use it.
 
@@ -97,4 +98,9 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-__all__ = ["FENCE_TAG", "drop_fenced_blocks", "fenced_blocks", "sha256_file", "shared_data_dir", "strip_fences", "unwrap_fence"]
+class MissingExtraError(ModuleNotFoundError):
+    """An optional extra is not installed. ``str(exc)`` is the one-line install hint, which the commands
+    print as their error (exit 2) instead of a traceback."""
+
+
+__all__ = ["MissingExtraError", "FENCE_TAG", "drop_fenced_blocks", "fenced_blocks", "sha256_file", "shared_data_dir", "strip_fences", "unwrap_fence"]

@@ -25,6 +25,7 @@ from quantgym.results import SectionResult, write_results
 from quantgym.cli_errors import check_out_dir, default_out, fail, make_out_dir
 from quantgym.cli_errors import out_dir as cli_out_dir
 from quantgym.cli_options import TaskCommand
+from quantgym._util import MissingExtraError
 
 try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
     from typer._click.exceptions import ClickException as _ClickException
@@ -270,7 +271,7 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
                                data=(data or {}).get(task))
             try:
                 results.append(sections[task].run_section(ctx))
-            except (ValueError, FileNotFoundError, _ClickException) as exc:  # bad --agent spec, transcript, key…
+            except (ValueError, FileNotFoundError, MissingExtraError, _ClickException) as exc:  # bad --agent, key…
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
                 fail(f"{task}: {msg}")

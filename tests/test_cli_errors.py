@@ -165,3 +165,21 @@ def test_sweep_without_ray_writes_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "ray", None)
     run_bad(tmp_path, _sweep(tmp_path, "--backend", "ray", "--set", "period=covid_2020"), "quantgym[distributed]")
+
+
+@pytest.mark.parametrize("args", [
+    ["eval", "--agent", "sb3:/no/such/model.zip", "--env", "PortBench-Balanced-v0"],
+    ["bench", "--tasks", "portbench", "--periods", "normal_2024", "--profiles", "balanced", "--agents",
+     "equal_weight", "--agent", "sb3:/no/such/model.zip", "--no-plots", "-q"],
+])
+def test_a_missing_rl_extra_is_one_line_not_a_traceback(args, monkeypatch, tmp_path):
+    """Without stable-baselines3 an ``sb3:`` agent is refused with the install hint (exit 2)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "stable_baselines3", None)  # import stable_baselines3 -> ImportError
+    monkeypatch.delitem(sys.modules, "quantgym.envs.portbench.rl.sb3", raising=False)
+    r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    lines = [line for line in r.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "pip install 'quantgym[rl]'" in lines[0] and "Traceback" not in r.output
+    assert not (tmp_path / "o").exists()

@@ -22,6 +22,7 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
     """``run_eval`` with its progress bar; configuration errors end as ``fail(message)``."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from quantgym._util import MissingExtraError
     from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
     from quantgym.evaluation import run_eval
 
@@ -38,7 +39,8 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
                 sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
                                     console=console, progress=progress, log=None if quiet else log,
                                     meta={"command": " ".join(sys.argv), "agent": agent})
-    except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError) as exc:
+    except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError,
+            MissingExtraError) as exc:
         fail(str(exc))
     for w in {(str(w.message), w.category): w for w in caught}.values():
         warnings.showwarning(w.message, w.category, w.filename, w.lineno)

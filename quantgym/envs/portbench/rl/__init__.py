@@ -12,14 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
-EXTRA_HINT = "stable-baselines3 and torch are needed: pip install 'quantgym[rl]' (CPU: pip install torch==2.13.0 first)"
+#: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
+TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
+                  "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
+EXTRA_HINT = f"stable-baselines3 and torch are needed: pip install 'quantgym[rl]'; {TORCH_CPU_HINT}"
 
 
 def _sb3():
+    """The sb3 module; :class:`~quantgym._util.MissingExtraError` (one line) when the extra is missing."""
+    from quantgym._util import MissingExtraError
+
     try:
         from quantgym.envs.portbench.rl import sb3
-    except ModuleNotFoundError as exc:  # pragma: no cover - depends on the environment
-        raise ModuleNotFoundError(f"{EXTRA_HINT} ({exc})") from exc
+    except ModuleNotFoundError as exc:
+        if isinstance(exc, MissingExtraError):
+            raise
+        raise MissingExtraError(f"{EXTRA_HINT} ({exc.name or exc} missing)", name=exc.name) from exc
     return sb3
 
 
@@ -38,4 +46,4 @@ def make_sb3_vec_env(*args: Any, **kwargs: Any):
     return _sb3().make_sb3_vec_env(*args, **kwargs)
 
 
-__all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "EXTRA_HINT"]
+__all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "EXTRA_HINT", "TORCH_CPU_HINT"]

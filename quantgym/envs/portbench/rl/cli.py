@@ -17,9 +17,7 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
-#: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
-TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
-                  "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
+from quantgym.envs.portbench.rl import TORCH_CPU_HINT  # noqa: E402 - one place for the hint
 
 
 def missing_extra_message(exc: ImportError) -> str:
