@@ -12,12 +12,11 @@ from typing import Optional
 
 import typer
 
+from quantgym.envs.portbench.rl import TORCH_CPU_HINT
+
 
 def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
-
-
-from quantgym.envs.portbench.rl import TORCH_CPU_HINT  # noqa: E402 - one place for the hint
 
 
 def missing_extra_message(exc: ImportError) -> str:
