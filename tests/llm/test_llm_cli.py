@@ -136,3 +136,27 @@ def test_eval_help_shows_each_tasks_own_options_from_its_record():
     for t in tasks():
         for o in t.eval_options:
             assert o.flag in text and f"{t.title}: {o.help}" in text
+
+
+def test_replay_of_a_resumed_run_counts_the_resumed_answers_as_calls(tmp_path):
+    """The shipped floor transcripts come from a run resumed with --cache-from: its answers are cache hits
+    of source cache_from. A replay counts them as the run's calls (with their tokens), as the tables do."""
+    import json
+    from pathlib import Path
+
+    from quantgym.agents.llm.client import read_transcript
+
+    src = Path(__file__).resolve().parents[2] / "examples" / "llm_floor" / "quant_arena.jsonl.gz"
+    if not src.exists():
+        pytest.skip("no shipped floor transcripts")
+    _, calls = read_transcript(src)
+    oneshot = [c for c in calls if "OneShot" in str(c.get("episode"))]
+    assert oneshot and all(c.get("cache_source") == "cache_from" for c in oneshot)
+    out = tmp_path / "r"
+    r = CliRunner().invoke(app, ["eval", "--agent", f"replay:{src}", "--env", "QuantArena-OneShot-v0", "--out",
+                                 str(out), "--no-plots", "-q"])
+    assert r.exit_code == 0, r.output
+    run = json.loads((out / "results.json").read_text())["tasks"]["quant_arena"]["runs"][0]
+    assert run["usage"]["calls"] == len(oneshot) and run["usage"]["cache_hits"] == 0
+    assert run["usage"]["total_tokens"] == sum(c["usage"]["total_tokens"] for c in oneshot)
+    assert run["track"] == "oneshot" and run["period"] == "sealed_2024"

@@ -118,6 +118,12 @@ def test_eval_rows_and_report_show_the_diagnostics(loop_run, tmp_path):
     i, j = t.columns.index("DSR"), t.columns.index("PBO")
     assert t.rows[0][i] == f"{fin['overfitting']['dsr']:.2f}" and t.rows[0][j] == f"{fin['overfitting']['pbo']:.2f}"
     assert t.columns[-4:-1] == ["S", "DSR", "PBO"] and t.columns.index("S_in") < i
+    # the two tracks side by side: the row says which (summary.csv's track column, the report's label)
+    one = _section([{**run, "track": "oneshot"}], SimpleNamespace(name="agentX", usage=lambda: {}), None).rows[0]
+    assert one.extra["track"] == "oneshot" and list(extra_columns([one]))[-1] == "track"
+    from quantgym.envs.quant_arena.report import _label
+
+    assert _label({"agent": "agentX", "track": "oneshot"}) == "agentX (oneshot)" and _label({"agent": "b"}) == "b"
 
 
 def test_bench_classical_loop_keeps_the_best_s_in(loop_run):

@@ -53,9 +53,13 @@ class ReplayEngine(ChatEngine):
             i = self._pos.get(h, 0)
             rec = q[min(i, len(q) - 1)]
             self._pos[h] = i + 1
+        # an answer a resumed run took from an earlier part of itself (--cache-from) was a real call of the
+        # run: it replays as a call, with its tokens and recorded latency (as the run's tables count it)
+        resumed = rec.get("cache_hit") and rec.get("cache_source") == "cache_from"
         res = CallResult(ok=bool(rec.get("ok")), text=rec.get("text"), error=rec.get("error"),
                          error_kind=rec.get("error_kind"), usage=dict(rec.get("usage") or {}),
-                         latency_s=float(rec.get("latency_s") or 0.0), cached=bool(rec.get("cache_hit")),
+                         latency_s=float(rec.get("latency_s") or rec.get("cached_latency_s") or 0.0),
+                         cached=bool(rec.get("cache_hit")) and not resumed,
                          structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
         out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
                                        "finish_reason", "warning")}

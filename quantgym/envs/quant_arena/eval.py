@@ -14,6 +14,12 @@ from quantgym.tables import Col
 from .metrics import overfitting_extra
 
 
+def sealed_label(start: str, end: str) -> str:
+    """The ``period`` of a result row: ``sealed_<year>`` for a sealed window inside one calendar year (as
+    ``quantgym bench`` writes it), else ``sealed_<start>_<end>``."""
+    return f"sealed_{start[:4]}" if start[:4] == end[:4] else f"sealed_{start}_{end}"
+
+
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
     """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission."""
     import gymnasium as gym
@@ -36,7 +42,9 @@ def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | 
             S = reward
         u = env.unwrapped
         label = agent.current_episode
-        return {"env_id": env_id, "final": info, "S": S, "feedback": feedback, "episode": label,
+        w = u.cfg.windows
+        return {"env_id": env_id, "track": u.mode, "period": sealed_label(w.sealed_start, w.sealed_end),
+                "final": info, "S": S, "feedback": feedback, "episode": label,
                 "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
                 "llm": llm_summary(agent, label),
                 "record_path": None if u.record_path is None else str(u.record_path)}
@@ -62,15 +70,20 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
         fin = run["final"] or {}
         m = fin.get("sealed") or {}
         sec.rows.append(SummaryRow(
-            task="quant_arena", agent=agent.name, profile=None, period="sealed",
+            task="quant_arena", agent=agent.name, profile=None, period=run.get("period", "sealed"),
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
-            extra=overfitting_extra(fin.get("overfitting"))))
+            extra={**overfitting_extra(fin.get("overfitting")),
+                   **({"track": run["track"]} if run.get("track") else {})}))
         sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
                          "transcript": agent.usage().get("transcript")})
         u = run["usage"] or {}
-        rows.append([run["env_id"], str(len(run["feedback"]) + (1 if fin.get("frozen_candidate") else 0)),
+        # candidates submitted: the research runs (the freeze picks one of them); one-shot: the one submission
+        n_cand = (fin.get("overfitting") or {}).get("n_candidates")
+        if n_cand is None:
+            n_cand = len(run["feedback"]) or (1 if fin.get("frozen_candidate") else 0)
+        rows.append([run["env_id"], str(n_cand),
                      str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
                      _fmt(fin.get("S")), _fmt((fin.get("overfitting") or {}).get("dsr")),
                      _fmt((fin.get("overfitting") or {}).get("pbo")),

@@ -11,6 +11,12 @@ from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _plt, _p
 # --------------------------------------------------------------------------- Quant-Arena
 
 
+def _label(r: dict[str, Any]) -> str:
+    """The agent, with the track of an eval run (``QuantArena-v0`` and ``-OneShot-v0`` side by side)."""
+    track = r.get("track")
+    return f"{r.get('agent')} ({track})" if track else str(r.get("agent"))
+
+
 def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | None:
     import numpy as np
     import pandas as pd
@@ -31,12 +37,12 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     for r in runs:
         m = r.get("sealed") or {}
         of = r.get("overfitting") or {}
-        body.append([str(r.get("agent")), _fmt(pct(m.get("arr")), 1), _fmt(pct(m.get("excess_arr")), 1),
+        body.append([_label(r), _fmt(pct(m.get("arr")), 1), _fmt(pct(m.get("excess_arr")), 1),
                      _fmt(m.get("sharpe")), _fmt(pct(m.get("max_drawdown")), 1), _fmt(m.get("rankic_mean"), 3),
                      _fmt(r.get("S_in"), 1), _fmt(r.get("S_out"), 1), _fmt(r.get("S"), 1),
                      _fmt(of.get("dsr")), _fmt(of.get("pbo")), "–" if not of else str(of.get("n_trials"))])
     if not body:
-        body = [[r["agent"], "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–", "–", "–", "–"]
+        body = [[_label(r), "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–", "–", "–", "–"]
                 for r in qrows]
     sec.tables.append(Table("Quant-Arena — sealed window", ["agent", "ARR%", "excess ARR%", "Sharpe", "MaxDD%",
                                                              "RankIC", "S_in", "S_out", "S", "DSR", "PBO", "trials"],
