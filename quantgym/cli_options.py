@@ -84,6 +84,20 @@ def collect(attr: str, needs: str, values: dict[str, Any], wanted: list[str],
     return out
 
 
+def plain_help_command() -> type:
+    """A typer command class whose ``--help`` is click's plain text (name, then the text wrapped to the
+    terminal) instead of rich's boxed table, which at 80 columns left a command with many options (``eval``)
+    a 16-column text column with ids cut short."""
+    from typer.core import TyperCommand
+
+    class PlainHelpCommand(TyperCommand):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.rich_markup_mode = None
+
+    return PlainHelpCommand
+
+
 class TaskCommand:
     """A typer command: ``func``, whose signature declares the command's own options (typer style) and ends
     in ``**task_options``, which receives the tasks' options of record field ``attr`` (their values as
@@ -112,4 +126,4 @@ class TaskCommand:
         return {p.name: p.annotation for p in self._signature().parameters.values()}
 
 
-__all__ = ["declared", "param_name", "parameters", "collect", "TaskCommand"]
+__all__ = ["plain_help_command", "declared", "param_name", "parameters", "collect", "TaskCommand"]

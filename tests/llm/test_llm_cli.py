@@ -160,3 +160,11 @@ def test_replay_of_a_resumed_run_counts_the_resumed_answers_as_calls(tmp_path):
     assert run["usage"]["calls"] == len(oneshot) and run["usage"]["cache_hits"] == 0
     assert run["usage"]["total_tokens"] == sum(c["usage"]["total_tokens"] for c in oneshot)
     assert run["track"] == "oneshot" and run["period"] == "sealed_2024"
+
+
+def test_eval_help_fits_80_columns_without_cutting_words():
+    r = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+    assert r.exit_code == 0 and "…" not in r.output
+    assert not [ln for ln in r.output.splitlines() if len(ln) > 80]
+    text = " ".join(r.output.split()).replace("- ", "-")  # click breaks long ids after a hyphen
+    assert "replay:TRANSCRIPT.jsonl" in text and "MarketBench-DeltaHedge-v0" in text

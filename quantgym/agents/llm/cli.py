@@ -72,7 +72,7 @@ def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, cons
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command to ``app``."""
 
-    from quantgym.cli_options import TaskCommand
+    from quantgym.cli_options import TaskCommand, plain_help_command
     from quantgym.tasks import iter_with
 
     def eval_cmd(  # noqa: PLR0913 - a CLI
@@ -86,7 +86,8 @@ def register(app: typer.Typer) -> None:
                                                "$OPENAI_BASE_URL or https://api.openai.com/v1)."),
         api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the key."),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (default results/eval-<UTC stamp>)."),
-        concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, help="Episodes in flight."),
+        concurrency: int = typer.Option(4, "--concurrency", "-j", min=1, metavar="N",
+                                        help="Episodes in flight (>= 1)."),
         temperature: float = typer.Option(0.0, "--temperature"),
         max_tokens: str = typer.Option("auto", "--max-tokens", help="Completion cap per call: auto (derived from "
                                        "each answer's schema and the universe), N, or none (not sent)."),
@@ -105,11 +106,12 @@ def register(app: typer.Typer) -> None:
         price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens."),
         prices: Optional[Path] = typer.Option(None, "--prices", help='Price table JSON {"model": {"input": USD/1M, '
                                               '"output": USD/1M}} (used when --price-in/--price-out are not given).'),
-        cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", help="Transcript(s) whose answers "
+        cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", metavar="FILE",
+                                                        help="Transcript(s) whose answers "
                                                         "are reused for identical requests (resume a run)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
-        repeats: int = typer.Option(1, "--repeats", min=1, help="Run the evaluation R times (env seed and LLM "
+        repeats: int = typer.Option(1, "--repeats", min=1, metavar="R", help="Run the evaluation R times (env seed and LLM "
                                     "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
                                     "mean with its interval per metric in OUT."),
         plots: bool = typer.Option(True, "--plots/--no-plots"),
@@ -274,7 +276,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"Wrote [bold]{out_dir}[/] (summary.csv, results.json"
                       + (", plots" if plots else "") + ")")
 
-    app.command("eval")(TaskCommand("eval", eval_cmd, "eval_options", "eval"))
+    app.command("eval", cls=plain_help_command())(TaskCommand("eval", eval_cmd, "eval_options", "eval"))
 
 
 __all__ = ["register"]
