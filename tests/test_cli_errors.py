@@ -183,3 +183,14 @@ def test_a_missing_rl_extra_is_one_line_not_a_traceback(args, monkeypatch, tmp_p
     lines = [line for line in r.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "pip install 'quantgym[rl]'" in lines[0] and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("period, needle", [
+    ("2020-06-01:2020-03-01", "the end is before the start"),
+    ("2030-01-01:2031-01-01", "has no trading day in the data"),
+])
+def test_eval_refuses_a_bad_period_before_anything_runs(period, needle, tmp_path):
+    r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--period",
+                                 period, "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and needle in r.output and "start " not in r.output.replace(needle, "")
+    assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

@@ -155,7 +155,8 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
         if key not in PERIODS:
             raise ValueError(
                 f"unknown period {period!r}; choose one of {sorted(PERIODS)} (aliases {sorted(PERIOD_ALIASES)}), "
-                "'live', 'START:END[:FREQ]' or dict(start='YYYY-MM-DD', end='YYYY-MM-DD', freq='monthly'|'weekly'|'daily')"
+                "'live' or START:END[:FREQ] (dates YYYY-MM-DD, FREQ monthly|weekly|daily; in Python also "
+                "dict(start=..., end=..., freq=...))"
             )
         return PERIODS[key]
     if isinstance(period, dict):
@@ -165,6 +166,8 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
         freq = period.get("freq", "monthly")
         if freq not in ("monthly", "weekly", "daily"):
             raise ValueError(f"period freq must be 'monthly', 'weekly' or 'daily', got {freq!r}")
+        if str(period["end"]) < str(period["start"]):  # ISO dates compare as text
+            raise ValueError(f"period {period['start']}:{period['end']}: the end is before the start")
         name = period.get("name") or f"{period['start']}_{period['end']}_{freq}"
         return Period(name, str(period["start"]), str(period["end"]), freq, period.get("label", ""))
     raise ValueError(f"period must be a name, a dict or a Period, got {type(period).__name__}")

@@ -56,10 +56,17 @@ class PortBenchEval:
         ValueError
             From :func:`~quantgym.envs.portbench.config.resolve_period`.
         """
-        from quantgym.envs.portbench.config import resolve_period
+        from quantgym.envs.portbench.config import LivePeriod, resolve_period
 
-        for p in eval_periods(plan):
-            resolve_period(parse_period(p))
+        periods = [resolve_period(parse_period(p)) for p in eval_periods(plan)]
+        if not {"data", "universe"} & set(plan.env_kwargs):  # the bundled data (loaded once, cached): refuse a
+            from quantgym.envs.portbench.data import load_portbench_data  # period outside it before any run
+            from quantgym.envs.portbench.simulator import _period_rows
+
+            dates = load_portbench_data().dates
+            for period in periods:
+                if not isinstance(period, LivePeriod):
+                    _period_rows(dates, period)
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
         return [(job_label(env_id, period_label(parse_period(p))),
