@@ -43,6 +43,7 @@ def test_unreachable_first_call_is_a_config_error_after_two_quick_tries(tmp_path
     assert "Connection refused" in msg
     # one short pause between the two tries, never the long backoff (backoff_base=30 here)
     assert sleeps == [LLMConfig.unreachable_delay]
+    assert "no API key" not in msg  # a key was given
     assert not eng.reached
     # no call record: the run stops before any call is scored
     assert read_transcript(tmp_path / "u.jsonl")[1] == []
@@ -50,6 +51,14 @@ def test_unreachable_first_call_is_a_config_error_after_two_quick_tries(tmp_path
     with pytest.raises(LLMConfigError):
         eng.chat(MSG + [{"role": "user", "content": "again"}])
     assert sleeps == [LLMConfig.unreachable_delay]
+
+
+def test_unreachable_without_a_key_says_so_too(tmp_path, sleeps, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    cfg = LLMConfig(model="test-model", base_url=closed_port_url(), timeout=5.0)
+    with pytest.raises(LLMConfigError, match="no API key is set either") as e:
+        ChatEngine(cfg, api_key=None, transcript=tmp_path / "k.jsonl").chat(MSG)
+    assert "\n" not in str(e.value) and str(e.value).startswith("cannot reach")
 
 
 def test_unreachable_tries_option_and_retries_zero(tmp_path, sleeps):

@@ -667,7 +667,9 @@ class ChatEngine:
                         err = LLMConfigError(
                             f"cannot reach {self.endpoint} ({last_err}; {unreachable} tr"
                             f"{'y' if unreachable == 1 else 'ies'}, no call to it has succeeded yet) — check "
-                            "--base-url / $OPENAI_BASE_URL, that the server is running, and the network")
+                            "--base-url / $OPENAI_BASE_URL, that the server is running, and the network"
+                            + ("" if self._api_key else "; no API key is set either (a hosted endpoint needs "
+                               "$OPENAI_API_KEY or --api-key-env; a local server needs none)"))
                         self._unreachable = err
                         raise err from None
                     time.sleep(cfg.unreachable_delay)
