@@ -29,7 +29,7 @@ def results_table(name: str, outcome):
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"Sweep {name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
+    table = Table(title=f"Sweep{'' if name == 'sweep' else ' ' + name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
                         f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     env_width = max([len(r["spec"]["env_id"]) for r in outcome.records] + [12])
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         n = len(specs)
         with cli_out_dir(out_dir), Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, disable=quiet) as progress:
-            tid = progress.add_task(f"sweep {grid.name} ({backend})", total=n)
+            tid = progress.add_task(f"sweep{'' if grid.name == 'sweep' else ' ' + grid.name} ({backend})", total=n)
             failed_now: list[dict] = []
 
             def on_result(rec: dict) -> None:
