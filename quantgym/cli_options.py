@@ -30,7 +30,7 @@ def declared(attr: str, needs: str) -> dict[str, dict[str, Any]]:
         for o in getattr(t, attr):
             d = out.setdefault(o.flag, {"option": o, "help": [], "tasks": []})
             first = d["option"]
-            if (first.key, first.kind, first.agent) != (o.key, o.kind, o.agent):
+            if (first.key, first.kind, first.agent, first.short) != (o.key, o.kind, o.agent, o.short):
                 raise ValueError(f"option {o.flag}: task {t.name} declares it as {o.key!r} ({o.kind}), task "
                                  f"{d['tasks'][0]} as {first.key!r} ({first.kind})")
             d["help"].append(f"{t.title}: {o.help}")
@@ -56,7 +56,7 @@ def parameters(attr: str, needs: str) -> list[inspect.Parameter]:
             info = typer.Option(None, f"{flag}/--no-{flag[2:]}", help=text, show_default=False)
         else:
             ann = {"multi": Optional[list[str]], "int": Optional[int]}.get(o.kind, Optional[str])
-            info = typer.Option(None, flag, metavar=o.metavar, help=text)
+            info = typer.Option(None, flag, *((o.short,) if o.short else ()), metavar=o.metavar, help=text)
         params.append(P(param_name(flag), P.KEYWORD_ONLY, annotation=ann, default=info))
     return params
 

@@ -67,6 +67,7 @@ class TaskOption:
     agent : eval only: an option of the task's LLM agent (``quantgym.agents.llm.make_openai_agent``), not of
         the plan.
     implies : eval only: further plan options that giving this one sets, e.g. ``{"all_attempts": True}``.
+    short : a one-letter alias such as ``"-p"`` (None: none).
     """
 
     flag: str
@@ -76,6 +77,7 @@ class TaskOption:
     metavar: str | None = None
     agent: bool = False
     implies: Mapping[str, Any] = field(default_factory=dict)
+    short: str | None = None
 
     def __post_init__(self) -> None:
         if not self.flag.startswith("--") or self.kind not in OPTION_KINDS:

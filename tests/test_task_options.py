@@ -38,3 +38,14 @@ def test_every_builtin_option_is_declared_once_per_flag():
         flags = declared(attr, needs)
         assert flags and all(d["help"] and d["tasks"] for d in flags.values())
     assert declared("eval_options", "eval")["--rounds"]["option"].agent is True  # Quant-Arena's, for its LLM agent
+    assert declared("eval_options", "eval")["--period"]["option"].short == "-p"
+
+
+def test_a_short_alias_works_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from quantgym.cli import app
+
+    r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "-p", "nope",
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "unknown period 'nope'" in r.output
