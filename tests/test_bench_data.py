@@ -47,6 +47,12 @@ def dirs(tmp_path_factory) -> dict[str, Path]:
     bad = write_portbench_dir(root / "noclass", TINY)
     pd.DataFrame({"ticker": list(TINY)}).to_csv(bad / "assets.csv", index=False)
     out["noclass"] = bad
+    for name, value in (("negative", -5.0), ("zero", 0.0), ("inf", np.inf)):  # one bad price in a real column
+        d = write_portbench_dir(root / name, TINY)
+        prices = pd.read_parquet(d / "prices.parquet")
+        prices.iloc[300, 1] = value
+        prices.to_parquet(d / "prices.parquet")
+        out[name] = d
     return out
 
 
@@ -154,6 +160,9 @@ def test_bad_data_options_are_one_line(tmp_path, args, needles):
     ("empty", ["expected prices.parquet and assets.csv"]),
     ("noclass", ["asset_class"]),
     ("nospy", ["the regime ticker 'SPY'"]),
+    ("negative", ["prices must be positive and finite", "= -5"]),
+    ("zero", ["prices must be positive and finite", "= 0"]),
+    ("inf", ["prices must be positive and finite", "= inf"]),
 ])
 def test_data_that_fails_to_load_is_one_line(tmp_path, dirs, which, needles):
     run_bad(tmp_path, [*FAST, "--periods", "covid_2020", "--data", f"portbench={dirs[which]}"], *needles)

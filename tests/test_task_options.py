@@ -49,3 +49,20 @@ def test_a_short_alias_works_on_the_command_line(tmp_path):
     r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "-p", "nope",
                                  "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "unknown period 'nope'" in r.output
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda: __import__("quantgym.envs.portbench.config", fromlist=["x"]).PortBenchCostModel(slippage_bps=-100),
+     "slippage_bps must be in [0, 10000)"),
+    (lambda: __import__("quantgym.envs.portbench.config", fromlist=["x"]).PortBenchCostModel(commission_bps=20000),
+     "commission_bps must be in [0, 10000)"),
+    (lambda: __import__("quantgym.envs.quant_arena.config", fromlist=["x"]).ArenaCostModel(stamp_rate_after=2.0),
+     "stamp_rate_after must be in [0, 1)"),
+    (lambda: __import__("quantgym.envs.quant_arena.config", fromlist=["x"]).ArenaCostModel(commission_rate=-0.01),
+     "commission_rate must be in [0, 1)"),
+    (lambda: __import__("quantgym.envs.quant_arena.config", fromlist=["x"]).ImpactModel(k_depth=-1),
+     "k_depth must be > 0"),
+])
+def test_cost_and_impact_models_refuse_values_that_pay_the_agent_or_take_the_whole_trade(make, needle):
+    with pytest.raises(ValueError, match=needle.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        make()

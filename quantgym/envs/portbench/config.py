@@ -36,6 +36,15 @@ class PortBenchCostModel(Config, version=SCORING_VERSION):
     commission_bps: float = 5.0
     min_trade: float = 1e-6  # |Δw| below this is not traded (§4.4)
 
+    def __post_init__(self) -> None:
+        # a negative cost would pay the agent for trading; 10,000 bps is the whole notional
+        for name in ("slippage_bps", "commission_bps"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1e4:
+                raise ValueError(f"PortBenchCostModel.{name} must be in [0, 10000) bps, got {v!r}")
+        if not 0.0 <= self.min_trade < 1.0:
+            raise ValueError(f"PortBenchCostModel.min_trade must be in [0, 1), got {self.min_trade!r}")
+
     @property
     def rate(self) -> float:
         """Total cost as a fraction of traded notional."""

@@ -267,6 +267,14 @@ class PortBenchData:
             raise ValueError("prices must be a pandas DataFrame (wide: one column per ticker)")
         raw = _clean_index(prices, "prices").apply(pd.to_numeric, errors="coerce").astype(float)
         raw.columns = [str(c) for c in raw.columns]
+        vals = raw.to_numpy()
+        bad = ~np.isnan(vals) & ~(np.isfinite(vals) & (vals > 0))  # NaN means "no price"; the rest must be > 0
+        if bad.any():
+            rows, cols = np.nonzero(bad)
+            where = ", ".join(f"{raw.columns[c]} {raw.index[r].date()} = {vals[r, c]:g}"
+                              for r, c in list(zip(rows, cols))[:3])
+            raise ValueError(f"prices must be positive and finite (NaN or empty = no price): {int(bad.sum())} "
+                             f"bad value(s), e.g. {where}")
         classes = {str(t): _to_class_label(c) for t, c in asset_class.items()}
 
         # ---- universe ----------------------------------------------------------------------

@@ -65,6 +65,17 @@ class ArenaCostModel(Config, version=ARENA_VERSION):
     stamp_change: str = "2023-08-28"
     enabled: bool = True
 
+    def __post_init__(self) -> None:
+        # fee rates are fractions of the traded value: a negative one pays the agent, one of 1 or more takes
+        # at least the whole trade (and drives the cash account below zero)
+        for name in ("commission_rate", "transfer_rate_before", "transfer_rate_after", "stamp_rate_before",
+                     "stamp_rate_after"):
+            v = getattr(self, name)
+            if not 0.0 <= v < 1.0:
+                raise ValueError(f"ArenaCostModel.{name} must be in [0, 1), got {v!r}")
+        if self.commission_min < 0:
+            raise ValueError(f"ArenaCostModel.commission_min must be >= 0, got {self.commission_min!r}")
+
     @classmethod
     def off(cls) -> "ArenaCostModel":
         """All fees zero."""
@@ -109,6 +120,16 @@ class ImpactModel(Config, version=ARENA_VERSION):
     adv_window: int = 20
     tick: float = 0.01
     enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("k_spacing", "k_depth", "vol_default", "tick"):
+            v = getattr(self, name)
+            if not v > 0:
+                raise ValueError(f"ImpactModel.{name} must be > 0, got {v!r}")
+        for name in ("levels", "vol_window", "vol_min_obs", "adv_window"):
+            v = getattr(self, name)
+            if int(v) < 1:
+                raise ValueError(f"ImpactModel.{name} must be >= 1, got {v!r}")
 
     @classmethod
     def off(cls) -> "ImpactModel":
