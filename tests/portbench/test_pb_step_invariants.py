@@ -62,7 +62,9 @@ def episode_digest(scoring: bool, stagewise: bool = False, steps: int = 60) -> s
 
 
 EXPECTED = {
-    "scoring_off": "dd6151af0d8d056a82a459598f281035bd12def4e0fb5f2c4c3e71681af7d72c",
+    # scoring off: the default reward is now the log return (it was CEPS, i.e. 0 on every step without scores);
+    # with the rewards zeroed this episode still gives the digest before (dd6151af...), checked when it changed
+    "scoring_off": "cbecdc376dafdf807323ff14a786a46bafffd1d7bbd8ee161d914a325ba7f5f5",
     "scoring_on": "852b6c7baedf72125ace5c4dde5a4f394ae2658ef6078f35adcd25b388aeccf4",
     "stagewise": "cb753fc3e80a47c23d22a1638017b5a4f56249e0981ccf6dce6190eb05b1403c",
 }
@@ -286,3 +288,10 @@ def test_per_step_history_is_left_to_the_garbage_collector_untracked():
         gc.collect()  # (a tuple inside a tuple is untracked one collection after its items)
         rows = env._steps + env.sim._trade_rows
         assert len(rows) == 40 and not any(gc.is_tracked(r) for r in rows)
+
+
+def test_without_scoring_the_default_reward_is_the_log_return_and_ceps_is_refused():
+    env = PortBenchEnv(profile="balanced", period="covid_2020", scoring=False)
+    assert env.reward_kind == "log_return" and PortBenchEnv(period="covid_2020").reward_kind == "ceps"
+    with pytest.raises(ValueError, match="reward='ceps' needs scoring=True"):
+        PortBenchEnv(period="covid_2020", scoring=False, reward="ceps")

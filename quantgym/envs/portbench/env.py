@@ -222,7 +222,8 @@ class PortBenchEnv(gym.Env):
       :class:`~quantgym.envs.portbench.paper.config.PaperFidelity` on, universe ``89_no_crypto``).
     - ``paper``: a :class:`PaperFidelity` (or dict of its flags) to switch single paper items on top of
       clean mode (overrides ``config.paper``); ``fidelity="paper"`` with ``paper`` given uses those flags.
-    - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return".
+    - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return" (default:
+      "ceps" with scoring on, "log_return" with ``scoring=False``; "ceps" without scoring is refused).
     - ``data``: None (bundled real data), a :class:`~quantgym.envs.portbench.data.PortBenchData` or a directory in the
       documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
     - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
@@ -272,7 +273,7 @@ class PortBenchEnv(gym.Env):
         fidelity: str | None = None,
         alpha: float | None = None,
         lam: float | None = None,
-        reward: str = "ceps",
+        reward: str | None = None,
         data: Any = None,
         config: PortBenchConfig | None = None,
         text_obs: bool | None = None,
@@ -291,8 +292,13 @@ class PortBenchEnv(gym.Env):
         lam = cfg.scoring.lam if lam is None else lam
         if fidelity not in ("clean", "paper"):
             raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
+        if reward is None:  # CEPS needs the scores: without scoring the default is the NAV's log return
+            reward = "ceps" if scoring else "log_return"
         if reward not in ("ceps", "log_return"):
             raise ValueError(f"reward must be 'ceps' or 'log_return', got {reward!r}")
+        if reward == "ceps" and not scoring:
+            raise ValueError("reward='ceps' needs scoring=True (CEPS is the stage scores' summary; without them "
+                             "every reward would be 0); use reward='log_return'")
         if oracle not in ("lookback", "ex_post", "equal_weight"):
             raise ValueError(f"oracle must be 'lookback', 'ex_post' or 'equal_weight', got {oracle!r}")
         if not (0.0 <= float(alpha) <= 1.0):
