@@ -21,13 +21,15 @@ import gymnasium as gym
 from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
-from .config import ARENA_VERSION, Windows
+from .config import ARENA_VERSION, ArenaConfig, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
 from .metrics import overfitting_extra
+from .eval import sealed_label
 
-PERIOD = "sealed_2024"
+#: the result rows' period: the default sealed window's label, as ``quantgym eval`` writes it
+PERIOD = sealed_label(ArenaConfig().windows.sealed_start, ArenaConfig().windows.sealed_end)
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
                      "for strategies and the reference); the 800-stock universe is frozen with 2021 data.")
 
