@@ -47,15 +47,21 @@ def test_cli_live_runs_resumes_and_defaults(tmp_path, monkeypatch):
 
 def test_cli_live_errors_are_one_line(tmp_path):
     runner = CliRunner()
+    # a bad profile is refused before anything is read or created: one line, exit 2 like every command
+    r = runner.invoke(_app(), ["live", "--agent", "equal_weight", "--profile", "bogus", "--data", "bundled",
+                               "--run-dir", str(tmp_path / "p")])
+    assert r.exit_code == 2 and r.output.strip().splitlines() == [
+        "error: --profile 'bogus': unknown profile; choose one of conservative, balanced, aggressive"]
+    assert not (tmp_path / "p").exists()
     r = runner.invoke(_app(), ["live", "--agent", "no_such_agent", "--data", "bundled", "--run-dir",
                                str(tmp_path / "x"), "--quiet"])
-    assert r.exit_code == 1 and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
     r = runner.invoke(_app(), ["live", "--agent", "equal_weight", "--data", str(tmp_path / "missing"), "--quiet"])
-    assert r.exit_code == 1 and "no PortBench data in" in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "no PortBench data in" in r.output and len(r.output.strip().splitlines()) == 1
     run = tmp_path / "run"
     ok = runner.invoke(_app(), ["live", "-a", "equal_weight", "--data", "bundled", "--days", "2", "--run-dir",
                                 str(run), "--no-plots", "-q"])
     assert ok.exit_code == 0, ok.output
     r = runner.invoke(_app(), ["live", "-a", "equal_weight", "--profile", "conservative", "--data", "bundled",
                                "--run-dir", str(run), "-q"])
-    assert r.exit_code == 1 and "belongs to agent" in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "belongs to agent" in r.output and len(r.output.strip().splitlines()) == 1

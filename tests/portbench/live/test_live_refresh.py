@@ -152,7 +152,7 @@ def test_cli_refresh_default_dest_and_incremental(http_sources, tmp_path, monkey
 def test_cli_refresh_offline_one_line_nonzero(http_sources, tmp_path):
     http_sources["stop"]()
     r = CliRunner().invoke(_app(), ["data", "refresh", str(tmp_path / "pb")])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     lines = [x for x in r.output.splitlines() if x.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: PortBench refresh is offline")
     assert not (tmp_path / "pb").exists()
@@ -163,4 +163,5 @@ def test_cli_refresh_without_extra(monkeypatch, tmp_path):
 
     monkeypatch.setitem(sys.modules, "yfinance", None)
     r = CliRunner().invoke(_app(), ["data", "refresh", str(tmp_path / "pb")])
-    assert r.exit_code == 1 and "quantgym[refresh]" in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.exit_code == 2 and "quantgym[refresh]" in r.output and len(r.output.strip().splitlines()) == 1
+    assert r.output.startswith("error: PortBench refresh needs the optional extra")

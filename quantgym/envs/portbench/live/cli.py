@@ -14,13 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from quantgym.cli_errors import fail as _fail
 from quantgym.envs.portbench.live.config import default_portbench_dir
-
-
-def _fail(message: str, code: int = 1) -> None:
-    """Print one line to stderr and exit non-zero."""
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[red]error:[/] {escape(' '.join(str(message).split()))}")
-    raise typer.Exit(code)
 
 
 def _slug(text: str) -> str:
@@ -94,8 +89,10 @@ def register(app: typer.Typer) -> None:
         Safe to call daily from cron: re-running the same day changes nothing, a crash loses nothing already recorded.
         """
         from quantgym.envs.portbench.live.data import resolve_data_source
-        from quantgym.envs.portbench.live.runner import LiveError, run_live
+        from quantgym.envs.portbench.live.runner import ENV_IDS, LiveError, run_live
 
+        if profile.lower() not in ENV_IDS:  # refused before anything is read, printed or created
+            _fail(f"--profile {profile!r}: unknown profile; choose one of {', '.join(ENV_IDS)}")
         console = Console(highlight=False, soft_wrap=True)
         try:
             path, desc = resolve_data_source(data)
