@@ -22,3 +22,13 @@ def server_no_rf():
     srv = ScriptedServer(supports_response_format=False).start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    """Record the engine's sleeps instead of sleeping (no timing in the assertions)."""
+    from quantgym.agents.llm import client as client_mod
+
+    calls: list[float] = []
+    monkeypatch.setattr(client_mod.time, "sleep", lambda s: calls.append(float(s)))
+    return calls

@@ -16,7 +16,8 @@ Server options: ``api_key`` (401 otherwise), ``models`` (404 ``model_not_found``
 llama-cpp-python), ``context_window`` (prompt characters / 4 + ``max_tokens`` over it: HTTP 400 in
 llama-cpp-python's words), ``models_meta`` (extra fields of the ``GET /v1/models`` entry),
 ``reject_params`` (param -> 400 message for requests carrying it).
-Every received request body is kept in ``requests``.
+Every received request body is kept in ``requests``. :meth:`ScriptedServer.kill` ends the server as a crash
+does: the listening socket and every open connection close at once (clients then see refused connections).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class ScriptedServer:
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._conns: set = set()  # open client connections (closed by kill)
 
     # ------------------------------------------------------------------ control
     def script(self, *specs: Any) -> "ScriptedServer":
@@ -69,6 +71,11 @@ class ScriptedServer:
 
             def log_message(self, *args):  # quiet
                 pass
+
+            def setup(self):
+                super().setup()
+                with server._lock:
+                    server._conns.add(self.connection)
 
             def _send(self, status: int, doc: dict, headers: dict | None = None) -> None:
                 body = json.dumps(doc).encode()
@@ -164,6 +171,20 @@ class ScriptedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self._thread.start()
         return self
+
+    def kill(self) -> None:
+        """End the server as a crash does: stop listening and close every open connection."""
+        import socket
+
+        self.stop()
+        with self._lock:
+            conns, self._conns = list(self._conns), set()
+        for c in conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
 
     def stop(self) -> None:
         if self._httpd is not None:

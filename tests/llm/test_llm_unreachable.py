@@ -10,21 +10,12 @@ import threading
 import pytest
 from typer.testing import CliRunner
 
-from quantgym.agents.llm import client as client_mod
 from quantgym.agents.llm.client import ChatEngine, LLMConfig, LLMConfigError, read_transcript
 from quantgym.cli import app
 
 from .server import closed_port_url
 
 MSG = [{"role": "user", "content": "say something"}]
-
-
-@pytest.fixture
-def sleeps(monkeypatch):
-    """Record the engine's sleeps instead of sleeping (no timing in the assertions)."""
-    calls: list[float] = []
-    monkeypatch.setattr(client_mod.time, "sleep", lambda s: calls.append(float(s)))
-    return calls
 
 
 def _engine(base_url, tmp_path, name="u", **kw):

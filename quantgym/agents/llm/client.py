@@ -109,6 +109,11 @@ class LLMConfig:
         ``unreachable_delay`` seconds apart, then the run stops with a one-line :class:`LLMConfigError`
         (wrong ``--base-url``, server down, no network) instead of the long backoff [project choice:
         2 tries, 1 s]. Once the endpoint has answered, a connection error is retried like a 5xx.
+    stop_after : N of the two rules that stop a run with a one-line :class:`LLMConfigError` instead of
+        scoring an endpoint that does not answer [project choice: 3]: the first N calls of the run all
+        failed with the same HTTP status that no retry cures (a 4xx/5xx other than 429, 503 and the
+        timeouts 408 / 504: a plain web server's 501, a proxy's 502, ...), or, once the endpoint has
+        answered, N calls in a row could not connect (the server died mid-run).
     max_tokens : completion cap per call: ``"auto"`` (default: the adapter's cap for that call, derived from
         the answer schema and the universe size, :func:`quantgym.agents.llm.tokens.schema_token_bound`),
         an int (the same cap for every call) or None (no cap sent: the endpoint's default).
@@ -137,6 +142,7 @@ class LLMConfig:
     connect_timeout: float = 10.0
     unreachable_tries: int = 2
     unreachable_delay: float = 1.0
+    stop_after: int = 3
     structured: str = "auto"
     seed: int | None = None
     max_calls: int | None = None
@@ -164,6 +170,8 @@ class LLMConfig:
             raise ValueError("retries must be >= 0 and timeout > 0")
         if self.connect_timeout <= 0 or self.unreachable_tries < 1 or self.unreachable_delay < 0:
             raise ValueError("connect_timeout must be > 0, unreachable_tries >= 1 and unreachable_delay >= 0")
+        if not isinstance(self.stop_after, int) or self.stop_after < 1:
+            raise ValueError(f"stop_after must be an int >= 1; got {self.stop_after!r}")
 
     def fixed_rung(self) -> str | None:
         """The rung a fixed ``structured`` mode names (None for ``auto``)."""
@@ -264,7 +272,10 @@ class ChatEngine:
         self._states: dict[tuple[str, str], _EndpointState] = {}
         self._basic_known = False
         self.reached = False  # the endpoint has sent an HTTP response (any status) in this run
-        self._unreachable: LLMConfigError | None = None
+        self._unreachable: LLMConfigError | None = None  # set once the run must stop: every later call raises it
+        self._first_failures: list[tuple[int, str]] | None = []  # the run's first calls while all fail alike
+        self._connect_streak = 0  # calls in a row that could not connect, once the endpoint has answered
+        self.answered = 0  # calls the endpoint answered in this run (HTTP 200 with an answer)
         self.listeners: list[Any] = []  # callables f(record: dict) after every logical call (progress)
         self._local = threading.local()
         self.cache_enabled = bool(cache)
@@ -302,7 +313,7 @@ class ChatEngine:
         self._local.episode = label
         if label is not None:
             with self._lock:
-                self.episode_stats.setdefault(label, {"calls": 0, "cache_hits": 0, "failures": 0,
+                self.episode_stats.setdefault(label, {"calls": 0, "cache_hits": 0, "failures": 0, "answered": 0,
                                                       "prompt_tokens": 0, "completion_tokens": 0,
                                                       "total_tokens": 0, "cost_usd": 0.0, "latency_s": 0.0})
 
@@ -523,9 +534,48 @@ class ChatEngine:
                 self._basic_known = True
                 if "response_format" in req and self.config.structured == "auto":
                     self.state().rung_known = True
+            self._watch(res, rec)
             res.meta = meta
             return res
         return res  # pragma: no cover - adaptations exhausted
+
+    def _watch(self, res: CallResult, rec: dict) -> None:
+        """Stop the run (:class:`LLMConfigError`, also raised by every later call) when the endpoint is not
+        answering: the rules of ``LLMConfig.stop_after``. ``res`` is a logical call's final result."""
+        if res.cached or res.error_kind == "budget":
+            return
+        n = self.config.stop_after
+        statuses = [t.get("status") for t in rec.get("tries") or []]
+        last = statuses[-1] if statuses else None
+        with self._lock:
+            if res.ok:
+                self.answered += 1
+            if res.ok or any(s is not None for s in statuses):
+                self._connect_streak = 0
+            elif self.reached and res.error_kind in ("connection", "timeout") and (
+                    res.error_kind == "connection" or (res.error or "").startswith("connect timeout")):
+                self._connect_streak += 1
+                if self._connect_streak >= n and self._unreachable is None:
+                    self._unreachable = LLMConfigError(
+                        f"lost {self.endpoint}: {n} calls in a row could not connect ({res.error}) after "
+                        f"{self.answered} answered call(s) — the server stopped or the network went down")
+            if self._first_failures is not None:
+                if (not res.ok and last is not None and last >= 400 and last not in (408, 429, 503, 504)
+                        and not self.answered):
+                    self._first_failures.append((last, res.error or ""))
+                    if len(self._first_failures) >= n:
+                        codes = {c for c, _ in self._first_failures}
+                        if len(codes) == 1 and self._unreachable is None:
+                            self._unreachable = LLMConfigError(
+                                f"the first {n} calls to {self.endpoint} all failed with HTTP {last} "
+                                f"({_one_line(res.error or '', 200)}) — is it an OpenAI-compatible endpoint? check "
+                                "--base-url / $OPENAI_BASE_URL and --agent openai:MODEL")
+                        self._first_failures = None
+                else:
+                    self._first_failures = None
+            err = self._unreachable
+        if err is not None:
+            raise err
 
     def _adapt(self, param: str | None, req: dict) -> bool:
         st = self.state()
@@ -576,6 +626,8 @@ class ChatEngine:
                         ep[k] += int(u.get(k, 0) or 0)
                     ep["cost_usd"] += cost or 0.0
                     ep["latency_s"] += res.latency_s
+                if res.ok:
+                    ep["answered"] = ep.get("answered", 0) + 1
                 if not res.ok and not adapted:
                     ep["failures"] += 1
                     ep.setdefault("failures_by_kind", {})
@@ -741,7 +793,9 @@ class ChatEngine:
                              "unsupported": "response_format", "usage": {}, "tries": tries, "response": None,
                              "latency_s": time.perf_counter() - t_start})
                 last_err = f"HTTP {exc.status_code}: {msg}"
-                if exc.status_code >= 500 or exc.status_code in (408, 409):
+                # retried: a 5xx, except 501 / 505 (the server does not implement the method or the HTTP
+                # version, RFC 9110 §15.6.2, §15.6.6: no retry cures it), and 408 / 409
+                if (exc.status_code >= 500 and exc.status_code not in (501, 505)) or exc.status_code in (408, 409):
                     last_kind = "server"
                     retry_after = _retry_after(exc)
                 else:
