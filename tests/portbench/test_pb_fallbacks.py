@@ -53,7 +53,7 @@ def test_bench_lists_the_fallbacks_and_results_json_counts_them(tmp_path):
                                  "covid_2020", "--agents", "cov_risk_parity,equal_weight", "--out",
                                  str(tmp_path / "b"), "--no-plots", "-q"])
     assert r.exit_code == 0, r.output
-    assert "optimiser fallbacks to equal weight" in r.output and "Cov. Risk Parity, covid_2020: 2020-04-24" in r.output
+    assert "baseline fallbacks (reason per step in results.json)" in r.output and "Cov. Risk Parity, covid_2020: 2020-04-24" in r.output
     runs = json.loads((tmp_path / "b" / "results.json").read_text())["tasks"]["portbench"]["runs"]
     fb = {run["agent"]: run["fallbacks"] for run in runs}
     assert fb["Equal-Weight"] == [] and [f["date"] for f in fb["Cov. Risk Parity"]] == ["2020-04-24"]

@@ -25,6 +25,8 @@ RIDGE = 1e-4
 MIN_OBS = 20
 SIXTY_FORTY_EQUITY = ("SPY", "QQQ", "IWM", "VTI", "EEM", "ACWI")
 SIXTY_FORTY_BONDS = ("TLT", "IEF", "BIL", "LQD", "HYG")
+#: the two legs of §8.2, by name
+SIXTY_FORTY_LEGS = {"bond": SIXTY_FORTY_BONDS, "equity": SIXTY_FORTY_EQUITY}
 
 
 def _window(obs: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -191,14 +193,38 @@ class EqualWeight(_Baseline):
         return _finish(_equal(avail.size, np.flatnonzero(avail)), renormalise=False)
 
 
+def sixty_forty_gaps(tickers) -> tuple[list[str], list[str]]:
+    """What a universe lacks of the §8.2 60/40 legs: (legs with none of their tickers, ``"bond"`` /
+    ``"equity"``; the leg tickers it does not have). One source for the refusal and the note of
+    ``quantgym bench --data`` and for the baseline's own recorded fallback."""
+    have = set(tickers)
+    empty = [leg for leg, ts in SIXTY_FORTY_LEGS.items() if not have.intersection(ts)]
+    short = [t for ts in SIXTY_FORTY_LEGS.values() for t in ts if t not in have]
+    return empty, short
+
+
 class SixtyForty(_Baseline):
     """§8.2: 60 % equally over SPY, QQQ, IWM, VTI, EEM, ACWI; 40 % equally over TLT, IEF, BIL, LQD, HYG.
 
-    Only available tickers count; no equity → its budget goes to bonds; neither → equal weight.
+    Only available tickers count; no equity → its budget goes to bonds; neither → equal weight. Those two
+    fallbacks are recorded in the step's ``fallback`` (:meth:`step_record`); a universe without a whole leg
+    also warns once at :meth:`reset`.
     """
 
     name = "60/40"
     key = "sixty_forty"
+
+    def reset(self, env) -> None:
+        super().reset(env)
+        empty, _ = sixty_forty_gaps(self.tickers)
+        if empty:
+            import warnings
+
+            what = " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
+            then = ("it trades equal weight over the available assets" if len(empty) == 2 else
+                    f"its {'equities' if empty == ['bond'] else 'bonds'} take the whole budget")
+            warnings.warn(f"60/40 (spec §8.2): the data has none of its {what}: {then} (recorded per step as "
+                          "'fallback')", UserWarning, stacklevel=1)  # fixed location: once per process
 
     def allocate(self, r, avail):
         n = avail.size
@@ -210,10 +236,15 @@ class SixtyForty(_Baseline):
             w[eq], w[bd] = 0.6 / eq.size, 0.4 / bd.size
         elif bd.size:
             w[bd] = 1.0 / bd.size
+            self._notes.append(f"60/40: none of its equities ({', '.join(SIXTY_FORTY_EQUITY)}) available; "
+                               "100 % bonds")
         elif eq.size:
             w[eq] = 1.0 / eq.size
+            self._notes.append(f"60/40: none of its bonds ({', '.join(SIXTY_FORTY_BONDS)}) available; "
+                               "100 % equities")
         else:
             w = _equal(n, np.flatnonzero(avail))
+            self._notes.append("60/40: none of its equities or bonds available; equal weight")
         return _finish(w)
 
 

@@ -80,9 +80,9 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
 
     import pandas as pd
 
-    from quantgym.envs.portbench.baselines import SIXTY_FORTY_BONDS, SIXTY_FORTY_EQUITY
+    from quantgym.envs.portbench.baselines import SIXTY_FORTY_LEGS, sixty_forty_gaps
     from quantgym.envs.portbench.config import Period, PortBenchConfig
-    from quantgym.envs.portbench.data import PortBenchDataWarning
+    from quantgym.envs.portbench.data import PortBenchDataWarning, not_traded_notes
     from quantgym.envs.portbench.market import check_regime_ticker
     from quantgym.envs.portbench.sweep import HOOKS
     from quantgym.envs.portbench.universe import CANONICAL_TICKERS
@@ -96,6 +96,7 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
         notes.append(f"{len(data.tickers)} tickers traded ({', '.join(data.tickers[:8])}"
                      f"{', ...' if len(data.tickers) > 8 else ''}); {len(absent)} of the {len(CANONICAL_TICKERS)} "
                      "PortBench tickers are not in the data")
+    notes += not_traded_notes(data, limit=6)
     cfg = PortBenchConfig()
     check_regime_ticker(cfg.regime_ticker, data.tickers, data.asset_class)
     dates = pd.DatetimeIndex(data.dates)
@@ -119,16 +120,14 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
     keys = [_baseline_key(a) for a in (options.get("agents") or list(BASELINES))]
     extra = [a for a in options.get("extra_agents") or () if ":" not in a and _baseline_key(a) == "sixty_forty"]
     if "sixty_forty" in keys or extra:
-        legs = {"bond": SIXTY_FORTY_BONDS, "equity": SIXTY_FORTY_EQUITY}
-        empty = [leg for leg, ts in legs.items() if not any(t in data.tickers for t in ts)]
+        empty, short = sixty_forty_gaps(data.tickers)
         if empty:
             others = ",".join(k for k in keys if k != "sixty_forty")
             fix = (f"--agents {others}" if others else "--agents without sixty_forty") if "sixty_forty" in keys \
                 else f"no --agent {extra[0]}"
             raise ValueError("60/40 needs at least one ticker of each leg and the data has none of its "
-                             + " and none of its ".join(f"{leg} tickers ({', '.join(legs[leg])})" for leg in empty)
+                             + " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
                              + f": add one to the data, or leave 60/40 out ({fix})")
-        short = [t for ts in legs.values() for t in ts if t not in data.tickers]
         if short:
             notes.append(f"60/40 spreads each leg over the tickers the data has (§8.2); it has no {', '.join(short)}")
     return data, notes
@@ -187,8 +186,8 @@ def run_section(ctx) -> SectionResult:
                  for (key, per), r in base.items()}
     lines = [f"  {base[(key, per)].agent}, {per}: {', '.join(str(f['date']) for f in fb)} "
              f"({len(fb)} of {len(base[(key, per)].steps)} dates)" for (key, per), fb in fallbacks.items() if fb]
-    if lines:  # never silent (issue #15): which baseline fell back to equal weight, when
-        ctx.console.print("optimiser fallbacks to equal weight (solver failed; reason per step in results.json):\n"
+    if lines:  # never silent: which baseline fell back (solver failure, a 60/40 leg unavailable), when
+        ctx.console.print("baseline fallbacks (reason per step in results.json):\n"
                           + "\n".join(lines), highlight=False, markup=False)
     for (key, per), r in base.items():
         d = r.to_dict()

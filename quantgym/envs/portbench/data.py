@@ -55,6 +55,7 @@ __all__ = [
     "load_portbench_data",
     "load_portbench_market",
     "as_portbench_data",
+    "not_traded_notes",
 ]
 
 class PortBenchDataWarning(UserWarning):
@@ -90,6 +91,14 @@ def _clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.
     out.index = idx
     out.index.name = "date"
     return out.sort_index()
+
+
+def _few(names: Sequence[str], k: int = 6) -> str:
+    """The first ``k`` names, comma-separated, with the count of the rest (``"none"`` when empty)."""
+    names = list(names)
+    if not names:
+        return "none"
+    return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -298,7 +307,13 @@ class PortBenchData:
             raise ValueError("^VIX is a macro indicator in clean mode and cannot be in the tradable universe")
         order = _order_tickers(cand, classes)
         if not order:
-            raise ValueError("empty universe: no ticker with prices and an asset class")
+            priced = [t for t in raw.columns if t != VIX_TICKER and raw[t].notna().any()]
+            raise ValueError(
+                f"empty universe: no ticker has both prices and an asset class (priced: {_few(priced)}; with a class: "
+                f"{_few([t for t in classes if t != VIX_TICKER])}); name the tickers to trade with universe=[...] and "
+                "give each an asset_class; a PortBench env also needs SPY, the §1.9 regime ticker (or "
+                "PortBenchConfig(regime_ticker=...))"
+            )
         cls_of = tuple(classes[t] for t in order)
 
         # ---- calendar (§1.3 clean mode: NYSE days) -----------------------------------------
@@ -404,15 +419,39 @@ class PortBenchData:
 # ----------------------------------------------------------------------------------------------
 
 
-def _load_from_root(root, source: str, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
-    """Read a data directory (or the bundle) and build :class:`PortBenchData` (uncached)."""
+def _own_universe(prices: pd.DataFrame, classes: Mapping[str, str]) -> tuple[list[str], dict[str, list[str]]]:
+    """A user directory's own universe (docs/data.md §7): every ticker of ``prices.parquet`` (``^VIX`` aside)
+    with at least one price and an ``asset_class`` in ``assets.csv``; and what is left out, by reason
+    (``no_class``: priced without a class; ``no_prices``: in ``assets.csv`` without any price)."""
+    cols = [str(c) for c in prices.columns]
+    priced = [t for t, has in zip(cols, prices.notna().any(axis=0).to_numpy()) if has and t != VIX_TICKER]
+    have = set(priced)
+    left = {"no_class": [t for t in priced if t not in classes],
+            "no_prices": [t for t in classes if t not in have and t != VIX_TICKER]}
+    return [t for t in priced if t in classes], {k: v for k, v in left.items() if v}
+
+
+def _load_from_root(root, source: str, universe: tuple[str, ...] | None, crypto_close: str,
+                    bundled: bool = False) -> PortBenchData:
+    """Read a data directory (or the bundle) and build :class:`PortBenchData` (uncached).
+
+    ``universe`` None: the 80 tickers of §1.2 for the bundle, the directory's own universe
+    (:func:`_own_universe`) for a user directory."""
     prices, assets, macro, prov = _read_source(root)
     classes = dict(zip(assets["ticker"].astype(str), assets["asset_class"].astype(str)))
-    tickers = list(CANONICAL_TICKERS) if universe is None else list(universe)
+    meta: dict[str, Any] = {"source": source, "provenance": prov}
+    if universe is None and bundled:  # the bundle: §1.2's universe
+        tickers = list(CANONICAL_TICKERS)
+    elif universe is None:
+        tickers, left_out = _own_universe(prices, classes)
+        meta["universe"] = "own"
+        if left_out:
+            meta["not_traded"] = left_out
+    else:
+        tickers = list(universe)
     missing_cls = [t for t in tickers if t in prices.columns and t not in classes]
     if missing_cls:
         raise ValueError(f"{source}: assets.csv has no asset_class for {missing_cls}")
-    meta = {"source": source, "provenance": prov}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PortBenchDataWarning)
         return PortBenchData.from_frames(
@@ -436,7 +475,8 @@ def _stamp(root: Path) -> tuple:
 def _load_cached(key: str, stamp: tuple, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
     if key == "<bundled>":
         return _load_from_root(
-            bundled_portbench_path(), "quantgym bundled data (quantgym/data/bundled/portbench)", universe, crypto_close
+            bundled_portbench_path(), "quantgym bundled data (quantgym/data/bundled/portbench)", universe, crypto_close,
+            bundled=True,
         )
     return _load_from_root(Path(key), key, universe, crypto_close)
 
@@ -459,8 +499,13 @@ def load_portbench_data(
         ``macro.parquet`` (wide, FRED ids, index = observation date), optional
         ``provenance.json``. ``volume.parquet`` may be present and is ignored.
     universe : sequence of str, optional
-        Tickers to trade (default: the 80 of §1.2). Tickers without prices are
-        dropped with a :class:`PortBenchDataWarning` that lists them (never replaced).
+        Tickers to trade. Default: the bundle's 80 of §1.2; a directory's own
+        universe, i.e. every ticker of ``prices.parquet`` (``^VIX`` aside) with a
+        price and an ``asset_class`` (the tickers left out for want of either are
+        listed in one :class:`PortBenchDataWarning` each and in
+        ``meta["not_traded"]``). Tickers given here without prices are dropped with
+        a :class:`PortBenchDataWarning` that lists them (never replaced). Each
+        warning is said once per process.
     crypto_close : {"prior_day", "same_day"}
         §11.7 crypto close alignment.
 
@@ -487,15 +532,37 @@ def load_portbench_data(
         if not root.is_dir():
             raise FileNotFoundError(f"PortBench data directory not found: {root}")
         data = _load_cached(str(root), _stamp(root), uni, crypto_close)
+    src = data.meta.get("source")
+    if data.meta.get("universe") == "own":
+        for note in not_traded_notes(data):
+            _warn_once(f"PortBench data ({src}): {note}")
+        return data
     dropped = [t for t in (CANONICAL_TICKERS if uni is None else uni) if t not in data.tickers]
     if dropped:
-        warnings.warn(
-            f"PortBench data ({data.meta.get('source')}): {len(dropped)} universe ticker(s) have no prices "
-            "and are dropped: " + ", ".join(dropped),
-            PortBenchDataWarning,
-            stacklevel=2,
-        )
+        _warn_once(f"PortBench data ({src}): {len(dropped)} universe ticker(s) have no prices and are dropped: "
+                   + ", ".join(dropped))
     return data
+
+
+def not_traded_notes(data: "PortBenchData", limit: int | None = None) -> list[str]:
+    """One line per reason why tickers of a user directory are not in its own universe (``meta["not_traded"]``;
+    empty for the bundle or an explicit ``universe``); ``limit`` shortens each list to that many names."""
+    why = {"no_class": "in prices.parquet have no asset_class in assets.csv",
+           "no_prices": "in assets.csv have no prices in prices.parquet"}
+    return [f"{len(ts)} ticker(s) {why[k]} and are not traded: "
+            + (", ".join(ts) if limit is None else _few(ts, limit))
+            for k, ts in (data.meta.get("not_traded") or {}).items()]
+
+
+#: the warning registry of :func:`_warn_once` (Python's default filter shows a message once per registry)
+_WARNED: dict = {}
+
+
+def _warn_once(message: str) -> None:
+    """A :class:`PortBenchDataWarning` from one fixed location (this module, shown as one line), so that
+    Python's default warning filter says a given message once per process, however often the same data is
+    loaded (every env built on it); a filter such as ``"always"`` shows every one."""
+    warnings.warn_explicit(message, PortBenchDataWarning, __name__, 0, module=__name__, registry=_WARNED)
 
 
 #: Alias named in issue 2.
