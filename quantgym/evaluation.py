@@ -23,7 +23,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import gymnasium as gym
 import pandas as pd
 
-from quantgym.results import SectionResult, SummaryRow, write_results
+from quantgym.results import SectionResult, SummaryRow, combined_status, episode_status, write_results
 
 
 @runtime_checkable
@@ -76,6 +76,8 @@ class EvalResult:
     records : the env's own episode records (Market-Bench attempts, ...; empty when it has none).
     agent_key : the name a user passes back on the command line (a baseline's key, ``cov_risk_parity``;
         :func:`policy_key`), written as summary.csv's ``agent`` (issue #18); ``agent`` is the display name.
+    status : ``ok`` | ``partial`` | ``failed``: whether the policy's LLM calls were answered
+        (:func:`quantgym.results.episode_status`; ``ok`` for a policy that makes none).
     """
 
     task: str
@@ -91,19 +93,20 @@ class EvalResult:
     config: dict[str, Any] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
     agent_key: str | None = None
+    status: str = "ok"
 
     def summary_row(self, gate: bool | None = None) -> SummaryRow:
         m = self.metrics
         return SummaryRow(
             task=self.task, agent=self.agent_key or self.agent, profile=self.profile, period=self.period,
             sharpe=m.get("sharpe"), ret_pct=m.get("ret_pct"), maxdd_pct=m.get("maxdd_pct"), vol_pct=m.get("vol_pct"),
-            ceps=self.ceps, gate=gate,
+            ceps=self.ceps, gate=gate, status=self.status,
         )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "task": self.task, "agent": self.agent, "agent_key": self.agent_key or self.agent,
-            "env_id": self.env_id, "profile": self.profile,
+            "status": self.status, "env_id": self.env_id, "profile": self.profile,
             "period": self.period, "metrics": self.metrics, "stage_scores": self.stage_scores, "ceps": self.ceps,
             "nav": {"dates": [d.strftime("%Y-%m-%d") for d in self.nav.index], "values": self.nav.to_numpy()},
             "steps": self.steps, "config": self.config,
@@ -120,6 +123,13 @@ def policy_key(policy: Any) -> str:
     ``cov_risk_parity``), else :func:`policy_name` (an LLM agent's ``openai:MODEL``)."""
     key = getattr(policy, "key", None)
     return key if isinstance(key, str) and key else policy_name(policy)
+
+
+def policy_status(policy: Any) -> str:
+    """The ``status`` of the policy's current episode: from its LLM usage (``episode_usage()``), ``ok``
+    for a policy that makes no LLM call (:func:`quantgym.results.episode_status`)."""
+    fn = getattr(policy, "episode_usage", None)
+    return episode_status(fn()) if callable(fn) else "ok"
 
 
 def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **env_kwargs: Any) -> EvalResult:
@@ -190,6 +200,7 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
         config={"env_kwargs": {k: v for k, v in env_kwargs.items() if k != "data"},
                 "config": base.config.to_dict() if hasattr(getattr(base, "config", None), "to_dict") else {}},
         records=list(ep.get("records") or []),
+        status=policy_status(policy),
     )
     env.close()
     return result
@@ -227,7 +238,10 @@ def repeats_section(repeats: list[list[SectionResult]], level: float = 0.95, con
         for sec in sections:
             for row in sec.rows:
                 key = (row.task, row.agent, row.profile, row.period)
-                g = groups.setdefault(key, {"_gate": [], "_repeat": []})
+                g = groups.setdefault(key, {"_gate": [], "_repeat": [], "_status": []})
+                g["_status"].append(row.status)
+                if row.status == "failed":  # not a result: left out of the mean and its interval
+                    continue
                 g["_repeat"].append(k + 1)
                 g["_gate"].append(row.gate)
                 vals = {m: getattr(row, m) for m in _REPEAT_METRICS}
@@ -245,9 +259,11 @@ def repeats_section(repeats: list[list[SectionResult]], level: float = 0.95, con
             if m not in _REPEAT_METRICS:
                 extra[m] = st["mean"]
             extra[f"{m}_lo"], extra[f"{m}_hi"] = st["lo"], st["hi"]
-        out.rows.append(SummaryRow(task=task, agent=agent, profile=profile, period=period,
+        status = combined_status(g["_status"])
+        out.rows.append(SummaryRow(task=task, agent=agent, profile=profile, period=period, status=status,
                                    **{m: stats[m]["mean"] for m in _REPEAT_METRICS if m in stats}, extra=extra))
         out.runs.append({"task": task, "agent": agent, "profile": profile, "period": period, "level": level,
+                         "status": status, "statuses": g["_status"],
                          "repeats": g["_repeat"], "gate": g["_gate"], "metrics": stats,
                          "values": {m: v for m, v in g.items() if not m.startswith("_")}})
     if console is not None:
@@ -388,6 +404,16 @@ class EvalAdapter(Protocol):
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]: ...
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult: ...
+
+
+#: the legend of a table whose rows carry a non-ok ``status`` (:func:`status_agent`)
+STATUS_NOTE = ("(partial): some LLM calls failed after their retries and the agent fell back at those steps; "
+               "(failed): no LLM call was answered: not a result, its numbers are the fallback's")
+
+
+def status_agent(agent: str, status: str | None) -> str:
+    """A table's agent cell: the name, with ``(partial)`` / ``(failed)`` after it when the run was not ``ok``."""
+    return agent if status in (None, "ok") else f"{agent} ({status})"
 
 
 def fmt(x: Any, nd: int = 2) -> str:
@@ -581,6 +607,13 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
                 for f in futs:
                     f.cancel()
                 raise
+    except Exception as exc:
+        stop = _record_stop(exc, agents, isinstance(agent_spec, str), out_dir, jobs, results,
+                            {**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,
+                             "elapsed_s": time.perf_counter() - t0})
+        if stop is exc:
+            raise
+        raise stop from None
     finally:
         detach()
     for task, label, key, fn in ref_jobs:
@@ -603,6 +636,48 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
             if hasattr(a, "close"):
                 a.close()
     return sections
+
+
+def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Path,
+                 jobs: list[tuple[str, str, Callable[[], dict]]], results: list[Any], meta: dict) -> Exception:
+    """What a run stopped by its endpoint (an ``LLMConfigError`` after it started) leaves behind.
+
+    No call of the run answered: the transcripts it wrote (they hold no answer) are removed, so the
+    command's folder is removed too when nothing else is in it; ``exc`` is returned unchanged. Else the
+    run is marked failed (``summary.csv``: one row per task with ``status`` ``failed``; ``results.json``:
+    the error, the episodes that finished, the transcripts) and the returned error's one line adds where
+    it is and which transcripts resume it (``--cache-from``). Any other exception is returned unchanged.
+    """
+    from quantgym.agents.llm.client import LLMConfigError
+
+    llm = {t: a for t, a in agents.items() if is_llm_agent(a)}
+    if not isinstance(exc, LLMConfigError) or not llm:
+        return exc
+    engines = list({id(a.engine): a.engine for a in llm.values()}.values())
+    answered = sum(int(st.get("answered") or 0) for e in engines for st in e.episode_stats.values())
+    paths = [e.transcript_path for e in engines if getattr(e, "transcript_path", None) is not None]
+    if own:
+        for a in llm.values():
+            if hasattr(a, "close"):
+                a.close()
+    if not answered:
+        if own:
+            for path in paths:
+                if Path(path).is_file():
+                    Path(path).unlink()
+        return exc
+    finished = [label for (_, label, _), r in zip(jobs, results) if r is not None]
+    sections = [SectionResult(task=t, rows=[SummaryRow(task=t, agent=policy_key(a), status="failed")],
+                              extra={"status": "failed", "error": str(exc), "usage": a.usage(),
+                                     "episodes_finished": [lb for (tt, lb, _), r in zip(jobs, results)
+                                                           if tt == t and r is not None]})
+                for t, a in llm.items()]
+    write_results(out_dir, sections, meta={**meta, "status": "failed", "error": str(exc),
+                                           "transcripts": [str(p) for p in paths]})
+    resume = " ".join(f"--cache-from {p}" for p in paths)
+    return LLMConfigError(f"{exc}; the run stopped after {len(finished)} of {len(jobs)} episode(s) and "
+                          f"{answered} answered call(s): marked failed in {out_dir / 'summary.csv'}; its transcripts "
+                          f"are kept for a resume: rerun the same command with {resume}")
 
 
 def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,

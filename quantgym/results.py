@@ -7,9 +7,13 @@ Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
   line (a baseline's key, ``cov_risk_parity``; :func:`quantgym.evaluation.policy_key`); the display
   name (``Cov. Risk Parity``) is the run's ``agent`` in ``results.json``, beside ``agent_key``. ``ret_pct`` is the period's total return
   in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
-  ``true``/``false``/empty. After them come the tasks' own columns
-  (:attr:`SummaryRow.extra`, e.g. a pass rate or an interval bound), in the order they first appear,
-  empty for rows of other tasks.
+  ``true``/``false``/empty. ``status`` (:data:`RUN_STATUSES`) says whether the row is a result: ``ok``
+  (every LLM call answered, or an agent that makes none: classical baselines), ``partial`` (some LLM calls
+  failed after their retries; the agent fell back at those steps), ``failed`` (no LLM call of the run was
+  answered, or the run stopped before it ended): a failed row's metric cells are empty (the numbers of its
+  fallback decisions stay in ``results.json``) and reports list it apart, never ranked. After them come
+  the tasks' own columns (:attr:`SummaryRow.extra`, e.g. a pass rate or an interval bound), in the order
+  they first appear, empty for rows of other tasks.
 - ``results.json``: everything else (config with versions, metrics, NAV series,
   per-stage scores, …). Non-finite numbers are written as ``null``.
 - ``*.png``: plots.
@@ -29,8 +33,35 @@ from pathlib import Path
 from typing import Any
 
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate",
+    "task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate", "status",
 )
+#: ``status`` values of a row (see the module docstring)
+RUN_STATUSES: tuple[str, ...] = ("ok", "partial", "failed")
+#: the cells a failed row leaves empty in summary.csv (its numbers are not the agent's)
+_METRIC_COLUMNS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate")
+
+
+def episode_status(usage: dict[str, Any] | None) -> str:
+    """A run's ``status`` from its LLM usage (calls, cache hits, failures, answered; None: no LLM calls).
+
+    ``ok`` without LLM calls or without a failed one; ``failed`` when none was answered; else ``partial``.
+    """
+    if not usage or not int(usage.get("failures") or 0):
+        return "ok"
+    answered = usage.get("answered")
+    if answered is None:  # a record without the count: logical calls minus the failed ones
+        answered = (int(usage.get("calls") or 0) + int(usage.get("cache_hits") or 0)
+                    - int(usage.get("adaptations") or 0) - int(usage.get("failures") or 0))
+    return "partial" if int(answered) > 0 else "failed"
+
+
+def combined_status(statuses: list[str | None]) -> str:
+    """The status of a row that sums up several runs: ``failed`` when all failed, ``partial`` when any
+    failed or was partial, else ``ok`` (``None``: ``ok``)."""
+    st = [s or "ok" for s in statuses]
+    if st and all(s == "failed" for s in st):
+        return "failed"
+    return "partial" if any(s != "ok" for s in st) else "ok"
 
 
 @dataclass
@@ -47,13 +78,17 @@ class SummaryRow:
     vol_pct: float | None = None
     ceps: float | None = None
     gate: bool | None = None
+    #: ``ok`` | ``partial`` | ``failed`` (:data:`RUN_STATUSES`)
+    status: str = "ok"
     #: the task's own columns, written after :data:`SUMMARY_COLUMNS` (name -> number, bool or str)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_csv_cells(self, extra_columns: tuple[str, ...] = ()) -> list[str]:
-        """The row's cells: :data:`SUMMARY_COLUMNS`, then ``extra_columns`` (empty where absent)."""
-        return [_cell(getattr(self, name)) for name in SUMMARY_COLUMNS] + [
-            _cell(self.extra.get(name)) for name in extra_columns]
+        """The row's cells: :data:`SUMMARY_COLUMNS`, then ``extra_columns`` (empty where absent). A failed row
+        (``status == "failed"``) leaves its metric cells and ``extra_columns`` empty."""
+        failed = self.status == "failed"
+        return [_cell(None if failed and name in _METRIC_COLUMNS else getattr(self, name))
+                for name in SUMMARY_COLUMNS] + [_cell(None if failed else self.extra.get(name)) for name in extra_columns]
 
 
 def _cell(v: Any) -> str:

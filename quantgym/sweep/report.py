@@ -15,7 +15,11 @@ Outputs (``OUT``):
 
 Contents: one section per task, from the ``report`` entry of its record in :mod:`quantgym.tasks`
 (PortBench: :mod:`quantgym.envs.portbench.report`; Quant-Arena, Market-Bench: their ``report``
-modules), then the rows of any other task.
+modules), then the rows of any other task. A row whose ``status`` is ``failed`` (no LLM call of the
+run answered, or the run stopped, :mod:`quantgym.results`) is no result: it is left out of every
+task section, ranking, mean and plot (with its run in ``results.json``) and listed under "Failed runs
+(not ranked)"; ``partial`` rows are ranked and marked in "All rows". A folder written before the
+``status`` column reads as ``ok``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ def _row(d: dict[str, Any], source: str) -> dict[str, Any]:
     for c in ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps"):
         r[c] = _num(r[c])
     r["gate"] = _gate(r["gate"])
+    r["status"] = str(r.get("status") or "ok")
     for c in ("task", "agent", "profile", "period"):
         r[c] = None if r[c] in (None, "") else str(r[c])
     r["source"] = source
@@ -99,7 +104,16 @@ class Source:
         return str(self.doc.get("created") or "")
 
     def task_doc(self, task: str) -> dict[str, Any]:
-        return ((self.doc.get("tasks") or {}).get(task)) or {}
+        """``results.json``'s entry of ``task``, without the runs whose ``status`` is ``failed`` (never
+        plotted or ranked beside real runs; :func:`failed_section` lists them); empty when the entry itself
+        is marked failed (a stopped run, or a one-agent section whose every run failed)."""
+        doc = ((self.doc.get("tasks") or {}).get(task)) or {}
+        if doc.get("status") == "failed":
+            return {}
+        runs = doc.get("runs")
+        if isinstance(runs, list) and any(isinstance(r, dict) and r.get("status") == "failed" for r in runs):
+            doc = {**doc, "runs": [r for r in runs if not (isinstance(r, dict) and r.get("status") == "failed")]}
+        return doc
 
 
 def load_source(path: str | Path, name: str | None = None) -> Source:
@@ -240,7 +254,8 @@ def _plt():
 
 
 #: text columns (left-aligned); every other column is numeric (right-aligned)
-TEXT_COLUMNS = {"agent", "source", "task", "profile", "period", "command", "created", "tasks", "gate", "strategy"}
+TEXT_COLUMNS = {"agent", "source", "task", "profile", "period", "command", "created", "tasks", "gate", "strategy",
+                "status", "reason"}
 
 
 def _md_table(t: Table) -> str:
@@ -311,12 +326,44 @@ def _sources_table(sources: Sequence[Source]) -> Table:
 
 
 def _all_rows_table(rows: list[dict[str, Any]]) -> Table:
-    cols = ["source", "task", "agent", "profile", "period", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate"]
+    cols = ["source", "task", "agent", "profile", "period", "Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate",
+            "status"]
     body = [[r["source"], r["task"] or "", r["agent"] or "", r["profile"] or "–", r["period"] or "–",
              _fmt(r["sharpe"], 3), _fmt(r["ret_pct"]), _fmt(r["maxdd_pct"]), _fmt(r["vol_pct"]), _fmt(r["ceps"], 3),
-             _fmt(r["gate"])] for r in rows]
+             _fmt(r["gate"]), r["status"]] for r in rows]
     return Table("All summary rows", cols, body, anchor="all-rows",
-                 note="Every row of every input summary.csv (common schema, shared/design.md §6).")
+                 note="Every row of every input summary.csv (common schema, shared/design.md §6). status: ok; "
+                      "partial (some LLM calls failed, the agent fell back at those steps); failed (no LLM call "
+                      "answered, or the run stopped: not ranked).")
+
+
+def failed_section(sources: Sequence[Source], rows: Sequence[dict[str, Any]]) -> Section | None:
+    """"Failed runs (not ranked)": the rows whose ``status`` is ``failed``, with the error their folder
+    recorded (a run stopped by its endpoint) or the LLM failures of the run. None when there is none."""
+    failed = [r for r in rows if r["status"] == "failed"]
+    if not failed:
+        return None
+    by_name = {s.name: s for s in sources}
+    body = []
+    for r in failed:
+        src = by_name.get(r["source"])
+        doc = src.doc if src is not None else {}
+        why = str((doc.get("meta") or {}).get("error") or "")
+        if not why:
+            runs = (((doc.get("tasks") or {}).get(r["task"]) or {}).get("runs")) or []
+            kinds: dict[str, int] = {}
+            for run in runs:
+                if isinstance(run, dict) and run.get("status") == "failed" and run.get("period") in (None, r["period"]):
+                    for k, n in ((run.get("usage") or {}).get("failures_by_kind") or {}).items():
+                        kinds[k] = kinds.get(k, 0) + int(n)
+            why = ("every LLM call failed (" + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ")" if kinds
+                   else "every LLM call failed")
+        body.append([r["source"], r["task"] or "", r["agent"] or "", r["profile"] or "–", r["period"] or "–",
+                     why if len(why) <= 160 else why[:159] + "…"])
+    return Section("Failed runs (not ranked)", "failed", tables=[Table(
+        "Failed runs", ["source", "task", "agent", "profile", "period", "reason"], body, anchor="failed-runs",
+        note="Runs whose model never answered (or whose endpoint stopped mid-run): their numbers are the "
+             "agent's fallback decisions, not the model's, so they are in no ranking, mean or plot above.")])
 
 
 def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Section | None:
@@ -436,16 +483,20 @@ def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = 
     names = _unique_names([p for p, _ in expanded])
     sources = [load_source(p, given or n) for (p, given), n in zip(expanded, names)]
     rows = [r for s in sources for r in s.rows]
+    ranked = [r for r in rows if r["status"] != "failed"]  # a failed row is no result: never ranked
     from quantgym.tasks import iter_with, load_ref, task_names
 
-    sections = [s for s in (load_ref(t.report)(sources, rows) for t in iter_with("report")) if s is not None]
-    rep_sec = repeats_section(rows)
+    sections = [s for s in (load_ref(t.report)(sources, ranked) for t in iter_with("report")) if s is not None]
+    rep_sec = repeats_section(ranked)
     if rep_sec is not None:
         sections.append(rep_sec)
     known = set(task_names())
-    other = [r for r in rows if r["task"] not in known]
+    other = [r for r in ranked if r["task"] not in known]
     if other:
         sections.append(Section("Other tasks", "other", tables=[_all_rows_table(other)]))
+    fail_sec = failed_section(sources, rows)
+    if fail_sec is not None:
+        sections.append(fail_sec)
     rep = Report(title=title, sources=sources, rows=rows, sections=sections,
                  generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     out = Path(out_dir)

@@ -565,10 +565,13 @@ class ChatEngine:
                     self._first_failures.append((last, res.error or ""))
                     if len(self._first_failures) >= n:
                         codes = {c for c, _ in self._first_failures}
+                        # the server's own words, where it sent more than openai's "Error code: N"
+                        said = re.sub(rf"^HTTP {last}: ", "", _one_line(res.error or "", 200))
+                        said = "" if said == f"Error code: {last}" else said
                         if len(codes) == 1 and self._unreachable is None:
                             self._unreachable = LLMConfigError(
-                                f"the first {n} calls to {self.endpoint} all failed with HTTP {last} "
-                                f"({_one_line(res.error or '', 200)}) — is it an OpenAI-compatible endpoint? check "
+                                f"the first {n} calls to {self.endpoint} all failed with HTTP {last}"
+                                + (f" ({said})" if said else "") + " — is it an OpenAI-compatible endpoint? check "
                                 "--base-url / $OPENAI_BASE_URL and --agent openai:MODEL")
                         self._first_failures = None
                 else:

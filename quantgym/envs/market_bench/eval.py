@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary, print_warnings as _print_warnings
-from quantgym.results import SectionResult, SummaryRow
+from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, job_label, llm_summary,
+                                 print_warnings as _print_warnings, status_agent)
+from quantgym.results import SectionResult, SummaryRow, combined_status, episode_status
 from quantgym.tables import Col
 
 
@@ -116,6 +117,9 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                                                     unbiased_table)
 
     mb = MarketBenchPlan.of(plan)
+    for run in runs:
+        run["status"] = episode_status(run.get("usage"))
+    status = combined_status([run["status"] for run in runs])  # the row sums up every round's episode
     records = [r for run in runs for r in run["records"]]
     task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
     cfg = ScoringConfig(attempts=mb.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
@@ -126,11 +130,12 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     why = not_samples_reason(runs, mb.feedback)
     unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
-                                                              period=task_set,
+                                                              period=task_set, status=status,
                                                               extra=summary_extra(sequential, unbiased, agent.name))],
                         runs=[{**run, "agent": agent.name, "transcript": agent.usage().get("transcript")}
                               for run in runs],
-                        extra={"scores": scores.to_dict(orient="records"), "task_version": task_set,
+                        extra={"status": status, "scores": scores.to_dict(orient="records"),
+                               "task_version": task_set,
                                "feedback": mb.feedback, "attempts": mb.attempts,
                                "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": why or UNBIASED_NOTE})
     if console is not None:
@@ -143,8 +148,10 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
                                                                      "avg_attempt", f"correct@{k}", "correct@1")]]
                 for _, row in scores.iterrows()]
         caption = legend(k, cfg, stub=False, extras=False)
-        print_table(console, f"Market-Bench {task_set} — {agent.name} ({'repair' if mb.feedback else 'independent'} "
-                    f"attempts, K={k})", cols, rows, keys=1, caption=caption if why is not None else None)
+        note = None if status == "ok" else f"{status_agent(agent.name, status)}: {STATUS_NOTE}"
+        print_table(console, f"Market-Bench {task_set} — {status_agent(agent.name, status)} "
+                    f"({'repair' if mb.feedback else 'independent'} attempts, K={k})", cols, rows, keys=1,
+                    caption=" ".join(x for x in (caption if why is not None else None, note) if x) or None)
         if why is None:
             ks = list(UNBIASED_KS)
             ucols = [Col("strategy", "left"), Col("rounds"),

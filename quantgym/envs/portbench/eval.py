@@ -8,8 +8,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, fmt as _fmt, is_llm_agent, job_label, llm_summary,
-                                 parse_period, period_label, policy_name, print_warnings as _print_warnings)
+from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, evaluate, fmt as _fmt, is_llm_agent, job_label,
+                                 llm_summary, parse_period, period_label, policy_name, status_agent,
+                                 print_warnings as _print_warnings)
 from quantgym.results import SectionResult
 from quantgym.tables import Col
 
@@ -120,14 +121,18 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             ss = r.stage_scores or {}
             u = run["usage"] or {}
             m = r.metrics
+            cells = {"Sharpe": _fmt(m["sharpe"], 3), "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]),
+                     "Vol%": _fmt(m["vol_pct"]), "CEPS": _fmt(r.ceps, 3),
+                     **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
+                     "gate": "" if gate is None else ("✓" if gate else "✗")}
+            if r.status == "failed":  # not a result: no number shown (they stay in results.json)
+                cells = {k: "–" for k in cells}
             cells_rows.append({
-                "profile": r.profile, "period": r.period, "agent": r.agent, "Sharpe": _fmt(m["sharpe"], 3),
-                "Ret%": _fmt(m["ret_pct"]), "MaxDD%": _fmt(m["maxdd_pct"]), "Vol%": _fmt(m["vol_pct"]),
-                "CEPS": _fmt(r.ceps, 3), **{s: _fmt(ss.get(s), 3) for s in ("S1", "S2", "S3", "S4", "S5")},
+                "profile": r.profile, "period": r.period, "agent": status_agent(r.agent, r.status), **cells,
                 "refused": str(m.get("refused_steps", "")),
                 "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
                 "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
-                "warn": str(u.get("warnings", 0) or ""), "gate": "" if gate is None else ("✓" if gate else "✗")})
+                "warn": str(u.get("warnings", 0) or "")})
             if base is not None:
                 bm = base.metrics
                 cells_rows.append({"profile": r.profile, "period": r.period, "agent": base.agent,
@@ -145,7 +150,8 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
         how = ("stagewise S1→S2→S3, text protocol" if is_llm_agent(agent) else
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
         print_eval_table(console, f"PortBench — {policy_name(agent)} ({how})", cells_rows, llm=is_llm_agent(agent),
-                         stage_scores=not getattr(agent, "direct_allocation", False))
+                         stage_scores=not getattr(agent, "direct_allocation", False),
+                         caption=STATUS_NOTE if any(run["result"].status != "ok" for run in runs) else None)
         _print_warnings(console, runs)
     return sec
 
@@ -162,10 +168,11 @@ _STAGE = ("CEPS", "S1", "S2", "S3", "S4", "S5")
 
 
 def print_eval_table(console: Any, title: str, rows: list[dict[str, str]], llm: bool, stage_scores: bool = True,
-                     width: int | None = None) -> int:
+                     width: int | None = None, caption: str | None = None) -> int:
     """The ``eval`` result table from ``rows`` (cells keyed by :data:`EVAL_COLS` header; a missing cell is
     empty), one table per profile (named in its title), each fitted to the terminal by
-    :func:`quantgym.tables.print_table` with period and agent in every part. Returns the number of parts."""
+    :func:`quantgym.tables.print_table` with period and agent in every part; ``caption`` under each profile's
+    table. Returns the number of parts."""
     from quantgym.tables import print_table
 
     cols = [c for c in EVAL_COLS[1:] if (llm or c.header not in _LLM_ONLY) and (stage_scores or c.header not in _STAGE)]
@@ -175,7 +182,8 @@ def print_eval_table(console: Any, title: str, rows: list[dict[str, str]], llm: 
         # a line after each period's block: the agent's row, then its Equal-Weight reference
         ends = [i + 1 < len(mine) and mine[i + 1].get("period") != r.get("period") for i, r in enumerate(mine)]
         n += print_table(console, f"{title}, {prof} profile" if prof else title, cols,
-                         [[r.get(c.header, "") for c in cols] for r in mine], keys=2, width=width, end_sections=ends)
+                         [[r.get(c.header, "") for c in cols] for r in mine], keys=2, width=width, end_sections=ends,
+                         caption=caption)
     return n
 
 

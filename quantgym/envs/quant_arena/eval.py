@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import EvalContext, EvalPlan, fmt as _fmt, job_label, llm_summary, print_warnings as _print_warnings
-from quantgym.results import SectionResult, SummaryRow
+from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, fmt as _fmt, job_label, llm_summary,
+                                 print_warnings as _print_warnings, status_agent)
+from quantgym.results import SectionResult, SummaryRow, episode_status
 from quantgym.tables import Col
 
 from .metrics import overfitting_extra
@@ -69,8 +70,10 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     for run in runs:
         fin = run["final"] or {}
         m = fin.get("sealed") or {}
+        status = episode_status(run.get("usage"))
+        run["status"] = status
         sec.rows.append(SummaryRow(
-            task="quant_arena", agent=agent.name, profile=None, period=run.get("period", "sealed"),
+            task="quant_arena", agent=agent.name, profile=None, period=run.get("period", "sealed"), status=status,
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
@@ -83,7 +86,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
         n_cand = (fin.get("overfitting") or {}).get("n_candidates")
         if n_cand is None:
             n_cand = len(run["feedback"]) or (1 if fin.get("frozen_candidate") else 0)
-        rows.append([run["env_id"], str(n_cand),
+        rows.append([status_agent(run["env_id"], status), str(n_cand),
                      str(fin.get("frozen_candidate")), _fmt(fin.get("S_in")), _fmt(fin.get("S_out")),
                      _fmt(fin.get("S")), _fmt((fin.get("overfitting") or {}).get("dsr")),
                      _fmt((fin.get("overfitting") or {}).get("pbo")),
@@ -92,7 +95,8 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     if console is not None:
         from quantgym.tables import print_table
 
-        print_table(console, f"Quant-Arena — {agent.name}", EVAL_COLS, rows)
+        print_table(console, f"Quant-Arena — {agent.name}", EVAL_COLS, rows,
+                    caption=STATUS_NOTE if any(r.get("status") != "ok" for r in runs) else None)
         _print_warnings(console, runs)
     return sec
 
