@@ -104,11 +104,17 @@ def test_eval_rows_and_report_show_the_diagnostics(loop_run, tmp_path):
     sec = _section([run], SimpleNamespace(name="agentX", usage=lambda: {}), None)
     row = sec.rows[0]
     cols = extra_columns(sec.rows)
-    assert cols[:2] == ("dsr", "pbo") and row.extra["dsr"] == fin["overfitting"]["dsr"]
+    assert cols[5:7] == ("dsr", "pbo") and row.extra["dsr"] == fin["overfitting"]["dsr"]
     assert row.sharpe == fin["sealed"]["sharpe"]
-    write_summary_csv(tmp_path / "summary.csv", sec.rows)  # the shared columns first, the diagnostics after
-    header = (tmp_path / "summary.csv").read_text().splitlines()[0].split(",")
-    assert header == [*SUMMARY_COLUMNS, "dsr", "pbo", "psr0", "n_trials"]
+    write_summary_csv(tmp_path / "summary.csv", sec.rows)  # the shared columns first, then the task's own
+    header, cells = [ln.split(",") for ln in (tmp_path / "summary.csv").read_text().splitlines()]
+    assert header == [*SUMMARY_COLUMNS, "S", "S_in", "S_out", "xarr_pct", "rankic", "dsr", "pbo", "psr0", "n_trials"]
+    # the task's own scores, as the env reported them (README: every task's metrics follow as extra columns)
+    got = dict(zip(header, cells))
+    for col, want in (("S", fin["S"]), ("S_in", fin["S_in"]), ("S_out", fin["S_out"]),
+                      ("xarr_pct", 100 * fin["sealed"]["excess_arr"]), ("rankic", fin["sealed"]["rankic_mean"])):
+        assert want is not None and float(got[col]) == pytest.approx(want, rel=1e-5, abs=1e-9), col
+    assert float(got["S"]) > 0 and got["S"] != got["S_in"]
     d = tmp_path / "res"
     d.mkdir()
     (d / "results.json").write_text(json.dumps({"meta": {"command": "eval"}, "tasks": {

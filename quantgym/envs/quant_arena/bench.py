@@ -25,7 +25,7 @@ from .config import ARENA_VERSION, ArenaConfig, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
-from .metrics import overfitting_extra
+from .metrics import summary_extra
 from .eval import sealed_label
 
 #: the result rows' period: the default sealed window's label, as ``quantgym eval`` writes it
@@ -172,7 +172,7 @@ def run_section(ctx) -> SectionResult:
                                100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
                                100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
                                100 * m["volatility"], ceps=None, gate=None,
-                               extra=overfitting_extra(r.get("overfitting"))))
+                               extra=summary_extra(r)))
     sealed_rows.append(["market (EW)", _pct(ref_sealed["arr"]), _pct(0.0), _num(ref_sealed["sharpe"]),
                         _pct(ref_sealed["max_drawdown"]), "–", "–", "–"])
     research_rows.append(["market (EW)", _pct(ref_research["arr"]), _pct(0.0), "–", "–", "–", "–", "–", "–"])
@@ -180,7 +180,7 @@ def run_section(ctx) -> SectionResult:
     rows.append(SummaryRow(task="quant_arena", agent="market_reference", profile=None, period=PERIOD,
                            sharpe=ref_sealed["sharpe"], ret_pct=100 * ref_sealed["total_return"],
                            maxdd_pct=100 * ref_sealed["max_drawdown"], vol_pct=100 * ref_sealed["volatility"],
-                           ceps=None, gate=None))
+                           ceps=None, gate=None, extra={"xarr_pct": 0.0}))  # the market's excess over itself
     print_tables(ctx.console, ds.N, sealed_rows, research_rows, own_data=None if own is None else ds.name,
                  note=f"Overfitting diagnostics (not scored; docs/quant_arena.md): PSR = P(true research Sharpe > 0). "
                       f"The {len(names)} submissions as one research loop keeping the best S_in ({loop['frozen']}): "

@@ -12,7 +12,7 @@ from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, fmt as _fmt
 from quantgym.results import SectionResult, SummaryRow, episode_status
 from quantgym.tables import Col
 
-from .metrics import overfitting_extra
+from .metrics import summary_extra
 
 
 def sealed_label(start: str, end: str) -> str:
@@ -77,8 +77,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
-            extra={**overfitting_extra(fin.get("overfitting")),
-                   **({"track": run["track"]} if run.get("track") else {})}))
+            extra={**summary_extra(fin), **({"track": run["track"]} if run.get("track") else {})}))
         sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
                          "transcript": agent.usage().get("transcript")})
         u = run["usage"] or {}

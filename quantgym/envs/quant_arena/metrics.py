@@ -517,7 +517,23 @@ def overfitting_extra(of: dict | None) -> dict[str, Any]:
     return {"dsr": of.get("dsr"), "pbo": of.get("pbo"), "psr0": of.get("psr0"), "n_trials": of.get("n_trials")}
 
 
+def summary_extra(final: dict | None) -> dict[str, Any]:
+    """The summary.csv columns of a run, after the shared ones: the scores ``S``, ``S_in``, ``S_out`` (0-100,
+    spec §6), the sealed window's ``xarr_pct`` (ARR in excess of the market, percent) and ``rankic`` (mean
+    daily RankIC), then the overfitting diagnostics (:func:`overfitting_extra`).
+
+    ``final``: the episode's final ``info`` (``S``, ``S_in``, ``S_out``, ``sealed``, ``overfitting``), or a
+    bench run with the same keys. Absent values give empty cells.
+    """
+    fin = final or {}
+    m = fin.get("sealed") or {}
+    x = m.get("excess_arr")
+    return {"S": fin.get("S"), "S_in": fin.get("S_in"), "S_out": fin.get("S_out"),
+            "xarr_pct": None if x is None else 100 * x, "rankic": m.get("rankic_mean"),
+            **overfitting_extra(fin.get("overfitting"))}
+
+
 __all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
            "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
            "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window",
-           "research_overfitting", "overfitting_extra"]
+           "research_overfitting", "overfitting_extra", "summary_extra"]
