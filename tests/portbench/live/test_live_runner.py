@@ -12,7 +12,7 @@ import pytest
 
 from quantgym.envs.portbench.data import load_portbench_data
 from quantgym.envs.portbench.live.journal import FolderLock
-from quantgym.envs.portbench.live.runner import LiveAgentError, LiveError, run_live
+from quantgym.envs.portbench.live.runner import NO_CEPS_PLOT, LiveAgentError, LiveError, run_live
 from quantgym.results import SUMMARY_COLUMNS, read_summary_csv
 from quantgym.spaces import AnyText
 
@@ -146,7 +146,13 @@ def test_baseline_live_run_on_bundled_data(tmp_path):
     doc = json.loads((run / "results.json").read_text())
     live = doc["tasks"]["portbench"]["live"]
     assert live["start"] == dates[0] and live["as_of"] == LAST and live["n_decisions"] == 12
-    assert (run / "live_ceps.png").stat().st_size > 1000 and (run / "live_nav.png").stat().st_size > 1000
+    assert (run / "live_nav.png").stat().st_size > 1000
+    # nothing to draw in live_ceps.png for a baseline (no stage scores, §4.6): not written, and results.json says why
+    assert not (run / "live_ceps.png").exists() and "live_ceps.png" not in res.files
+    assert live["plots_skipped"] == {"live_ceps.png": NO_CEPS_PLOT} and "spec §4.6" in NO_CEPS_PLOT
+    (run / "live_ceps.png").write_bytes(b"an earlier call's figure")  # a stale one in the folder goes
+    run_live("equal_weight", run, as_of=LAST, plots=True)
+    assert not (run / "live_ceps.png").exists()
     header = json.loads((run / "run.json").read_text())
     assert header["start"] == dates[0] and header["agent_spec"] == "equal_weight"
     assert header["config"]["as_of"] == "previous_close"
@@ -175,6 +181,8 @@ def test_stagewise_agent_scores_and_point_in_time(tmp_path):
         fin = price > 0
         np.testing.assert_array_equal(price[fin], np.asarray(data.prices[t - 1])[fin])
     assert float(read_summary_csv(tmp_path / "m" / "summary.csv")[0]["ceps"]) == pytest.approx(res.ceps, abs=1e-5)
+    assert (tmp_path / "m" / "live_ceps.png").stat().st_size > 1000  # stage scores: the figure is drawn
+    assert "plots_skipped" not in json.loads((tmp_path / "m" / "results.json").read_text())["tasks"]["portbench"]["live"]
 
 
 def test_rerun_same_day_is_idempotent(tmp_path):

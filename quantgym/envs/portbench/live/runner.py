@@ -237,10 +237,18 @@ def _replay_check(recorded: list[dict], replayed: list[dict], vintage: dict, cfg
             "current_fingerprint": vintage["fingerprint"], "note": note}
 
 
+#: why a live run writes no ``live_ceps.png`` (``results.json`` → ``tasks.portbench.live.plots_skipped``)
+NO_CEPS_PLOT = ("not written: the agent has no stage scores or CEPS (a direct-allocation baseline bypasses the "
+                "S1-S5 pipeline, spec §4.6); see live_nav.png")
+
+
 def _write_outputs(run_dir: Path, base: PortBenchEnv, result: EvalResult, live_info: dict, plots: bool,
                    title: str) -> dict[str, str]:
     """summary.csv / results.json (same schema as ``bench``) and PNGs, each replaced atomically."""
     row = result.summary_row(gate=None)
+    ceps_plot = plots and any(r.get("ceps") is not None for r in base.records)
+    if plots and not ceps_plot:  # a direct-allocation baseline (§4.6): no stage score or CEPS to draw
+        live_info["plots_skipped"] = {"live_ceps.png": NO_CEPS_PLOT}
     run = result.to_dict()
     run["live"] = live_info
     section = SectionResult(task="portbench", rows=[row], runs=[run], extra={"live": live_info})
@@ -249,9 +257,12 @@ def _write_outputs(run_dir: Path, base: PortBenchEnv, result: EvalResult, live_i
     try:
         write_results(tmp, [section], meta={"command": "quantgym live", "live_version": LIVE_VERSION,
                                             "run_dir": str(run_dir)})
-        if plots:
+        if ceps_plot:
             plot_live_ceps(base.records, f"{title}\nlookback CEPS per decision (top) and mean stage scores (bottom)",
                            tmp / "live_ceps.png")
+        elif plots:  # a live_ceps.png left in the folder by an earlier call would not describe this run
+            (run_dir / "live_ceps.png").unlink(missing_ok=True)
+        if plots:
             plot_live_nav(result.nav, f"{title}: NAV", tmp / "live_nav.png")
         for f in sorted(tmp.iterdir()):
             os.replace(f, run_dir / f.name)
