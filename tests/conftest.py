@@ -1,5 +1,24 @@
-"""Shared pytest configuration. Tests never touch the network."""
+"""Shared pytest configuration. Tests never touch the network.
+
+Markers (registered in pyproject.toml):
+
+- ``shared_data(name, ...)``: the test reads ``../shared/data/<name>`` (the development repository's raw
+  data, which a user's clone does not have; root overridable with ``QUANTGYM_SHARED_DATA``). Without
+  it the test skips in one line naming the folder.
+- ``slow``: a long end-to-end test; deselected by default (``pytest -m slow`` runs them).
+"""
 
 import os
 
+import pytest
+
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def pytest_runtest_setup(item):
+    from quantgym._util import shared_data_dir
+
+    for mark in item.iter_markers("shared_data"):
+        for name in mark.args:
+            if not (shared_data_dir() / name).exists():
+                pytest.skip(f"needs development data ../shared/data/{name} (not shipped with quantgym)")

@@ -1,11 +1,12 @@
 """Readers of the real A-share Level-2 samples: the 10-level **snapshot** files as tidy book tables
 (:func:`read_snapshots`), and every file (orders, trades, trade tapes, snapshots) in the intraday schema.
 
-Source: the development repository's ``shared/data/a_share_l2/`` (from the public repository
-dolphindb/Tutorials_CN, commit 35282f623b8f, Apache-2.0 for the repository; **the original data
-vendor is not stated there**). Because the vendor and its terms are unknown, these files are not
-shipped in the wheel: the reader takes the folder as an argument (or ``QUANTGYM_A_SHARE_L2``, else
-``<clone>/../shared/data/a_share_l2``). See docs/data.md, "A-share Level-2 samples".
+Source: the public repository dolphindb/Tutorials_CN, commit 35282f623b8f (Apache-2.0 for the
+repository; **the original data vendor is not stated there**). The readers take the folder of the
+published zip files as an argument (``path=``), else ``$QUANTGYM_A_SHARE_L2``, else
+``<clone>/../shared/data/a_share_l2`` (the development layout). The package ships one compact
+extract, :data:`BUNDLED_SNAPSHOTS` (two SZSE stocks of 2022-06-01, the Market-Bench v2 pair), which
+:func:`read_snapshots` serves when no folder is found. See docs/data.md, "A-share Level-2 samples".
 
 Snapshot files (zip name -> key of :data:`SNAPSHOT_FILES`)
 ----------------------------------------------------------
@@ -110,6 +111,19 @@ SNAPSHOT_FILES: dict[str, dict] = {
 }
 
 
+#: Where the zip files are published (the one-line "how to get the data" of every missing-folder error).
+SOURCE_REPO = "github.com/dolphindb/Tutorials_CN (commit 35282f623b8f)"
+#: Folder of the shipped extract(s).
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled" / "a_share_l2"
+#: Shipped extracts of snapshot files: key of :data:`SNAPSHOT_FILES` -> (file in :data:`BUNDLED_DIR`,
+#: symbols). Each holds every row of those symbols as :func:`read_snapshots` returns them from the zip
+#: (built by ``python -m quantgym.data.a_share_l2 --shared ../shared/data``; a test checks it equals the
+#: zip's read where the folder exists).
+BUNDLED_SNAPSHOTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "szse_20220601": ("szse_20220601_300274_300122.parquet", ("300274.SZ", "300122.SZ")),
+}
+
+
 def data_dir(path: str | Path | None = None) -> Path:
     """The folder of the A-share Level-2 files: ``path``, else ``$QUANTGYM_A_SHARE_L2``, else
     ``<clone>/../shared/data/a_share_l2`` (the development layout).
@@ -117,7 +131,7 @@ def data_dir(path: str | Path | None = None) -> Path:
     Raises
     ------
     FileNotFoundError
-        One line naming what to pass, if the folder does not exist.
+        One line naming what to pass and where the files are published, if the folder does not exist.
     """
     if path is None:
         from quantgym._util import shared_data_dir
@@ -125,9 +139,22 @@ def data_dir(path: str | Path | None = None) -> Path:
         path = os.environ.get(ENV_VAR) or shared_data_dir() / "a_share_l2"
     p = Path(path)
     if not p.is_dir():
-        raise FileNotFoundError(f"A-share Level-2 folder {p} not found: pass its path (data_dir=...) or set "
-                                f"{ENV_VAR} to the folder holding {SNAPSHOT_FILES['szse_20220601']['zip']}")
+        raise FileNotFoundError(f"A-share Level-2 folder {p} not found (not shipped: vendor terms unknown): "
+                                f"download the zip files from {SOURCE_REPO} and pass their folder (path=/data_dir=) "
+                                f"or set {ENV_VAR}")
     return p
+
+
+def _bundled_snapshots(file: str, symbols: list[str] | None) -> pd.DataFrame | None:
+    """The shipped extract of ``file`` restricted to ``symbols`` (source order), or ``None`` when no
+    extract covers them."""
+    if file not in BUNDLED_SNAPSHOTS:
+        return None
+    name, have = BUNDLED_SNAPSHOTS[file]
+    if symbols is None or not set(symbols) <= set(have):
+        return None
+    df = pd.read_parquet(BUNDLED_DIR / name)
+    return df[df["symbol"].isin(symbols).to_numpy()].reset_index(drop=True)
 
 
 def _clock_ns(clock: pd.Series) -> np.ndarray:
@@ -165,19 +192,31 @@ def read_snapshots(file: str = "szse_20220601", *, path: str | Path | None = Non
     file : str
         Key of :data:`SNAPSHOT_FILES`.
     path : path, optional
-        Folder of the zips (see :func:`data_dir`).
+        Folder of the zips (see :func:`data_dir`). Without it and without a folder found, the shipped
+        extract (:data:`BUNDLED_SNAPSHOTS`) serves ``file`` when it holds every one of ``symbols``.
     symbols : list of str, optional
         Keep these symbols (with suffix, e.g. ``["300274.SZ"]``), in source order.
 
     Raises
     ------
     ValueError
-        Unknown ``file`` key or a symbol not in the file. ``FileNotFoundError``: see :func:`data_dir`.
+        Unknown ``file`` key or a symbol not in the file. ``FileNotFoundError``: no folder (see
+        :func:`data_dir`) and no shipped extract that covers ``symbols``.
     """
     if file not in SNAPSHOT_FILES:
         raise ValueError(f"unknown snapshot file {file!r}; choose from {sorted(SNAPSHOT_FILES)}")
     f = SNAPSHOT_FILES[file]
-    with zipfile.ZipFile(data_dir(path) / f["zip"]) as z, z.open(f["member"]) as fh:
+    try:
+        folder = data_dir(path)
+    except FileNotFoundError as exc:
+        shipped = None if path is not None else _bundled_snapshots(file, symbols)
+        if shipped is not None:
+            return shipped
+        if path is None and file in BUNDLED_SNAPSHOTS:
+            raise FileNotFoundError(f"{exc} (the package ships {file} for {', '.join(BUNDLED_SNAPSHOTS[file][1])} "
+                                    "only: pass symbols=[...] among them)") from None
+        raise
+    with zipfile.ZipFile(folder / f["zip"]) as z, z.open(f["member"]) as fh:
         raw = pd.read_csv(fh, dtype={f["symbol"]: str, f["phase"]: str})
     sym = raw[f["symbol"]].str.zfill(6) + f["suffix"]
     if symbols is not None:
@@ -580,6 +619,31 @@ def load_l2_days(symbols: Iterable[str] | None = None, dates: Iterable[str] | No
                 for t, fs in tabs.items()} for d, tabs in sorted(out.items())}
 
 
-__all__ = ["ENV_VAR", "LEVELS", "CONTINUOUS", "SNAPSHOT_FILES", "data_dir", "continuous_mask", "read_snapshots",
+def write_bundled(shared: str | Path, dest: str | Path = BUNDLED_DIR) -> list[Path]:
+    """Write the shipped extracts (:data:`BUNDLED_SNAPSHOTS`) from ``shared``/a_share_l2 (the zips).
+
+    Parquet, zstd level 19; the columns and dtypes of :func:`read_snapshots`. Returns the written paths.
+    """
+    out = []
+    for key, (name, symbols) in BUNDLED_SNAPSHOTS.items():
+        df = read_snapshots(key, path=Path(shared) / "a_share_l2", symbols=list(symbols))
+        target = Path(dest) / name
+        df.to_parquet(target, compression="zstd", compression_level=19, index=False)
+        out.append(target)
+    return out
+
+
+__all__ = ["ENV_VAR", "LEVELS", "CONTINUOUS", "SNAPSHOT_FILES", "BUNDLED_SNAPSHOTS", "write_bundled", "data_dir", "continuous_mask", "read_snapshots",
            "read_l2_orders", "read_l2_trades", "read_l2_trade_tape", "read_l2_snapshots_for_intraday",
            "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES"]
+
+
+if __name__ == "__main__":  # python -m quantgym.data.a_share_l2 --shared ../shared/data
+    import argparse
+
+    from quantgym._util import shared_data_dir
+
+    _ap = argparse.ArgumentParser(description="write the shipped A-share Level-2 extract(s)")
+    _ap.add_argument("--shared", default=str(shared_data_dir()))
+    for _p in write_bundled(_ap.parse_args().shared):
+        print(_p)

@@ -1,4 +1,5 @@
-"""The A-share Level-2 snapshot reader (quantgym.data.a_share_l2) on the real files of ../shared/data/a_share_l2."""
+"""The A-share Level-2 snapshot reader (quantgym.data.a_share_l2): on the real files of
+../shared/data/a_share_l2 (development data; those tests skip without it) and on the shipped extract."""
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.shared_data("a_share_l2")
 @pytest.mark.parametrize("file", sorted(SNAPSHOT_FILES))
 def test_snapshot_files_read_into_the_tidy_book_table(file):
     rows, symbols, day = EXPECTED[file]
@@ -42,6 +44,7 @@ def test_snapshot_files_read_into_the_tidy_book_table(file):
     assert df.groupby("symbol")["ts_event"].apply(lambda x: bool((np.diff(x) >= 0).all())).all()
 
 
+@pytest.mark.shared_data("a_share_l2")
 def test_szse_values_and_session_filter():
     df = read_snapshots("szse_20220601", symbols=["300274.SZ"])
     assert set(df["symbol"]) == {"300274.SZ"} and len(df) == 4_919
@@ -66,12 +69,41 @@ def test_szse_values_and_session_filter():
 def test_missing_folder_and_bad_arguments_are_one_line_errors(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError) as exc:
         data_dir(tmp_path / "nowhere")
-    assert "\n" not in str(exc.value) and "data_dir=" in str(exc.value) and a_share_l2.ENV_VAR in str(exc.value)
+    msg = str(exc.value)
+    assert "\n" not in msg and "data_dir=" in msg and a_share_l2.ENV_VAR in msg
+    assert "dolphindb/Tutorials_CN" in msg  # where to get the files
     monkeypatch.setenv(a_share_l2.ENV_VAR, str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError):
         read_snapshots("szse_20220601")
-    monkeypatch.delenv(a_share_l2.ENV_VAR)
+    # without a folder, the shipped extract covers only its two stocks, and says so
+    with pytest.raises(FileNotFoundError, match=r"ships szse_20220601 for 300274.SZ, 300122.SZ only"):
+        read_snapshots("szse_20220601", symbols=["000400.SZ"])
     with pytest.raises(ValueError, match="unknown snapshot file"):
         read_snapshots("nope")
+
+
+@pytest.mark.shared_data("a_share_l2")
+def test_unknown_symbol_is_a_one_line_error():
     with pytest.raises(ValueError, match=r"symbols \['999999.SZ'\] not in"):
         read_snapshots("szse_20220601", symbols=["999999.SZ"])
+
+
+def test_shipped_pair_extract_is_served_without_a_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv(a_share_l2.ENV_VAR, str(tmp_path / "nowhere"))
+    pair = read_snapshots("szse_20220601", symbols=["300274.SZ", "300122.SZ"])
+    assert len(pair) == 4_919 + 4_906 and set(pair["symbol"]) == {"300274.SZ", "300122.SZ"}
+    one = read_snapshots("szse_20220601", symbols=["300122.SZ"])
+    assert len(one) == 4_906 and one.index.tolist() == list(range(4_906))
+    # the same columns, dtypes and values as the reader's output
+    assert list(pair.columns[:6]) == ["ts_event", "symbol", "phase", "continuous", "last_px", "volume"]
+    assert pair["ts_event"].dtype == np.int64 and pair["bid_sz_00"].dtype == np.int64
+    c = pair[pair["continuous"]]
+    assert (c["bid_px_00"] < c["ask_px_00"]).all()
+
+
+@pytest.mark.shared_data("a_share_l2")
+def test_shipped_pair_extract_equals_the_zip():
+    name, symbols = a_share_l2.BUNDLED_SNAPSHOTS["szse_20220601"]
+    shipped = pd.read_parquet(a_share_l2.BUNDLED_DIR / name)
+    from_zip = read_snapshots("szse_20220601", path=data_dir(), symbols=list(symbols))
+    pd.testing.assert_frame_equal(shipped, from_zip)

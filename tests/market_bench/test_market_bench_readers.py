@@ -109,10 +109,9 @@ def test_paper_preprocess_keeps_prices_randomises_sizes():
     assert sz.min() >= 100 and sz.max() <= 2000 and not (sz % 100).any()
 
 
+@pytest.mark.shared_data("quant_arena")
 def test_bundled_sse_tables_match_the_raw_source():
     src = shared_data_dir() / "quant_arena" / "intraday" / "sse_600519_20230207"
-    if not src.exists():
-        pytest.skip("shared raw data not available")
     raw, shipped = load_sse_l2_day(src), load_sse_l2_day()
     for key in ("snapshots", "trades", "orders"):
         pd.testing.assert_frame_equal(raw[key].reset_index(drop=True), shipped[key].reset_index(drop=True),

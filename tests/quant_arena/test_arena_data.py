@@ -169,7 +169,7 @@ def test_truncate_removes_later_rows(bundled):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
+@pytest.mark.shared_data("quant_arena")
 def test_build_script_reproduces_the_bundled_universe(tmp_path):
     from quantgym.envs.quant_arena.build_data import build
 
@@ -216,7 +216,7 @@ def test_qlib_directory_loader(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.exists(), reason="shared source data not available")
+@pytest.mark.shared_data("quant_arena")
 def test_limit_anchors_on_the_full_panel():
     # §10.6: 18.3 buy-blocked and 4.8 sell-blocked stocks per day in 2024, 116 sell-blocked on 2024-02-06;
     # 110 ex-date closes sit exactly on the computed up-limit

@@ -23,7 +23,7 @@ from quantgym.envs.quant_arena.executor import evaluate_submission
 from quantgym.envs.quant_arena.pit import LookAheadError, make_view
 
 L2 = l2.a_share_l2_dir()
-needs_l2 = pytest.mark.skipif(L2 is None, reason="the a_share_l2 folder (not shipped) is not available")
+needs_l2 = pytest.mark.shared_data("a_share_l2")
 SHORT = ArenaConfig(sandbox=ArenaSandboxLimits(day_seconds=5.0, eval_seconds=120.0, cpu_seconds=120.0,
                                                memory_mb=4096))
 

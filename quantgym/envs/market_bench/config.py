@@ -207,9 +207,9 @@ ROUNDS: dict[str, tuple] = {"scheduled": SCHEDULED_ROUNDS, "pairs": PAIRS_ROUNDS
 TASK_SETS: tuple[str, ...] = ("v1", "v2")
 DEFAULT_TASK_SET = TASK_VERSION
 #: Whether a task set ships its round input files as package data [project choice]. v1: yes (small). v2: no:
-#: its books are rebuilt at load time from the bundled LOBSTER hour and from the A-share Level-2 folder (not in
-#: the wheel: vendor not stated), then checked byte for byte against the shipped sha256 manifest; params, meta
-#: and reference outputs are shipped.
+#: its books are rebuilt at load time from the bundled LOBSTER hour and from the A-share Level-2 pair (the
+#: folder when found, else the shipped two-stock extract, :data:`quantgym.data.a_share_l2.BUNDLED_SNAPSHOTS`),
+#: then checked byte for byte against the shipped sha256 manifest; params, meta and reference outputs are shipped.
 SHIPS_INPUTS: dict[str, bool] = {"v1": True, "v2": False}
 #: v2 MSFT windows: America/New_York local [start, end) on 2012-06-21 of the book rebuilt from the full
 #: LOBSTER hour (quantgym.data.lobster); end exclusive ("10:30:00" = the whole rest of the hour).

@@ -78,8 +78,9 @@ class MarketBenchEnv(gym.Env):
     - ``round``: 1..5.
     - ``task_set``: ``"v1"`` (default; spec §9.13) or ``"v2"`` (real MSFT hour rebuilt from LOBSTER for
       strategies 1 and 3, a real SZSE pair for strategy 2; docs/market_bench.md "Task set v2").
-    - ``data_dir``: v2 pairs only: the A-share Level-2 folder (default ``$QUANTGYM_A_SHARE_L2`` or
-      ``<clone>/../shared/data/a_share_l2``; :func:`quantgym.data.a_share_l2.data_dir`).
+    - ``data_dir``: v2 pairs only: the A-share Level-2 folder (default ``$QUANTGYM_A_SHARE_L2``, else
+      ``<clone>/../shared/data/a_share_l2``, else the shipped extract of the pair;
+      :func:`quantgym.data.a_share_l2.read_snapshots`).
     - ``config``: a :class:`~quantgym.envs.market_bench.config.MarketBenchConfig` (sandbox, scoring,
       attempts, feedback, end_on_success, prompt_style, task_set). Those seven kwargs are shortcuts into it:
       None (default) keeps the config's value, a value replaces it (``env.config`` is the result).

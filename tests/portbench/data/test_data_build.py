@@ -13,7 +13,7 @@ from quantgym.envs.portbench.raw import bundled_portbench_path
 SOURCE = shared_data_dir() / "portbench"
 
 
-@pytest.mark.skipif(not (SOURCE / "prices.parquet").is_file(), reason="shared/data/portbench not available")
+@pytest.mark.shared_data("portbench")
 def test_build_reproduces_bundle(tmp_path):
     prov = build(SOURCE, tmp_path)
     root = bundled_portbench_path()
