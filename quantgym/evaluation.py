@@ -675,9 +675,8 @@ def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Pat
     write_results(out_dir, sections, meta={**meta, "status": "failed", "error": str(exc),
                                            "transcripts": [str(p) for p in paths]})
     resume = " ".join(f"--cache-from {p}" for p in paths)
-    return LLMConfigError(f"{exc}; the run stopped after {len(finished)} of {len(jobs)} episode(s) and "
-                          f"{answered} answered call(s): marked failed in {out_dir / 'summary.csv'}; its transcripts "
-                          f"are kept for a resume: rerun the same command with {resume}")
+    return LLMConfigError(f"{exc}; stopped after {len(finished)} of {len(jobs)} episode(s): marked failed in "
+                          f"{out_dir / 'summary.csv'}; to resume, rerun the same command with {resume}")
 
 
 def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,

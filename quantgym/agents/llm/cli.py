@@ -265,6 +265,12 @@ def register(app: typer.Typer) -> None:
             return
         with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
             sections = _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
+        episodes = [r for s in sections for r in s.runs if r.get("episode") is not None]
+        failed = [r["episode"] for r in episodes if r.get("status") == "failed"]
+        if failed:  # never silent: a run whose model never answered is no result
+            log(f"warning: {len(failed)} of {len(episodes)} episode(s) failed: no LLM call was answered "
+                f"({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}); summary.csv marks them failed "
+                "(no numbers) and quantgym report ranks none of them")
         for s in sections:
             u = s.extra.get("usage") or {}
             if not u:  # a baseline / sb3 agent: no LLM calls

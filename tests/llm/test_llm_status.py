@@ -1,0 +1,171 @@
+"""A run where the model never answered is not a result: summary.csv's ``status`` (ok | partial | failed),
+the eval table's marks, ``quantgym report`` (failed rows never ranked), and the two stop rules end to end
+through ``quantgym eval`` against a real local server (tests/llm/server.py): a server that answers every
+POST with 501, and one killed mid-run whose transcripts then resume the run (``--cache-from``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from typer.testing import CliRunner
+
+from quantgym.cli import app
+from quantgym.results import (SUMMARY_COLUMNS, SectionResult, SummaryRow, combined_status, episode_status,
+                              read_summary_csv, write_results)
+
+from . import pb_script as S
+
+PERIOD = "2020-03-01:2020-03-31:weekly"
+
+
+def _eval(server_url, out, *extra):
+    return CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server_url,
+                                    "--env", "PortBench-Balanced-v0", "--period", PERIOD, "--out", str(out),
+                                    "--no-plots", "--retries", "1", "--concurrency", "1", *extra])
+
+
+def _errors(output: str) -> list[str]:
+    return [ln for ln in output.splitlines() if ln.startswith("error:")]
+
+
+def test_episode_status_from_usage():
+    assert episode_status(None) == "ok" and episode_status({}) == "ok"
+    assert episode_status({"calls": 9, "failures": 0, "answered": 9}) == "ok"
+    assert episode_status({"calls": 9, "failures": 9, "answered": 0}) == "failed"
+    assert episode_status({"calls": 9, "failures": 2, "answered": 7}) == "partial"
+    # a usage record without the count: calls + cache hits - adaptations - failures
+    assert episode_status({"calls": 4, "cache_hits": 0, "adaptations": 1, "failures": 3}) == "failed"
+    assert combined_status(["ok", "ok"]) == "ok" and combined_status(["ok", "failed"]) == "partial"
+    assert combined_status(["failed", "failed"]) == "failed" and combined_status([None, "partial"]) == "partial"
+
+
+def test_a_failed_row_is_written_without_numbers(tmp_path):
+    rows = [SummaryRow(task="portbench", agent="openai:m", profile="balanced", period="p", sharpe=-7.8, ret_pct=-3.0,
+                       ceps=0.03, gate=False, status="failed", extra={"S": 0.1}),
+            SummaryRow(task="portbench", agent="equal_weight", profile="balanced", period="p", sharpe=0.5,
+                       extra={"S": 0.2})]
+    write_results(tmp_path, [SectionResult(task="portbench", rows=rows)])
+    got = read_summary_csv(tmp_path / "summary.csv")
+    assert list(got[0])[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS) and SUMMARY_COLUMNS[-1] == "status"
+    assert got[0]["status"] == "failed" and got[1]["status"] == "ok"
+    assert all(got[0][c] == "" for c in ("sharpe", "ret_pct", "ceps", "gate", "S"))
+    assert got[1]["sharpe"] == "0.5" and got[1]["S"] == "0.2"
+
+
+def test_eval_every_call_failing_marks_the_row_failed(server, tmp_path, monkeypatch, sleeps):
+    # a model that is always busy (503: retried, never a reason to stop): the episode runs on its fallbacks
+    server.responder = lambda req: {"status": 503, "message": "model is loading"}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    r = _eval(server.base_url, tmp_path / "f")
+    assert r.exit_code == 0, r.output
+    rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "f" / "summary.csv")}
+    assert rows["openai:test-model"]["status"] == "failed" and rows["openai:test-model"]["sharpe"] == ""
+    assert rows["equal_weight"]["status"] == "ok" and rows["equal_weight"]["sharpe"] != ""
+    doc = json.loads((tmp_path / "f" / "results.json").read_text())
+    run = next(x for x in doc["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model")
+    assert run["status"] == "failed" and run["usage"]["answered"] == 0 and run["usage"]["failures"] > 0
+    # the table marks the row and says why; one warning line names the failed episode
+    out = " ".join(r.output.split())
+    assert "openai:test-model (failed)" in out and "no LLM call was answered" in out
+    assert "warning: 1 of 1 episode(s) failed" in out
+
+
+def test_eval_some_calls_failing_is_partial(server, tmp_path, monkeypatch, sleeps):
+    n = {"k": 0}
+
+    def flaky(req):
+        n["k"] += 1
+        return {"status": 503, "message": "busy"} if n["k"] % 4 == 0 else S.valid(req)
+
+    server.responder = flaky
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    r = _eval(server.base_url, tmp_path / "p", "--retries", "0")
+    assert r.exit_code == 0, r.output
+    rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "p" / "summary.csv")}
+    assert rows["openai:test-model"]["status"] == "partial" and rows["openai:test-model"]["sharpe"] != ""
+    assert "openai:test-model (partial)" in " ".join(r.output.split())
+
+
+def test_eval_against_a_plain_web_server_stops_with_one_line(server, tmp_path, monkeypatch, sleeps):
+    # python -m http.server: 501 on every POST
+    server.responder = lambda req: {"status": 501, "message": "Unsupported method ('POST')"}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "results" / "eval-x"
+    r = _eval(server.base_url, out)
+    assert r.exit_code == 2, r.output
+    errs = _errors(r.output)
+    assert len(errs) == 1 and errs[0].startswith(f"error: the first 3 calls to {server.base_url} all failed with "
+                                                 "HTTP 501") and "Traceback" not in r.output
+    assert len(server.requests) == 3  # 501 is not retried, and the run stops at the third call
+    assert not (tmp_path / "results").exists()  # no folder left behind: nothing was answered
+
+
+def test_endpoint_killed_mid_run_marks_the_run_failed_and_resumes(server, tmp_path, monkeypatch, sleeps):
+    answered = {"k": 0}
+
+    def dies_after_five(req):
+        answered["k"] += 1
+        if answered["k"] <= 5:
+            return S.valid(req)
+        threading.Thread(target=server.kill).start()  # the server crashes while this request is in flight
+        return {"drop": True}
+
+    server.responder = dies_after_five
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "run"
+    url = server.base_url
+    r = _eval(url, out)
+    assert r.exit_code == 2, r.output
+    errs = _errors(r.output)
+    assert len(errs) == 1, r.output
+    line = " ".join(errs[0].split())
+    assert line.startswith(f"error: lost {url}: 3 calls in a row could not connect")
+    assert "marked failed in" in line and "--cache-from" in line
+    rows = read_summary_csv(out / "summary.csv")
+    assert [(x["agent"], x["status"], x["sharpe"]) for x in rows] == [("openai:test-model", "failed", "")]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["meta"]["status"] == "failed" and doc["meta"]["error"].startswith("lost ")
+    transcripts = doc["meta"]["transcripts"]
+    assert len(transcripts) == 1 and f"--cache-from {transcripts[0]}" in line
+    # the transcript keeps the five answers: a rerun with --cache-from sends only the rest
+    from .server import ScriptedServer
+
+    srv = ScriptedServer().start()
+    try:
+        srv.responder = S.valid
+        r2 = _eval(srv.base_url, tmp_path / "resumed", "--cache-from", transcripts[0])
+        assert r2.exit_code == 0, r2.output
+        rows2 = {x["agent"]: x for x in read_summary_csv(tmp_path / "resumed" / "summary.csv")}
+        assert rows2["openai:test-model"]["status"] == "ok"
+        doc2 = json.loads((tmp_path / "resumed" / "results.json").read_text())
+        run = next(x for x in doc2["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model")
+        assert run["usage"]["cache_hits"] == 5 and len(srv.requests) == run["usage"]["calls"]
+    finally:
+        srv.stop()
+
+
+def test_report_never_ranks_a_failed_row(tmp_path):
+    from quantgym.sweep.report import build_report
+
+    ok_rows = [SummaryRow(task="portbench", agent="equal_weight", profile="balanced", period="covid_2020",
+                          sharpe=-1.0, maxdd_pct=-20.0),
+               SummaryRow(task="portbench", agent="openai:good", profile="balanced", period="covid_2020", sharpe=0.5,
+                          maxdd_pct=-10.0, status="partial")]
+    bad = SummaryRow(task="portbench", agent="openai:never-answered", profile="balanced", period="covid_2020",
+                     sharpe=9.9, maxdd_pct=-1.0, status="failed")
+    write_results(tmp_path / "a", [SectionResult(task="portbench", rows=ok_rows + [bad], runs=[
+        {"task": "portbench", "agent": "openai:never-answered", "period": "covid_2020", "status": "failed",
+         "usage": {"failures_by_kind": {"server": 12}}}])])
+    rep = build_report([tmp_path / "a"], tmp_path / "rep")
+    ranked = [t for sec in rep.sections if sec.anchor != "failed" for t in sec.tables]
+    assert ranked and not any("never-answered" in c for t in ranked for row in t.rows for c in row)
+    failed = next(sec for sec in rep.sections if sec.anchor == "failed")
+    assert failed.tables[0].rows == [["a", "portbench", "openai:never-answered", "balanced", "covid_2020",
+                                      "every LLM call failed (12 server)"]]
+    md = rep.markdown_path.read_text()
+    assert "## Failed runs (not ranked)" in md and "| status |" in md
+    merged = read_summary_csv(rep.csv_path)
+    assert {x["agent"]: x["status"] for x in merged} == {"equal_weight": "ok", "openai:good": "partial",
+                                                        "openai:never-answered": "failed"}
+    assert "Failed runs (not ranked)" in rep.html_path.read_text()
