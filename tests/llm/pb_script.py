@@ -12,7 +12,7 @@ def _user(req: dict) -> str:
 
 def s1_answer(prompt: str) -> dict:
     views = {}
-    for t, r in re.findall(r"^(\S+) \([a-z_ ]+\): price [\d.]+, return ([+-][\d.]+)%", prompt, re.M):
+    for t, r in re.findall(r"^(\S+) \([a-z_ ]+\): adj\. close [\d.]+, return ([+-][\d.]+)%", prompt, re.M):
         views[t] = max(-1.0, min(1.0, float(r) / 10.0))
     return {"asset_views": views, "detected_regime": "high-volatility", "confidence": 0.7,
             "macro_summary": "Risk-off: equities fall, long bonds rally."}

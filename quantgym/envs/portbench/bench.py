@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from quantgym.evaluation import EvalResult, evaluate, fmt as _fmt
+from quantgym.evaluation import STATUS_NOTE, EvalResult, evaluate, fmt as _fmt, status_agent
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period, stress_gate
@@ -258,13 +258,16 @@ def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence
                "the tolerance, normal_2024's when all three stress windows pass. A baseline is profile-independent: "
                "one run, gated under every profile" + (", no CEPS" if not show_ceps else "")
                + ("; another agent has a row per profile, with that profile's gate." if others else "."))
+    if any(r.status != "ok" for r in res.values()):  # an LLM agent whose calls failed: marked, explained
+        caption += f" {STATUS_NOTE}."
     for i, per in enumerate(periods):
         rows, ends = [], []
         for shown, lab, prof, gated in entries:
             r = res[(lab, prof, per)]
-            m = r.metrics
-            rows.append([shown, _fmt(m["sharpe"], 3), _fmt(m["ret_pct"]), _fmt(m["maxdd_pct"]), _fmt(m["vol_pct"]),
-                         *([_fmt(r.ceps, 3)] if show_ceps else []),
+            m = r.metrics if r.status != "failed" else {}  # a failed run is no result: no number shown
+            rows.append([status_agent(shown, r.status), _fmt(m.get("sharpe"), 3), _fmt(m.get("ret_pct")),
+                         _fmt(m.get("maxdd_pct")), _fmt(m.get("vol_pct")), *([_fmt(r.ceps if m else None, 3)]
+                                                                              if show_ceps else []),
                          *[_gate_cell(gates[(lab, p, per)]) if p in gated else "" for p in profiles]])
             ends.append(bool(others) and lab == baselines[-1] if baselines else False)
         print_table(console, f"PortBench — {per}", cols, rows, keys=1, end_sections=ends,

@@ -182,9 +182,11 @@ def _header(snap: MarketSnapshot, stage: str) -> list[str]:
 def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None) -> str:
     """Full-style S1 header, asset lines and macro lines (row-dependent only)."""
     lines = _header(snap, "S1 MARKET INTERPRETATION")
-    lines.append("[ASSETS] ticker (class): price, trailing return over the window, annualised volatility")
+    # adjusted closes embed later distributions: a level for returns, never "the price that day" (docs/data.md §1)
+    lines.append("[ASSETS] ticker (class): adj. close (split- and dividend-adjusted level, not the traded price), "
+                 "trailing return over the window, annualised volatility")
     for i in snap.avail_idx[:max_assets]:
-        lines.append(f"{snap.tickers[i]} ({snap.classes[i]}): price {snap.price[i]:.2f}, "
+        lines.append(f"{snap.tickers[i]} ({snap.classes[i]}): adj. close {snap.price[i]:.2f}, "
                      f"return {100 * snap.trailing_return[i]:+.2f}%, vol {100 * snap.ann_vol[i]:.1f}%")
     lines += _macro_lines(snap, macro_keys)
     return "\n".join(lines)
