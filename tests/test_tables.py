@@ -127,7 +127,7 @@ def test_portbench_bench_table_with_another_agent(width):
     for lab, ceps in (("Black-Litterman", None), ("openai:gpt-4o-mini-2024-07-18", 0.123)):
         for p in profiles:
             for per in periods:
-                res[(lab, p, per)] = NS(metrics=m, ceps=ceps)
+                res[(lab, p, per)] = NS(metrics=m, ceps=ceps, status="ok")
                 gates[(lab, p, per)] = p == "aggressive"
     con, buf = _console(width)
     print_period_tables(con, periods, profiles, ["Black-Litterman"], ["openai:gpt-4o-mini-2024-07-18"], res, gates)
@@ -137,6 +137,12 @@ def test_portbench_bench_table_with_another_agent(width):
     assert len(re.findall(r"Black-Litterman +│", text)) == text.count("┏")  # once per part, not per profile
     if width >= 120:
         assert text.count("┏") == 2  # one part per period
+    # an LLM run whose calls all failed: marked, no number, the legend says why
+    res[("openai:gpt-4o-mini-2024-07-18", "balanced", "covid_2020")] = NS(metrics=m, ceps=0.5, status="failed")
+    con, buf = _console(width)
+    print_period_tables(con, periods, profiles, ["Black-Litterman"], ["openai:gpt-4o-mini-2024-07-18"], res, gates)
+    text = " ".join(buf.getvalue().split())
+    assert "balanced (failed)" in text and "0.500" not in text and "no LLM call was answered" in text
 
 
 def _eval_rows(agent: str, extreme: bool = False) -> list[dict[str, str]]:
