@@ -114,7 +114,8 @@ def test_the_path_is_recorded_in_results_json_and_printed_once(runs, dirs):
     assert doc["meta"]["data"]["portbench"]["path"] == path
     assert doc["tasks"]["portbench"]["data"]["path"] == path
     notes = doc["tasks"]["portbench"]["data"]["notes"]
-    assert any("8 tickers traded" in n for n in notes) and any(n.startswith("60/40 spreads") for n in notes)
+    assert any("8 tickers traded" in n for n in notes)
+    assert "60/40 lacks 6 of 11 tickers (LQD, HYG, ...); legs use the rest (§8.2)" in notes
     flat = " ".join(text.split())
     assert flat.count(path) == 1 and f"portbench: your own data {path} (not the bundled benchmark data)" in flat
     bundled = json.loads((runs["bundled"][0] / "results.json").read_text())

@@ -84,13 +84,12 @@ def test_tickers_a_directory_cannot_trade_are_named_once_and_kept_in_meta(tmp_pa
         for _ in range(3):
             data = load_portbench_data(d)
     said = [str(w.message) for w in caught if issubclass(w.category, PortBenchDataWarning)]
-    assert said == [f"PortBench data ({d.resolve()}): 1 ticker(s) in prices.parquet have no asset_class in "
-                    "assets.csv and are not traded: NOCLS",
-                    f"PortBench data ({d.resolve()}): 1 ticker(s) in assets.csv have no prices in prices.parquet "
-                    "and are not traded: GONE"]
+    assert said == [f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
+                    f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no prices in prices.parquet): GONE"]
     assert data.tickers == ("SPY", "FOO")
     assert data.meta["not_traded"] == {"no_class": ["NOCLS"], "no_prices": ["GONE"]}
-    assert not_traded_notes(data)[0].endswith("not traded: NOCLS")
+    assert not_traded_notes(data, limit=6) == ["1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
+                                               "1 ticker(s) not traded (no prices in prices.parquet): GONE"]
 
 
 def test_the_missing_tickers_warning_of_an_explicit_universe_is_said_once_per_process(own):

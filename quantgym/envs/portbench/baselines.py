@@ -218,13 +218,13 @@ class SixtyForty(_Baseline):
         super().reset(env)
         empty, _ = sixty_forty_gaps(self.tickers)
         if empty:
-            import warnings
+            from quantgym.envs.portbench.data import warn_once
 
             what = " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
             then = ("it trades equal weight over the available assets" if len(empty) == 2 else
                     f"its {'equities' if empty == ['bond'] else 'bonds'} take the whole budget")
-            warnings.warn(f"60/40 (spec §8.2): the data has none of its {what}: {then} (recorded per step as "
-                          "'fallback')", UserWarning, stacklevel=1)  # fixed location: once per process
+            warn_once(f"60/40 (spec §8.2): the data has none of its {what}: {then} (recorded per step as "
+                      "'fallback')", UserWarning)
 
     def allocate(self, r, avail):
         n = avail.size

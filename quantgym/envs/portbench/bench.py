@@ -80,7 +80,8 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
 
     import pandas as pd
 
-    from quantgym.envs.portbench.baselines import SIXTY_FORTY_LEGS, sixty_forty_gaps
+    from quantgym.envs.portbench.baselines import (SIXTY_FORTY_BONDS, SIXTY_FORTY_EQUITY, SIXTY_FORTY_LEGS,
+                                                   sixty_forty_gaps)
     from quantgym.envs.portbench.config import Period, PortBenchConfig
     from quantgym.envs.portbench.data import PortBenchDataWarning, not_traded_notes
     from quantgym.envs.portbench.market import check_regime_ticker
@@ -93,9 +94,9 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
     notes = []
     absent = [t for t in CANONICAL_TICKERS if t not in data.tickers]
     if absent:
-        notes.append(f"{len(data.tickers)} tickers traded ({', '.join(data.tickers[:8])}"
-                     f"{', ...' if len(data.tickers) > 8 else ''}); {len(absent)} of the {len(CANONICAL_TICKERS)} "
-                     "PortBench tickers are not in the data")
+        notes.append(f"{len(data.tickers)} tickers traded ({', '.join(data.tickers[:5])}"
+                     f"{', ...' if len(data.tickers) > 5 else ''}); {len(absent)} of PortBench's "
+                     f"{len(CANONICAL_TICKERS)} absent")
     notes += not_traded_notes(data, limit=6)
     cfg = PortBenchConfig()
     check_regime_ticker(cfg.regime_ticker, data.tickers, data.asset_class)
@@ -129,7 +130,8 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
                              + " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
                              + f": add one to the data, or leave 60/40 out ({fix})")
         if short:
-            notes.append(f"60/40 spreads each leg over the tickers the data has (§8.2); it has no {', '.join(short)}")
+            notes.append(f"60/40 lacks {len(short)} of {len(SIXTY_FORTY_EQUITY) + len(SIXTY_FORTY_BONDS)} tickers "
+                         f"({', '.join(short[:2])}{', ...' if len(short) > 2 else ''}); legs use the rest (§8.2)")
     return data, notes
 
 

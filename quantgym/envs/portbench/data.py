@@ -56,6 +56,7 @@ __all__ = [
     "load_portbench_market",
     "as_portbench_data",
     "not_traded_notes",
+    "warn_once",
 ]
 
 class PortBenchDataWarning(UserWarning):
@@ -535,11 +536,11 @@ def load_portbench_data(
     src = data.meta.get("source")
     if data.meta.get("universe") == "own":
         for note in not_traded_notes(data):
-            _warn_once(f"PortBench data ({src}): {note}")
+            warn_once(f"PortBench data ({src}): {note}")
         return data
     dropped = [t for t in (CANONICAL_TICKERS if uni is None else uni) if t not in data.tickers]
     if dropped:
-        _warn_once(f"PortBench data ({src}): {len(dropped)} universe ticker(s) have no prices and are dropped: "
+        warn_once(f"PortBench data ({src}): {len(dropped)} universe ticker(s) have no prices and are dropped: "
                    + ", ".join(dropped))
     return data
 
@@ -547,22 +548,20 @@ def load_portbench_data(
 def not_traded_notes(data: "PortBenchData", limit: int | None = None) -> list[str]:
     """One line per reason why tickers of a user directory are not in its own universe (``meta["not_traded"]``;
     empty for the bundle or an explicit ``universe``); ``limit`` shortens each list to that many names."""
-    why = {"no_class": "in prices.parquet have no asset_class in assets.csv",
-           "no_prices": "in assets.csv have no prices in prices.parquet"}
-    return [f"{len(ts)} ticker(s) {why[k]} and are not traded: "
-            + (", ".join(ts) if limit is None else _few(ts, limit))
+    why = {"no_class": "no asset_class in assets.csv", "no_prices": "no prices in prices.parquet"}
+    return [f"{len(ts)} ticker(s) not traded ({why[k]}): " + (", ".join(ts) if limit is None else _few(ts, limit))
             for k, ts in (data.meta.get("not_traded") or {}).items()]
 
 
-#: the warning registry of :func:`_warn_once` (Python's default filter shows a message once per registry)
+#: the warning registry of :func:`warn_once` (Python's default filter shows a message once per registry)
 _WARNED: dict = {}
 
 
-def _warn_once(message: str) -> None:
-    """A :class:`PortBenchDataWarning` from one fixed location (this module, shown as one line), so that
-    Python's default warning filter says a given message once per process, however often the same data is
-    loaded (every env built on it); a filter such as ``"always"`` shows every one."""
-    warnings.warn_explicit(message, PortBenchDataWarning, __name__, 0, module=__name__, registry=_WARNED)
+def warn_once(message: str, category: type[Warning] = PortBenchDataWarning) -> None:
+    """Warn from one fixed location (this module, shown as one line), so that Python's default warning
+    filter says a given message once per process, however often the same data is loaded (every env built
+    on it) or an episode on it starts; a filter such as ``"always"`` shows every one."""
+    warnings.warn_explicit(message, category, __name__, 0, module=__name__, registry=_WARNED)
 
 
 #: Alias named in issue 2.
