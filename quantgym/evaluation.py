@@ -278,8 +278,11 @@ def repeats_section(repeats: list[list[SectionResult]], level: float = 0.95, con
         rows = [[*([] if one_task else [r["task"]]), r["agent"], "/".join(x for x in (r["profile"], r["period"]) if x),
                  *[cell(r["metrics"].get(m), nd) for m, _, nd in shown], str(len(r["repeats"]))] for r in out.runs]
         what = f"{out.runs[0]['task']}: " if one_task and out.runs else ""
+        from quantgym.tasks import sharpe_notes
+
         print_table(console, f"{what}mean ± half-width of the Student-t {level:.0%} interval over {len(repeats)} "
-                    "repeats", cols, rows, keys=2 if one_task else 3)
+                    "repeats", cols, rows, keys=2 if one_task else 3,
+                    caption=sharpe_notes(r["task"] for r in out.runs) or None)
     return out
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 #: the built-in tasks, one line each: "module:attribute" of their :class:`Task` record (order = order
 #: of the bench report, the eval sections and the leaderboard)
@@ -138,6 +138,9 @@ class Task:
     sweep : ``"module:attribute"`` of the task's sweep hooks (shared data, per-run evaluation, gates),
         or None: the sweep then runs a generic episode (total reward, steps, last info).
     columns : extra result columns the task writes (documentation of its results).
+    sharpe_note : ``"module:attribute"`` of a one-line text starting with ``"Sharpe = "``: how the task computes
+        the Sharpe ratio of ``summary.csv`` (risk-free rate, days a year); tables that show Sharpes of several
+        tasks state it in their footer (:func:`sharpe_notes`). None: the task reports no Sharpe.
     docs : the task's docs page (relative to the repository).
     commands : modules exposing ``register(app)`` that add the task's own CLI commands.
     """
@@ -159,6 +162,7 @@ class Task:
     columns: tuple[str, ...] = ()
     docs: str = ""
     commands: tuple[str, ...] = ()
+    sharpe_note: str | None = None
 
     @property
     def classical(self) -> bool:
@@ -327,10 +331,28 @@ def register_envs() -> None:
         _register_envs(t)
 
 
+def sharpe_notes(names: Iterable[str | None]) -> str:
+    """The footer of a table with Sharpe ratios of the tasks ``names``: each task's :attr:`Task.sharpe_note`
+    (unknown names and tasks without one are skipped), ending with a full stop; with two or more conventions
+    it adds that their Sharpes are not comparable with each other. Empty when no task has a note."""
+    notes: dict[str, str] = {}
+    for name in dict.fromkeys(n for n in names if n):
+        try:
+            t = get_task(name)
+        except ValueError:
+            continue
+        if t.sharpe_note:
+            notes[t.title] = str(load_ref(t.sharpe_note))
+    if len(notes) < 2:
+        return "".join(f"{text}." for text in notes.values())
+    return ("Sharpe conventions differ by task; compare Sharpes within a task only: "
+            + "; ".join(f"{title}: {text}" for title, text in notes.items()) + ".")
+
+
 def iter_with(attr: str) -> Iterator[Task]:
     """The tasks whose record sets ``attr`` (``"bench"``, ``"eval"``, ``"report"``, ...)."""
     return (t for t in tasks() if getattr(t, attr))
 
 
 __all__ = ["BUILTIN", "Task", "TaskOption", "OPTION_KINDS", "register_task", "unregister_task", "tasks", "get_task", "default_task", "task_names", "task_of",
-           "env_ids", "register_envs", "iter_with", "load_ref"]
+           "env_ids", "register_envs", "iter_with", "load_ref", "sharpe_notes"]

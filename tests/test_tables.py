@@ -107,12 +107,13 @@ def test_portbench_bench_one_table_per_period(width, tmp_path):
     assert r.exit_code == 0, r.output
     assert_fits(r.output, width)
     assert r.output.count("PortBench — covid_2020") == 1  # one table for the three profiles (item 4)
-    tables = r.output.split("gate per profile")[0]  # (the optimiser-fallback lines below name agents too)
+    tables = r.output.split("Sharpe = (252")[0]  # the caption; the optimiser-fallback lines below name agents too
     for name in ("Equal-Weight", "Cov. Risk Parity", "Black-Litterman"):
         assert tables.count(name) == 1  # each baseline once, not once per profile
     heads = ("gate conservative", "gate balanced", "gate aggressive") if width >= 120 else ("cons", "bal", "aggr")
     assert _headers_in_one_part(r.output, ("agent", "Sharpe", "Ret%", *heads))
     assert "drawdown tolerance conservative 10%" in " ".join(r.output.split())
+    assert "rf = 4 % a year in every period (spec portbench §7.1)" in " ".join(r.output.split())
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -17,12 +17,26 @@ def _split(value: Optional[str]) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+def _sharpe_caption(env_ids) -> str:
+    """How the Sharpe column is computed for the tasks of ``env_ids`` (:func:`quantgym.tasks.sharpe_notes`)."""
+    from quantgym.tasks import sharpe_notes, task_of
+
+    names = []
+    for e in dict.fromkeys(env_ids):
+        try:
+            names.append(task_of(e).name)
+        except ValueError:  # an env id of no registered task: its convention is unknown
+            continue
+    return sharpe_notes(names)
+
+
 def results_table(name: str, outcome):
     """The end-of-sweep table, readable at 80–100 columns.
 
     One row per run: agent with the short run id below it, env id with its kwargs below it (one ``k=v``
     per line), seed,
-    Sharpe, Ret%, MaxDD% ("failed" in the Sharpe column of a failed run; its error follows the table).
+    Sharpe, Ret%, MaxDD% ("failed" in the Sharpe column of a failed run; its error follows the table); the
+    caption says how each task computes its Sharpe.
     No vertical rules, and text cells fold instead of being cut with "…".
     """
     from rich import box
@@ -31,7 +45,8 @@ def results_table(name: str, outcome):
 
     table = Table(title=f"Sweep{'' if name == 'sweep' else ' ' + name}: {outcome.n_runs} runs ({len(outcome.executed)} run now, "
                         f"{len(outcome.skipped)} already done, {len(outcome.failed)} failed)", title_justify="left",
-                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  caption=_sharpe_caption(r["spec"]["env_id"] for r in outcome.records) or None, caption_justify="left")
     env_width = max([len(r["spec"]["env_id"]) for r in outcome.records] + [12])
     for col in ("agent / run", "env / kwargs", "seed", "Sharpe", "Ret%", "MaxDD%"):
         num = col in ("Sharpe", "Ret%", "MaxDD%", "seed")

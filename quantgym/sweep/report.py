@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from quantgym.results import SUMMARY_COLUMNS
+from quantgym.tasks import sharpe_notes
 
 
 
@@ -334,7 +335,7 @@ def _all_rows_table(rows: list[dict[str, Any]]) -> Table:
     return Table("All summary rows", cols, body, anchor="all-rows",
                  note="Every row of every input summary.csv (common schema, shared/design.md §6). status: ok; "
                       "partial (some LLM calls failed, the agent fell back at those steps); failed (no LLM call "
-                      "answered, or the run stopped: not ranked).")
+                      "answered, or the run stopped: not ranked). " + sharpe_notes(r["task"] for r in rows))
 
 
 def failed_section(sources: Sequence[Source], rows: Sequence[dict[str, Any]]) -> Section | None:
@@ -411,8 +412,9 @@ def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Sect
                   "agent", "n", *[h for _, h, _ in shown], "tied with"], body, anchor="repeats",
                   note=f"Runs of one agent on the same task, profile and period from several folders (eval --repeats "
                        f"R writes repeat-1 .. repeat-R). Interval: {level:.0%} Student-t over the repeats. Rank by mean "
-                       "Sharpe (CEPS where there is none) within each task/profile/period; a rank range and "
-                       "'tied with' where intervals overlap (no difference test implied).")
+                       "Sharpe (CEPS where there is none) within each task/profile/period, never across tasks; a rank "
+                       "range and 'tied with' where intervals overlap (no difference test implied). "
+                       + sharpe_notes(k[0] for k in stats))
     return Section("Repeated runs", "repeats", tables=[table])
 
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from quantgym.evaluation import STATUS_NOTE, EvalResult, evaluate, fmt as _fmt, status_agent
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
-from quantgym.envs.portbench.config import PERIODS, period_gate, resolve_period, stress_gate
+from quantgym.envs.portbench.config import PERIODS, SHARPE_NOTE, period_gate, resolve_period, stress_gate
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.envs.portbench.uncertainty import p_cell, run_uncertainty, sharpe_cell, summary_fields
@@ -256,7 +256,8 @@ def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence
     entries = [(lab, lab, profiles[0], list(profiles)) for lab in baselines]
     entries += [(f"{lab} · {p}", lab, p, [p]) for lab in others for p in profiles]
     tols = ", ".join(f"{p} {PROFILES[p].max_drawdown:.0%}" for p in profiles)
-    caption = (f"gate per profile (§7.2; drawdown tolerance {tols}): a stress window's row passes when |MaxDD| ≤ "
+    caption = (f"{SHARPE_NOTE}. gate per profile (§7.2; drawdown tolerance {tols}): a stress window's row passes "
+               "when |MaxDD| ≤ "
                "the tolerance, normal_2024's when all three stress windows pass. A baseline is profile-independent: "
                "one run, gated under every profile" + (", no CEPS" if not show_ceps else "")
                + ("; another agent has a row per profile, with that profile's gate." if others else "."))
@@ -296,7 +297,8 @@ def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequ
                          p_cell(f["dsharpe_eqw_p"])])
             ends.append(ei == len(entries) - 1 and pi < len(periods) - 1)
     print_table(console, "PortBench — uncertainty (95 %)", cols, rows, keys=2, end_sections=ends, width=width,
-                caption="[95% CI]: stationary block bootstrap of daily returns; ΔSh, p: Ledoit–Wolf test of equal "
+                caption=f"{SHARPE_NOTE}. [95% CI]: stationary block bootstrap of daily returns; ΔSh, p: Ledoit–Wolf "
+                        "test of equal "
                         "Sharpe with Equal-Weight on the same days. Beats EqW stays Sharpe strictly greater (§7.3); "
                         "docs/uncertainty.md.")
 

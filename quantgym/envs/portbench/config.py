@@ -216,6 +216,8 @@ class PortBenchConfig(Config):
         SmolLM2 tokens on the bundled data; :mod:`quantgym.envs.portbench.prompts`). Rendering only:
         scores, truth and simulation do not depend on it.
     as_of : "close" (snapshot includes close of d, default) or "previous_close" (§1.7).
+    rf : annual risk-free rate of the Sharpe ratio, the same constant in every period (spec §7.1 fixes 4 %,
+        the paper's convention; tables state it with :func:`sharpe_note`).
     """
 
     fidelity: Literal["clean", "paper"] = "clean"
@@ -233,3 +235,16 @@ class PortBenchConfig(Config):
     paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
     prompt_style: Literal["full", "compact", "minimal"] = "full"  # last: positional calls keep their meaning
+
+
+def sharpe_note(rf: float | None = None) -> str:
+    """PortBench's Sharpe convention in one line, for the footer of every table that shows a PortBench
+    Sharpe (spec §7.1): ``(mean(r)·252 − rf) / (std(r)·√252)`` of daily returns with a constant annual
+    ``rf`` (default :attr:`PortBenchConfig.rf`, 4 %) in every period, whatever T-bills paid then."""
+    rf = PortBenchConfig.rf if rf is None else float(rf)
+    return (f"Sharpe = (252·mean − rf)/(√252·std) of daily returns, rf = {100 * rf:g} % a year in every period "
+            "(spec portbench §7.1)")
+
+
+#: :func:`sharpe_note` of the default config (the task record's ``sharpe_note``)
+SHARPE_NOTE = sharpe_note()

@@ -151,9 +151,19 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
         print_eval_table(console, f"PortBench — {policy_name(agent)} ({how})", cells_rows, llm=is_llm_agent(agent),
                          stage_scores=not getattr(agent, "direct_allocation", False),
-                         caption=STATUS_NOTE if any(run["result"].status != "ok" for run in runs) else None)
+                         caption=" ".join([sharpe_caption(runs)] + (
+                             [STATUS_NOTE] if any(run["result"].status != "ok" for run in runs) else [])))
         _print_warnings(console, runs)
     return sec
+
+
+def sharpe_caption(runs: list[dict]) -> str:
+    """The eval table's Sharpe footer: :func:`~quantgym.envs.portbench.config.sharpe_note` with the runs'
+    risk-free rate (their config's ``rf``; one note per rate when the runs differ)."""
+    from quantgym.envs.portbench.config import sharpe_note
+
+    rfs = dict.fromkeys(((run["result"].config or {}).get("config") or {}).get("rf") for run in runs) or {None: None}
+    return " ".join(f"{sharpe_note(rf)}." for rf in rfs)
 
 
 #: the ``eval`` table's columns (issue #18 item 1): the keys (profile: one table each; period, agent), the

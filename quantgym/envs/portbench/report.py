@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from typing import Any, Sequence
 
+from quantgym.envs.portbench.config import SHARPE_NOTE
 from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _mean, _num, _ordered, _plt, _png
 
 #: ordering of PortBench periods and profiles in tables and plots (others follow, sorted)
@@ -95,7 +96,9 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
         title = f"PortBench — {prof.capitalize() if prof else 'no profile'}" + (
             f" (drawdown tolerance {tol:.0%})" if tol is not None else "")
         tables.append(Table(title=title, columns=cols, rows=body, anchor=f"pb-{prof or 'none'}",
-                            note="Sorted by mean Sharpe over the periods shown (rf 4%, 252 d). Δ vs EqW: mean of "
+                            note=f"{SHARPE_NOTE}: it lowers each Sharpe by rf/volatility, most for "
+                                 "low-volatility portfolios, also in windows whose T-bills paid near 0 (china_2015, "
+                                 "covid_2020). Sorted by mean Sharpe over the periods shown. Δ vs EqW: mean of "
                                  "(Sharpe − Equal-Weight's Sharpe) over periods. gate: |MaxDD| ≤ the profile's "
                                  "tolerance in all three stress windows (spec §7.2); – when not all were run. "
                                  "Several runs of one cell (seeds, sources) are averaged."))
@@ -138,7 +141,7 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
     return Table("PortBench — uncertainty of each run (95 % intervals; Sharpe difference vs Equal-Weight)",
                  ["period", "agent", "profile", "Sharpe", "Ret%", "Vol%", "MaxDD%", "Δ Sharpe vs EqW", "p",
                   "beats EqW (strict)"] + (["source"] if multi else []), body, anchor="pb-uncertainty",
-                 note="est [lo, hi]: stationary block bootstrap (Politis & Romano 1994) of the run's daily returns, "
+                 note=f"{SHARPE_NOTE}. est [lo, hi]: stationary block bootstrap (Politis & Romano 1994) of the run's daily returns, "
                       "percentile interval, block length by Politis & White (2004); Ret% is the period's total "
                       "return. Δ Sharpe vs EqW: paired with Equal-Weight's daily returns, Ledoit & Wolf (2008) "
                       "studentised circular block bootstrap interval and two-sided p-value. 'beats EqW (strict)' is "

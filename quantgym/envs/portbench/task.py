@@ -35,6 +35,7 @@ TASK = Task(
     schemes={"sb3": "quantgym.envs.portbench.rl:load_sb3_agent"},
     sweep="quantgym.envs.portbench.sweep:HOOKS",
     docs="docs/portbench.md",
+    sharpe_note="quantgym.envs.portbench.config:SHARPE_NOTE",
     commands=("quantgym.envs.portbench.rl.cli", "quantgym.envs.portbench.live.cli", "quantgym.envs.portbench.paper.cli"),
 )
 

@@ -21,7 +21,7 @@ import gymnasium as gym
 from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
-from .config import ARENA_VERSION, ArenaConfig, Windows
+from .config import ARENA_VERSION, SHARPE_NOTE, ArenaConfig, Windows
 from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
@@ -245,7 +245,7 @@ def print_tables(console: Any, n_stocks: int, sealed_rows: list[list[str]], rese
     print_table(console, "Research 2022-2023 (the feedback the agent saw)", RESEARCH_COLS, research_rows, width=width,
                 caption="[dim]xARR: ARR in excess of the market; IC: mean daily RankIC; IR: RankIC IR; LS SR: "
                         "long-short Sharpe; TO: turnover. S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). "
-                        "Sharpe = mean/std x sqrt(242), no risk-free rate (spec 10.11). "
+                        f"{SHARPE_NOTE}. "
                         f"{market}" + (f" {note}" if note else "") + "[/]")
 
 

@@ -316,6 +316,11 @@ class ArenaConfig(Config, version=ARENA_VERSION):
     windows: Windows = field(default_factory=Windows)
 
 
+#: Quant-Arena's Sharpe convention in one line, for the footer of every table that shows a Quant-Arena Sharpe
+#: (the task record's ``sharpe_note``): spec §10.11 takes no risk-free rate
+SHARPE_NOTE = (f"Sharpe = √{ArenaScoringConfig.n_ann}·mean/std of daily returns, no risk-free rate "
+               "(spec quant_arena §10.11)")
+
 
 __all__ = ["ARENA_VERSION", "ArenaCostModel", "ImpactModel", "ExecutionModel", "ArenaScoringConfig", "ArenaSandboxLimits",
-           "Windows", "ArenaConfig"]
+           "Windows", "ArenaConfig", "SHARPE_NOTE"]

@@ -12,6 +12,7 @@ from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, fmt as _fmt
 from quantgym.results import SectionResult, SummaryRow, episode_status
 from quantgym.tables import Col
 
+from .config import SHARPE_NOTE
 from .metrics import summary_extra
 
 
@@ -95,7 +96,8 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
         from quantgym.tables import print_table
 
         print_table(console, f"Quant-Arena — {agent.name}", EVAL_COLS, rows,
-                    caption=STATUS_NOTE if any(r.get("status") != "ok" for r in runs) else None)
+                    caption=" ".join([f"{SHARPE_NOTE}, on the sealed window."] + (
+                        [STATUS_NOTE] if any(r.get("status") != "ok" for r in runs) else [])))
         _print_warnings(console, runs)
     return sec
 

@@ -7,6 +7,8 @@ from typing import Any, Sequence
 
 from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _plt, _png
 
+from .config import SHARPE_NOTE
+
 
 # --------------------------------------------------------------------------- Quant-Arena
 
@@ -48,6 +50,7 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
                                                              "RankIC", "S_in", "S_out", "S", "DSR", "PBO", "trials"],
                             body,
                             note="Sealed-window metrics net of costs (spec quant_arena §10); S = 0.5 S_in + 0.5 S_out. "
+                                 f"{SHARPE_NOTE}. "
                                  "DSR (Deflated Sharpe Ratio of the frozen candidate's research returns) and PBO "
                                  "(probability of backtest overfitting, CSCV over the candidates' research returns) "
                                  "are diagnostics of the research loop, not part of S; both need 2 or more trials "
@@ -61,7 +64,8 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
                                 [[str(lp.get("n_trials")), str(lp.get("frozen")), _fmt(lp.get("sharpe_research")),
                                   _fmt(lp.get("sharpe_benchmark")), _fmt(lp.get("dsr")), _fmt(lp.get("pbo"))]
                                  for lp in loops],
-                                note="Annualised research-period (2022-2023) Sharpe ratios; the expected maximum is "
+                                note="Annualised research-period (2022-2023) Sharpe ratios, no risk-free rate (spec "
+                                     "quant_arena §10.11); the expected maximum is "
                                      "that of as many skill-less trials with the same dispersion (Bailey & López de "
                                      "Prado 2014).", anchor="qa-loop"))
     quant = {str(r.get("agent")): (r.get("sealed") or {}).get("quantile_returns_bp") for r in runs}

@@ -18,4 +18,5 @@ TASK = Task(
     llm="quantgym.envs.quant_arena.llm:QuantArenaLLMAgent",
     report="quantgym.envs.quant_arena.report:section",
     docs="docs/quant_arena.md",
+    sharpe_note="quantgym.envs.quant_arena.config:SHARPE_NOTE",
 )

@@ -122,6 +122,7 @@ def register(app: typer.Typer) -> None:
             _fail(str(exc))
         m = res.metrics
         if not quiet:
+            from quantgym.envs.portbench.config import SHARPE_NOTE
             from quantgym.tables import Col, print_table
 
             stages = ("S1", "S2", "S3", "S4", "S5") if res.stage_scores else ()
@@ -132,7 +133,7 @@ def register(app: typer.Typer) -> None:
             print_table(console, f"PortBench live — {res.agent}, {res.profile}, {res.start} → {res.as_of}", cols,
                         [[str(len(res.records)), str(len(res.new_dates)), _fmt(m.get("sharpe")), _fmt(m.get("ret_pct"), 2),
                           _fmt(m.get("maxdd_pct"), 2), _fmt(m.get("vol_pct"), 2), *[_fmt(res.ceps, 4) for _ in ceps],
-                          *[_fmt(ss.get(k)) for k in stages]]], keys=0)
+                          *[_fmt(ss.get(k)) for k in stages]]], keys=0, caption=f"{SHARPE_NOTE}.")
             if res.replay_check.get("note"):
                 console.print(f"[yellow]note:[/] {escape(res.replay_check['note'])}")
         console.print(f"{'no new trading day' if not res.new_dates else f'{len(res.new_dates)} new decision(s)'}; "

@@ -16,13 +16,15 @@ def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
 
-def _print_table(console, title: str, head: list[str], rows: list[list[str]], section_ends=(), n_text: int = 2):
-    """Text columns left (repeated in every part when the table is split to fit), numbers right."""
+def _print_table(console, title: str, head: list[str], rows: list[list[str]], section_ends=(), n_text: int = 2,
+                 caption: str | None = None):
+    """Text columns left (repeated in every part when the table is split to fit), numbers right; ``caption``
+    under it."""
     from quantgym.tables import Col, print_table
 
     ends = set(section_ends)
     print_table(console, title, [Col(h, "left" if i < n_text else "right") for i, h in enumerate(head)], rows,
-                keys=n_text, end_sections=[i in ends and i < len(rows) - 1 for i in range(len(rows))])
+                keys=n_text, end_sections=[i in ends and i < len(rows) - 1 for i in range(len(rows))], caption=caption)
 
 
 def register(app: typer.Typer) -> None:
@@ -98,9 +100,13 @@ def register(app: typer.Typer) -> None:
                 rep = rp.reproduce(ag, per, universe=universe, ablation_flags=flags if ablation else None,
                                    universes=universes, stress_ablation=stress_ablation, command=command,
                                    progress=lambda s: progress.advance(tid))
-        for title, head, rows, ends in rp.terminal_tables(rep):
+        from quantgym.envs.portbench.config import SHARPE_NOTE
+
+        tables = rp.terminal_tables(rep)
+        for k, (title, head, rows, ends) in enumerate(tables):
             n_text = next((i for i, h in enumerate(head) if h in ("paper", "Sharpe", "Ret%")), 1)
-            _print_table(console, title, head, rows, ends, n_text)
+            _print_table(console, title, head, rows, ends, n_text,
+                         caption=f"{SHARPE_NOTE}." if k == len(tables) - 1 else None)
         paths = rp.write_outputs(rep, out)
         if docs is not None:
             try:

@@ -94,6 +94,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             console.print(f"[red]error: {exc}[/red]")
             raise typer.Exit(2) from None
+        from quantgym.envs.portbench.config import SHARPE_NOTE
         from quantgym.tables import Col, print_table
 
         print_table(console, f"{res['policy'].name} on {env} (trained {res['train_seconds']:.1f} s, seed {seed})",
@@ -102,6 +103,7 @@ def register(app: typer.Typer) -> None:
                     [[r.period, *(("" if v is None else f"{v:.3f}") for v in (r.sharpe, r.ret_pct, r.maxdd_pct, r.vol_pct,
                                                                              r.ceps)),
                       "" if r.gate is None else ("✓" if r.gate else "✗")] for r in res["section"].rows],
-                    caption="training windows: " + ", ".join(f"{a}..{b}" for a, b in res["windows"]))
+                    caption="training windows: " + ", ".join(f"{a}..{b}" for a, b in res["windows"])
+                    + f". {SHARPE_NOTE}.")
         console.print(f"model: {res['model_path']}  results: {res['out_dir']}/summary.csv, results.json  "
                       f"(bench beside the baselines: quantgym bench --agent sb3:{res['out_dir']})")
