@@ -194,7 +194,7 @@ def run_section(ctx) -> SectionResult:
         plots.append(str(plot_nav_comparison({n: runs[n]["sealed_daily"] for n in names if runs[n]["sealed_daily"]},
                                              ref_sealed, out / "quant_arena_nav_2024.png",
                                              "Quant-Arena sealed 2024: classical submissions vs market")))
-        plots.append(str(plot_quantiles({n: (runs[n]["sealed"] or {}).get("quantile_returns_bp") for n in names},
+        plots.append(str(plot_quantiles({n: runs[n]["sealed"] for n in names},
                                         out / "quant_arena_quantiles_2024.png",
                                         "Next-day return by score quintile, 2024")))
         for n in names:

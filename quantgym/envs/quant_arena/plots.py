@@ -85,28 +85,69 @@ def plot_nav_comparison(runs: dict[str, dict], reference: dict, path: str | Path
     return path
 
 
-def plot_quantiles(runs: dict[str, Any], path: str | Path, title: str = "") -> Path:
-    """Grouped bars of next-day return by score quintile for several strategies (bp)."""
+#: a strategy whose quintile means cover fewer than this share of the most-covered strategy's days goes to
+#: the chart's second panel [project choice]
+PARTIAL_DAYS_SHARE = 0.9
+
+
+def quantile_figure(metrics: dict[str, dict | None], title: str = "") -> Any:
+    """Grouped bars of the mean next-day return by score quintile (bp, Q1 = top scores) per strategy.
+
+    Parameters
+    ----------
+    metrics : dict
+        Strategy name -> its window metrics (``quantile_returns_bp``, ``n_ic_days``: the days the means
+        cover); None or no quintiles: left out.
+
+    Returns
+    -------
+    matplotlib Figure
+        One panel; a second one, titled as such, for the strategies that scored on fewer than
+        :data:`PARTIAL_DAYS_SHARE` of the days of the best-covered one (a market-timing rule scores only when
+        it is invested): their means hold only for those days and are not comparable bar for bar with the
+        others'. Legends give each strategy's days when the strategies differ.
+    """
+    q = {n: (m or {}).get("quantile_returns_bp") for n, m in metrics.items()}
+    q = {n: [np.nan if v is None else v for v in x] for n, x in q.items() if x}
+    days = {n: (metrics[n] or {}).get("n_ic_days") for n in q}
+    most = max((d for d in days.values() if d), default=0)
+    part = [n for n in q if days[n] is not None and most and days[n] < PARTIAL_DAYS_SHARE * most]
+    groups = [[n for n in q if n not in part], part] if part and len(part) < len(q) else [list(q)]
+    label_days = len({days[n] for n in q}) > 1
+    fig, axes = plt.subplots(1, len(groups), figsize=(9 if len(groups) == 1 else 12, 4.4 if part else 4),
+                             squeeze=False, gridspec_kw={"width_ratios": [max(1, len(g)) + 1 for g in groups]})
+    for k, (ax, names) in enumerate(zip(axes[0], groups)):
+        width = 0.8 / max(1, len(names))
+        n_q = max((len(q[n]) for n in names), default=5)
+        for i, name in enumerate(names):
+            lab = f"{name} ({days[name]} days)" if label_days and days[name] is not None else name
+            ax.bar(np.arange(len(q[name])) + i * width, q[name], width=width, label=lab,
+                   color=f"C{list(q).index(name)}")
+        ax.set_xticks(np.arange(n_q) + 0.4 - width / 2)
+        ax.set_xticklabels([f"Q{i + 1}" for i in range(n_q)])
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_ylabel("mean next-day return (bp)")
+        ax.set_title(title if k == 0 else "scored on part of the days only", fontsize=10 if k else None)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo, hi + 0.35 * (hi - lo))  # headroom for the legend above the bars
+        ax.legend(fontsize=8, loc="upper right")
+    if part:
+        fig.text(0.01, 0.01, f"Right: {', '.join(part)} scored on fewer than {PARTIAL_DAYS_SHARE:.0%} of the days "
+                 f"(holding cash on the others), so its means are over those days only: not comparable with the "
+                 f"left panel's.", fontsize=8, ha="left", va="bottom", wrap=True)
+        fig.tight_layout(rect=(0, 0.06, 1, 1))
+    else:
+        fig.tight_layout()
+    return fig
+
+
+def plot_quantiles(metrics: dict[str, dict | None], path: str | Path, title: str = "") -> Path:
+    """Write :func:`quantile_figure` of ``metrics`` (strategy name -> window metrics) to the PNG ``path``."""
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(9, 4))
-    names = list(runs)
-    width = 0.8 / max(1, len(names))
-    for i, name in enumerate(names):
-        q = [np.nan if v is None else v for v in (runs[name] or [])]
-        if not q:
-            continue
-        x = np.arange(len(q)) + i * width
-        ax.bar(x, q, width=width, label=name)
-    ax.set_xticks(np.arange(5) + 0.4 - width / 2)
-    ax.set_xticklabels([f"Q{i + 1}" for i in range(5)])
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_ylabel("mean next-day return (bp)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    fig = quantile_figure(metrics, title)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
 
 
-__all__ = ["plot_run", "plot_nav_comparison", "plot_quantiles"]
+__all__ = ["plot_run", "plot_nav_comparison", "plot_quantiles", "quantile_figure", "PARTIAL_DAYS_SHARE"]

@@ -68,21 +68,16 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
                                      "quant_arena §10.11); the expected maximum is "
                                      "that of as many skill-less trials with the same dispersion (Bailey & López de "
                                      "Prado 2014).", anchor="qa-loop"))
-    quant = {str(r.get("agent")): (r.get("sealed") or {}).get("quantile_returns_bp") for r in runs}
-    quant = {a: q for a, q in quant.items() if q}
+    quant = {_label(r): r.get("sealed") for r in runs if (r.get("sealed") or {}).get("quantile_returns_bp")}
     plt = _plt()
     if quant:
-        fig, ax = plt.subplots(figsize=(8, 3.6))
-        for a, q in quant.items():
-            ax.plot([f"Q{i + 1}" for i in range(len(q))], [np.nan if v is None else v for v in q], marker="o", label=a)
-        ax.axhline(0, color="black", lw=0.6)
-        ax.set_ylabel("mean next-day return (bp)")
-        ax.set_title("Quant-Arena: next-day return by score quantile (Q1 = top)")
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        sec.figures.append(Figure("quant_arena_quantiles", "Quantile return curves of the sealed window: a useful "
-                                  "score falls from Q1 to the last quantile.", _png(fig)))
+        from .plots import quantile_figure
+
+        sec.figures.append(Figure("quant_arena_quantiles", "Mean next-day return by score quintile in the sealed "
+                                  "window (Q1 = top scores): a useful score falls from Q1 to Q5. Each strategy's "
+                                  "means are over the days it scored; one that scored on part of the days only "
+                                  "(e.g. market timing, in cash otherwise) is in a panel of its own.",
+                                  _png(quantile_figure(quant, "Quant-Arena: next-day return by score quintile"))))
     navs = []
     for r in runs:
         nav = r.get("sealed_nav") or {}
