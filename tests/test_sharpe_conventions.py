@@ -45,7 +45,7 @@ def test_portbench_terminal_tables_state_the_risk_free_rate():
     from quantgym.envs.portbench.eval import print_eval_table, sharpe_caption
 
     m = {"sharpe": 0.5, "ret_pct": 1.0, "maxdd_pct": -2.0, "vol_pct": 3.0}
-    res = {("Equal-Weight", "balanced", "covid_2020"): NS(metrics=m, ceps=None)}
+    res = {("Equal-Weight", "balanced", "covid_2020"): NS(metrics=m, ceps=None, status="ok")}
     con, buf = _console()
     print_period_tables(con, ["covid_2020"], ["balanced"], ["Equal-Weight"], [], res,
                         {("Equal-Weight", "balanced", "covid_2020"): True})

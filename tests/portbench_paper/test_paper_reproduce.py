@@ -26,6 +26,7 @@ def test_reproduce_cli_end_to_end(tmp_path):
         "--periods", "normal_2024,covid_2020", "--no-stress-ablation", "--ablation-flags", "weekday_calendar,universe,pas_real_estate",
     ])
     assert res.exit_code == 0, res.output
+    assert "rf = 4 % a year in every period" in " ".join(res.output.split())  # the Sharpe convention, stated
     md = (tmp_path / "portbench_reproduction.md").read_text()
     data = json.loads((tmp_path / "portbench_reproduction.json").read_text())
     assert "| Equal-Weight | 0.921 | 0.863 | +0.058 |" in md  # ours (89_no_crypto), page, difference

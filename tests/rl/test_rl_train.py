@@ -103,6 +103,7 @@ def test_cli_train_command(tmp_path):
         "--eval-periods", "normal_2024"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "model.zip").exists() and "normal_2024" in res.output
+    assert "rf = 4 % a year in every period" in " ".join(res.output.split())  # the Sharpe convention, stated
     bad = typer_testing.CliRunner().invoke(app, ["train", "--train-period", "2016", "--out", str(tmp_path)])
     assert bad.exit_code != 0
 
