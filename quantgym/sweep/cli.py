@@ -35,7 +35,8 @@ def results_table(name: str, outcome):
 
     One row per run: agent with the short run id below it, env id with its kwargs below it (one ``k=v``
     per line), seed,
-    Sharpe, Ret%, MaxDD% ("failed" in the Sharpe column of a failed run; its error follows the table); the
+    Sharpe, Ret%, MaxDD% ("failed" in the Sharpe column of a failed run, its error following the table, and
+    of an LLM run whose calls were never answered, ``status`` failed; a partial one is marked); the
     caption says how each task computes its Sharpe.
     No vertical rules, and text cells fold instead of being cut with "…".
     """
@@ -62,10 +63,14 @@ def results_table(name: str, outcome):
         row = rec.get("summary") or {}
         kw = "\n".join(f"  {k}={v}" for k, v in sorted(s["env_kwargs"].items()))
         ok = rec["status"] == "ok"
+        # an LLM run whose calls were never answered ran to its end but is no result (summary.csv: status failed)
+        answered = row.get("status") != "failed"
         name = (rec.get("result") or {}).get("agent") or row.get("agent") or s["agent"]  # the display name
-        table.add_row(escape(str(name)) + f"\n  [dim]{rec['run_id'][:8]}[/]",
+        mark = "" if row.get("status") in (None, "ok") else f" ({row['status']})"
+        table.add_row(escape(str(name) + mark) + f"\n  [dim]{rec['run_id'][:8]}[/]",
                       escape(s["env_id"] + ("\n" + kw if kw else "")), str(s["seed"]),
-                      f(row.get("sharpe"), 3) if ok else "[red]failed[/]", f(row.get("ret_pct")), f(row.get("maxdd_pct")),
+                      f(row.get("sharpe"), 3) if ok and answered else "[red]failed[/]",
+                      f(row.get("ret_pct")) if answered else "", f(row.get("maxdd_pct")) if answered else "",
                       end_section=True)
     return table
 

@@ -169,3 +169,28 @@ def test_report_never_ranks_a_failed_row(tmp_path):
     assert {x["agent"]: x["status"] for x in merged} == {"equal_weight": "ok", "openai:good": "partial",
                                                         "openai:never-answered": "failed"}
     assert "Failed runs (not ranked)" in rep.html_path.read_text()
+
+
+def test_sweep_marks_an_llm_run_that_was_never_answered(server, tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from quantgym.sweep.cli import results_table
+    from quantgym.sweep.grid import parse_grid
+    from quantgym.sweep.runner import run_sweep
+
+    server.responder = lambda req: {"status": 503, "message": "overloaded"}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    grid = parse_grid({"agents": [{"spec": "openai:test-model", "options": {"base_url": server.base_url,
+                                                                            "retries": 0}}, "equal_weight"],
+                       "envs": ["PortBench-Conservative-v0"],
+                       "env_kwargs": {"period": {"start": "2020-03-01", "end": "2020-03-31", "freq": "weekly"}}})
+    out = run_sweep(grid, tmp_path / "s", workers=1)
+    assert out.failed == []  # the run itself ran to its end...
+    rows = {x["agent"]: x for x in read_summary_csv(tmp_path / "s" / "summary.csv")}
+    assert rows["openai:test-model"]["status"] == "failed" and rows["openai:test-model"]["sharpe"] == ""
+    assert rows["equal_weight"]["status"] == "ok"
+    con = Console(width=100, record=True)
+    con.print(results_table("sweep", out))
+    text = con.export_text()
+    line = next(ln for ln in text.splitlines() if "openai:test-model" in ln)
+    assert "(failed)" in line and "failed" in line.split("(failed)")[1]  # ...but it is no result
