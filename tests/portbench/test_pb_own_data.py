@@ -77,19 +77,22 @@ def test_tickers_a_directory_cannot_trade_are_named_once_and_kept_in_meta(tmp_pa
     from quantgym.envs.portbench.data import PortBenchDataWarning, load_portbench_data, not_traded_notes
 
     d = write_portbench_dir(tmp_path / "d", {"SPY": "equity", "FOO": "equity", "NOCLS": "equity"})
-    pd.DataFrame({"ticker": ["SPY", "FOO", "GONE"], "asset_class": ["equity", "equity", "bond"]}).to_csv(
-        d / "assets.csv", index=False)
+    prices = pd.read_parquet(d / "prices.parquet")
+    prices["TEXT"] = "n/a"  # a column with no number in it has no price
+    prices.to_parquet(d / "prices.parquet")
+    assets = {"SPY": "equity", "FOO": "equity", "GONE": "bond", "TEXT": "bond"}
+    pd.DataFrame({"ticker": list(assets), "asset_class": list(assets.values())}).to_csv(d / "assets.csv", index=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # Python's default: a message once per location
         for _ in range(3):
             data = load_portbench_data(d)
     said = [str(w.message) for w in caught if issubclass(w.category, PortBenchDataWarning)]
     assert said == [f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
-                    f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no prices in prices.parquet): GONE"]
+                    f"PortBench data ({d.resolve()}): 2 ticker(s) not traded (no prices in prices.parquet): GONE, TEXT"]
     assert data.tickers == ("SPY", "FOO")
-    assert data.meta["not_traded"] == {"no_class": ["NOCLS"], "no_prices": ["GONE"]}
+    assert data.meta["not_traded"] == {"no_class": ["NOCLS"], "no_prices": ["GONE", "TEXT"]}
     assert not_traded_notes(data, limit=6) == ["1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
-                                               "1 ticker(s) not traded (no prices in prices.parquet): GONE"]
+                                               "2 ticker(s) not traded (no prices in prices.parquet): GONE, TEXT"]
 
 
 def test_the_missing_tickers_warning_of_an_explicit_universe_is_said_once_per_process(own):

@@ -126,9 +126,9 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
             others = ",".join(k for k in keys if k != "sixty_forty")
             fix = (f"--agents {others}" if others else "--agents without sixty_forty") if "sixty_forty" in keys \
                 else f"no --agent {extra[0]}"
-            raise ValueError("60/40 needs at least one ticker of each leg and the data has none of its "
-                             + " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
-                             + f": add one to the data, or leave 60/40 out ({fix})")
+            lacks = " and none of its ".join(f"{leg} tickers ({', '.join(SIXTY_FORTY_LEGS[leg])})" for leg in empty)
+            raise ValueError(f"60/40 needs at least one ticker of each leg and the data has none of its {lacks}: "
+                             f"add one to the data, or leave 60/40 out ({fix})")
         if short:
             notes.append(f"60/40 lacks {len(short)} of {len(SIXTY_FORTY_EQUITY) + len(SIXTY_FORTY_BONDS)} tickers "
                          f"({', '.join(short[:2])}{', ...' if len(short) > 2 else ''}); legs use the rest (§8.2)")

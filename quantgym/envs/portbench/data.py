@@ -425,7 +425,8 @@ def _own_universe(prices: pd.DataFrame, classes: Mapping[str, str]) -> tuple[lis
     with at least one price and an ``asset_class`` in ``assets.csv``; and what is left out, by reason
     (``no_class``: priced without a class; ``no_prices``: in ``assets.csv`` without any price)."""
     cols = [str(c) for c in prices.columns]
-    priced = [t for t, has in zip(cols, prices.notna().any(axis=0).to_numpy()) if has and t != VIX_TICKER]
+    has = prices.apply(pd.to_numeric, errors="coerce").notna().any(axis=0).to_numpy()  # as from_frames reads them
+    priced = [t for t, h in zip(cols, has) if h and t != VIX_TICKER]
     have = set(priced)
     left = {"no_class": [t for t in priced if t not in classes],
             "no_prices": [t for t in classes if t not in have and t != VIX_TICKER]}
