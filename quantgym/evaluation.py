@@ -641,6 +641,27 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
     return sections
 
 
+def release_stopped_agents(agents: Any, own: bool = True) -> tuple[int, list[Path]]:
+    """After a run stopped by its endpoint: close the LLM agents of ``agents`` (only when ``own``: the run
+    made them) and remove the transcripts of those whose engine answered no call in the run (they hold
+    nothing to resume from). Returns (answered calls, the transcripts kept)."""
+    engines = list({id(a.engine): a.engine for a in agents if is_llm_agent(a)}.values())
+    if own:
+        for a in agents:
+            if is_llm_agent(a) and hasattr(a, "close"):
+                a.close()
+    answered, kept = 0, []
+    for e in engines:
+        n = sum(int(st.get("answered") or 0) for st in e.episode_stats.values())
+        path = getattr(e, "transcript_path", None)
+        answered += n
+        if path is not None and not n and own:
+            Path(path).unlink(missing_ok=True)
+        elif path is not None:
+            kept.append(Path(path))
+    return answered, kept
+
+
 def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Path,
                  jobs: list[tuple[str, str, Callable[[], dict]]], results: list[Any], meta: dict) -> Exception:
     """What a run stopped by its endpoint (an ``LLMConfigError`` after it started) leaves behind.
@@ -656,18 +677,8 @@ def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Pat
     llm = {t: a for t, a in agents.items() if is_llm_agent(a)}
     if not isinstance(exc, LLMConfigError) or not llm:
         return exc
-    engines = list({id(a.engine): a.engine for a in llm.values()}.values())
-    answered = sum(int(st.get("answered") or 0) for e in engines for st in e.episode_stats.values())
-    paths = [e.transcript_path for e in engines if getattr(e, "transcript_path", None) is not None]
-    if own:
-        for a in llm.values():
-            if hasattr(a, "close"):
-                a.close()
+    answered, paths = release_stopped_agents(llm.values(), own)
     if not answered:
-        if own:
-            for path in paths:
-                if Path(path).is_file():
-                    Path(path).unlink()
         return exc
     finished = [label for (_, label, _), r in zip(jobs, results) if r is not None]
     sections = [SectionResult(task=t, rows=[SummaryRow(task=t, agent=policy_key(a), status="failed")],

@@ -25,6 +25,20 @@ def _eval(server_url, out, *extra):
                                     "--no-plots", "--retries", "1", "--concurrency", "1", *extra])
 
 
+def _dies_after(server, n: int):
+    """A responder that answers ``n`` calls validly, then crashes the server during the next one."""
+    seen = {"k": 0}
+
+    def respond(req):
+        seen["k"] += 1
+        if seen["k"] <= n:
+            return S.valid(req)
+        threading.Thread(target=server.kill).start()  # the server dies while this request is in flight
+        return {"drop": True}
+
+    return respond
+
+
 def _errors(output: str) -> list[str]:
     return [ln for ln in output.splitlines() if ln.startswith("error:")]
 
@@ -102,16 +116,7 @@ def test_eval_against_a_plain_web_server_stops_with_one_line(server, tmp_path, m
 
 
 def test_endpoint_killed_mid_run_marks_the_run_failed_and_resumes(server, tmp_path, monkeypatch, sleeps):
-    answered = {"k": 0}
-
-    def dies_after_five(req):
-        answered["k"] += 1
-        if answered["k"] <= 5:
-            return S.valid(req)
-        threading.Thread(target=server.kill).start()  # the server crashes while this request is in flight
-        return {"drop": True}
-
-    server.responder = dies_after_five
+    server.responder = _dies_after(server, 5)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     out = tmp_path / "run"
     url = server.base_url
@@ -194,3 +199,35 @@ def test_sweep_marks_an_llm_run_that_was_never_answered(server, tmp_path, monkey
     text = con.export_text()
     line = next(ln for ln in text.splitlines() if "openai:test-model" in ln)
     assert "(failed)" in line and "failed" in line.split("(failed)")[1]  # ...but it is no result
+
+
+def _bench(tmp_path, out):
+    return CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--profiles", "balanced", "--periods",
+                                    "covid_2020", "--agents", "equal_weight", "--agent", "openai:test-model",
+                                    "--no-plots", "-q", "-o", str(out)])
+
+
+def test_bench_agent_against_a_plain_web_server_leaves_no_folder(server, tmp_path, monkeypatch, sleeps):
+    server.responder = lambda req: {"status": 501, "message": "Unsupported method ('POST')"}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    r = _bench(tmp_path, tmp_path / "results" / "bench-x")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    errs = _errors(r.output)
+    assert len(errs) == 1 and "the first 3 calls" in errs[0] and "HTTP 501" in errs[0]
+    assert not (tmp_path / "results").exists()
+
+
+def test_bench_agent_whose_server_dies_says_where_its_answers_are(server, tmp_path, monkeypatch, sleeps):
+    server.responder = _dies_after(server, 4)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    out = tmp_path / "b"
+    r = _bench(tmp_path, out)
+    assert r.exit_code == 2, r.output
+    line = " ".join(_errors(r.output)[0].split())
+    transcript = out / "transcripts" / "portbench_test-model.jsonl"
+    assert "3 calls in a row could not connect" in line and f"4 answered call(s) kept in {transcript}" in line
+    from quantgym.agents.llm.client import read_transcript
+
+    assert sum(c["ok"] for c in read_transcript(transcript)[1]) == 4

@@ -156,13 +156,25 @@ def run_section(ctx) -> SectionResult:
         for prof in profiles:
             for per in periods:
                 res[(agent.name, prof, per)] = base[(key, per)]
-    for spec, agent in zip(extra_specs, extra):
-        label = getattr(agent, "name", spec)
-        labels.append(label)
-        for prof in profiles:
-            for per in periods:
-                res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw)
-                ctx.progress.advance(tid)
+    try:
+        for spec, agent in zip(extra_specs, extra):
+            label = getattr(agent, "name", spec)
+            labels.append(label)
+            for prof in profiles:
+                for per in periods:
+                    res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw)
+                    ctx.progress.advance(tid)
+    except Exception as exc:  # an LLM endpoint that stopped the run (docs/llm-agents.md §4, stop rules)
+        from quantgym.agents.llm.client import LLMConfigError
+        from quantgym.evaluation import release_stopped_agents
+
+        if not isinstance(exc, LLMConfigError):
+            raise
+        answered, kept = release_stopped_agents(extra)  # a transcript without an answer is removed
+        if kept:
+            raise LLMConfigError(f"{exc}; {answered} answered call(s) kept in "
+                                 f"{', '.join(map(str, kept))}") from None
+        raise
     unc = _uncertainty(res, base, periods, specs, data)  # id(EvalResult) -> uncertainty block
     section = SectionResult(task="portbench")
     gates: dict[tuple[str, str, str], bool | None] = {}
