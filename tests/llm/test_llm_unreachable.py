@@ -120,7 +120,7 @@ def test_eval_unreachable_base_url_one_line_exit_2(tmp_path, monkeypatch, sleeps
     errs = _error_lines(r.output)
     assert len(errs) == 1 and errs[0].startswith(f"error: cannot reach {url}") and "Traceback" not in r.output
     assert sleeps == [LLMConfig.unreachable_delay]
-    assert not (tmp_path / "x" / "summary.csv").exists()  # no run full of failures
+    assert not (tmp_path / "x").exists()  # no run full of failures, no folder holding a transcript without answers
 
 
 def test_eval_portbench_unreachable_stops_before_any_fallback(tmp_path, monkeypatch, sleeps):
