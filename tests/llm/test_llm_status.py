@@ -231,3 +231,19 @@ def test_bench_agent_whose_server_dies_says_where_its_answers_are(server, tmp_pa
     from quantgym.agents.llm.client import read_transcript
 
     assert sum(c["ok"] for c in read_transcript(transcript)[1]) == 4
+
+
+def test_repeats_leave_a_failed_repeat_out_of_the_mean():
+    from quantgym.evaluation import repeats_section
+
+    def rep(sharpe, status):
+        return [SectionResult(task="portbench", rows=[SummaryRow(task="portbench", agent="openai:m",
+                                                                 profile="balanced", period="p", sharpe=sharpe,
+                                                                 status=status)])]
+
+    sec = repeats_section([rep(1.0, "ok"), rep(9.0, "failed"), rep(2.0, "ok")])
+    row = sec.rows[0]
+    assert row.sharpe == 1.5 and row.extra["n_repeats"] == 2 and row.status == "partial"
+    assert sec.runs[0]["statuses"] == ["ok", "failed", "ok"]
+    every = repeats_section([rep(9.0, "failed"), rep(8.0, "failed")])
+    assert every.rows[0].status == "failed" and every.rows[0].sharpe is None
