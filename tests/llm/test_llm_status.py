@@ -133,6 +133,12 @@ def test_endpoint_killed_mid_run_marks_the_run_failed_and_resumes(server, tmp_pa
     assert doc["meta"]["status"] == "failed" and doc["meta"]["error"].startswith("lost ")
     transcripts = doc["meta"]["transcripts"]
     assert len(transcripts) == 1 and f"--cache-from {transcripts[0]}" in line
+    # quantgym report lists the stopped run apart, with its error, and ranks nothing of it
+    from quantgym.sweep.report import build_report
+
+    rep = build_report([out], tmp_path / "rep")
+    assert [sec.anchor for sec in rep.sections] == ["failed"]
+    assert rep.sections[0].tables[0].rows[0][-1].startswith(f"lost {url}")
     # the transcript keeps the five answers: a rerun with --cache-from sends only the rest
     from .server import ScriptedServer
 
