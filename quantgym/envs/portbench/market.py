@@ -108,9 +108,9 @@ def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np
     (``z.T @ z``). The others depend on column j only through its missing-value pattern: (N, P) sums over
     the P distinct patterns (:func:`mask_patterns`; a handful for listed assets on one calendar) added row
     by row in window order from +0.0 (:func:`_pattern_sums`): the order of a single-threaded OpenBLAS
-    product on its full tiles, so at N ≤ 192 or N a multiple of 8 these are the bits of the full products
-    ``z.T @ m`` that the previous version used (tested); elsewhere they can differ from those in the last
-    bit. With more patterns than :func:`_use_patterns` allows, the (N, N) sums come from matrix products.
+    product on its full tiles, so at N a multiple of 8 these are the bits of the full products ``z.T @ m``
+    (tested on OpenBLAS 0.3.x; on some builds also at other N ≤ 192); elsewhere they can differ from those
+    in the last bit. With more patterns than :func:`_use_patterns` allows, the (N, N) sums come from matrix products.
     One compiled pass (:func:`_corr_from_sums`) then finishes every row into a new array, ``cov = sxy −
     (sx_ij·sx_ji)/n``, ``var = sxx − sx²/n``, ``c = cov/√(var_ij·var_ji)``, NaN where ``n < 2`` or a
     variance ≤ :data:`CORR_VAR_TOL`, clipped to [−1, 1], diagonal 1 where finite; the observation form (NaN
