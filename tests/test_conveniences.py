@@ -3,6 +3,8 @@ qa, full command descriptions in --help, examples that write under results/."""
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -41,6 +43,7 @@ def test_qa_without_out_writes_a_stamped_results_folder(tmp_path, monkeypatch):
     assert (out / "summary.csv").is_file() and (out / "results.json").is_file()
 
 
+@pytest.mark.slow
 def test_quant_arena_quickstart_writes_its_plot_under_results(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     p = subprocess.run([sys.executable, str(ROOT / "examples" / "quant_arena_quickstart.py")], capture_output=True,

@@ -29,6 +29,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=1800)
 
 
+@pytest.mark.slow
 def test_prompt_token_table_is_current():
     from quantgym.agents.llm.tokens import find_test_model
 
@@ -48,12 +49,14 @@ def test_llm_floor_tables_are_current():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_quick_docs_tables_are_current():
     r = _run("benchmarks/docs_tables.py", "--check")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "up to date" in r.stdout and "out of date" not in r.stdout
 
 
+@pytest.mark.slow
 def test_uncertainty_docs_numbers_are_current():
     r = _run("benchmarks/uncertainty_table.py", "--check")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

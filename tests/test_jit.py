@@ -68,6 +68,7 @@ def test_kernel_calling_a_kernel_compiles_as_one_and_equals_interpreted():
     assert type(_sum_halves._quantgym_dispatcher()).__name__ == "CPUDispatcher"
 
 
+@pytest.mark.slow
 def test_editing_a_helper_in_another_file_recompiles_its_caller(tmp_path):
     # numba's disk cache checks only the kernel's own file; quantgym.jit stamps the helpers' files too
     import os

@@ -1,5 +1,6 @@
 """``quantgym reproduce portbench`` end to end on the bundled data (spec §10, §11.1)."""
 
+import pytest
 import json
 
 import typer
@@ -87,6 +88,7 @@ def test_ablation_clean_row_equals_bench_for_eqw_2024():
     assert rows[1]["cumulative"]["sharpe"] == rows[1]["single"]["sharpe"]
 
 
+@pytest.mark.slow
 def test_reproduce_terminal_tables_fit_80_columns(tmp_path):
     import os
 
