@@ -568,11 +568,14 @@ class ChatEngine:
                         # the server's own words, where it sent more than openai's "Error code: N"
                         said = re.sub(rf"^HTTP {last}: ", "", _one_line(res.error or "", 200))
                         said = "" if said == f"Error code: {last}" else said
+                        hint = (f"the server refuses the fixed structured={self.config.structured!r}: leave "
+                                "structured='auto' (the capability ladder steps down) or fix another rung"
+                                if res.error_kind == "unsupported" else "is it an OpenAI-compatible endpoint? check "
+                                "--base-url / $OPENAI_BASE_URL and --agent openai:MODEL")
                         if len(codes) == 1 and self._unreachable is None:
                             self._unreachable = LLMConfigError(
                                 f"the first {n} calls to {self.endpoint} all failed with HTTP {last}"
-                                + (f" ({said})" if said else "") + " — is it an OpenAI-compatible endpoint? check "
-                                "--base-url / $OPENAI_BASE_URL and --agent openai:MODEL")
+                                + (f" ({said})" if said else "") + f" — {hint}")
                         self._first_failures = None
                 else:
                     self._first_failures = None
