@@ -58,6 +58,10 @@ def test_eval_with_default_options_then_replay(llama4k, tmp_path):
     assert len(ctx) == 1 and ctx[0]["context_window"] == 4096 and ctx[0]["adapted"]
     answered = [c for c in calls if c["ok"]]
     assert len(answered) == 6 and len(calls) == 8  # 2 dates x S1-S3, plus the two adaptations
+    # the server survives the default path's requests: the compact S1 prompt with {"type": "json_object",
+    # "schema": ...} after the ladder's step-down and the refit, the request shape of the crash report in
+    # docs/llm-servers.md (there with an 8,192-token window)
+    assert llama4k.proc.poll() is None
     assert all(c["rung"] == "json_object_schema" for c in answered)
     assert all(c["usage"]["prompt_tokens"] + c["request"]["max_tokens"] <= 4096 for c in answered)
     assert all(c["meta"]["prompt_style"] in ("compact", "minimal") for c in answered)
