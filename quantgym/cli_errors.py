@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Iterator, NoReturn
@@ -98,15 +99,21 @@ def make_out_dir(out: Path, flag: str = "--out") -> Path | None:
 
 
 @contextlib.contextmanager
-def out_dir(out: Path, flag: str = "--out") -> Iterator[Path]:
+def out_dir(out: Path, flag: str = "--out", results_only: bool = False) -> Iterator[Path]:
     """Create the results folder ``out`` for the body; if the body fails (an exception or a non-zero
-    ``typer.Exit``), remove what this call created unless something was written into it."""
+    ``typer.Exit``), remove what this call created unless something was written into it. With
+    ``results_only`` (a command whose failed run has nothing to resume from, e.g. ``quantgym eval``), what it
+    created goes unless a ``summary.csv`` was written into ``out``: records of a run that is no result are
+    not left behind."""
     created = make_out_dir(out, flag)
     try:
         yield Path(out)
     except BaseException as exc:
         if created is not None and not (isinstance(exc, typer.Exit) and exc.exit_code == 0):
-            _remove_if_empty(created)
+            if results_only and not (Path(out) / "summary.csv").exists():
+                shutil.rmtree(created, ignore_errors=True)
+            else:
+                _remove_if_empty(created)
         raise
 
 

@@ -610,6 +610,11 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
                 for f in futs:
                     f.cancel()
                 raise
+        # an endpoint that answered no call of the run gives no result (whatever the run's length)
+        for a in agents.values():
+            silent = a.engine.never_answered() if is_llm_agent(a) and hasattr(a.engine, "never_answered") else None
+            if silent is not None:
+                raise silent
     except Exception as exc:
         stop = _record_stop(exc, agents, isinstance(agent_spec, str), out_dir, jobs, results,
                             {**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,

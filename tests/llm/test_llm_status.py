@@ -67,22 +67,56 @@ def test_a_failed_row_is_written_without_numbers(tmp_path):
     assert got[1]["sharpe"] == "0.5" and got[1]["S"] == "0.2"
 
 
-def test_eval_every_call_failing_marks_the_row_failed(server, tmp_path, monkeypatch, sleeps):
-    # a model that is always busy (503: retried, never a reason to stop): the episode runs on its fallbacks
+def test_eval_every_call_failing_is_no_result(server, tmp_path, monkeypatch, sleeps):
+    # a model that is always busy (503: retried, never a reason to stop early): the episode runs to its end on
+    # its fallbacks, but an endpoint that answered no call of the run gives one line, exit 2 and no folder
     server.responder = lambda req: {"status": 503, "message": "model is loading"}
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    r = _eval(server.base_url, tmp_path / "f")
+    r = _eval(server.base_url, tmp_path / "results" / "f")
+    assert r.exit_code == 2, r.output
+    errs = _errors(r.output)
+    assert len(errs) == 1 and errs[0].startswith(f"error: no call to {server.base_url} was answered: all ")
+    assert "503" in errs[0] and "Traceback" not in r.output
+    assert not (tmp_path / "results").exists()
+
+
+def test_eval_a_failed_episode_beside_answered_ones_is_marked_failed(server, tmp_path, monkeypatch, sleeps):
+    # two episodes: the conservative one's calls all fail (503), the balanced one's are answered
+    def respond(req):
+        text = json.dumps(req["messages"]).lower()
+        return {"status": 503, "message": "busy"} if "conservative" in text else S.valid(req)
+
+    server.responder = respond
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url, "--env",
+                                 "PortBench-Balanced-v0,PortBench-Conservative-v0", "--period", PERIOD, "--out",
+                                 str(tmp_path / "f"), "--no-plots", "--retries", "0", "--concurrency", "1"])
     assert r.exit_code == 0, r.output
-    rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "f" / "summary.csv")}
-    assert rows["openai:test-model"]["status"] == "failed" and rows["openai:test-model"]["sharpe"] == ""
-    assert rows["equal_weight"]["status"] == "ok" and rows["equal_weight"]["sharpe"] != ""
+    rows = [row for row in read_summary_csv(tmp_path / "f" / "summary.csv") if row["agent"] == "openai:test-model"]
+    status = {row["profile"]: row for row in rows}
+    assert status["conservative"]["status"] == "failed" and status["conservative"]["sharpe"] == ""
+    assert status["balanced"]["status"] == "ok" and status["balanced"]["sharpe"] != ""
     doc = json.loads((tmp_path / "f" / "results.json").read_text())
-    run = next(x for x in doc["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model")
-    assert run["status"] == "failed" and run["usage"]["answered"] == 0 and run["usage"]["failures"] > 0
+    run = next(x for x in doc["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model"
+               and x["status"] == "failed")
+    assert run["usage"]["answered"] == 0 and run["usage"]["failures"] > 0
     # the table marks the row and says why; one warning line names the failed episode
     out = " ".join(r.output.split())
     assert "openai:test-model (failed)" in out and "no LLM call was answered" in out
-    assert "warning: 1 of 1 episode(s) failed" in out
+    assert "warning: 1 of 2 episode(s) failed" in out
+
+
+def test_a_short_run_that_was_never_answered_is_no_result(server, tmp_path, monkeypatch, sleeps):
+    # Quant-Arena's one-shot track makes fewer calls than the first-calls rule needs: it ends the same way
+    server.responder = lambda req: {"status": 501, "message": "Unsupported method ('POST')"}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url, "--env",
+                                 "QuantArena-OneShot-v0", "--out", str(tmp_path / "results" / "q"), "--no-plots",
+                                 "--retries", "0"])
+    assert r.exit_code == 2, r.output
+    errs = _errors(r.output)
+    assert len(errs) == 1 and f"no call to {server.base_url} was answered" in errs[0] and "501" in errs[0]
+    assert not (tmp_path / "results").exists()
 
 
 def test_eval_some_calls_failing_is_partial(server, tmp_path, monkeypatch, sleeps):

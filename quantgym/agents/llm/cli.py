@@ -263,7 +263,7 @@ def register(app: typer.Typer) -> None:
                 _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log,
                              fail)
             return
-        with cli_out_dir(out_dir):  # a failed run removes the folder it created when nothing was written
+        with cli_out_dir(out_dir, results_only=True):  # a run that is no result leaves no folder it created
             sections = _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
         episodes = [r for s in sections for r in s.runs if r.get("episode") is not None]
         failed = [r["episode"] for r in episodes if r.get("status") == "failed"]

@@ -276,6 +276,7 @@ class ChatEngine:
         self._first_failures: list[tuple[int, str]] | None = []  # the run's first calls while all fail alike
         self._connect_streak = 0  # calls in a row that could not connect, once the endpoint has answered
         self.answered = 0  # calls the endpoint answered in this run (HTTP 200 with an answer)
+        self._last_failure: str | None = None  # the error of the run's last failed call
         self.listeners: list[Any] = []  # callables f(record: dict) after every logical call (progress)
         self._local = threading.local()
         self.cache_enabled = bool(cache)
@@ -550,6 +551,8 @@ class ChatEngine:
         with self._lock:
             if res.ok:
                 self.answered += 1
+            else:
+                self._last_failure = res.error or res.error_kind or "failed"
             if res.ok or any(s is not None for s in statuses):
                 self._connect_streak = 0
             elif self.reached and res.error_kind in ("connection", "timeout") and (
@@ -643,6 +646,18 @@ class ChatEngine:
                     ep["adaptations"] = ep.get("adaptations", 0) + 1
                 if res.warning:
                     ep["warnings"] = ep.get("warnings", 0) + 1
+
+    def never_answered(self) -> LLMConfigError | None:
+        """The one-line error for a run in which the endpoint answered none of its calls (each failed after
+        its retries; answers served from a cache count as answered), else ``None``. A run with fewer calls
+        than the first-calls rule of ``LLMConfig.stop_after`` needs (e.g. a short research loop) ends here."""
+        with self._lock:
+            served = any(st.get("cache_hits") for st in self.episode_stats.values())
+            if self.answered or served or not self.calls or self._last_failure is None:
+                return None
+            return LLMConfigError(f"no call to {self.endpoint} was answered: all {self.calls} failed (last: "
+                                  f"{_one_line(self._last_failure, 160)}) — the run is no result; check the "
+                                  "endpoint (--base-url, --agent openai:MODEL) and try again")
 
     def usage(self) -> dict[str, Any]:
         """Run totals: calls, tokens, cost (None without a price), transcript path."""
