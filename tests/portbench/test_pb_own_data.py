@@ -126,8 +126,11 @@ def test_empty_universe_says_how_to_choose_one_and_that_spy_is_needed(tmp_path, 
     msg = r"empty universe: .*priced: FOO, BARX; with a class: Foo, Barx.*universe=\[\.\.\.\].*SPY, the §1\.9 regime"
     with pytest.raises(ValueError, match=msg):
         load_portbench_data(d)
-    with pytest.raises(ValueError, match=r"empty universe: .*universe=\[\.\.\.\].*needs SPY"):
+    # a universe of tickers without prices names them (not the data's other tickers)
+    with pytest.raises(ValueError, match=r"empty universe: none of universe=\[AAA, BBB\] has prices in the data.*needs SPY"):
         load_portbench_data(own["nobonds"], universe=["AAA", "BBB"])
+    with pytest.raises(ValueError, match=r"none of universe=\[SPY\] has prices"):
+        load_portbench_data(own["neither"], universe=["SPY"])
 
 
 def test_made_up_tickers_without_spy_are_refused_naming_spy_first(own):

@@ -307,6 +307,10 @@ class PortBenchData:
         if VIX_TICKER in cand:
             raise ValueError("^VIX is a macro indicator in clean mode and cannot be in the tradable universe")
         order = _order_tickers(cand, classes)
+        if not order and tickers:
+            raise ValueError(f"empty universe: none of universe=[{_few([str(t) for t in tickers])}] has prices in "
+                             "the data; name tickers that do (a PortBench env also needs SPY, the §1.9 regime "
+                             "ticker, or PortBenchConfig(regime_ticker=...))")
         if not order:
             priced = [t for t in raw.columns if t != VIX_TICKER and raw[t].notna().any()]
             raise ValueError(

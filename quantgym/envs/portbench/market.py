@@ -552,8 +552,8 @@ def check_regime_ticker(ticker: str, tickers, classes, config_name: str = "PortB
         return
     eq = [t for t, c in zip(tickers, classes) if c == "equities"]
     raise ValueError(f"the regime ticker {ticker!r} (spec §1.9) is not in the data's universe: add its prices to "
-                     f"prices.parquet and a row to assets.csv, or set {config_name}(regime_ticker=...) to one of "
-                     f"its equities ({', '.join(eq[:8]) + (', ...' if len(eq) > 8 else '') if eq else 'none'})")
+                     f"prices.parquet and a row to assets.csv (and to universe=[...] if you pass one), or set "
+                     f"{config_name}(regime_ticker=...) to one of its equities ({', '.join(eq[:8]) + (', ...' if len(eq) > 8 else '') if eq else 'none'})")
 
 
 class MarketView:
