@@ -13,6 +13,8 @@ and a replay of the transcript reproduces the run bit for bit.
 Quant-Arena (one-shot track) and Market-Bench (one attempt of each strategy): the code reply is
 extracted, run in the sandbox and scored, whatever it is; every call is in the transcript; the replay
 reproduces the scores.
+
+Marked ``slow`` (about 12 minutes on one core of a 2-core machine): ``pytest -m slow`` runs them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from quantgym.agents.llm import make_openai_agent, make_replay_agent
 from quantgym.agents.llm.client import LLMConfigError, read_transcript
 from quantgym.cli import app
 from quantgym.results import to_jsonable
+
+pytestmark = pytest.mark.slow
 
 PERIOD_CLI = "2020-03-02:2020-03-13:weekly"  # two decision dates
 PERIOD = {"start": "2020-03-02", "end": "2020-03-13", "freq": "weekly"}
