@@ -333,7 +333,7 @@ def _all_rows_table(rows: list[dict[str, Any]]) -> Table:
              _fmt(r["sharpe"], 3), _fmt(r["ret_pct"]), _fmt(r["maxdd_pct"]), _fmt(r["vol_pct"]), _fmt(r["ceps"], 3),
              _fmt(r["gate"]), r["status"]] for r in rows]
     return Table("All summary rows", cols, body, anchor="all-rows",
-                 note="Every row of every input summary.csv (common schema, shared/design.md §6). status: ok; "
+                 note="Every row of every input summary.csv (the common schema of quantgym.results). status: ok; "
                       "partial (some LLM calls failed, the agent fell back at those steps); failed (no LLM call "
                       "answered, or the run stopped: not ranked). " + sharpe_notes(r["task"] for r in rows))
 
