@@ -275,7 +275,7 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
                 fail(f"{task}: {msg}")
-    for r in results:  # a section run on user data says so in its own block too (bundled: no key, as before)
+    for r in results:  # a section run on user data says so in its own block too (bundled data: no key)
         if (provenance or {}).get(r.task):
             r.extra["data"] = provenance[r.task]
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,

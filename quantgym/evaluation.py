@@ -75,7 +75,7 @@ class EvalResult:
     config : env kwargs and config used.
     records : the env's own episode records (Market-Bench attempts, ...; empty when it has none).
     agent_key : the name a user passes back on the command line (a baseline's key, ``cov_risk_parity``;
-        :func:`policy_key`), written as summary.csv's ``agent`` (issue #18); ``agent`` is the display name.
+        :func:`policy_key`), written as summary.csv's ``agent`` (what a user types back); ``agent`` is the display name.
     status : ``ok`` | ``partial`` | ``failed``: whether the policy's LLM calls were answered
         (:func:`quantgym.results.episode_status`; ``ok`` for a policy that makes none).
     """

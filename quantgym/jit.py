@@ -1,4 +1,4 @@
-"""Compiled kernels: the one place where quantgym uses numba (issue #19).
+"""Compiled kernels: the one place where quantgym uses numba (docs/performance.md).
 
 The evaluators' hot loops (a day loop whose days depend on the previous one, a per-event order-book
 walk, a per-step trade) cannot be vectorised across their sequential axis; where a profile shows

@@ -2,7 +2,7 @@
 
 All functions take daily simple returns ``r`` (1-D array, decimals, one per
 trading day after the start) unless stated. Conventions follow
-``spec/portbench.md`` §7.1 (the paper's and the repo's): 252 trading days,
+spec portbench §7.1 (docs/spec/portbench.md; the paper's and its code's): 252 trading days,
 risk-free 4 % annual constant subtracted from the *arithmetic* annualised mean,
 sample standard deviation (ddof = 1).
 """
@@ -159,7 +159,7 @@ def quantile_linear(a: np.ndarray, q: float) -> float:
 
     The same float as numpy's, computed the way numpy 1.22+ does (one partition with numpy's own
     ``kth`` set, then its two-sided interpolation) without its per-call overhead (speed only: the S5
-    VaR is taken twice per PortBench decision, issue #19 item 4). Falls back to ``np.quantile`` for
+    VaR is taken twice per PortBench decision). Falls back to ``np.quantile`` for
     fewer than 2 values, non-finite values and ``q`` outside ``[0, 1)``; tests compare the two on
     random, tied and signed-zero samples.
 

@@ -1,6 +1,6 @@
 """One results schema for every command (``bench``, ``eval``, ``sweep``, ``train``).
 
-Layout of an output folder (``shared/design.md`` §6, spec portbench §11.9):
+Layout of an output folder (spec portbench §11.9):
 
 - ``summary.csv``: one row per run. The first columns are always :data:`SUMMARY_COLUMNS`
   (empty where a column does not apply). ``agent`` is the name a user passes back on the command

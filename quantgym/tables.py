@@ -1,4 +1,4 @@
-"""Terminal tables that fit the terminal: never an elided number or name (issue #18 item 1).
+"""Terminal tables that fit the terminal: never an elided number or name.
 
 Every command prints its tables through :func:`print_table`. Given the console's width it
 

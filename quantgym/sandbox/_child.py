@@ -1,6 +1,6 @@
 """Entry point of the sandbox child process (``python -m``-style bootstrap, see ``_host``).
 
-Over 500 lines for one reason: everything the child runs after lockdown must already be imported before
+One module on purpose: everything the child runs after lockdown must already be imported before
 it, so the bootstrap, the request reader and the result writer stay in this one module.
 
 Protocol

@@ -5,7 +5,7 @@ a default argument when the hook is built (default-argument tuples are immutable
 ``__defaults__``/``__code__`` raises an audited event the hook blocks), so agent code that reaches
 a module object cannot patch ``os.path`` or builtins to change the policy's decisions.
 
-Over 500 lines for one reason: the hook's whole decision table (events, paths, modules, frames) is bound
+One module on purpose: the hook's whole decision table (events, paths, modules, frames) is bound
 into one closure; split across modules it could not be reviewed as the single policy it is.
 """
 

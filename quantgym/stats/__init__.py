@@ -1,4 +1,4 @@
-"""Uncertainty of every leaderboard number (issue #16): generic statistics, no task named here.
+"""Uncertainty of every leaderboard number (docs/uncertainty.md): generic statistics, no task named here.
 
 - :mod:`quantgym.stats.config`: :class:`BootstrapConfig`, the one place of the bootstrap settings
   (seed 16, B = 2000, 95 %, Politis–White block lengths).

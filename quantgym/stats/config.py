@@ -1,4 +1,4 @@
-"""The one place where the bootstrap's settings live (a [project choice], issue #16).
+"""The one place where the bootstrap's settings live (a [project choice]; docs/uncertainty.md).
 
 Every interval and Sharpe-difference test in quantgym (:mod:`quantgym.stats.bootstrap`) takes a
 :class:`BootstrapConfig`; the default instance :data:`DEFAULT_BOOTSTRAP` is what the benches use.

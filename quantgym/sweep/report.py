@@ -1,7 +1,6 @@
 """``quantgym report``: merge bench / eval / sweep output folders into one leaderboard.
 
-Inputs are folders in the common results schema (:mod:`quantgym.results`,
-``shared/design.md`` §6): ``summary.csv`` and/or ``results.json``; a sweep folder whose
+Inputs are folders in the common results schema (:mod:`quantgym.results`): ``summary.csv`` and/or ``results.json``; a sweep folder whose
 final files are missing (an interrupted sweep) is read from its ``runs/*.json``. Fields a
 task does not write are skipped, never an error.
 

@@ -1,6 +1,6 @@
 """Execute a sweep grid on a backend, resumably, and write the common results schema.
 
-Layout of the output folder ``OUT`` (``shared/design.md`` §6):
+Layout of the output folder ``OUT`` (the schema of :mod:`quantgym.results`):
 
 - ``OUT/sweep.json``: the grid and its expanded run list (run id -> spec);
 - ``OUT/runs/<run_id>.json``: one record per finished run, written as soon as the run

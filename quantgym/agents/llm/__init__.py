@@ -1,4 +1,4 @@
-"""LLM agents on the official ``openai`` client for every quantgym task (issue 5; docs/llm-agents.md).
+"""LLM agents on the official ``openai`` client for every quantgym task (docs/llm-agents.md).
 
 Importing this package does not import ``openai``; the client is created on the first call.
 

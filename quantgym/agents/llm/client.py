@@ -13,9 +13,9 @@ each HTTP try, and cost (:mod:`~quantgym.agents.llm.transcript`). :class:`~quant
 serves the same requests from a transcript offline (matched by hash, in order) so a run reproduces bit for
 bit. What an endpoint's errors and responses mean is :mod:`~quantgym.agents.llm.endpoint`.
 
-This module is over 500 lines for one reason: :class:`ChatEngine` is one state machine (capability ladder,
+One module on purpose: :class:`ChatEngine` is one state machine (capability ladder,
 context window, budget, cache, retries) whose steps share one lock and one per-endpoint state; split into
-modules, its invariants (compare-and-set step-down, one re-render) would no longer read in one place.
+modules, its invariants (compare-and-set step-down, one re-render) would not read in one place.
 
 Per-endpoint adaptation [project choice]: structured output climbs down a **capability ladder**,
 ``json_schema`` → ``json_object`` with ``schema`` (llama.cpp family: grammar-constrained) →

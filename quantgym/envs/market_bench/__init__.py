@@ -1,1 +1,1 @@
-"""Market-Bench: backtester synthesis over limit-order-book data (spec shared/spec/market_bench.md)."""
+"""Market-Bench: backtester synthesis over limit-order-book data (spec: docs/spec/market_bench.md)."""

@@ -167,7 +167,7 @@ def run_section(ctx) -> SectionResult:
 
 
 def score_cols(k: int, extras: bool = True, rank: bool = True) -> list[Col]:
-    """The columns of a Market-Bench score table (issue #18 item 1): rank, agent (or strategy), the paper's
+    """The columns of a Market-Bench score table (fits 80 columns): rank, agent (or strategy), the paper's
     p@k / p@1 / MAE / attempts, the anti-stub c@k / c@1, and (per strategy) path correlation and relative error."""
     return [*([Col("#")] if rank else []), Col("agent", "left"), Col(f"p@{k}"), Col("p@1"),
             Col("mean MAE", short="MAE"), Col("att."), Col(f"c@{k}", group=True), Col("c@1"),
@@ -180,7 +180,7 @@ def _e(x: float) -> str:
 
 def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), stub: bool = True,
            extras: bool = True) -> str:
-    """What the score columns mean (issue #18 item 6), printed under the Market-Bench tables."""
+    """What the score columns mean, printed under the Market-Bench tables."""
     text = (f"p@{k} / p@1 (pass@k, the paper's, spec §6): share of rounds solved within the first {k} attempts / on "
             "the first; solved = the attempt ran in the sandbox and returned every required metric as a finite "
             f"number, whatever its value. c@{k} / c@1 (correct@k, beyond the paper): share of rounds with an attempt "

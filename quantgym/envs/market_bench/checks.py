@@ -109,7 +109,7 @@ def builder_checks(rnd) -> dict[str, Any]:
         p = rnd.params
         if ref["n_entries"] < 10:
             fails.append(f"only {ref['n_entries']:.0f} entries")
-        if ref["n_exits"] < 10:  # entries AND exits happen (issue #17: real pairs must trade both ways)
+        if ref["n_exits"] < 10:  # entries AND exits happen (a real pairs round must trade both ways)
             fails.append(f"only {ref['n_exits']:.0f} exits")
         bk = BookData(rnd.inputs["book.csv"])
         mid_a, mid_b, _, _, z = pairs_zscore(bk, p["beta"], p["window"], p["symbol_a"], p["symbol_b"])

@@ -1,6 +1,6 @@
 """Frozen, versioned configuration of Market-Bench: every **[project choice]** in one place.
 
-Spec: ``shared/spec/market_bench.md`` (§9 "Implementation decisions" wins). Everything a
+Spec: ``docs/spec/market_bench.md`` (§9 "Implementation decisions" wins). Everything a
 round needs -- data window, parameters, generator settings, seeds -- is fixed here for the
 task-set version :data:`TASK_VERSION`; changing any value makes a new version.
 """

@@ -35,7 +35,7 @@ class MarketBenchEnv(gym.Env):
     """
     ## Description
     Backtester synthesis over limit-order-book data (Market-Bench paper; spec
-    ``shared/spec/market_bench.md``). One episode = one (strategy, round): the agent reads a
+    ``docs/spec/market_bench.md``). One episode = one (strategy, round): the agent reads a
     natural-language strategy description with every rule and parameter, and submits Python
     source for a backtester; the env runs it in a sandbox on the round's input files and
     compares its metrics with the reference backtester's (mean absolute error, §6).

@@ -1,4 +1,4 @@
-"""Compiled event loop of the pairs reference (strategy 2; spec §4.2, §9.5-§9.7, §9.9; issue #19 item 6).
+"""Compiled event loop of the pairs reference (strategy 2; spec §4.2, §9.5-§9.7, §9.9).
 
 :func:`backtest_pairs_compiled` returns exactly the dict of
 :func:`quantgym.envs.market_bench.references.pairs.backtest_pairs` (the readable reference: same

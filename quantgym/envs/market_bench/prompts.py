@@ -5,7 +5,7 @@ as instructions, the round's parameters with units, the instrument and currency 
 data" for the pairs rounds), the input files and columns, the entry point and the exact metric
 keys of §9.11, the allowed imports and the time limit.
 
-Over 500 lines because most of it is prompt text: three strategies' instructions in three styles.
+Long because most of it is prompt text: three strategies' instructions in three styles.
 """
 
 from __future__ import annotations

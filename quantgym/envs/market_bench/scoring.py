@@ -259,7 +259,7 @@ def first_success_prefix(attempts: Iterable[AttemptRecord]) -> list[AttemptRecor
     return [a for a in att if a.attempt <= first.get((a.agent, a.strategy, a.round), a.attempt)]
 
 
-#: k of the unbiased estimates reported beside the paper's sequential pass@k (issue #16 item 3)
+#: k of the unbiased estimates reported beside the paper's sequential pass@k (Chen et al. 2021, the Codex paper's estimator)
 UNBIASED_KS: tuple[int, ...] = (1, 3)
 
 

@@ -146,7 +146,7 @@ def _risk_data(r: np.ndarray, avail: np.ndarray) -> tuple[np.ndarray, np.ndarray
 class _Baseline:
     #: display name (tables, plots, results.json ``agent``)
     name = "baseline"
-    #: the CLI key (``bench --agents``, ``eval --agent``; summary.csv's ``agent`` column, issue #18); None
+    #: the CLI key (``bench --agents``, ``eval --agent``; summary.csv's ``agent`` column); None
     #: for a user's subclass, which is then written under its ``name``
     key: str | None = None
     direct_allocation = True
@@ -173,7 +173,7 @@ class _Baseline:
     def step_record(self) -> dict[str, Any] | None:
         """What the baseline itself did at this step, merged into the step's record by
         :func:`quantgym.evaluation.evaluate`: ``{"fallback": reason}`` when its optimiser failed and it
-        fell back to equal weight (never silent, issue #15), else None."""
+        fell back to equal weight (never silent), else None."""
         notes = getattr(self, "_notes", None)
         return {"fallback": "; ".join(notes)} if notes else None
 
@@ -402,7 +402,7 @@ BASELINES: dict[str, type[_Baseline]] = {c.key: c for c in (
 
 def baseline_display_name(agent: str) -> str:
     """The display name of a baseline key (``cov_risk_parity`` -> ``Cov. Risk Parity``); any other
-    agent name unchanged (summary.csv files written before issue #18 hold display names)."""
+    agent name unchanged (summary.csv files of older quantgym versions hold display names)."""
     cls = BASELINES.get(agent)
     return agent if cls is None else cls.name
 

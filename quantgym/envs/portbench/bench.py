@@ -245,7 +245,7 @@ def _gate_cell(gate: bool | None) -> str:
     return "" if gate is None else ("✓" if gate else "✗")
 
 
-#: the metric columns of a per-period table (issue #18 items 1, 4); a gate column per profile follows
+#: the metric columns of a per-period table (fits 80 columns); a gate column per profile follows
 PERIOD_COLS = (Col("agent", "left"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"),
                Col("CEPS"))
 _SHORT_PROFILE = {"conservative": "cons", "balanced": "bal", "aggressive": "aggr"}
@@ -254,7 +254,7 @@ _SHORT_PROFILE = {"conservative": "cons", "balanced": "bal", "aggressive": "aggr
 def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence[str], baselines: Sequence[str],
                         others: Sequence[str], res: dict[tuple[str, str, str], Any],
                         gates: dict[tuple[str, str, str], bool | None], width: int | None = None) -> None:
-    """One table per period (issue #18 item 4): a baseline's run is profile-independent, so it is one row
+    """One table per period: a baseline's run is profile-independent, so it is one row
     with a gate column per profile; another agent ran once per profile, so it has a row per profile
     (``name · profile``) with that profile's gate only. ``res`` / ``gates`` are keyed (label, profile, period)."""
     from quantgym.tables import print_table
@@ -292,7 +292,7 @@ def print_period_tables(console: Any, periods: Sequence[str], profiles: Sequence
 def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequence[str], baselines: Sequence[str],
                             others: Sequence[str], res: dict[tuple[str, str, str], Any], unc: dict[int, dict],
                             width: int | None = None) -> None:
-    """Compact uncertainty table (issue #16): per period, each run's Sharpe with its 95 % stationary-bootstrap
+    """Compact uncertainty table (docs/uncertainty.md): per period, each run's Sharpe with its 95 % stationary-bootstrap
     interval, Δ Sharpe vs Equal-Weight and the Ledoit–Wolf p-value (a baseline once, another agent per profile)."""
     from quantgym.tables import print_table
 

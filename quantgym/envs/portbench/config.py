@@ -1,6 +1,6 @@
-"""PortBench configuration: every constant and **[project choice]** of ``spec/portbench.md`` in one place.
+"""PortBench configuration: every constant and **[project choice]** of the PortBench spec (docs/spec/portbench.md) in one place.
 
-Frozen, serialisable dataclasses (``shared/design.md`` §2): defaults equal the spec's clean
+Frozen, serialisable dataclasses (as nautilus_trader's configs): defaults equal the spec's clean
 mode; :class:`PortBenchConfig` carries a version string that is written into every result.
 ``fidelity="paper"`` switches on every paper-mode item of spec Appendix A; each item is a flag of
 :class:`~quantgym.envs.portbench.paper.config.PaperFidelity` (``PortBenchConfig.paper``), so single

@@ -4,7 +4,7 @@ This module turns the raw daily tables (Yahoo adjusted closes on a mixed
 calendar that contains crypto weekend days, plus FRED series on their
 observation dates; read by :mod:`quantgym.envs.portbench.raw`) into the
 point-in-time arrays the PortBench environment consumes, following
-``shared/spec/portbench.md``:
+the PortBench spec (docs/spec/portbench.md):
 
 * §1.3/§11.6 -- the NYSE trading calendar, the <= 3-trading-day forward fill of
   prices and simple returns computed from the filled prices (0 on a filled
@@ -569,7 +569,7 @@ def warn_once(message: str, category: type[Warning] = PortBenchDataWarning) -> N
     warnings.warn_explicit(message, category, __name__, 0, module=__name__, registry=_WARNED)
 
 
-#: Alias named in issue 2.
+#: Alias: the market-data name of the same loader.
 load_portbench_market = load_portbench_data
 
 

@@ -1,6 +1,6 @@
 """The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode).
 
-Over 500 lines for one reason: :class:`PortBenchEnv` is one state machine (decision date -> S1 -> S2 ->
+One module on purpose: :class:`PortBenchEnv` is one state machine (decision date -> S1 -> S2 ->
 S3 -> S4/S5 and the day loop between dates) whose stages read and write the same per-date state; the
 pieces that stand alone already live beside it (data, market, simulator, execution, stages, prompts)."""
 
@@ -165,7 +165,7 @@ class PortBenchEnv(gym.Env):
     S2 signal generation (buy/hold/sell per asset) and S3 weight optimisation (long-only weights);
     S4 execution and S5 risk monitoring are computed from the S3 weights. Every stage is scored
     against rule-based ground truth from the snapshot; CEPS combines the stage scores; the
-    weights are traded in a NAV sandbox with costs. Spec: ``shared/spec/portbench.md`` (clean mode).
+    weights are traded in a NAV sandbox with costs. Spec: ``docs/spec/portbench.md`` (clean mode).
 
     ## Action Space
     ``Dict(views: Box(-1, 1, (N,)), signals: MultiDiscrete([3]*N) (0 sell, 1 hold, 2 buy),

@@ -166,7 +166,7 @@ def sharpe_caption(runs: list[dict]) -> str:
     return " ".join(f"{sharpe_note(rf)}." for rf in rfs)
 
 
-#: the ``eval`` table's columns (issue #18 item 1): the keys (profile: one table each; period, agent), the
+#: the ``eval`` table's columns (fits 80 columns): the keys (profile: one table each; period, agent), the
 #: metrics and the gate, then the stage scores, then the LLM's text-protocol counts; a split table breaks
 #: between these groups when it can
 EVAL_COLS = (Col("profile", "left"), Col("period", "left"), Col("agent", "left"), Col("Sharpe"),

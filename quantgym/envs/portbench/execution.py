@@ -139,7 +139,7 @@ def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarr
 @njit
 def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, out):
     """:func:`execute_trade` (1-D) at the close of row ``t0``, then marking to market on the following
-    rows (spec §6.2–§6.3), in one compiled pass (a kernel, :mod:`quantgym.jit`; issue #19).
+    rows (spec §6.2–§6.3), in one compiled pass (a kernel, :mod:`quantgym.jit`).
 
     The arithmetic of the numpy code it replaces, in the same order (``τ`` and every weight sum are
     numpy's pairwise sums, :func:`quantgym.jit.np_sum`), so NAVs and weights are bit-identical.

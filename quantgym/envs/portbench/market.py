@@ -102,7 +102,7 @@ def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np
     (corr, obs_form) : (N, N) float64 arrays, None where not asked for. With both asked for, ``obs_form`` is
     ``corr`` itself when ``corr`` has no NaN (the two are equal then).
 
-    How (issue #19 item 2: a cold step at N = 1000 within 5 ms): with ``m`` the observed cells and ``z`` =
+    How (a cold step at N = 1000 within 5 ms): with ``m`` the observed cells and ``z`` =
     x with missing → 0, a pair (i, j) needs, over the rows where both are observed, the common count ``n``,
     ``Σ x_i``, ``Σ x_i²`` and ``Σ x_i x_j``. Only the last needs an (N×L)·(L×N) matrix product
     (``z.T @ z``). The others depend on column j only through its missing-value pattern: (N, P) sums over

@@ -11,7 +11,7 @@ asset; minimal: class averages only), decimals and wording (one ``TICKER class r
 asset; minimal groups the rows by class), the macro block (minimal: :data:`MINIMAL_MACRO_KEYS`), and
 the news text (truncated to :data:`NEWS_CHARS`).
 
-Block cache (speed only, issue #19 item 4). :func:`render_s1` and :func:`render_s3` take ``cache``:
+Block cache (speed only). :func:`render_s1` and :func:`render_s3` take ``cache``:
 None renders everything; a dict keeps the blocks that depend on the snapshot's row only (header,
 asset lines, macro lines, correlation block) so that S1 and S3 of one decision date, every style
 and every env over the same dataset render them once. The env passes the row cache of the decision
@@ -69,7 +69,7 @@ def _nums(x: np.ndarray) -> np.ndarray:
     The same strings as the scalar function, built by table look-up: an entry is rounded with
     ``rint(100 x)`` only when that cannot differ from ``f"{x:.2f}"`` (finite, in [-1, 1], not within
     1e-6 of a half-cent tie, and not a negative number that rounds to ``-.00``); every other entry goes
-    through :func:`_num` itself. Speed only (issue #19 item 4): an 80×80 table costs ~0.3 ms, not ~3 ms.
+    through :func:`_num` itself. Speed only: an 80×80 table costs ~0.3 ms, not ~3 ms.
     """
     x = np.asarray(x, dtype=np.float64)
     out = np.empty(x.shape, dtype=object)

@@ -3,7 +3,7 @@
 portbench §7.2), CEPS); NAV per period with the baselines and, when two or more stage-scored agents exist,
 their shaded min–max band (the paper's LLM band); per-stage S1–S5 bars and CEPS; worst stress drawdown
 against the Conservative gate; Sharpe relative to Equal-Weight per period; each run's bootstrap intervals
-and Ledoit–Wolf test against Equal-Weight (issue #16); and the static QA layer's
+and Ledoit–Wolf test against Equal-Weight (docs/uncertainty.md); and the static QA layer's
 per-template accuracies (from ``results.json``: summary.csv carries no QA metric)."""
 
 from __future__ import annotations
@@ -293,7 +293,7 @@ def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
 
 def _display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """PortBench summary rows with the display name in ``agent`` (summary.csv holds a baseline's CLI key,
-    ``cov_risk_parity``, issue #18; results.json's runs hold the display name the tables and plots use)."""
+    ``cov_risk_parity``; results.json's runs hold the display name the tables and plots use)."""
     from quantgym.envs.portbench.baselines import baseline_display_name
 
     return [{**r, "agent": baseline_display_name(r["agent"])} if r.get("task") == "portbench" and r.get("agent")

@@ -19,7 +19,7 @@ import pandas as pd
 from quantgym.envs.portbench.config import STRESS_PERIODS, Period, resolve_period
 from quantgym.envs.portbench.simulator import rebalance_rows
 
-#: [project choice] default training split (issue 6): 2016-01-01..2023-12-31 minus the stress windows
+#: [project choice] default training split: 2016-01-01..2023-12-31 minus the stress windows
 TRAIN_START, TRAIN_END = "2016-01-01", "2023-12-31"
 #: [project choice] calendar days cut after every excluded (evaluation) period before training may start again,
 #: so no training decision's observation window holds evaluation returns: the clean snapshot looks back

@@ -1,4 +1,4 @@
-"""How sure each PortBench number is (issue #16 item 1): bootstrap intervals and the Sharpe test vs EqW.
+"""How sure each PortBench number is (docs/uncertainty.md): bootstrap intervals and the Sharpe test vs EqW.
 
 For a run, its daily NAV returns give stationary-bootstrap percentile intervals of Sharpe, total
 return, volatility and max drawdown (:func:`quantgym.stats.bootstrap.bootstrap_intervals`), and,

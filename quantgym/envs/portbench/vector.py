@@ -4,7 +4,7 @@
 rewards are those of :class:`~quantgym.envs.portbench.allocation.AllocationWrapper` (module docstring
 there); the trade is the batch rule of :func:`quantgym.envs.portbench.execution.execute_trade` and the
 day loop that of the simulator (``advance_to``), written per env in the compiled kernel
-:func:`_batch_step` (:mod:`quantgym.jit`, issue #19) in numpy's floating-point order, so every value
+:func:`_batch_step` (:mod:`quantgym.jit`) in numpy's floating-point order, so every value
 equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes come from
 :mod:`quantgym.envs.portbench.training`."""
 

@@ -72,7 +72,7 @@ def classical_loop(runs: dict[str, dict], scoring: Any = None) -> dict[str, Any]
     """DSR and PBO of the research loop "try the classical submissions, keep the best S_in".
 
     Each bench episode has one candidate (DSR and PBO need two); taken together the submissions form a
-    research loop of ``len(runs)`` trials, which is what the bench prints (issue #16 item 2). ``scoring``:
+    research loop of ``len(runs)`` trials, which is what the bench prints. ``scoring``:
     the :class:`~quantgym.envs.quant_arena.config.ArenaScoringConfig` (default: the default one).
     """
     from types import SimpleNamespace
@@ -222,7 +222,7 @@ def run_section(ctx) -> SectionResult:
                                 "records": str(rec_dir), "elapsed_s": time.perf_counter() - t0})
 
 
-#: the sealed (2024) and research (2022-2023) tables' columns (issue #18 item 1)
+#: the sealed (2024) and research (2022-2023) tables' columns (fit 80 columns)
 SEALED_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("Sharpe"), Col("MaxDD", short="MDD"),
                Col("RankIC", short="IC"), Col("S_out"), Col("S"))
 RESEARCH_COLS = (Col("agent", "left"), Col("ARR"), Col("xARR"), Col("RankIC", short="IC"), Col("IR"), Col("LS SR"),

@@ -204,7 +204,7 @@ class ArenaScoringConfig(Config):
     pbo_blocks : int
         **[project choice]** 16 CSCV blocks for the research loop's Probability of Backtest Overfitting
         (the paper's S = 16: C(16, 8) = 12,870 splits of the research window; Bailey, Borwein, López de
-        Prado & Zhu 2017). A diagnostic beside S, never part of it (issue #16).
+        Prado & Zhu 2017). A diagnostic beside S, never part of it.
     zero_coverage_status : {"ok", "no_signal"}
         What an evaluation with **coverage 0** (no finite score on any decision date: the
         account never trades) is. ``"ok"`` (default, **spec-defined, not a project

@@ -71,7 +71,7 @@ class QuantArenaEnv(gym.Env):
     ## Rewards
     Research step: S_in of the candidate (0–100; 0 if its status is not ``ok``).
     Final step: total ``S = 0.5·S_in + 0.5·S_out`` of the frozen candidate. The final info also
-    carries ``overfitting`` (issue #16): the Deflated Sharpe Ratio of the frozen candidate's research
+    carries ``overfitting``: the Deflated Sharpe Ratio of the frozen candidate's research
     returns and the PBO by CSCV over the candidates' research returns
     (:func:`~quantgym.envs.quant_arena.metrics.research_overfitting`); diagnostics only, S ignores them.
 
@@ -349,7 +349,7 @@ class QuantArenaEnv(gym.Env):
                  "research_years": res_in.years, "sealed_years": res_out.years,
                  "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
                  "version": self.cfg.scoring.version,
-                 # diagnostics of the research loop (issue #16): not part of S
+                 # diagnostics of the research loop: not part of S
                  "overfitting": research_overfitting(self._candidates, cand["index"], self.cfg.scoring)}
         self._sealed_result = res_out
         return self._end(final)

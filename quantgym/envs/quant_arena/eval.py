@@ -102,7 +102,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     return sec
 
 
-#: the ``eval`` table's columns (issue #18 item 1)
+#: the ``eval`` table's columns (fit 80 columns)
 EVAL_COLS = (Col("env", "left"), Col("candidates", short="cand."), Col("frozen", short="frz."), Col("S_in"),
              Col("S_out"), Col("S"), Col("DSR", group=True), Col("PBO"), Col("sealed ARR%", short="ARR%", group=True),
              Col("Sharpe"), Col("calls", group=True), Col("tokens", short="tok."))

@@ -431,7 +431,7 @@ def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_s
 # ---------------------------------------------------------------------- overfitting diagnostics
 def research_overfitting(candidates: list[dict], frozen: int | None,
                          scoring: ArenaScoringConfig | None = None) -> dict[str, Any]:
-    """Deflated Sharpe Ratio and PBO of a research run (issue #16 item 2): diagnostics, not scored.
+    """Deflated Sharpe Ratio and PBO of a research run (Bailey & López de Prado 2014; Bailey et al. 2017): diagnostics, not scored.
 
     The trials are the candidates whose research evaluation is ``ok`` (each has a daily NAV path on the
     research window); the others are counted in ``n_candidates`` but have no returns. The DSR

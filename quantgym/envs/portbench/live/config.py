@@ -1,7 +1,7 @@
 """Configuration of the PortBench real-time (live) protocol (spec ``portbench.md`` §2.5, §1.7, §11.6).
 
 Every **[project choice]** of the live runner and of the data-refresh checks lives here, in frozen
-dataclasses with a version string (``shared/design.md`` §2). The protocol itself (daily decisions
+dataclasses with a version string (as nautilus_trader's configs). The protocol itself (daily decisions
 over the last ``days`` trading days, each on data through the previous close) is implemented by the
 PortBench env (:class:`quantgym.envs.portbench.config.LivePeriod`); this module only fixes how runs
 are persisted, resumed and checked.

@@ -319,7 +319,7 @@ def run_live(
         The agent raised at some date (that date is not recorded; an ``error`` line is journalled).
     LiveError
         Inconsistent run folder (other agent/profile), ``as_of`` before the window or before the last
-        recorded decision, a data calendar that no longer contains the recorded dates, a locked folder.
+        recorded decision, a data calendar that lacks the recorded dates, a locked folder.
     """
     cfg = config or LiveConfig()
     if cfg.no_answer not in ("retry", "score"):

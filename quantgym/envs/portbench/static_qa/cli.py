@@ -291,7 +291,7 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
 
     from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
 
-    # the QA accuracies as summary.csv extra columns (qa_t1 ... qa_side), after the ten fixed ones (#18)
+    # the QA accuracies as summary.csv extra columns (qa_t1 ... qa_side), after the ten fixed ones
     rows = [SummaryRow(task=TASK, agent=r.agent, period=split,
                        extra={"qa_" + c.lower().rstrip("."): r.table.get(c) for c in TABLE_COLUMNS}) for r in runs]
     section = SectionResult(

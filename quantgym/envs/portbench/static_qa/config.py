@@ -1,6 +1,6 @@
 """PortBench static QA layer: every constant and **[project choice]** in one frozen config (spec §9, §11.9).
 
-Defaults equal ``shared/spec/portbench.md`` §9 (clean mode). :class:`QAConfig` carries a version
+Defaults equal spec portbench §9 (docs/spec/portbench.md, clean mode). :class:`QAConfig` carries a version
 string that goes into every results file; :data:`T7_DIRECTIONS` is the §9.2 T7 table.
 """
 
