@@ -1,4 +1,4 @@
-"""The evaluators of this checkout beside those of an earlier revision, alternating in one run (#19).
+"""The evaluators of this checkout beside those of an earlier revision, alternating in one run.
 
     python benchmarks/bench_before_after.py --base REV [--rounds 5] [--rows 1000000] [--json PATH]
 

@@ -1,4 +1,4 @@
-"""Speed of the Market-Bench reference replay on synthetic books (issue 4: >= 1M snapshots/s; #19 item 6).
+"""Speed of the Market-Bench reference replay on synthetic books (target: >= 1M snapshots/s).
 
 Measures book snapshots per second through each reference backtester on seeded synthetic
 books already loaded into arrays (``BookData``; the replay = synthetic-book matching, FIFO

@@ -1,4 +1,4 @@
-"""Step throughput of peer trading gyms, measured in the separate benchmark venv (issue 6).
+"""Step throughput of peer trading gyms, measured in the separate benchmark venv.
 
 Runs inside ``benchmarks/.venv-peers`` (it does not import quantgym) and prints one JSON object.
 ``bench_portbench_steps.py`` calls it in the same run and reports the ratios; run it alone with::

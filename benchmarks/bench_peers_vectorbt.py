@@ -1,4 +1,4 @@
-"""Quant-Arena and Market-Bench evaluation speed beside vectorbt ``Portfolio.from_orders`` (issue 6, #19).
+"""Quant-Arena and Market-Bench evaluation speed beside vectorbt ``Portfolio.from_orders``.
 
     python benchmarks/bench_peers_vectorbt.py [--rounds 5] [--rows 1000000] [--json PATH] [--append]
 

@@ -1,4 +1,4 @@
-"""PortBench step throughput before/after a change, beside gym-anytrading, alternating in one run (issue 19).
+"""PortBench step throughput before/after a change, beside gym-anytrading, alternating in one run.
 
     python benchmarks/bench_portbench_ab.py [--ref main] [--rounds 3] [--duration 3] [--json PATH] [--no-append]
 

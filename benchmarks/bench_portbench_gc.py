@@ -1,4 +1,4 @@
-"""What Python's garbage collector costs a PortBench daily step (issue 19 item 1).
+"""What Python's garbage collector costs a PortBench daily step.
 
     python benchmarks/bench_portbench_gc.py [--duration 3]
     QUANTGYM_BENCH_CODE=/path/to/other/checkout python benchmarks/bench_portbench_gc.py   # another revision

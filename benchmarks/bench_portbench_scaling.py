@@ -1,4 +1,4 @@
-"""PortBench cost against the universe size N on synthetic seeded universes (issue 19 item 2).
+"""PortBench cost against the universe size N on synthetic seeded universes.
 
     python benchmarks/bench_portbench_scaling.py [--sizes 20,80,320,1000,2000] [--obs full,no-corr]
                                                  [--max-steps 0] [--json PATH] [--no-write]

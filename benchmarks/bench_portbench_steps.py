@@ -1,4 +1,4 @@
-"""PortBench step throughput (N = 80) beside gym-anytrading and FinRL, in one run (issue 6).
+"""PortBench step throughput (N = 80) beside gym-anytrading and FinRL, in one run.
 
 Prints a table and appends it, with the command, to docs/performance.md (``--no-append`` to skip).
 
@@ -209,7 +209,7 @@ def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[f
     """ms per full S1–S5 scored allocation step on the bench periods: cold (fresh caches) and warm.
 
     ``blas_default=True`` measures the cold steps without the single-threaded BLAS context of
-    :func:`quantgym.envs.portbench.optimize._single_thread_blas` (the behaviour before issue 6).
+    :func:`quantgym.envs.portbench.optimize._single_thread_blas` (numpy's multi-threaded default).
     """
     import contextlib
 
@@ -340,7 +340,7 @@ def main(argv=None) -> None:
         ("full S1-S5 scored step, cold", _stats(times["cold"]), f"{cold.size} steps, 4 bench periods, incl. "
          "60-day max-Sharpe oracle (exact NNLS), single-threaded BLAS"),
         ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"]),
-         "same, without the single-threaded BLAS context (behaviour before issue 6)"),
+         "same, without the single-threaded BLAS context (the plain multi-threaded default)"),
         ("full S1-S5 scored step, warm (row cache)", f"mean {warm_.mean():.2f} ms, p95 {np.percentile(warm_, 95):.2f}",
          "oracle and snapshot cached per dataset"),
         ("make_vec sync, 1 env (Dict, scoring off)", f"{res['sync1']:,.0f} env-steps/s", ""),

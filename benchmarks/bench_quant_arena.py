@@ -8,17 +8,17 @@ and one full sandboxed evaluation (child start-up + agent code + commit-reveal k
 
 Run: ``python benchmarks/bench_quant_arena.py [--repeat 5] [--no-sandbox] [--intraday] [--json PATH]``.
 Prints a markdown table (best of ``--repeat`` runs; ratios on the same machine are what matter).
-``--intraday`` adds the cost of the real Level-2 tables (issue #17): the first read of the
+``--intraday`` adds the cost of the real Level-2 tables: the first read of the
 a_share_l2 files for the bundled universe, the pickled size of the tables a window's payload
 carries, and one sandboxed sealed evaluation with and without them.
 
-``--first-call`` instead measures the compiled kernels' one-time cost (issue #19): the first sealed-year
+``--first-call`` instead measures the compiled kernels' one-time cost: the first sealed-year
 evaluation of a fresh process with an empty numba cache (it compiles), then of a second process that
 loads the cache the first wrote (wall and CPU seconds).
 
 ``--scaling PANEL`` instead measures the time of one sealed-year evaluation (2024, seeded 20-day
 momentum scores, no agent code) against the number of stocks: N stocks drawn (seeded) from the
-panel ``PANEL`` (e.g. the full 5,086-stock ../shared/data/quant_arena/daily.parquet), for each N
+panel ``PANEL`` (e.g. the full 5,086-stock raw ``quant_arena/daily.parquet`` that maintainers keep), for each N
 of ``--sizes`` (default 100, 200, 400, 800, 1600, 3200 and all); median of ``--repeat`` calls after
 a warm-up, with the account alone beside it. The dataset build (parquet → arrays) is not timed.
 """
@@ -236,7 +236,7 @@ def main() -> None:
 
 
 def _intraday_rows(ds) -> list:
-    """Cost of the Level-2 intraday tables the bundled dataset serves (issue #17)."""
+    """Cost of the Level-2 intraday tables the bundled dataset serves."""
     import dataclasses
     import pickle
 

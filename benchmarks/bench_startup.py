@@ -1,4 +1,4 @@
-"""Start-up time of the command line (issue #14 item 6), side by side with typer itself.
+"""Start-up time of the command line, side by side with typer itself.
 
     python benchmarks/bench_startup.py [--repeat 7]
 

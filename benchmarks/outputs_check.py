@@ -4,7 +4,7 @@
     python benchmarks/outputs_check.py --write    # run and (re)write the golden file
     python benchmarks/outputs_check.py --from BENCH_DIR REPRO_DIR --write   # golden from existing output folders
 
-What is compared (issue #14: "nothing changes in what users get"):
+What is compared (a refactor changes nothing in what users get):
 
 - ``quantgym bench --no-plots`` (every task on the bundled real data: the six PortBench baselines on
   three profiles and four periods, the four Quant-Arena examples on the sealed year, the Market-Bench

@@ -1,4 +1,4 @@
-"""The whole peer comparison in one command (issue #19 item 7).
+"""The whole peer comparison in one command.
 
     python benchmarks/run_all.py [--rounds 3] [--duration 2] [--scaling PANEL] [--before REV] [--no-setup]
                                  [--no-write]
@@ -15,7 +15,7 @@
    ``bench_portbench_scaling.py`` (PortBench cold step, steps/s and peak RSS against the universe size
    N = 20 … 2000 on synthetic universes, default observation and without ``corr``); ``bench_quant_arena.py
    --scaling PANEL`` (time per sealed-year evaluation against the number of stocks; default panel the
-   full 5,086-stock ../shared/data/quant_arena/daily.parquet beside the checkout, when present); with ``--before REV``
+   full 5,086-stock raw ``quant_arena/daily.parquet`` of the maintainers' data folder, when present); with ``--before REV``
    also ``bench_before_after.py --base REV`` (the evaluators of this checkout beside those of REV,
    alternating, and whether their outputs are the same).
 3. **Writes** the generated blocks ``perf-headline`` (speed ratios against the issue's targets),

@@ -1,4 +1,4 @@
-"""The bench's own numbers for docs/uncertainty.md (issue #16 item 6): how sure the 2024 rankings are.
+"""The bench's own numbers for docs/uncertainty.md: how sure the 2024 rankings are.
 
     python benchmarks/uncertainty_table.py --write    # rewrite the generated block of docs/uncertainty.md
     python benchmarks/uncertainty_table.py --check    # exit 1 when it differs (tests/test_docs_generated.py)

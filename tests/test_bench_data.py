@@ -1,4 +1,4 @@
-"""``quantgym bench --data TASK=PATH`` (issue #18): a task's section runs on the user's own data set, loaded
+"""``quantgym bench --data TASK=PATH``: a task's section runs on the user's own data set, loaded
 once through the task's own loader; the path is printed once in the header and recorded in results.json;
 every bad or unusable input is one line (exit 2), nothing written."""
 

@@ -1,5 +1,5 @@
 """Every bad command-line input: one line naming what is wrong and what is valid, exit code 2, nothing
-written (issue #15 items 11-12; docs/security.md)."""
+written (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_unknown_market_bench_task_set(tmp_path):
 
 @pytest.mark.parametrize("env", ["PortBench-Balanced-v0", "QuantArena-v0", "MarketBench-Pairs-v0"])
 def test_eval_unknown_env_kwarg_lists_the_valid_ones(tmp_path, env):
-    # #15: an unknown --env-kwargs key was a TypeError traceback from gym.make after the run started
+    # an unknown --env-kwargs key is one line before the run, not a TypeError traceback from gym.make
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", env, "--env-kwargs", '{"nosuch": 1}',
                        "--out", str(tmp_path / "e")], "--env-kwargs", f"{env} takes no keyword 'nosuch'", "data")
 

@@ -1,4 +1,4 @@
-"""Small conveniences people expect (issue #18 item 6): --version, python -m quantgym, a default --out for
+"""Small conveniences people expect: --version, python -m quantgym, a default --out for
 qa, full command descriptions in --help, examples that write under results/."""
 
 from __future__ import annotations

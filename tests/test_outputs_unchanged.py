@@ -1,4 +1,4 @@
-"""Nothing changes in what users get (issue #14): `quantgym bench`, `quantgym reproduce portbench` and the
+"""Nothing changes in what users get: `quantgym bench`, `quantgym reproduce portbench` and the
 Market-Bench manifest give every number of tests/golden/outputs.json.gz (written by
 benchmarks/outputs_check.py from the outputs before the task registry refactor)."""
 

@@ -1,4 +1,4 @@
-"""Start-up stays cheap: ``import quantgym`` and ``quantgym --help`` load no heavy library (issue #14).
+"""Start-up stays cheap: ``import quantgym`` and ``quantgym --help`` load no heavy library.
 
 Each check runs a fresh interpreter and asserts the set of modules loaded, not a time (timings on a
 shared CI machine are noise). The ids are still registered: right after ``gymnasium`` is imported.

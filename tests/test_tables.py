@@ -1,4 +1,4 @@
-"""Every terminal table is readable at 80 columns and complete at 120 (issue #18 item 1): no `…` in a
+"""Every terminal table is readable at 80 columns and complete at 120: no `…` in a
 number or a name, no line wider than the terminal."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_qa_table_fits(width, tmp_path):
         assert col in r.output
 
 
-# --- every table of bench / eval, rendered at 80 and 120 columns (issue #18 items 1, 4, 6) ---------------------
+# --- every table of bench / eval, rendered at 80 and 120 columns ------------------------------------------------
 
 WIDTHS = [80, 120]
 

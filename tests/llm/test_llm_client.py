@@ -78,7 +78,7 @@ def test_persistent_failure_is_a_recorded_result_not_an_exception(server, tmp_pa
 
 @pytest.mark.parametrize("choices", [[], None])
 def test_http_200_without_choices_is_a_failed_call_not_an_empty_answer(server, tmp_path, choices):
-    # #15 audit: a body without choices (a proxy's error sent as 200) was the model's answer "" (cached, scored)
+    # a body without choices (a proxy's error sent as 200) is not the model's answer "" (cached, scored)
     server.script({"choices": choices}, "the real answer")
     eng = engine(server, tmp_path, retries=2)
     res = eng.chat(MSG)

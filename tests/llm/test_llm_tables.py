@@ -1,4 +1,4 @@
-"""The LLM ``eval`` table (once ~175 columns wide, issue #18 item 1) fits 80 and 120 columns: no ``…``, no
+"""The LLM ``eval`` table (~175 columns of content) fits 80 and 120 columns: no ``…``, no
 line wider than the terminal, every column in some part."""
 
 from __future__ import annotations

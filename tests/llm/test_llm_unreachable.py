@@ -1,6 +1,6 @@
 """An endpoint that cannot be reached before it ever answered stops the run with one line (exit 2) after
 ``unreachable_tries`` quick tries; once it has answered, a dropped connection is retried and becomes a
-recorded failure as before. Against a real local server and a local port with nothing listening."""
+recorded failure. Against a real local server and a local port with nothing listening."""
 
 from __future__ import annotations
 

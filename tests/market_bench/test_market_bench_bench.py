@@ -34,7 +34,7 @@ def test_bench_section_reports_correct_at_k_beside_pass_at_k(monkeypatch, tmp_pa
     assert lifo_runs[2]["mae"] == 0.0 and lifo_runs[2]["correct"] is True and lifo_runs[2]["reward"] == 1.0
     assert scores[("mutant:scheduled/lifo", "scheduled")]["correct@1"] == 0.5
     assert "correct@k" in res.extra["metrics_note"]
-    # summary.csv extras (issue #16): the paper's overall figures; no unbiased estimate (stop at first success)
+    # summary.csv extras: the paper's overall figures; no unbiased estimate (stop at first success)
     extra = {r.agent: r.extra for r in res.rows}
     assert extra["reference"]["pass@3"] == extra["reference"]["correct@1"] == 1.0 and extra["reference"]["mae"] == 0.0
     assert extra["stub_zeros"]["pass@1"] == 1.0 and extra["stub_zeros"]["correct@3"] == 0.0

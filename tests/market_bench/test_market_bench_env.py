@@ -81,7 +81,7 @@ def test_reference_exact_and_every_mutant_wrong_on_every_round(strategy, rnd, ta
 
 
 def test_make_v2_scheduled_runs_on_the_real_msft_hour():
-    # issue #17 "done": gym.make("MarketBench-Scheduled-v0", task_set="v2") on real MSFT book data
+    # gym.make("MarketBench-Scheduled-v0", task_set="v2") on real MSFT book data
     env = gym.make("MarketBench-Scheduled-v0", task_set="v2", round=5)
     obs, info = env.reset()
     with open(json.loads(obs["inputs_json"])["book.csv"]) as fh:
@@ -264,7 +264,7 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes():
 
 
 def test_a_rejected_equity_curve_is_noted_not_silently_absent():
-    # #15 audit: a returned path that could not be compared looked the same as no path at all
+    # a returned path that cannot be compared must not look the same as no path at all
     from quantgym.envs.market_bench.harness import ENTRY_POINT
 
     env = MarketBenchEnv("delta_hedge", 1, attempts=2)

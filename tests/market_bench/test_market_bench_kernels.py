@@ -1,4 +1,4 @@
-"""The compiled pairs loop equals the readable pairs reference bit for bit (issue #19 item 6).
+"""The compiled pairs loop equals the readable pairs reference bit for bit.
 
 ``backtest_pairs_compiled`` (BACKTESTERS["pairs"], which computes the stored reference outputs)
 must return exactly ``backtest_pairs``'s dict (every metric and every equity-curve point, compared

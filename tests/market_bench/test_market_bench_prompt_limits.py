@@ -1,4 +1,4 @@
-"""The Market-Bench prompt states both time limits (issue #15 item 4): the CPU limit and the wall-clock
+"""The Market-Bench prompt states both time limits: the CPU limit and the wall-clock
 limit, which is the one that fires on a busy machine, in every prompt style."""
 
 import gymnasium as gym

@@ -1,4 +1,4 @@
-"""Issue #16 item 3: ``--attempts n`` keeps all n attempts; the unbiased pass@k / correct@k sit beside the
+"""``--attempts n`` keeps all n attempts; the unbiased pass@k / correct@k sit beside the
 paper's sequential pass@k, which is unchanged; summary.csv, results and the report carry them."""
 
 from __future__ import annotations

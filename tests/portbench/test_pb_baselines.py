@@ -57,7 +57,7 @@ def test_bench_cli_writes_results(tmp_path):
     assert "PortBench — covid_2020" in res.output and "gate conservative" in res.output and "Equal-Weight" in res.output
     rows = read_summary_csv(out / "summary.csv")
     assert list(rows[0].keys())[:len(SUMMARY_COLUMNS)] == list(SUMMARY_COLUMNS)  # then the uncertainty columns
-    # summary.csv: the CLI key a user passes back (issue #18); results.json: the display name beside it
+    # summary.csv: the CLI key a user passes back; results.json: the display name beside it
     assert [r["agent"] for r in rows] == ["equal_weight", "risk_parity"]
     assert all(r["task"] == "portbench" and r["ceps"] == "" and r["gate"] in ("true", "false") for r in rows)
     doc = json.loads((out / "results.json").read_text())
@@ -126,7 +126,7 @@ def test_erc_polish_reaches_equal_risk_contributions_from_any_nearby_start():
 
 
 def test_summary_agent_is_the_cli_key_and_round_trips():
-    """summary.csv's ``agent`` is what a user passes back (issue #18): every baseline's key builds that
+    """summary.csv's ``agent`` is what a user passes back: every baseline's key builds that
     baseline again; a policy without a key (a user's subclass, an LLM agent) is written under its name."""
     from quantgym.envs.portbench.baselines import BASELINES, _Baseline, baseline_display_name, make_baseline
     from quantgym.evaluation import policy_key, policy_name

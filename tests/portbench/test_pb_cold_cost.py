@@ -1,4 +1,4 @@
-"""Cold cost of a PortBench step (issue #19 item 2): the compiled correlation (pattern sums, one pass for
+"""Cold cost of a PortBench step: the compiled correlation (pattern sums, one pass for
 the correlation and its observation form) gives the bits of the numpy formulation and of the full
 matrix-product sums it replaced, and ``obs_keys`` leaves the (N, N) correlation out of the observation
 without computing it, every other entry unchanged."""

@@ -229,7 +229,7 @@ def test_user_data_through_data_kwarg():
 
 def test_paper_mode_s3_truth_is_the_solvers_answer_when_every_mean_is_negative():
     # spec §11.9: equal weight on B when max μ ≤ 0 is a clean-mode rule; paper mode keeps the solver's
-    # answer (PaperFidelity.s3_solver_nonpositive_mu, on in fidelity="paper"; #15 item 9)
+    # answer (PaperFidelity.s3_solver_nonpositive_mu, on in fidelity="paper")
     from quantgym.envs.portbench.paper.config import PaperFidelity
 
     days = pd.bdate_range("2024-01-01", periods=110)

@@ -1,4 +1,4 @@
-"""A baseline whose optimiser fails falls back to equal weight and says so (issue #15 item 5): the step's
+"""A baseline whose optimiser fails falls back to equal weight and says so: the step's
 record carries ``fallback`` with the solver's error, ``quantgym bench`` lists it, results.json counts it."""
 
 from collections.abc import Mapping
@@ -69,7 +69,7 @@ def _scaled_policy(scale: float, round_to: int):
 
 
 def test_rounding_is_not_recorded_as_a_coercion_but_a_real_rescale_is():
-    """Issue #15 item 10: weights that sum to 1 within WEIGHT_SUM_TOLERANCE (rounding) carry no note."""
+    """Weights that sum to 1 within WEIGHT_SUM_TOLERANCE (rounding) carry no note."""
     from quantgym.envs.portbench.config import WEIGHT_SUM_TOLERANCE
 
     assert WEIGHT_SUM_TOLERANCE == 1e-4
@@ -81,7 +81,7 @@ def test_rounding_is_not_recorded_as_a_coercion_but_a_real_rescale_is():
 
 
 def test_results_keep_the_executed_weights_and_turnover_of_every_step():
-    # #18 item 3: results.json's step records carry the executed weights (non-zero, by ticker) and turnover
+    # results.json's step records carry the executed weights (non-zero, by ticker) and turnover
     res = evaluate("PortBench-Balanced-v0", make_baseline("sixty_forty"), period="covid_2020")
     assert res.steps and all(isinstance(s["weights"], Mapping) and s["weights"] for s in res.steps)
     for s in res.steps:

@@ -1,4 +1,4 @@
-"""Issue #19 item 4 is speed only: every prompt and every number stays identical.
+"""The prompt block cache is speed only: every prompt and every number stays identical.
 
 - the table look-up formatting of the correlation block gives the scalar formatter's text;
 - the block cache (prompts.py docstring): prompts with and without it are the same in every style, on

@@ -1,6 +1,6 @@
-"""Issue 19 items 1-2: the faster step and the O(N) row cache change no number the env produces.
+"""The compiled step and the O(N) row cache change no number the env produces.
 
-``EXPECTED`` digests were computed with the code before issue 19 (main at 9691abf) by
+``EXPECTED`` digests were computed with the uncompiled numpy step (commit 9691abf) by
 :func:`episode_digest`; they cover every observation array, reward, the info numbers and order records
 of 60 daily steps at N = 80 (scoring on and off) and of a stagewise episode.
 """
@@ -277,7 +277,7 @@ def test_trades_built_when_read_are_the_steps_trades():
 
 
 def test_per_step_history_is_left_to_the_garbage_collector_untracked():
-    """Speed (issue 19): a step keeps no object the garbage collector tracks (the records' and trades' flat
+    """Speed: a step keeps no object the garbage collector tracks (the records' and trades' flat
     rows hold only numbers, strings, arrays and untracked dicts), so an episode of daily steps does not
     grow the collector's oldest generation (its full collections were about a tenth of the step time)."""
     import gc

@@ -1,4 +1,4 @@
-"""PortBench rows carry their uncertainty (issue #16 item 1): bootstrap intervals and the LW test vs EqW."""
+"""PortBench rows carry their uncertainty: bootstrap intervals and the LW test vs EqW."""
 
 from __future__ import annotations
 
@@ -108,7 +108,7 @@ def test_extra_agents_rows_and_runs_carry_the_uncertainty(tmp_path):
                                  "--no-plots", "-q"])
     assert r.exit_code == 0, r.output
     rows = {row["agent"]: row for row in read_summary_csv(tmp_path / "b" / "summary.csv")}
-    assert set(rows) == {"risk_parity", "min_variance"}  # the CLI keys (issue #18)
+    assert set(rows) == {"risk_parity", "min_variance"}  # the CLI keys
     assert all(rows["min_variance"][c] != "" for c in COLUMNS)
     runs = json.loads((tmp_path / "b" / "results.json").read_text())["tasks"]["portbench"]["runs"]
     extra = [run for run in runs if run["agent"] == "Min-Variance"]

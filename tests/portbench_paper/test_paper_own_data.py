@@ -1,5 +1,5 @@
 """Paper flags that change the market data are applied or refused on the user's own data, never silently
-ignored (issue #15 item 8): with data= that was not built with them, PortBenchEnv raises one clear
+ignored: with data= that was not built with them, PortBenchEnv raises one clear
 ValueError; data built with build_paper_data / load_paper_data under the same flags is accepted."""
 
 import gymnasium as gym

@@ -79,7 +79,7 @@ def test_cli_table_results_and_spearman(tmp_path, monkeypatch):
 
 
 def test_pipeline_ceps_stand_ins_and_bad_cells_are_never_silent(tmp_path):
-    # #15 audit: a missing period was averaged over the others, a non-numeric cell skipped, both silently
+    # never silent: a missing period is not averaged over the others, a non-numeric cell not skipped
     from quantgym.envs.portbench.static_qa.cli import read_pipeline_ceps
 
     _pipeline_summary(tmp_path, [("naive", "balanced", "covid_2020", "0.90"), ("naive", "balanced", "china_2015", "0.10")])

@@ -149,7 +149,7 @@ def test_user_data_and_explicit_splits():
 
 
 def test_user_data_without_the_regime_ticker_is_refused_not_replaced():
-    # #15: the QA layer labelled the regime on the universe's first equity when SPY was missing, silently
+    # without SPY the QA layer must not label the regime on the universe's first equity silently
     import pandas as pd
     import pytest
 

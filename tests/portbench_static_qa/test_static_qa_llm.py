@@ -1,4 +1,4 @@
-"""The QA layer with the LLM agent (issue 7 × LLM issue): a real openai client against a local scripted
+"""The QA layer with the LLM agent: a real openai client against a local scripted
 server that answers each prompt with its ground truth, then ``quantgym qa --agent replay:FILE`` offline."""
 
 from __future__ import annotations

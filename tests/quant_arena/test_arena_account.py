@@ -300,7 +300,7 @@ def test_bad_score_shapes_raise():
         run_account(ds, 0, 3, np.full((3, 2), np.inf))
 
 
-# ---------------------------------------------------------------------- compiled kernels = interpreted (#19)
+# ---------------------------------------------------------------------- compiled kernels = interpreted
 _KERNEL_CHECK = """
 import pickle, sys
 import numpy as np

@@ -1,5 +1,5 @@
 """A host-side failure (quantgym's, not the submission's) gets its own status with the traceback and is never
-scored against the agent (issue #15 item 6): evaluate_submission returns status ``host_error``; the env
+scored against the agent: evaluate_submission returns status ``host_error``; the env
 records the event and raises ArenaHostError instead of scoring the candidate 0."""
 
 import gymnasium as gym

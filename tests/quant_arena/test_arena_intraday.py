@@ -1,4 +1,4 @@
-"""Quant-Arena intraday data (issue #17 item 3): the a_share_l2 readers, which real Level-2
+"""Quant-Arena intraday data: the a_share_l2 readers, which real Level-2
 stock-days the bundled dataset serves, the look-ahead guarantees over them (in-process and
 sandboxed), a user's own intraday tables, and the intraday example strategy.
 

@@ -1,4 +1,4 @@
-"""Issue #16 item 2: the research loop's Deflated Sharpe Ratio and PBO are reported, and S is unchanged."""
+"""The research loop's Deflated Sharpe Ratio and PBO are reported, and S is unchanged."""
 
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ def score(features, view):
 
 
 def test_day_error_tracebacks_start_at_the_agents_first_frame(sealed):
-    # issue #15 item 4: the traceback shown to the agent starts at its own first frame (score), never in
+    # the traceback shown to the agent starts at its own first frame (score), never in
     # quant_arena/child/harness.py; library frames below the agent's call stay
     r = run("""
 def helper(x):
@@ -374,7 +374,7 @@ def score(features, view):
         ArenaScoringConfig(zero_coverage_status="fail")
 
 
-# issue #15 item 1: the per-date limit is enforced by the keeper, outside the agent's process. Each
+# the per-date limit is enforced by the keeper, outside the agent's process. Each
 # submission reaches `signal` through an object it is given (collections._sys) and defeats the child's
 # own SIGALRM alarm; before the fix each held its step until the whole-run wall limit (30 s here).
 _DEFEATS = {
@@ -440,7 +440,7 @@ def score(features, view):
     "while True:\n    try:\n        time.sleep(0.05)\n    except BaseException:\n        pass",
 ])
 def test_module_level_code_is_bounded_by_the_import_limit(sealed, body):
-    # #15: code that runs at import, before the first decision date, had only the whole-run wall limit
+    # code that runs at import, before the first decision date, has its own import limit (not only the whole-run one)
     import time as _time
     from dataclasses import replace
 

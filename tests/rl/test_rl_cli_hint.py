@@ -32,7 +32,7 @@ def test_train_without_the_extra_prints_the_full_hint(monkeypatch, tmp_path):
 
 
 def test_cuda_build_without_a_gpu_is_one_line(monkeypatch):
-    # #18 item 5: a CUDA build of torch on a CPU-only machine is named in one line (the CPU build is ~5 GB smaller)
+    # a CUDA build of torch on a CPU-only machine is named in one line (the CPU build is ~5 GB smaller)
     import pytest
 
     torch = pytest.importorskip("torch")

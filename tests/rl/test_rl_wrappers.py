@@ -1,4 +1,4 @@
-"""AllocationWrapper, RandomPeriod, RecordEpisode and the batched vector env (issue 6)."""
+"""AllocationWrapper, RandomPeriod, RecordEpisode and the batched vector env."""
 
 from __future__ import annotations
 

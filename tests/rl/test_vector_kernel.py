@@ -1,4 +1,4 @@
-"""The batched vector env's compiled step (quantgym.envs.portbench.vector, issue 19 item 3) against the
+"""The batched vector env's compiled step (quantgym.envs.portbench.vector) against the
 numpy form of its formulas, bit for bit: masked softmax / weight validation, 4-decimal rounding, the S3
 fallback, the batch trade (``execute_trade``), the day loop and the reward, on synthetic state with
 unavailable assets, empty availability rows, invalid weight actions, multi-day gaps and universes above

@@ -1,4 +1,4 @@
-"""Attack list of the sandbox (issue 3 §2, issue 4 §3).
+"""Attack list of the sandbox (docs/security.md).
 
 Every attack must end as a recorded failure with the right status and a clear one-line message,
 the host process unharmed (no exception, no leftover process, bounded memory), and the next run
@@ -101,7 +101,7 @@ def test_open_host_data_file_outside_readable_paths_is_forbidden(tmp_path):
     "os.pathconf('/etc/passwd', 'PC_NAME_MAX')",
 ])
 def test_stat_outside_the_readable_set_is_forbidden(call):
-    # issue #15 item 4: metadata (existence, size, times) of paths outside the readable set is refused
+    # metadata (existence, size, times) of paths outside the readable set is refused
     # like a read; os and pathlib reached through an object the agent is given (collections._sys)
     src = ("import collections\nos = collections._sys.modules['os']\npathlib = collections._sys.modules.get('pathlib')\n"
            f"def f():\n    return {call}\n")

@@ -327,7 +327,7 @@ MARSHAL = "forbidden: building code objects from bytes ("
     "collections._sys.modules['_frozen_importlib_external']._compile_bytecode(B)",
 ])
 def test_code_objects_from_bytes_are_forbidden(call):
-    # marshal builds a code object with any file name, so the code would pass as pandas' own (#15 item 2)
+    # marshal builds a code object with any file name, so the code would pass as pandas' own
     r = run(textwrap.dedent(f"""
         import collections
         B = {_code_bytes()!r}

@@ -271,7 +271,7 @@ print(json.dumps({"statuses": statuses, "zombies": zombies, "alive": alive}))
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_CHILD_SUBREAPER is Linux-only")
 def test_no_zombies_under_a_subreaper():
-    # issue #15 item 3: as PID 1 or a subreaper (a container without an init), every process the sandbox
+    # as PID 1 or a subreaper (a container without an init), every process the sandbox
     # child forked (a keeper, here a helper forked by sandbox_prepare) is re-parented to us: the sandbox
     # must reap it. Before the fix: one zombie per evaluation.
     import os

@@ -1,4 +1,4 @@
-"""quantgym.stats.bootstrap against independent answers (issue #16 item 5).
+"""quantgym.stats.bootstrap against independent answers.
 
 - the vectorised statistics equal quantgym.metrics row by row;
 - the percentile intervals equal arch's own loop (``StationaryBootstrap.conf_int``) on the same seed;

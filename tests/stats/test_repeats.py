@@ -1,4 +1,4 @@
-"""Repeated runs (issue #16 item 4): per-metric mean with a Student-t interval over the repeats, rankings
+"""Repeated runs: per-metric mean with a Student-t interval over the repeats, rankings
 with ties where intervals overlap, and `quantgym eval --repeats R`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""quantgym report never drops an input silently (issue #15 item 7): a corrupt run file and Market-Bench
+"""quantgym report never drops an input silently: a corrupt run file and Market-Bench
 attempt records whose scores cannot be recomputed are named in the report, the markdown, the HTML page and
 the command's output."""
 

@@ -1,6 +1,6 @@
 """A new task touches its own folder and one registry line: a toy task defined in tests/tasks/toy_task.py
 (record: toy_record.py) is registered from this test and runs through ``bench``, ``eval`` (a replayed transcript), ``sweep`` and
-``report`` with no other file changed (issue #14)."""
+``report`` with no other file changed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The committed build script regenerates the bundle (skips when shared/data is absent)."""
+"""The committed build script regenerates the bundle (skips without the maintainers' raw data)."""
 
 from __future__ import annotations
 

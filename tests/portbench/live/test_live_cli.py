@@ -30,7 +30,7 @@ def test_cli_live_runs_resumes_and_defaults(tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert "bundled data (no refreshed data in" in r.output  # falls back to the bundle, says so
     assert "decided 2025-12-26 (data through 2025-12-24)" in r.output and "3 new decision(s)" in r.output
-    assert "CEPS" not in r.output  # baselines have no CEPS (§4.6): no empty "CEPS" label or column (#18)
+    assert "CEPS" not in r.output  # baselines have no CEPS (§4.6): no empty "CEPS" label or column
     run = tmp_path / "results" / "live" / "equal_weight_balanced"
     assert len((run / "decisions.jsonl").read_text().splitlines()) == 3
     # next "day": only the missing date is decided

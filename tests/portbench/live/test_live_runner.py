@@ -441,7 +441,7 @@ class FallsBack(Momentum):
 
 
 def test_policy_step_records_reach_the_journal(tmp_path):
-    # #15 audit: a baseline's solver fallback (step_record) was dropped by the live loop, unlike evaluate()
+    # a baseline's solver fallback (step_record) is kept by the live loop, as by evaluate()
     run_live(FallsBack(), tmp_path / "f", days=3, as_of=LAST, plots=False)
     rec = {r["date"]: r for r in _journal(tmp_path / "f")}
     fb = [io["fallback"] for io in rec["2025-12-30"]["agent_io"] if io.get("fallback")]
