@@ -105,3 +105,79 @@ def format_mean_pm(st: Mapping[str, Any] | None, nd: int, missing: str = "") -> 
 
 
 __all__ = ["repeat_interval", "rank_with_ties", "format_mean_pm", "SHOWN_METRICS"]
+
+
+#: summary.csv's numeric columns summarised over repeats (with the tasks' numeric extra columns)
+_REPEAT_METRICS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps")
+
+
+def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any = None) -> Any:
+    """Summarise ``R`` repeats of one evaluation (``quantgym eval --repeats R``).
+
+    Parameters
+    ----------
+    repeats : the sections :func:`run_eval` returned, one list per repeat.
+    level : confidence level of the Student-t interval over the repeats.
+    console : a rich Console to print the summary table on (None: silent).
+
+    Returns
+    -------
+    SectionResult
+        Task ``"repeats"``: one summary row per (task, agent, profile, period) with the mean of every
+        numeric metric over the repeats, and extra columns ``<metric>_lo`` / ``<metric>_hi`` (the
+        interval), ``n_repeats`` and ``gate_rate`` (share of repeats whose gate passed); ``runs`` hold
+        every metric's :func:`~quantgym.stats.repeats.repeat_interval` and the per-repeat values.
+    """
+    from quantgym.results import SectionResult, SummaryRow, combined_status
+
+    groups: dict[tuple, dict[str, list]] = {}
+    for k, sections in enumerate(repeats):
+        for sec in sections:
+            for row in sec.rows:
+                key = (row.task, row.agent, row.profile, row.period)
+                g = groups.setdefault(key, {"_gate": [], "_repeat": [], "_status": []})
+                g["_status"].append(row.status)
+                if row.status == "failed":  # not a result: left out of the mean and its interval
+                    continue
+                g["_repeat"].append(k + 1)
+                g["_gate"].append(row.gate)
+                vals = {m: getattr(row, m) for m in _REPEAT_METRICS}
+                vals.update({m: v for m, v in row.extra.items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
+                for m, v in vals.items():
+                    g.setdefault(m, []).append(v)
+    out = SectionResult(task="repeats")
+    for (task, agent, profile, period), g in groups.items():
+        stats = {m: repeat_interval(v, level) for m, v in g.items() if not m.startswith("_")}
+        gates = [x for x in g["_gate"] if x is not None]
+        extra: dict[str, Any] = {"n_repeats": len(g["_repeat"]),
+                                 "gate_rate": (sum(gates) / len(gates)) if gates else None}
+        for m, st in stats.items():
+            if m not in _REPEAT_METRICS:
+                extra[m] = st["mean"]
+            extra[f"{m}_lo"], extra[f"{m}_hi"] = st["lo"], st["hi"]
+        status = combined_status(g["_status"])
+        out.rows.append(SummaryRow(task=task, agent=agent, profile=profile, period=period, status=status,
+                                   **{m: stats[m]["mean"] for m in _REPEAT_METRICS if m in stats}, extra=extra))
+        out.runs.append({"task": task, "agent": agent, "profile": profile, "period": period, "level": level,
+                         "status": status, "statuses": g["_status"],
+                         "repeats": g["_repeat"], "gate": g["_gate"], "metrics": stats,
+                         "values": {m: v for m, v in g.items() if not m.startswith("_")}})
+    if console is not None:
+        from quantgym.stats.repeats import SHOWN_METRICS, format_mean_pm as cell
+        from quantgym.tables import Col, print_table
+
+        shown = [(m, h, nd) for m, h, nd in SHOWN_METRICS
+                 if any((r["metrics"].get(m) or {}).get("mean") is not None for r in out.runs)]
+        one_task = len({r["task"] for r in out.runs}) == 1  # then the task is in the title, not a column
+        cols = [*([] if one_task else [Col("task", "left")]), Col("agent", "left"), Col("period", "left"),
+                *[Col(h) for _, h, _ in shown], Col("n")]
+        rows = [[*([] if one_task else [r["task"]]), r["agent"], "/".join(x for x in (r["profile"], r["period"]) if x),
+                 *[cell(r["metrics"].get(m), nd) for m, _, nd in shown], str(len(r["repeats"]))] for r in out.runs]
+        what = f"{out.runs[0]['task']}: " if one_task and out.runs else ""
+        from quantgym.tasks import sharpe_notes
+
+        print_table(console, f"{what}mean ± half-width of the Student-t {level:.0%} interval over {len(repeats)} "
+                    "repeats", cols, rows, keys=2 if one_task else 3,
+                    caption=sharpe_notes(r["task"] for r in out.runs) or None)
+    return out
