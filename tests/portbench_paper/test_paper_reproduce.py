@@ -102,3 +102,47 @@ def test_reproduce_terminal_tables_fit_80_columns(tmp_path):
     assert "Cov. Risk Parity" in res.output and "log_returns_equities" in res.output
     assert max(len(x) for x in lines) <= 80
     assert "…" not in res.output
+
+
+def test_a_new_baseline_leaves_the_reproduction_of_the_published_table_intact(tmp_path, monkeypatch):
+    """Adding a baseline to BASELINES: ``quantgym reproduce portbench`` still runs the published ones
+    (PAPER_BASELINES, spec §10.2) and refuses the new one in one line."""
+    from quantgym.envs.portbench import baselines as bl
+    from quantgym.envs.portbench.paper.reproduce import PAPER_BASELINES, reproduce, terminal_tables, to_markdown
+
+    class MyEqualWeight(bl.EqualWeight):
+        key = "my_equal_weight"
+        name = "My Equal-Weight"
+
+    monkeypatch.setitem(bl.BASELINES, MyEqualWeight.key, MyEqualWeight)
+    assert PAPER_BASELINES == tuple(PUBLISHED_2024)
+    # the backtests themselves are covered above; here only which baselines run and are tabled
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from quantgym.envs.portbench import bench
+    from quantgym.envs.portbench.paper import reproduce as rp
+
+    ran = []
+    metrics = {"sharpe": 0.5, "ret_pct": 5.0, "maxdd_pct": -2.0, "vol_pct": 4.0}
+
+    def run_direct(agent, period, fidelity):
+        ran.append(agent)
+        return SimpleNamespace(metrics=metrics, row=lambda: {"agent": agent, "period": period, **metrics})
+
+    def run_baselines(periods, agents, *args, **kwargs):
+        ran.extend(agents)
+        return {(a, p): SimpleNamespace(agent=a, period=p, metrics=metrics, config={}, nav=pd.Series([1.0, 1.05]),
+                                        steps=[]) for a in agents for p in periods}
+
+    monkeypatch.setattr(rp, "run_direct", run_direct)
+    monkeypatch.setattr(bench, "run_baselines", run_baselines)
+    rep = reproduce(periods=["normal_2024"], ablation_flags=None, universes=False)
+    assert rep.agents == list(PAPER_BASELINES) and set(ran) == set(PAPER_BASELINES)
+    assert "My Equal-Weight" not in to_markdown(rep)
+    assert len(terminal_tables(rep)[0][2]) == 4 * len(PAPER_BASELINES)  # one row per baseline and metric
+    with pytest.raises(ValueError, match="no published figures"):
+        reproduce(["my_equal_weight"], ["normal_2024"], ablation_flags=None, universes=False)
+    r = CliRunner().invoke(_app(), ["reproduce", "portbench", "--agents", "my_equal_weight", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "no published figures for baseline(s) ['my_equal_weight']" in r.output

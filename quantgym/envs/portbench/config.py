@@ -75,6 +75,10 @@ PERIODS: dict[str, Period] = {
                           "Crypto Collapse, monetary-tightening-driven"),
 }
 STRESS_PERIODS: tuple[str, ...] = ("china_2015", "covid_2020", "crypto_2022")
+#: the calm year whose §7.2 gate is the stress windows' (spec §2.2, §7.2)
+NORMAL_PERIOD = "normal_2024"
+#: the four bench periods in table order (spec §2.2, §2.3): ``quantgym bench``'s default, the report's order
+BENCH_PERIODS: tuple[str, ...] = (NORMAL_PERIOD, *STRESS_PERIODS)
 #: repo ids accepted as aliases (§11.9)
 PERIOD_ALIASES: dict[str, str] = {
     "bull_2024": "normal_2024",
@@ -101,7 +105,7 @@ def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) 
     :func:`stress_gate` over ``mdd_by_period``; None for any other period (and a missing window)."""
     if period in STRESS_PERIODS:
         return within_tolerance(mdd_by_period[period], tolerance)
-    return stress_gate(mdd_by_period, tolerance) if period == "normal_2024" else None
+    return stress_gate(mdd_by_period, tolerance) if period == NORMAL_PERIOD else None
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,9 @@ def resolve_live(period: LivePeriod, dates) -> Period:
 
 
 def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePeriod:
-    """Turn a period name, alias, ``dict(start=…, end=…, freq=…)`` or :class:`Period` into a Period.
+    """Turn a period name, alias, ``"live"``, ``START:END[:FREQ]`` (``2020-03-01:2020-03-31:weekly``; FREQ
+    defaults to monthly), ``dict(start=…, end=…, freq=…)`` or :class:`Period` into a Period (PortBench's one
+    period grammar; a :class:`Period` / :class:`LivePeriod` is returned as it is).
 
     Raises
     ------
@@ -145,6 +151,8 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
     """
     if isinstance(period, (Period, LivePeriod)):
         return period
+    if isinstance(period, str):
+        period = period.strip()
     if period == "live":
         return LivePeriod()
     if isinstance(period, dict) and period.get("name") == "live":

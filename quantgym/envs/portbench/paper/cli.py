@@ -71,19 +71,19 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(f"unknown ablation flag(s) {bad}; choose from {list(PAPER_FLAGS)}")
         ag = _split(agents) or None
         per = _split(periods) or None
-        from quantgym.envs.portbench.baselines import BASELINES
-        from quantgym.envs.portbench.config import resolve_period
+        from quantgym.envs.portbench.config import BENCH_PERIODS, resolve_period
 
-        bad_ag = [a for a in (ag or []) if a not in BASELINES]
+        bad_ag = [a for a in (ag or []) if a not in rp.PAPER_BASELINES]
         if bad_ag:
-            raise typer.BadParameter(f"unknown baseline(s) {bad_ag}; choose from {list(BASELINES)}")
+            raise typer.BadParameter(f"no published figures for baseline(s) {bad_ag}; choose from "
+                                     f"{list(rp.PAPER_BASELINES)}")
         for p in per or []:
             try:
                 resolve_period(p)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from None
-        n_ag = len(ag or rp.BASELINES)
-        n_per = len(per or rp.PERIODS)
+        n_ag = len(ag or rp.PAPER_BASELINES)
+        n_per = len(per or BENCH_PERIODS)
         total = 2 * n_ag * n_per + (len(flags) * (1 + stress_ablation) if ablation else 0) + (2 if universes else 0)
         opts = [f"--universe {universe}"] if universe != "89_no_crypto" else []
         opts += [f"--agents {','.join(ag)}"] if ag else []

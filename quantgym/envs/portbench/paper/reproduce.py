@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from quantgym.envs.portbench.baselines import BASELINES
+from quantgym.envs.portbench.config import BENCH_PERIODS
 from quantgym.envs.portbench.paper.config import PAPER_FLAGS, PaperFidelity
 from quantgym.envs.portbench.paper.simulator import DirectResult, run_direct
 
-PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 METRICS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct")
 METRIC_LABEL = {"sharpe": "Sharpe", "ret_pct": "Ret%", "maxdd_pct": "MaxDD%", "vol_pct": "Vol%"}
 
@@ -40,6 +40,9 @@ PUBLISHED_2024: dict[str, tuple[float, float, float, float]] = {
     "min_variance": (-0.043, 4.11, -1.28, 2.10),
     "black_litterman": (-0.173, 3.06, -4.48, 5.47),
 }
+#: the baselines of the published table (§10.2), in the page's order: what :func:`reproduce` can compare; a
+#: baseline added to :data:`~quantgym.envs.portbench.baselines.BASELINES` has no published figures
+PAPER_BASELINES: tuple[str, ...] = tuple(PUBLISHED_2024)
 #: §10.3 (page): the only published stress-window baseline figures
 PUBLISHED_STRESS: dict[tuple[str, str], dict[str, float]] = {
     ("equal_weight", "covid_2020"): {"sharpe": 0.045},
@@ -111,8 +114,9 @@ def reproduce(agents: Sequence[str] | None = None, periods: Sequence[str] | None
 
     Parameters
     ----------
-    agents : baseline keys (default: all six of §8, in the page's order).
-    periods : period names (default: the four published periods).
+    agents : baseline keys of :data:`PAPER_BASELINES` (default: all six of §10.2, in the page's order).
+    periods : period names (default: the four published periods,
+        :data:`~quantgym.envs.portbench.config.BENCH_PERIODS`).
     universe : paper universe (§11.1): ``"89_no_crypto"`` (default) or ``"81_crypto"``.
     ablation_flags : flags for :func:`ablation` (None or empty: skip the ablation).
     universes : also run :func:`universe_check` (EqW/60-40 2024, EqW 2020 in both paper universes).
@@ -122,15 +126,21 @@ def reproduce(agents: Sequence[str] | None = None, periods: Sequence[str] | None
     Returns
     -------
     Reproduction
+
+    Raises
+    ------
+    ValueError
+        A baseline without published figures (not in :data:`PAPER_BASELINES`).
     """
     import time
 
     t0 = time.perf_counter()
-    agents = list(agents or BASELINES)
-    periods = list(periods or PERIODS)
+    agents = list(agents or PAPER_BASELINES)
+    periods = list(periods or BENCH_PERIODS)
     for a in agents:
-        if a not in BASELINES:
-            raise ValueError(f"unknown baseline {a!r}; choose from {list(BASELINES)}")
+        if a not in PAPER_BASELINES:
+            raise ValueError(f"baseline {a!r} has no published figures to reproduce; choose from "
+                             f"{list(PAPER_BASELINES)}")
     tick = progress or (lambda s: None)
     out = Reproduction(command=command, universe=universe, agents=agents, periods=periods,
                        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
@@ -468,5 +478,5 @@ def write_outputs(rep: Reproduction, out_dir) -> dict[str, str]:
 
 
 __all__ = ["reproduce", "ablation", "universe_check", "to_markdown", "write_outputs", "Reproduction",
-           "PUBLISHED_2024", "PUBLISHED_STRESS", "SPEC_11_1", "table_2024", "table_stress", "table_ablation",
+           "PAPER_BASELINES", "PUBLISHED_2024", "PUBLISHED_STRESS", "SPEC_11_1", "table_2024", "table_stress", "table_ablation",
            "table_universes", "table_clean_paths", "terminal_tables"]
