@@ -106,7 +106,7 @@ def test_prompts_identical_with_and_without_the_cache(kw, monkeypatch):
         obs, *_ = env.step({"views": rng.uniform(-1, 1, n_assets), "signals": rng.integers(0, 3, n_assets),
                             "weights": rng.uniform(0, 1, n_assets), "status": 0})
     assert len(dates) == 4 and checked == 4 * 3 * 9
-    parts = env.view._row_parts(int(env.snapshot.t))
+    parts = env.view.row_cache(int(env.snapshot.t))
     assert any(isinstance(k, tuple) and k[0] == "prompt" for k in parts), "the env did not use the block cache"
 
 
@@ -171,7 +171,7 @@ def test_two_datasets_on_the_same_date_never_share_a_block(monkeypatch):
             if style == "full":
                 assert got[0] != got[1]  # different returns and correlations: different text
     # each dataset keeps its own blocks (the row cache is per dataset object)
-    parts = [env.view._row_parts(int(env.snapshot.t)) for env in envs]
+    parts = [env.view.row_cache(int(env.snapshot.t)) for env in envs]
     assert parts[0] is not parts[1]
     key = ("prompt", "corr", "upper", None)
     assert parts[0][key].text != parts[1][key].text

@@ -129,7 +129,7 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
     -------
     (4N + 59,) array: the observation up to and excluding ``weights`` (:func:`observation_layout`).
     """
-    parts = view._row_parts(int(t))
+    parts = view.row_cache(int(t))
     feat = parts.get("alloc_features")
     if feat is not None:
         return feat
@@ -154,9 +154,7 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
         parts["macro_mask"].astype(np.float64),
         reg,
     ])
-    feat.flags.writeable = False
-    parts["alloc_features"] = feat
-    return feat
+    return parts.put("alloc_features", feat)
 
 
 def profile_onehot(name: str) -> np.ndarray:

@@ -434,13 +434,13 @@ class PortBenchEnv(gym.Env):
         self.nav_pre = sim.nav
         self.snapshot = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav, self._news(self.view.dates[t])
                                            if self.text_provider is not None else self._profile_block)
-        parts = self.view._row_parts(int(t))
+        parts = self.view.row_cache(int(t))
         info = parts.get("row_info")
         if info is None:  # per-row constants of the info dict and the decision record
             snap = self.snapshot
-            info = parts["row_info"] = {"date": str(snap.decision_date.date()),
-                                        "n_available": int(snap.available.sum()),
-                                        "available_tickers": tuple(self._ticker_array[snap.available].tolist())}
+            info = parts.put("row_info", {"date": str(snap.decision_date.date()),
+                                          "n_available": int(snap.available.sum()),
+                                          "available_tickers": tuple(self._ticker_array[snap.available].tolist())})
         self._row_info = info
         self._obs_row = self._row_observation(parts)
         self._obs_views = False  # set by a step that reaches this decision (see _obs)
@@ -455,13 +455,11 @@ class PortBenchEnv(gym.Env):
         self._views = self._signals = None
         if self.scoring:
             snap, sc = self.snapshot, self.config.scoring
-            truth = parts.get(("truth", sc.view_scale, sc.signal_threshold))
+            key = ("truth", sc.view_scale, sc.signal_threshold)
+            truth = parts.get(key)
             if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
                 v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
-                truth = (v_star, s2_truth(v_star, sc.signal_threshold))
-                for a in truth:
-                    a.flags.writeable = False
-                parts[("truth", sc.view_scale, sc.signal_threshold)] = truth
+                truth = parts.put(key, (v_star, s2_truth(v_star, sc.signal_threshold)))
             self.v_star, self.s_star = truth
             self.w_star_s45 = None
             self._w_star_key = None
@@ -476,14 +474,12 @@ class PortBenchEnv(gym.Env):
                                            ew_if_nonpositive_mu=ew_mu)
             else:
                 # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
-                parts = self.view._row_parts(t)
                 key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
                 w_star = parts.get(key)
                 if w_star is None:
                     with _single_thread_blas():
-                        w_star = s3_truth(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu)
-                    w_star.flags.writeable = False
-                    parts[key] = w_star
+                        w_star = parts.put(key, s3_truth(snap, self.s_star, sc.oracle, None,
+                                                         ew_if_nonpositive_mu=ew_mu))
                 self.w_star = w_star
                 self._w_star_key = key  # the truth's S5 report is cached with it (_star_report)
 
@@ -526,15 +522,15 @@ class PortBenchEnv(gym.Env):
     def _row_observation(self, parts: dict | None = None) -> dict[str, Any]:
         """The row-dependent observation entries of the current decision (read-only arrays), in the order
         of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`. ``parts``: the
-        row's cached parts (``MarketView._row_parts``), if at hand."""
+        row's cache (:meth:`MarketView.row_cache`), if at hand."""
         snap = self.snapshot
         if self.config.fidelity == "clean":  # cached per dataset and row (speed only)
             view, t = self.view, int(snap.t)
-            parts = view._row_parts(t) if parts is None else parts
+            parts = view.row_cache(t) if parts is None else parts
             template = parts.get("obs_template")
             if template is None:  # the O(N) entries in observation order, the large ones to fill in
                 small = self._obs_small(snap)
-                template = parts["obs_template"] = {k: small.get(k) for k in OBS_KEYS}
+                template = parts.put("obs_template", {k: small.get(k) for k in OBS_KEYS})
             row = template.copy()
             keys = self.obs_keys
             # views of the cached read-only arrays: an observation cannot make them writeable; an entry
@@ -604,8 +600,7 @@ class PortBenchEnv(gym.Env):
         snap, cfg = self.snapshot, self.config
         # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision row
         # and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
-        row_parts = getattr(self.view, "_row_parts", None)
-        cache = None if row_parts is None else row_parts(int(snap.t))
+        cache = self.view.row_cache(int(snap.t))
         if stage == 0 or not self.stagewise:
             if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
                 return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6,
@@ -963,13 +958,10 @@ class PortBenchEnv(gym.Env):
         key = self._w_star_key
         if key is None or w is not self.w_star or self.w_star_s45 is not None:
             return risk_report(w, snap, self.profile, sc, include_start=include_start)
-        parts = self.view._row_parts(int(snap.t))
         key = ("rep_star", *key, self.profile.var_limit, self.profile.max_drawdown, sc.s5_min_obs, sc.drift_limit,
                include_start)
-        rep = parts.get(key)
-        if rep is None:
-            rep = parts[key] = risk_report(w, snap, self.profile, sc, include_start=include_start)
-        return rep
+        return self.view.row_cache(int(snap.t)).value(
+            key, lambda: risk_report(w, snap, self.profile, sc, include_start=include_start))
 
     # ------------------------------------------------------------------------------ results
     def episode_metrics(self) -> dict[str, Any]:

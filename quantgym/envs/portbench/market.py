@@ -468,6 +468,41 @@ class RowArrays:
         self.nbytes = 0
 
 
+def read_only(value: Any) -> Any:
+    """``value`` with its arrays (itself, or the items of a tuple) made read-only; returned as is."""
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return value
+
+
+class RowCache(dict):
+    """The cache of one decision row of a :class:`MarketView` (:meth:`MarketView.row_cache`), speed only.
+
+    A plain dict to read (``cache.get(key)``): the snapshot's parts under string keys (``"available"``,
+    ``"price"``, ``"trailing_return"``, ...) and what consumers derived from the row. A consumer stores
+    a value that depends on the row and the config only with :meth:`value` (compute once) or :meth:`put`,
+    under a key of its own (a tuple naming the consumer and every setting the value depends on, e.g.
+    ``("w_star", oracle, view_scale, signal_threshold, ew_mu)``); arrays are stored read-only. The cache is
+    shared by every env over the same data object and window config, so a stored value must be the one
+    an uncached computation gives.
+    """
+
+    __slots__ = ()
+
+    def put(self, key: Any, value: Any) -> Any:
+        """Store ``value`` under ``key`` (its arrays made read-only) and return it."""
+        self[key] = read_only(value)
+        return value
+
+    def value(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """The value under ``key``; on a miss ``compute()`` stored with :meth:`put`."""
+        v = self.get(key)
+        if v is None:
+            v = self.put(key, compute())
+        return v
+
+
 #: placeholder of a snapshot field computed on first access (``MarketSnapshot.loader``)
 LAZY: Any = type("Lazy", (), {"__repr__": lambda self: "LAZY"})()
 LAZY_FIELDS = ("returns", "corr", "intra", "inter")
@@ -607,21 +642,23 @@ class MarketView:
         """§1.9 regime label at row ``t`` (sideways without an equity to measure it on)."""
         return market_regime(self.data, t, self.regime_ticker) if self.regime_ticker else "sideways"
 
-    def _row_parts(self, t: int) -> dict:
-        """O(N) row-dependent parts of the snapshot of decision row ``t`` (cached per dataset, read-only).
+    def row_cache(self, t: int) -> RowCache:
+        """The :class:`RowCache` of decision row ``t``: the O(N) row-dependent parts of its snapshot (cached per
+        dataset, read-only) and the values consumers keep with them.
 
         Everything in a snapshot except the portfolio state (weights, NAV, news) depends on the
         row and the config only, so it is computed once per ``(dataset, config, row)`` and shared
         by every env over the same :class:`~quantgym.envs.portbench.data.PortBenchData` (speed only; the values
-        are those of the uncached computation). The dict also holds scorer entries keyed by
-        strings (e.g. the lookback oracle, see :mod:`.env`). The O(L·N) and O(N²) arrays (window
-        returns, correlations) are not in it: :meth:`row_array` keeps them in a byte-bounded cache.
+        are those of the uncached computation). Consumers keep values derived from the row in it
+        (:meth:`RowCache.value`: the lookback oracle, the S1/S2 truth, the observation template, the prompt
+        blocks). The O(L·N) and O(N²) arrays (window returns, correlations) are not in it: :meth:`row_array`
+        keeps them in a byte-bounded cache.
         """
         cache = self._row_cache
         parts = cache.get(t)
         if parts is not None:
             return parts
-        parts = self._compute_row_parts(int(t))
+        parts = RowCache(self._compute_row_parts(int(t)))
         if len(cache) >= ROW_CACHE_MAX:
             cache.pop(next(iter(cache)))
         cache[t] = parts
@@ -681,7 +718,7 @@ class MarketView:
             if v is not None:
                 return v
         if name == "returns":
-            v = self.window_returns(self._row_parts(t))
+            v = self.window_returns(self.row_cache(t))
         elif name == "returns0":  # missing = 0 (the S5 risk report's window)
             v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
         elif name in ("corr", "obs_corr"):
@@ -707,7 +744,7 @@ class MarketView:
     def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(intra (6,), inter (6, 6)) class correlations of decision row ``t`` (:func:`class_correlations`),
         cached with the row parts."""
-        parts = self._row_parts(t)
+        parts = self.row_cache(t)
         cc = parts.get("class_corr")
         if cc is None:
             from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
@@ -715,9 +752,7 @@ class MarketView:
             corr = self.row_array(t, "corr")
             with _single_thread_blas():
                 cc = class_correlations(corr, self.class_id, parts["available"])
-            for v in cc:
-                v.flags.writeable = False
-            parts["class_corr"] = cc
+            parts.put("class_corr", cc)
         return cc
 
     def snapshot(self, t: int, current_weights: np.ndarray, nav: float, news_text: str = "") -> MarketSnapshot:
@@ -727,16 +762,16 @@ class MarketView:
         ``corr``, ``intra`` and ``inter`` are computed when first read.
         """
         t = int(t)
-        p = self._row_parts(t)
+        p = self.row_cache(t)
         fields = p.get("snapshot_fields")
         if fields is None:  # the row's constant fields, built once (speed only: no dataclass __init__ per step)
-            fields = p["snapshot_fields"] = MarketSnapshot(
+            fields = p.put("snapshot_fields", MarketSnapshot(
                 decision_date=p["decision_date"], t=t, tickers=self.tickers, classes=self.classes,
                 class_id=self.class_id, available=p["available"], window_dates=p["window_dates"], returns=LAZY,
                 price=p["price"], trailing_return=p["trailing_return"], ann_vol=p["ann_vol"], corr=LAZY, intra=LAZY,
                 inter=LAZY, macro=p["macro"], macro_mask=p["macro_mask"], regime=p["regime"], current_weights=None,
                 nav=0.0,
-            ).__dict__
+            ).__dict__)
         snap = object.__new__(MarketSnapshot)
         d = snap.__dict__
         d.update(fields)

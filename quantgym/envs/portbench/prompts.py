@@ -15,7 +15,7 @@ Block cache (speed only). :func:`render_s1` and :func:`render_s3` take ``cache``
 None renders everything; a dict keeps the blocks that depend on the snapshot's row only (header,
 asset lines, macro lines, correlation block) so that S1 and S3 of one decision date, every style
 and every env over the same dataset render them once. The env passes the row cache of the decision
-row (:meth:`quantgym.envs.portbench.market.MarketView._row_parts`: one dict per dataset object,
+row (:meth:`quantgym.envs.portbench.market.MarketView.row_cache`: one dict per dataset object,
 window config and row, at most ``ROW_CACHE_MAX`` rows, freed with the dataset). An entry holds weak
 references to the row arrays it was rendered from and is used only when the snapshot carries the
 very same (read-only) arrays, date, regime and universe: a dict shared by mistake costs a re-render,

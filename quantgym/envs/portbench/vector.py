@@ -261,7 +261,7 @@ class _BatchCore:
         self.rowmap[rows] = np.arange(rows.size)
         # the observation is float32: the features are cast once here (the same values as a cast per step)
         self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows]).astype(np.float32)
-        self.avail_table = np.stack([self.view._row_parts(int(t))["available"] for t in rows])
+        self.avail_table = np.stack([self.view.row_cache(int(t))["available"] for t in rows])
         # equal weight over A_d at every initial row an episode can start from (the reset's EW close)
         inits = (np.unique(np.concatenate([r[:k] for r, _, k in self.sampler.starts])) - 1 if self.sampler
                  else np.array([self.fixed.init_row]))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantgym.envs.portbench.market import (
-    ASSET_CLASSES, SQRT252, MarketView, _SHARED, class_correlations, pairwise_corr,
+    ASSET_CLASSES, SQRT252, MarketView, RowCache, _SHARED, class_correlations, pairwise_corr,
 )
 
 
@@ -85,13 +85,13 @@ class PaperMarketView(MarketView):
         last[has] = px[idx[has], np.flatnonzero(has)]
         return self._own_dates64[lo:hi][rows], win, last
 
-    def _row_parts(self, t: int) -> dict:
+    def row_cache(self, t: int) -> RowCache:
         cache = self._row_cache
         parts = cache.get(t)
         if parts is not None:
             return parts
         if not self.flags.own_calendar_windows:
-            parts = dict(super()._row_parts(t))  # clean windows (computed by the parent, kept here)
+            parts = RowCache(super().row_cache(t))  # clean windows (computed by the parent, kept here)
             cache.pop(t, None)
             parts["returns"] = self.window_returns(parts)
         else:
@@ -113,7 +113,7 @@ class PaperMarketView(MarketView):
             mmask = np.isfinite(macro)
             import pandas as pd
 
-            parts = {
+            parts = RowCache({
                 "decision_date": self.dates[t],
                 "available": available,
                 "window_dates": pd.DatetimeIndex(wdates),
@@ -124,7 +124,7 @@ class PaperMarketView(MarketView):
                 "macro": np.where(mmask, macro, 0.0),
                 "macro_mask": mmask,
                 "regime": self.regime_at(td),
-            }
+            })
         from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
 
         with _single_thread_blas():  # as the clean view computes it (speed only)
@@ -143,16 +143,15 @@ class PaperMarketView(MarketView):
     def row_array(self, t: int, name: str) -> np.ndarray:
         """The snapshot's ``returns`` / ``returns0`` / ``corr`` of row ``t`` from the paper row parts (paper mode keeps them
         per row: an 80-89-asset universe; the env builds the observation forms per step)."""
-        parts = self._row_parts(t)
+        parts = self.row_cache(t)
         if name == "returns0" and name not in parts:
-            parts[name] = np.nan_to_num(parts["returns"], nan=0.0)
-            parts[name].flags.writeable = False
+            parts.put(name, np.nan_to_num(parts["returns"], nan=0.0))
         if name not in ("returns", "corr", "returns0"):
             raise KeyError(f"paper views keep only 'returns', 'returns0' and 'corr' row arrays, not {name!r}")
         return parts[name]
 
     def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        parts = self._row_parts(t)
+        parts = self.row_cache(t)
         return parts["intra"], parts["inter"]
 
     def available_at(self, t: int) -> np.ndarray:
