@@ -41,7 +41,7 @@ def strip_fences(text: str, markers: str = "any") -> str:
     text : str
     markers : {"any", "json"}
         ``"any"``: every ```` ```tag ```` opening (with the blanks and the one newline after it), bare
-        ```` ``` ```` and ``~~~tag`` fences (LLM answer parsing, spec §4.0). ``"json"``: only
+        ```` ``` ```` and ``~~~tag`` fences (LLM answer parsing, spec portbench §4.0). ``"json"``: only
         ```` ``` ```` / ```` ```json ```` and all the white space after them (PortBench static-QA
         scorer; another tag is left in the text).
 

@@ -61,7 +61,7 @@ class EvalResult:
     Attributes
     ----------
     task, agent, env_id, profile, period : identification.
-    metrics : terminal metrics (§7: total_return, sharpe, max_drawdown, volatility, ..., ceps, pas).
+    metrics : terminal metrics (PortBench §7: total_return, sharpe, max_drawdown, volatility, ..., ceps, pas).
     stage_scores : per-stage mean scores (None for direct-allocation baselines).
     ceps : run CEPS (mean of per-step CEPS) or None.
     nav : NAV curve (currency units) indexed by date (empty for tasks without one).

@@ -24,13 +24,13 @@ def _arr(r: Any) -> np.ndarray:
 
 
 def total_return(r: Any) -> float:
-    """``Π(1 + r_t) − 1`` (decimal; spec §7.1)."""
+    """``Π(1 + r_t) − 1`` (decimal; spec portbench §7.1)."""
     a = _arr(r)
     return float(np.prod(1.0 + a) - 1.0) if a.size else 0.0
 
 
 def cagr(r: Any, periods_per_year: int = TRADING_DAYS) -> float:
-    """``(Π(1 + r_t))^{252/N} − 1``; ``−1`` if the product ≤ 0; ``0`` if ``N < 2`` (§7.1)."""
+    """``(Π(1 + r_t))^{252/N} − 1``; ``−1`` if the product ≤ 0; ``0`` if ``N < 2`` (PortBench §7.1)."""
     a = _arr(r)
     if a.size < 2:
         return 0.0
@@ -50,7 +50,7 @@ def volatility(r: Any, periods_per_year: int = TRADING_DAYS) -> float:
 
 def sharpe(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS, *,
            finite_only: bool = False, form: str = "annual") -> float:
-    """Sharpe ratio ``(mean(r)·252 − rf) / (std(r)·√252)`` (spec §7.1).
+    """Sharpe ratio ``(mean(r)·252 − rf) / (std(r)·√252)`` (spec portbench §7.1).
 
     Arithmetic daily mean, annual risk-free ``rf`` (default 4 %), ddof 1.
     Returns 0 if ``N < 2`` or the volatility is zero.
@@ -100,7 +100,7 @@ def sharpe(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS, 
 
 
 def sortino(r: Any, rf: float = RISK_FREE, periods_per_year: int = TRADING_DAYS) -> float:
-    """Sortino: Sharpe's numerator over ``std(r[r<0])·√252`` (ddof 1; §7.1).
+    """Sortino: Sharpe's numerator over ``std(r[r<0])·√252`` (ddof 1; PortBench §7.1).
 
     ``+inf`` with no negative day, ``NaN`` with exactly one, 0 if that std is 0.
     """
@@ -135,7 +135,7 @@ def drawdown_path(r: Any, include_start: bool = True) -> np.ndarray:
 
 
 def max_drawdown(r: Any, include_start: bool = True) -> float:
-    """Maximum drawdown, a number ≤ 0 (spec §7.1).
+    """Maximum drawdown, a number ≤ 0 (spec portbench §7.1).
 
     Examples
     --------
@@ -203,7 +203,7 @@ def nav_returns(nav: Any) -> np.ndarray:
 
 
 def performance_summary(r: Any, include_start: bool = True, rf: float = RISK_FREE) -> dict[str, float]:
-    """All §7.1 metrics of a daily return series in one dict (decimals)."""
+    """All PortBench §7.1 metrics of a daily return series in one dict (decimals)."""
     return {
         "total_return": total_return(r),
         "cagr": cagr(r),

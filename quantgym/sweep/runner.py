@@ -511,7 +511,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
 
 
 def _gates(records: list[dict[str, Any]]) -> dict[str, bool]:
-    """Run id -> gate set by the tasks' sweep hooks from the whole grid (PortBench: normal_2024's §7.2 gate)."""
+    """Run id -> gate set by the tasks' sweep hooks from the whole grid (normal_2024's gate, spec portbench §7.2)."""
     out: dict[str, bool] = {}
     for task in dict.fromkeys(r.get("task") for r in records if r.get("status") == "ok"):
         hooks = sweep_hooks(task or "other")

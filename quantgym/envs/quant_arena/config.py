@@ -89,6 +89,48 @@ class ArenaCostModel(Config, version=ARENA_VERSION):
         """Sell-side stamp-duty rate in force on execution day ``day``."""
         return self.stamp_rate_before if _date(day) < _date(self.stamp_change) else self.stamp_rate_after
 
+    def describe(self, style: str | None = None) -> str:
+        """The fee rule in one line, rendered from these rates (the brief states it, spec §9).
+
+        ``style`` None: every rate with its change date, e.g. ``"commission 2.5 bp of traded value (min 5 CNY
+        per order), transfer fee 0.2 bp before 2022-04-29 and 0.1 bp from then, sell-side stamp duty 10 bp
+        before 2023-08-28 and 5 bp from then"``; a prompt style (:data:`quantgym.spaces.PROMPT_STYLES`): the
+        brief's wording in that style. A fee whose rates are all zero is left out; with none left (or
+        ``enabled=False``, :meth:`off`) the rule is ``"no fees (costs switched off)"`` (short styles: ``"no fees"``).
+        """
+        on = self.enabled
+        comm = on and (self.commission_rate > 0 or self.commission_min > 0)
+        transfer = on and (self.transfer_rate_before > 0 or self.transfer_rate_after > 0)
+        stamp = on and (self.stamp_rate_before > 0 or self.stamp_rate_after > 0)
+        if not (comm or transfer or stamp):
+            return "no fees (costs switched off)" if style in (None, "full") else "no fees"
+        rate, mn = _bp(self.commission_rate), f"{self.commission_min:g}"
+        if style is None:
+            parts = [f"commission {rate} bp of traded value" + (f" (min {mn} CNY per order)" if self.commission_min else "")
+                     if comm else "",
+                     "transfer fee " + _dated(self.transfer_rate_before, self.transfer_rate_after, self.transfer_change)
+                     if transfer else "",
+                     "sell-side stamp duty " + _dated(self.stamp_rate_before, self.stamp_rate_after, self.stamp_change)
+                     if stamp else ""]
+        else:
+            with_min = {"full": f"commission ({rate} bp, min {mn} CNY)", "compact": f"commission {rate} bp (min {mn} CNY)",
+                        "minimal": f"commission {rate} bp min {mn} CNY"}
+            comm_text = with_min[style] if self.commission_min else (
+                f"commission ({rate} bp)" if style == "full" else f"commission {rate} bp")
+            parts = [comm_text if comm else "", "transfer fee" if transfer else "",
+                     ("sell-side stamp duty" if style == "full" else "sell stamp duty") if stamp else ""]
+        return ", ".join(p for p in parts if p)
+
+
+def _bp(rate: float) -> str:
+    """A fraction as basis points without float noise: ``0.00025`` -> ``"2.5"``."""
+    return f"{round(rate * 1e4, 6):g}"
+
+
+def _dated(before: float, after: float, change: str) -> str:
+    """A rate that changes on ``change``: ``"10 bp before 2023-08-28 and 5 bp from then"`` (one rate if equal)."""
+    return f"{_bp(after)} bp" if before == after else f"{_bp(before)} bp before {change} and {_bp(after)} bp from then"
+
 
 @dataclass(frozen=True)
 class ImpactModel(Config, version=ARENA_VERSION):
@@ -136,6 +178,18 @@ class ImpactModel(Config, version=ARENA_VERSION):
         """Fill everything at the open price."""
         return cls(enabled=False)
 
+    def describe(self, style: str | None = None) -> str:
+        """The impact rule in one line (the brief states it, spec §9): ``style`` None names the book's
+        parameters; a prompt style gives the brief's wording. Off: orders fill in full at the open."""
+        if not self.enabled:
+            return ("no market impact (orders fill in full at the open)" if style in (None, "full")
+                    else "no impact: full fills at the open")
+        if style is None:
+            return (f"market impact from a simulated {self.levels}-level order book (tick {self.tick:g} CNY, "
+                    f"k_s {self.k_spacing:g}, k_d {self.k_depth:g}, volatility over {self.vol_window} days, "
+                    f"ADV over {self.adv_window} days)")
+        return "market impact from a simulated order book" if style == "full" else "order-book impact"
+
 
 @dataclass(frozen=True)
 class ExecutionModel(Config, version=ARENA_VERSION):
@@ -160,6 +214,14 @@ class ExecutionModel(Config, version=ARENA_VERSION):
     lot: int = 100
     initial_capital: float = 10_000_000.0
     limits: bool = True
+
+    def describe(self) -> str:
+        """The execution rules in one line (top-N slots, band, lot, price limits, capital; spec §10.5–§10.7).
+        The brief states ``top_n``, ``lot`` and ``limits`` in its own sentences."""
+        return (f"top {self.top_n} names bought at the next open, each slot 1/{self.top_n} of NAV, rebalance band "
+                f"{self.rebalance_band:g}, lots of {self.lot} shares, "
+                + ("daily price limits" if self.limits else "no daily price limits")
+                + f", initial capital {self.initial_capital:,.0f} CNY")
 
 
 @dataclass(frozen=True)
