@@ -160,6 +160,39 @@ def feedback_text(fb: dict, style: str = "full") -> str:
     return "\n".join(lines)
 
 
+#: the price-limit clause of the brief per style, with limits (``ExecutionModel.limits``) and without
+_LIMITS_TEXT = {
+    "full": ("daily price limits (a stock at its up-limit at\nthe open cannot be bought, at its down-limit cannot be "
+             "sold; suspended stocks cannot trade)", "no daily price limits (suspended stocks cannot trade)"),
+    "compact": ("price limits (no buy at the up-limit, no sell at the down-limit at the open; suspended stocks do not "
+                "trade)", "no price limits (suspended stocks do not trade)"),
+    "minimal": ("price limits (no buy at up-limit, no sell at down-limit at the open; suspended: no trade)",
+                "no price limits (suspended: no trade)"),
+}
+
+
+def trading_rules(cfg: ArenaConfig, style: str = "full") -> dict[str, str]:
+    """The brief's trading rules rendered from the config the run is scored with (spec §9, §10.5–§10.9).
+
+    ``fees``: the cost model's ``describe(style)`` (:func:`quantgym.models.describe_model`; ``"no fees (costs
+    switched off)"`` for :meth:`ArenaCostModel.off`); ``impact``: the impact model's; ``costs``: both in one
+    clause (``"no trading costs ..."`` when both are off); ``limits``: the price-limit clause
+    (``ExecutionModel.limits``).
+    """
+    from quantgym.models import describe_model
+
+    fees, impact = describe_model(cfg.cost, style=style), describe_model(cfg.impact, style=style)
+    off = fees.startswith("no ") and impact.startswith("no ")
+    return {"fees": fees, "impact": impact, "limits": _LIMITS_TEXT[style][0 if cfg.execution.limits else 1],
+            "costs": "no trading costs (no fees; full fills at the open)" if off else f"costs ({fees}, {impact})"}
+
+
+def _final_score(cfg: ArenaConfig) -> str:
+    """``0.5*S_in (research) + 0.5*S_out (sealed)`` with the scoring config's weights (spec §10.12)."""
+    s = cfg.scoring
+    return f"{s.w_in:g}*S_in (research) + {s.w_out:g}*S_out (sealed)"
+
+
 def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset,
                style: str = "full") -> tuple[str, dict]:
     """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict.
@@ -176,6 +209,7 @@ def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDatase
         return _short_brief(cfg, mode, max_candidates, ds, style), task_brief(cfg, mode, max_candidates, ds)[1]
 
     budget = max_candidates if mode == "iterative" else 1
+    rules = trading_rules(cfg, "full")
     facts = {
         "task": "quant_arena", "version": ARENA_VERSION, "mode": mode, "budget": budget,
         "windows": {"warmup_start": w.warmup_start, "research": [w.research_start, w.research_end],
@@ -196,9 +230,8 @@ def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDatase
 Write a Python module that scores every stock every trading day; higher = more attractive.
 Each day the top {cfg.execution.top_n} scores are bought at the next day's open (each slot = 1/{cfg.execution.top_n} of
 the account's value; fewer eligible names leave the rest in cash), long only, in a cash account
-with lots of 100 shares, commission (2.5 bp, min 5 CNY), transfer fee, sell-side stamp duty,
-market impact from a simulated order book, and daily price limits (a stock at its up-limit at
-the open cannot be bought, at its down-limit cannot be sold; suspended stocks cannot trade).
+with lots of {cfg.execution.lot} shares, {rules["fees"]},
+{rules["impact"]}, and {rules["limits"]}.
 Goal: beat the equal-weight market after costs in the sealed window that you never see.
 Score 0-100: mostly excess annual return over the market, then Sharpe, RankIC, its IR,
 long-short Sharpe, low turnover, scaled up a little by feature diversity.
@@ -210,7 +243,7 @@ long-short Sharpe, low turnover, scaled up a little by feature diversity.
 - {feedback_txt}
 - Iterative track: action = source text (a candidate) or {{"freeze": k}} (k = 1-based candidate
   index, None = latest). Freezing runs the sealed evaluation once and ends the episode.
-  Final score S = 0.5*S_in (research) + 0.5*S_out (sealed).
+  Final score S = {_final_score(cfg)}.
 
 ## Submission interface
 The module must define:
@@ -308,37 +341,35 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
     """The compact / minimal brief (see :func:`task_brief`)."""
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
 
-    w, n = cfg.windows, cfg.execution.top_n
+    w, n, lot = cfg.windows, cfg.execution.top_n, cfg.execution.lot
+    rules = trading_rules(cfg, style)
     budget = max_candidates if mode == "iterative" else 1
     if mode == "iterative" and style == "compact":
         track = (f"Budget: {budget} candidate(s); every submission uses one. After each you see only: research-window "
                  "calendar-year returns (account, market reference), ARR, excess ARR, mean RankIC, its IR, long-short "
                  "quintile Sharpe, turnover, coverage, active days, execution errors (with tracebacks).\n"
                  'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate index, None = latest); '
-                 "freezing runs the sealed evaluation once and ends the episode. S = 0.5*S_in (research) + 0.5*S_out "
-                 "(sealed).")
+                 f"freezing runs the sealed evaluation once and ends the episode. S = {_final_score(cfg)}.")
     elif mode == "iterative":
         track = (f"Budget: {budget} candidates, one per submission. Feedback: research-window yearly returns "
                  "(account, market), ARR, excess ARR, RankIC mean and IR, long-short Sharpe, turnover, coverage, "
                  "active days, errors.\n"
                  'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate, None = latest): runs '
-                 "the sealed evaluation once, ends the episode. S = 0.5*S_in (research) + 0.5*S_out (sealed).")
+                 f"the sealed evaluation once, ends the episode. S = {_final_score(cfg)}.")
     else:
         track = ("Budget: 1 candidate (one-shot track): your single submission is evaluated on the research and "
                  "sealed windows without feedback; the episode then ends with the final scores.")
     if style == "compact":
         task = (f"Task: a Python module that scores every stock every trading day (higher = more attractive). Each "
                 f"day the top {n} are bought at the next open (1/{n} of account value each; fewer eligible names "
-                "leave cash), long only, cash account, lots of 100, commission 2.5 bp (min 5 CNY), transfer fee, "
-                "sell stamp duty, order-book impact, price limits (no buy at the up-limit, no sell at the down-limit "
-                "at the open; suspended stocks do not trade). Goal: beat the equal-weight market after costs in the "
+                f"leave cash), long only, cash account, lots of {lot}, {rules['fees']}, {rules['impact']}, "
+                f"{rules['limits']}. Goal: beat the equal-weight market after costs in the "
                 "sealed window you never see. Score 0-100: mostly excess annual return, then Sharpe, RankIC, its "
                 "IR, long-short Sharpe, low turnover, a little feature diversity.")
     else:
         task = (f"Task: a Python module scoring every stock each trading day (higher = better). Daily the top {n} "
                 f"are bought at the next open (1/{n} of account value each, rest cash), long only, cash account, "
-                "lots of 100, costs (commission 2.5 bp min 5 CNY, transfer fee, sell stamp duty, order-book impact), "
-                "price limits (no buy at up-limit, no sell at down-limit at the open; suspended: no trade). Goal: "
+                f"lots of {lot}, {rules['costs']}, {rules['limits']}. Goal: "
                 "beat the equal-weight market after costs in the unseen sealed window. Score 0-100: mostly excess "
                 "annual return, then Sharpe, RankIC, IR, long-short Sharpe, low turnover, feature diversity.")
     lines = [
@@ -371,4 +402,4 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["task_brief", "intraday_text", "research_feedback", "feedback_text", "FEEDBACK_WINDOW_KEYS", "FEEDBACK_LIMITS"]
+__all__ = ["task_brief", "trading_rules", "intraday_text", "research_feedback", "feedback_text", "FEEDBACK_WINDOW_KEYS", "FEEDBACK_LIMITS"]
