@@ -54,6 +54,21 @@ class PortBenchCostModel(Config, version=SCORING_VERSION):
     def off(cls) -> "PortBenchCostModel":
         return cls(slippage_bps=0.0, commission_bps=0.0)
 
+    def describe(self, style: str | None = None) -> str:
+        """The cost rule in one line, rendered from these rates (the S3 prompt states it, spec §4.3, §4.4).
+
+        ``style`` None: ``"trading costs 15 bps of traded notional (10 slippage + 5 commission)"``; a prompt
+        style (:data:`quantgym.spaces.PROMPT_STYLES`): the S3 prompt's wording (``minimal``: ``"costs 15 bps
+        of traded notional"``). Both rates zero (:meth:`off`): ``"no trading costs"``.
+        """
+        total = round(self.slippage_bps + self.commission_bps, 6)
+        if total == 0:
+            return "no trading costs"
+        text = f"{'costs' if style == 'minimal' else 'trading costs'} {total:g} bps of traded notional"
+        if style is None:
+            text += f" ({self.slippage_bps:g} slippage + {self.commission_bps:g} commission)"
+        return text
+
 
 @dataclass(frozen=True)
 class Period(Config, version=SCORING_VERSION):
