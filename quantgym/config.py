@@ -80,11 +80,18 @@ def _coerce(hint: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None
+        first: Exception | None = None  # e.g. ``ArenaCostModel | ImportableModel``: the first that takes the dict
         for arg in typing.get_args(hint):
             if arg is not type(None):
-                out = _coerce(arg, value)
+                try:
+                    out = _coerce(arg, value)
+                except (TypeError, ValueError) as e:
+                    first = first or e
+                    continue
                 if out is not value:
                     return out
+        if first is not None:
+            raise first
         return value
     if origin is tuple and isinstance(value, (list, tuple)):
         args = typing.get_args(hint)

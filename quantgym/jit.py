@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["jit_enabled", "njit", "np_sum"]
+__all__ = ["jit_enabled", "njit", "np_sum", "interpreted"]
 
 
 def jit_enabled() -> bool:
@@ -91,6 +91,26 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
         return call
 
     return wrap(fn) if fn is not None else wrap
+
+
+def interpreted(kernel: Callable[..., Any], **helpers: Callable[..., Any]) -> Callable[..., Any]:
+    """The interpreted source of ``kernel`` with some of the kernels it calls replaced by Python callables.
+
+    How a user-defined model (a plain Python object, e.g. a fee model of :mod:`quantgym.models`) runs
+    inside a compiled loop: the loop runs as Python (slower), its call to the built-in model's kernel
+    goes to ``helpers[name]`` instead, and every other kernel it calls stays compiled.
+
+    Raises
+    ------
+    ValueError
+        A name in ``helpers`` that the kernel does not call.
+    """
+    f = kernel.py_func  # type: ignore[attr-defined]
+    unknown = sorted(set(helpers) - set(f.__code__.co_names))
+    if unknown:
+        raise ValueError(f"quantgym.jit.interpreted: {f.__name__} calls no {', '.join(unknown)}")
+    ns = {**f.__globals__, **helpers}
+    return types.FunctionType(f.__code__, ns, f.__name__, f.__defaults__, f.__closure__)
 
 
 def _stamp(path: str) -> tuple[float, int]:

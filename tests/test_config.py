@@ -35,9 +35,11 @@ def _instances(k: type[Config]) -> list[Config]:
     """The default instance, a non-default one where a field can change, and the shipped constants."""
     from quantgym.envs.market_bench import config as mb
     from quantgym.envs.portbench import config as pb
+    from quantgym.models import ImportableModel
 
     shipped = [*pb.PERIODS.values(), *mb.SCHEDULED_ROUNDS, *mb.PAIRS_ROUNDS, *mb.DELTA_HEDGE_ROUNDS,
-               *(r.book for r in mb.PAIRS_ROUNDS), *(r.delta for r in mb.DELTA_HEDGE_ROUNDS)]
+               *(r.book for r in mb.PAIRS_ROUNDS), *(r.delta for r in mb.DELTA_HEDGE_ROUNDS),
+               ImportableModel("quantgym.envs.quant_arena.config:ArenaCostModel", {"commission_min": 7.0})]
     out = [x for x in shipped if type(x) is k]
     try:
         out.append(k())

@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from quantgym.jit import njit
+from quantgym.jit import interpreted, njit
+from quantgym.models import ImportableModel, build_model
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
@@ -116,7 +117,7 @@ class AccountResult:
 
 
 def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
-                cost: ArenaCostModel | None = None, impact: ImpactModel | None = None,
+                cost: ArenaCostModel | ImportableModel | None = None, impact: ImpactModel | None = None,
                 record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
@@ -135,7 +136,10 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         Row j = scores decided after the close of D_j, traded at the open of D_{j+1}.
         NaN = not eligible. Must already be validated (finite or NaN).
     execution, cost, impact : configs
-        Defaults = spec (``qa-v1``).
+        Defaults = spec (``qa-v1``). ``cost`` may also be an :class:`~quantgym.models.ImportableModel` (or
+        any object with :class:`~quantgym.models.FeeModel`'s ``order_fee``): the day loop then runs
+        interpreted with that model pricing each order (slower; the book walk stays compiled), and a
+        float fee is booked as commission.
     record_trades : bool
         Keep a per-order log in ``AccountResult.trades`` (tests, diagnostics).
 
@@ -146,12 +150,12 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     Raises
     ------
     ValueError
-        Shape mismatch or a window beyond the panel.
+        Shape mismatch or a window beyond the panel; a fee model that cannot be built (one line).
     AssertionError
         Internal invariants (cash never negative, T+1) — a bug, never agent input.
     """
     ex = execution or ExecutionModel()
-    cost = cost or ArenaCostModel()
+    cost = build_model(cost or ArenaCostModel(), ArenaCostModel)
     impact = impact or ImpactModel()
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (n, ds.N):
@@ -171,10 +175,15 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     sel_ptr[1:] = np.cumsum([s.size for s in sels])
     sel_idx = np.concatenate(sels).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
     days = ds.dates[d0 + 1:d0 + n + 1]
-    rates = np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
-                     dtype=np.float64).reshape(n, 2)
-    fee_args = (bool(cost.enabled), float(cost.commission_rate), float(cost.commission_min))
-    daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = _account_days(
+    kernel = _account_days
+    if isinstance(cost, ArenaCostModel):  # the spec's fees (§10.9), compiled
+        rates = np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
+                         dtype=np.float64).reshape(n, 2)
+        fee_args = (bool(cost.enabled), float(cost.commission_rate), float(cost.commission_min))
+    else:  # a user fee model: the same loop, interpreted, each order priced by the model
+        rates, fee_args = np.zeros((n, 2)), (True, 0.0, 0.0)
+        kernel = interpreted(_account_days, _day_fees=_model_fees(cost, [str(d) for d in days]))
+    daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = kernel(
         d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
         ds.has_row, up, down, base, lr, vol, rates, top_n, float(ex.rebalance_band), float(ex.lot),
         float(ex.initial_capital), impact_args(impact), fee_args, bool(record_trades))
@@ -200,6 +209,33 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
 
 
 # ---------------------------------------------------------------------- the day loop (compiled)
+@njit
+def _day_fees(value: float, side: int, kk: int, fee: tuple, rates: np.ndarray) -> tuple[float, float, float]:
+    """Fees of one order on execution day index ``kk`` under the :class:`ArenaCostModel` passed as ``fee``
+    (``(enabled, commission_rate, commission_min)``) and ``rates`` (the day's transfer and stamp rates)."""
+    return _fees(value, side, fee[0], fee[1], fee[2], rates[kk, 0], rates[kk, 1])
+
+
+def _model_fees(model: object, days: list[str]):
+    """:func:`_day_fees` of a user fee model (:class:`quantgym.models.FeeModel`): ``model.order_fee(value,
+    side, day)``; a float is the commission, a 3-tuple ``(commission, transfer, stamp)``."""
+    fee = model.order_fee
+
+    def day_fees(value, side, kk, _fee, _rates):  # noqa: ANN001, ANN202 - the kernel's helper signature
+        if not value > 0:
+            return 0.0, 0.0, 0.0
+        out = fee(float(value), int(side), days[kk])
+        if isinstance(out, tuple):
+            c1, c2, c3 = (float(x) for x in out)
+        else:
+            c1, c2, c3 = float(out), 0.0, 0.0
+        if not all(math.isfinite(c) and c >= 0 for c in (c1, c2, c3)):
+            raise ValueError(f"fee model {type(model).__name__}: order_fee({value}, {side}, {days[kk]!r}) "
+                             f"returned {out!r} (fees must be finite and >= 0)")
+        return c1, c2, c3
+
+    return day_fees
+
 # Field indices of the kernel's outputs.
 _NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
 _N_BUYS, _N_SELLS, _BLOCKED_BUY, _BLOCKED_SELL, _PARTIAL, _N_HELD = range(6)  # counts (6, n) int64
@@ -257,7 +293,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         ``ExecutionModel`` (slots, rebalance band, lot in shares, initial capital in CNY).
     imp, fee : tuples
         :func:`~quantgym.envs.quant_arena.exchange.impact_args`; ``(enabled, commission_rate,
-        commission_min)`` of the ``ArenaCostModel``.
+        commission_min)`` of the ``ArenaCostModel`` (read by :func:`_day_fees`, the one fee call).
     record : bool
         Fill the trade log.
 
@@ -272,7 +308,6 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     err, err_day : int         0, or 1 (cash negative) / 2 (T+1) and the day k where it happened
     """
     imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
-    cost_on, comm_rate, comm_min = fee
     N = O.shape[1]
     daily = np.zeros((6, n))
     counts = np.zeros((6, n), dtype=np.int64)
@@ -293,7 +328,6 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         d = d0 + k
         t = d - 1
         kk = k - 1
-        tr_rate, st_rate = rates[kk, 0], rates[kk, 1]
         B = S = fees = stamp = impact = 0.0
         # 1. corporate actions (§10.7.1), 2. NAV_open at the open (base price if not tradable)
         nh = 0
@@ -341,7 +375,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     continue
                 if filled < want - 1e-9:
                     counts[_PARTIAL, kk] += 1
-                c1, c2, c3 = _fees(value, -1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
+                c1, c2, c3 = _day_fees(value, -1, kk, fee, rates)
                 cash += value - c1 - c2 - c3
                 left = shares[j] - filled
                 shares[j] = 0.0 if is_exit and abs(left) < 1e-9 else left
@@ -383,7 +417,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     filled = 0.0
                     break
                 value = _fill(+1, filled, P, delta, q, L, imp_on)[1]
-                c1, c2, c3 = _fees(value, +1, cost_on, comm_rate, comm_min, tr_rate, st_rate)
+                c1, c2, c3 = _day_fees(value, +1, kk, fee, rates)
                 total = value + c1 + c2 + c3
                 if total <= cash + 1e-9:
                     break

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quantgym.config import Config
+from quantgym.models import ImportableModel
 
 #: Version of the scoring/cost rules (spec §6: "version the scoring config").
 ARENA_VERSION = "qa-v1"
@@ -88,6 +89,13 @@ class ArenaCostModel(Config, version=ARENA_VERSION):
     def stamp_rate(self, day: Any) -> float:
         """Sell-side stamp-duty rate in force on execution day ``day``."""
         return self.stamp_rate_before if _date(day) < _date(self.stamp_change) else self.stamp_rate_after
+
+    def order_fee(self, value: float, side: int, day: Any) -> tuple[float, float, float]:
+        """Commission, transfer fee and stamp duty of one order (:class:`quantgym.models.FeeModel`; the
+        account runs this model in its compiled kernel, :func:`~quantgym.envs.quant_arena.exchange.order_fees`)."""
+        from .exchange import order_fees
+
+        return order_fees(value, side, day, self)
 
     def describe(self, style: str | None = None) -> str:
         """The fee rule in one line, rendered from these rates (the brief states it, spec §9).
@@ -370,7 +378,9 @@ class Windows(Config, version=ARENA_VERSION):
 class ArenaConfig(Config, version=ARENA_VERSION):
     """Everything that defines a Quant-Arena evaluation; serialised into every record."""
 
-    cost: ArenaCostModel = field(default_factory=ArenaCostModel)
+    #: the fee model: the spec's :class:`ArenaCostModel` (compiled), or an :class:`~quantgym.models.ImportableModel`
+    #: naming a class that implements :class:`quantgym.models.FeeModel` (docs/quant_arena.md, "Your own cost model")
+    cost: ArenaCostModel | ImportableModel = field(default_factory=ArenaCostModel)
     impact: ImpactModel = field(default_factory=ImpactModel)
     execution: ExecutionModel = field(default_factory=ExecutionModel)
     scoring: ArenaScoringConfig = field(default_factory=ArenaScoringConfig)

@@ -1,0 +1,147 @@
+"""Swappable simulation models: a protocol per model kind and a config that names the class to build.
+
+A task's config holds its fee, impact and fill models as config objects. A built-in model is the task's
+own dataclass (``ArenaCostModel``, ``ImpactModel``, ``ExecutionModel``, ``PortBenchCostModel``) and runs in
+the task's compiled kernels. Any other model is an :class:`ImportableModel`: the import path of a class
+(``"package.module:Class"``) and the keyword arguments to build it with, the idea of nautilus_trader's
+``ImportableFeeModelConfig`` (https://nautilustrader.io/docs/latest/api_reference/config). The class is
+imported and built when the simulation starts, and the config's ``to_dict()`` (written into every
+result) holds ``class_path`` and ``kwargs``, so a result names the model that produced it.
+
+A fee model implements :class:`FeeModel`: ``order_fee(value, side, day)`` gives the fee of one order in
+the task's currency, and ``describe()`` one line of rule text for the agent's prompt. A user model runs
+in the interpreted form of the task's loop (slower, the same arithmetic otherwise); see
+docs/quant_arena.md and docs/portbench.md, "Your own cost model".
+
+Standard library only: importing it loads no numpy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from quantgym.config import Config
+
+__all__ = ["FeeModel", "ImportableModel", "load_model", "build_model", "describe_model", "BUILTIN_MODELS"]
+
+
+@runtime_checkable
+class FeeModel(Protocol):
+    """What a fee model implements (Quant-Arena's and PortBench's ``cost`` / ``costs`` field).
+
+    ``order_fee(value, side, day)``: the fee of one order, in the task's currency (CNY in Quant-Arena,
+    the NAV's currency units in PortBench), charged to cash on top of the traded value.
+
+    - ``value``: traded value of the order (shares × fill prices; PortBench: ``|Δw|·NAV``), > 0.
+    - ``side``: +1 buy, −1 sell.
+    - ``day``: execution day, ISO ``YYYY-MM-DD``.
+
+    It may return one float, or Quant-Arena's breakdown ``(commission, transfer, stamp)``; the total is
+    what is charged. ``describe()``: one line for the agent's prompt (e.g. ``"7 CNY per order"``);
+    a model without it is described by its class path and arguments (:func:`describe_model`).
+    """
+
+    def order_fee(self, value: float, side: int, day: str) -> Any: ...
+
+    def describe(self) -> str: ...
+
+
+#: the tasks' built-in models (compiled kernels), by task and kind: what an :class:`ImportableModel` of the
+#: same class path builds, and what runs when a config keeps its default
+BUILTIN_MODELS: dict[str, dict[str, str]] = {
+    "quant_arena": {"fee": "quantgym.envs.quant_arena.config:ArenaCostModel",
+                    "impact": "quantgym.envs.quant_arena.config:ImpactModel",
+                    "fill": "quantgym.envs.quant_arena.config:ExecutionModel"},
+    "portbench": {"fee": "quantgym.envs.portbench.config:PortBenchCostModel"},
+}
+
+
+def load_model(class_path: str, kwargs: dict | None = None) -> Any:
+    """Import ``"package.module:Class"`` and build it with ``kwargs``.
+
+    Raises
+    ------
+    ValueError
+        One line: the path is not ``module:Class``, the module or the class is not found, or the class
+        refuses the arguments.
+    """
+    mod_name, sep, cls_name = str(class_path).partition(":")
+    if not (sep and mod_name and cls_name):
+        raise ValueError(f"model class path {class_path!r}: expected 'package.module:Class'")
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ValueError(f"model class path {class_path!r}: cannot import {mod_name!r} ({e})") from None
+    obj = mod
+    for part in cls_name.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ValueError(f"model class path {class_path!r}: {mod_name!r} has no {cls_name!r}")
+    try:
+        return obj(**dict(kwargs or {}))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"model class path {class_path!r}: cannot build it with {dict(kwargs or {})} "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
+@dataclass(frozen=True)
+class ImportableModel(Config, version="importable-1"):
+    """A model named by its class: ``class_path`` ``"package.module:Class"`` and the ``kwargs`` to build it.
+
+    ``ImportableModel("my_fees:FlatFee", {"per_order": 7.0})`` in place of a task's built-in cost model
+    (``ArenaConfig(cost=...)``, ``PortBenchConfig(costs=...)``). The class is imported when the model is
+    built (:meth:`build`); a wrong path fails there with one line. ``to_dict()`` holds both fields, so
+    results record the model.
+    """
+
+    class_path: str
+    kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        mod_name, sep, cls_name = str(self.class_path).partition(":")
+        if not (sep and mod_name and cls_name):
+            raise ValueError(f"model class path {self.class_path!r}: expected 'package.module:Class'")
+        if not isinstance(self.kwargs, dict):
+            raise ValueError(f"model kwargs must be a dict, got {type(self.kwargs).__name__}")
+
+    def build(self) -> Any:
+        """The model object (:func:`load_model`; one-line ``ValueError`` on a bad path or arguments)."""
+        return load_model(self.class_path, self.kwargs)
+
+    def describe(self, style: str | None = None) -> str:
+        """The built model's ``describe()`` (:func:`describe_model`)."""
+        return describe_model(self.build(), self.class_path, self.kwargs, style)
+
+
+def build_model(model: Any, builtin: type) -> Any:
+    """``model`` ready to run: an :class:`ImportableModel` is built, anything else returned as is.
+
+    ``builtin`` is the task's own model class (its kernels run it); any other object must implement
+    :class:`FeeModel`'s ``order_fee``.
+
+    Raises
+    ------
+    ValueError
+        One line: a bad class path, or an object without ``order_fee``.
+    """
+    obj = model.build() if isinstance(model, ImportableModel) else model
+    if isinstance(obj, builtin):
+        return obj
+    if not callable(getattr(obj, "order_fee", None)):
+        where = model.class_path if isinstance(model, ImportableModel) else type(obj).__name__
+        raise ValueError(f"fee model {where}: has no order_fee(value, side, day) method (quantgym.models.FeeModel)")
+    return obj
+
+
+def describe_model(obj: Any, class_path: str = "", kwargs: dict | None = None, style: str | None = None) -> str:
+    """One line of rule text for a model: its ``describe()`` (``describe(style)`` if it takes a prompt style,
+    :data:`quantgym.spaces.PROMPT_STYLES`), else its class path and arguments."""
+    fn = getattr(obj, "describe", None)
+    if callable(fn):
+        takes_style = len(inspect.signature(fn).parameters) > 0
+        return str(fn(style) if takes_style and style is not None else fn())
+    args = ", ".join(f"{k}={v!r}" for k, v in (kwargs or {}).items())
+    return f"fees by the model {class_path or type(obj).__qualname__}({args})"
