@@ -604,15 +604,17 @@ class PortBenchEnv(gym.Env):
         if stage == 0 or not self.stagewise:
             if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
                 return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6,
-                                         style=style, cache=cache)
-            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style, cache=cache)
+                                         style=style, cache=cache, config=cfg)
+            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style, cache=cache, config=cfg)
         if stage == 1:
             if cfg.paper.s2_prompt_threshold:  # paper (§4.2): the prompt says ±0.15, truth uses ±0.2
-                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15, style=style)
-            return prompts.render_s2(snap, self.prev_views, self.stage_notes, style=style)
+                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15, style=style,
+                                         config=cfg)
+            return prompts.render_s2(snap, self.prev_views, self.stage_notes, style=style, config=cfg)
         block = "" if cfg.paper.no_profile_in_s3 else self.profile.prompt_block()  # paper (§3.1): no profile
         return prompts.render_s3(snap, self.prev_signals, block, cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache)
+                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache,
+                                 config=cfg)
 
     def _base_info(self) -> dict[str, Any]:
         status = self.step_status.values()

@@ -33,7 +33,9 @@ import weakref
 
 import numpy as np
 
+from quantgym.envs.portbench.config import PortBenchConfig
 from quantgym.envs.portbench.market import ASSET_CLASSES, REGIME_DISPLAY, MarketSnapshot
+from quantgym.models import describe_model
 from quantgym.spaces import check_prompt_style
 
 FORMAT_CONTRACT = (
@@ -174,14 +176,19 @@ def _macro_lines(snap: MarketSnapshot, macro_keys) -> list[str]:
     return [f"[MACRO] {first5}", "[MACRO INDICATORS] (publication lags applied)"] + labelled
 
 
-def _header(snap: MarketSnapshot, stage: str) -> list[str]:
+def _rules(config: PortBenchConfig | None) -> PortBenchConfig:
+    """The config a prompt states (the env's, which it is scored with; the defaults without one)."""
+    return PortBenchConfig() if config is None else config
+
+
+def _header(snap: MarketSnapshot, stage: str, regime_ticker: str) -> list[str]:
     return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through the close of this date).",
-            f"Market regime (SPY 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
+            f"Market regime ({regime_ticker} 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
 
 
-def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None) -> str:
+def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None, regime_ticker: str) -> str:
     """Full-style S1 header, asset lines and macro lines (row-dependent only)."""
-    lines = _header(snap, "S1 MARKET INTERPRETATION")
+    lines = _header(snap, "S1 MARKET INTERPRETATION", regime_ticker)
     # adjusted closes embed later distributions: a level for returns, never "the price that day" (docs/data.md §1)
     lines.append("[ASSETS] ticker (class): adj. close (split- and dividend-adjusted level, not the traded price), "
                  "trailing return over the window, annualised volatility")
@@ -193,16 +200,19 @@ def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None) -> str:
 
 
 def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_assets: int | None = None,
-              max_corr_assets: int | None = None, style: str = "full", cache: dict | None = None) -> str:
+              max_corr_assets: int | None = None, style: str = "full", cache: dict | None = None,
+              config: PortBenchConfig | None = None) -> str:
     """S1 (market interpretation) prompt (spec §4.1, clean mode: every available asset).
 
     ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
     per-asset lines and of the pairwise table. ``style``: one of ``PROMPT_STYLES``; ``cache``: None or
-    the row's block cache (module docstring)."""
+    the row's block cache (module docstring); ``config``: the env's config, whose rules the prompt
+    states (the regime ticker; None: the defaults)."""
+    rt = _rules(config).regime_ticker
     if style != "full":
-        return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets, cache)
-    lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets),
-                    lambda: _s1_head(snap, macro_keys, max_assets)),
+        return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets, cache, rt)
+    lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets, rt),
+                    lambda: _s1_head(snap, macro_keys, max_assets, rt)),
              _block(cache, snap, ("corr", corr_table, max_corr_assets),
                     lambda: correlation_block(snap, corr_table, max_corr_assets))]
     if snap.news_text:
@@ -216,14 +226,17 @@ def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_a
     return "\n".join(lines)
 
 
-def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None, threshold: float = 0.2,
-              style: str = "full") -> str:
-    """S2 (signal generation) prompt: the agent's own S1 views (spec §4.2, ±0.2 thresholds; paper mode
-    states ``threshold=0.15``). ``style``: one of ``PROMPT_STYLES`` (module docstring)."""
+def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None, threshold: float | None = None,
+              style: str = "full", config: PortBenchConfig | None = None) -> str:
+    """S2 (signal generation) prompt: the agent's own S1 views (spec §4.2: ``threshold`` None states the
+    truth's ``config.scoring.signal_threshold``, ±0.2 by default; paper mode states ``threshold=0.15``).
+    ``style``: one of ``PROMPT_STYLES`` (module docstring); ``config``: the env's config (None: the defaults)."""
     notes = notes or {}
+    cfg = _rules(config)
+    threshold = cfg.scoring.signal_threshold if threshold is None else threshold
     if style != "full":
-        return _s2_short(snap, views, notes, threshold, check_prompt_style(style))
-    lines = _header(snap, "S2 SIGNAL GENERATION")
+        return _s2_short(snap, views, notes, threshold, check_prompt_style(style), cfg.regime_ticker)
+    lines = _header(snap, "S2 SIGNAL GENERATION", cfg.regime_ticker)
     lines.append("[YOUR S1 VIEWS]")
     tk = snap.tickers
     vals = np.asarray(views)[snap.available].tolist()
@@ -243,16 +256,19 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
 
 def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
               strengths: np.ndarray | None = None, corr_table: str = "upper", style: str = "full",
-              cache: dict | None = None) -> str:
+              cache: dict | None = None, config: PortBenchConfig | None = None) -> str:
     """S3 (weight optimisation) prompt: signals, current weights, NAV, correlations, constraints,
     and (clean mode) the investor profile (spec §4.3, §3.1). ``style``: one of ``PROMPT_STYLES``;
-    ``cache``: None or the row's block cache (module docstring)."""
+    ``cache``: None or the row's block cache (module docstring); ``config``: the env's config, whose
+    rules the prompt states (the cost model's ``describe(style)``, the regime ticker; None: the defaults)."""
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
+    cfg = _rules(config)
+    rt, costs = cfg.regime_ticker, describe_model(cfg.costs, style=check_prompt_style(style))
     if style != "full":
-        return _s3_short(snap, signals, profile_block, nav_units, strengths, check_prompt_style(style), cache)
+        return _s3_short(snap, signals, profile_block, nav_units, strengths, style, cache, rt, costs)
 
-    lines = [_block(cache, snap, ("s3_header",), lambda: "\n".join(_header(snap, "S3 WEIGHT OPTIMISATION")))]
+    lines = [_block(cache, snap, ("s3_header", rt), lambda: "\n".join(_header(snap, "S3 WEIGHT OPTIMISATION", rt)))]
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     lines.append("[YOUR S2 SIGNALS] ticker: signal (strength)")
@@ -273,7 +289,7 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     lines.append(
         "[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your signals. "
         "Assets with a 'sell' signal should ideally get 0, 'buy' assets should be increased; avoid unnecessary "
-        "turnover (trading costs 15 bps of traded notional)."
+        f"turnover ({costs})."
     )
     lines.append("[SCHEMA] " + S3_SCHEMA)
     lines.append(FORMAT_CONTRACT)
@@ -294,12 +310,12 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(n - 3, 0)].rstrip() + "..."
 
 
-def _short_header(snap: MarketSnapshot, stage: str, style: str) -> list[str]:
+def _short_header(snap: MarketSnapshot, stage: str, style: str, regime_ticker: str) -> list[str]:
     if style == "compact":
         return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through its close).",
-                f"Regime (SPY 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
+                f"Regime ({regime_ticker} 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
     return [f"[PORTBENCH {stage}] Date {snap.decision_date.date()} (data to its close). "
-            f"Regime (SPY 126d): {REGIME_DISPLAY[snap.regime]}"]
+            f"Regime ({regime_ticker} 126d): {REGIME_DISPLAY[snap.regime]}"]
 
 
 def _by_class(snap: MarketSnapshot, idx) -> list[tuple[str, list[int]]]:
@@ -368,9 +384,9 @@ def _short_news(snap: MarketSnapshot, style: str) -> list[str]:
 
 
 def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
-              max_corr_assets: int | None, cache: dict | None = None) -> str:
-    head = _block(cache, snap, ("s1_short", style, tuple(macro_keys), max_assets, max_corr_assets),
-                  lambda: _s1_short_head(snap, macro_keys, style, max_assets, max_corr_assets))
+              max_corr_assets: int | None, cache: dict | None, regime_ticker: str) -> str:
+    head = _block(cache, snap, ("s1_short", style, tuple(macro_keys), max_assets, max_corr_assets, regime_ticker),
+                  lambda: _s1_short_head(snap, macro_keys, style, max_assets, max_corr_assets, regime_ticker))
     lines = [head] + _short_news(snap, style)
     if style == "compact":
         lines.append("[TASK] For every asset listed above give a view in [-1, 1] on its outlook (-1 very negative, "
@@ -385,10 +401,10 @@ def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | No
 
 
 def _s1_short_head(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
-                   max_corr_assets: int | None) -> str:
+                   max_corr_assets: int | None, regime_ticker: str) -> str:
     """Short-style S1 header, asset lines, macro line and correlation lines (row-dependent only)."""
     idx = snap.avail_idx[:max_assets]
-    lines = _short_header(snap, "S1 MARKET INTERPRETATION", style)
+    lines = _short_header(snap, "S1 MARKET INTERPRETATION", style, regime_ticker)
     if style == "compact":
         lines.append("[ASSETS] ticker class ret% vol% (return over the window, annualised volatility)")
         lines += [f"{snap.tickers[i]} {snap.classes[i]} {100 * snap.trailing_return[i]:+.1f} "
@@ -403,9 +419,10 @@ def _s1_short_head(snap: MarketSnapshot, macro_keys, style: str, max_assets: int
     return "\n".join(lines)
 
 
-def _s2_short(snap: MarketSnapshot, views: np.ndarray, notes: dict, threshold: float, style: str) -> str:
+def _s2_short(snap: MarketSnapshot, views: np.ndarray, notes: dict, threshold: float, style: str,
+              regime_ticker: str) -> str:
     idx = snap.avail_idx
-    lines = _short_header(snap, "S2 SIGNAL GENERATION", style)
+    lines = _short_header(snap, "S2 SIGNAL GENERATION", style, regime_ticker)
     summary = _cut(str(notes.get("macro_summary", "n/a")), SUMMARY_CHARS[style])
     if style == "compact":
         lines.append("[YOUR S1 VIEWS] ticker view")
@@ -434,12 +451,12 @@ def _w3(x: float) -> str:
 
 
 def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
-              strengths: np.ndarray | None, style: str, cache: dict | None = None) -> str:
+              strengths: np.ndarray | None, style: str, cache: dict | None, regime_ticker: str, costs: str) -> str:
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     idx = snap.avail_idx
-    lines = [_block(cache, snap, ("s3_short_header", style),
-                    lambda: "\n".join(_short_header(snap, "S3 WEIGHT OPTIMISATION", style)))]
+    lines = [_block(cache, snap, ("s3_short_header", style, regime_ticker),
+                    lambda: "\n".join(_short_header(snap, "S3 WEIGHT OPTIMISATION", style, regime_ticker)))]
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     cw = snap.current_weights
@@ -463,11 +480,11 @@ def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
         lines.append(
             "[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your "
             "signals. Assets with a 'sell' signal should ideally get 0, 'buy' assets should be increased; avoid "
-            "unnecessary turnover (trading costs 15 bps of traded notional).")
+            f"unnecessary turnover ({costs}).")
     else:
         lines.append(
             "[CONSTRAINTS] Long-only weights in [0, 1] summing to 1, only over the listed assets; 'sell' ideally 0, "
-            "'buy' increased; avoid needless turnover (costs 15 bps of traded notional).")
+            f"'buy' increased; avoid needless turnover ({costs}).")
     lines.append("[SCHEMA] " + S3_SCHEMA)
     lines.append(FORMAT_CONTRACT if style == "compact" else _SHORT_CONTRACT)
     return "\n".join(lines)
