@@ -22,11 +22,27 @@ class InvestorProfile:
     min_bonds_cash: float  # floor on bonds + cash
     max_drawdown: float  # drawdown tolerance (positive decimal)
     var_limit: float  # 1-day 95 % VaR limit (negative decimal)
-    description: str
+    #: what the prompt tells the agent; "" renders it from the three limits above. A given text must state
+    #: each of them as a percentage ("40%"), so the prompt never tells limits other than the scored ones
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.description:
+            return
+        for field_name in ("max_equity_crypto", "min_bonds_cash", "max_drawdown"):
+            pct = f"{round(100 * getattr(self, field_name), 6):g}%"
+            if pct not in self.description:
+                raise ValueError(f"InvestorProfile {self.name!r}: the description must state {field_name} as "
+                                 f"{pct!r} (or be empty to render it from the limits)")
 
     def prompt_block(self) -> str:
-        """``[INVESTOR PROFILE] <description>`` block prepended to the news text (§3.1)."""
-        return f"[INVESTOR PROFILE] {self.description}"
+        """``[INVESTOR PROFILE] <description>`` block prepended to the news text (§3.1); an empty
+        description is rendered from the profile's limits."""
+        text = self.description or (
+            f"{self.name.capitalize()} investor: at most {round(100 * self.max_equity_crypto, 6):g}% in equities and "
+            f"cryptocurrency combined, at least {round(100 * self.min_bonds_cash, 6):g}% in bonds and cash, and the "
+            f"portfolio drawdown must stay within {round(100 * self.max_drawdown, 6):g}%.")
+        return f"[INVESTOR PROFILE] {text}"
 
 
 PROFILES: dict[str, InvestorProfile] = {
