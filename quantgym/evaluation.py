@@ -221,31 +221,6 @@ def period_label(p: Any) -> str:
 
 
 
-#: the legend of a table whose rows carry a non-ok ``status`` (:func:`status_agent`)
-STATUS_NOTE = ("(partial): some LLM calls failed after their retries and the agent fell back at those steps; "
-               "(failed): no LLM call was answered: not a result, its numbers are the fallback's")
-
-
-def status_agent(agent: str, status: str | None) -> str:
-    """A table's agent cell: the name, with ``(partial)`` / ``(failed)`` after it when the run was not ``ok``."""
-    return agent if status in (None, "ok") else f"{agent} ({status})"
-
-
-def fmt(x: Any, nd: int = 2) -> str:
-    """A table cell: ``""`` for None, else fixed-point with ``nd`` decimals."""
-    return "" if x is None else f"{x:.{nd}f}"
-
-
-def print_warnings(console: Any, runs: list[dict]) -> None:
-    """One line per distinct LLM warning of the runs (a truncated prompt is never silent)."""
-    seen: dict[str, int] = {}
-    for run in runs:
-        for w in (run.get("llm") or {}).get("warnings") or []:
-            seen[w] = seen.get(w, 0) + 1
-    for w, n in seen.items():
-        console.print(f"warning ({n} episode(s)): {w}", markup=False, highlight=False)
-
-
 def llm_summary(agent: Any, label: str | None) -> dict[str, Any] | None:
     """The agent's per-episode record of its LLM calls (``agent.llm_summary(label)``), or None for a
     policy that makes none."""

@@ -15,7 +15,9 @@ folded onto the next line, never replaced by ``…``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Sequence
 
 #: rich's default box: a left border, then per column 1 + width + 1 padding + 1 border
@@ -158,4 +160,51 @@ def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequ
     return len(groups)
 
 
-__all__ = ["Col", "layout", "print_table"]
+#: the legend of a table whose rows carry a non-ok ``status`` (:func:`status_agent`)
+STATUS_NOTE = ("(partial): some LLM calls failed after their retries and the agent fell back at those steps; "
+               "(failed): no LLM call was answered: not a result, its numbers are the fallback's")
+
+
+def status_agent(agent: str, status: str | None) -> str:
+    """A table's agent cell: the name, with ``(partial)`` / ``(failed)`` after it when the run was not ``ok``."""
+    return agent if status in (None, "ok") else f"{agent} ({status})"
+
+
+def fmt(x: Any, nd: int = 2, missing: str = "") -> str:
+    """The one table cell formatter of the terminal tables and the leaderboard.
+
+    Parameters
+    ----------
+    x : the value: None (``missing``), a bool (``✓`` / ``✗``, a gate), a number (fixed-point with
+        ``nd`` decimals), a mean with its interval (a mapping with ``mean``, ``lo``, ``hi``, as
+        :func:`quantgym.stats.repeats.repeat_interval` returns: ``"mean ± half-width"``, the mean alone
+        without an interval, ``missing`` without a mean), anything else as ``str``.
+    nd : decimals.
+    missing : the cell of a missing value (``""`` in terminal tables, ``"–"`` in the leaderboard).
+    """
+    if x is None:
+        return missing
+    if isinstance(x, bool):
+        return "✓" if x else "✗"
+    if isinstance(x, Mapping):
+        if x.get("mean") is None:
+            return missing
+        if x.get("lo") is None:
+            return f"{x['mean']:.{nd}f}"
+        return f"{x['mean']:.{nd}f} ± {(x['hi'] - x['lo']) / 2:.{nd}f}"
+    if isinstance(x, Real):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def print_warnings(console: Any, runs: list[dict]) -> None:
+    """One line per distinct LLM warning of the runs (a truncated prompt is never silent)."""
+    seen: dict[str, int] = {}
+    for run in runs:
+        for w in (run.get("llm") or {}).get("warnings") or []:
+            seen[w] = seen.get(w, 0) + 1
+    for w, n in seen.items():
+        console.print(f"warning ({n} episode(s)): {w}", markup=False, highlight=False)
+
+
+__all__ = ["Col", "layout", "print_table", "fmt", "STATUS_NOTE", "status_agent", "print_warnings"]

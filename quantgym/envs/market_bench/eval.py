@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, job_label, llm_summary,
-                                 print_warnings as _print_warnings, status_agent)
+from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, combined_status, episode_status
-from quantgym.tables import Col
+from quantgym.tables import STATUS_NOTE, Col, status_agent
+from quantgym.tables import print_warnings as _print_warnings
 
 
 @dataclass(frozen=True)

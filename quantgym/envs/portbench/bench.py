@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from quantgym.evaluation import STATUS_NOTE, EvalResult, evaluate, fmt as _fmt, status_agent
+from quantgym.evaluation import EvalResult, evaluate
+from quantgym.tables import STATUS_NOTE, status_agent
+from quantgym.tables import fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.config import PERIODS, SHARPE_NOTE, period_gate, resolve_period, stress_gate

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, evaluate, fmt as _fmt, is_llm_agent, job_label,
-                                 llm_summary, parse_period, period_label, policy_name, status_agent,
-                                 print_warnings as _print_warnings)
+from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, is_llm_agent, job_label, llm_summary, parse_period,
+                                 period_label, policy_name)
 from quantgym.results import SectionResult
-from quantgym.tables import Col
+from quantgym.tables import STATUS_NOTE, Col, status_agent
+from quantgym.tables import fmt as _fmt, print_warnings as _print_warnings
 
 #: ``quantgym eval``'s periods when the plan names none [project choice: the calm year, one episode]
 EVAL_PERIODS = ("normal_2024",)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import (STATUS_NOTE, EvalContext, EvalPlan, fmt as _fmt, job_label, llm_summary,
-                                 print_warnings as _print_warnings, status_agent)
+from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, episode_status
-from quantgym.tables import Col
+from quantgym.tables import STATUS_NOTE, Col, status_agent
+from quantgym.tables import fmt as _fmt, print_warnings as _print_warnings
 
 from .config import SHARPE_NOTE
 from .metrics import summary_extra
