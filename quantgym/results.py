@@ -3,7 +3,8 @@
 Layout of an output folder (spec portbench §11.9):
 
 - ``summary.csv``: one row per run. The first columns are always :data:`SUMMARY_COLUMNS`
-  (empty where a column does not apply). ``agent`` is the name a user passes back on the command
+  (empty where a column does not apply): the key columns, one column per metric of the registry
+  (:mod:`quantgym.leaderboard.metrics`), then ``status``. ``agent`` is the name a user passes back on the command
   line (a baseline's key, ``cov_risk_parity``; :func:`quantgym.evaluation.policy_key`); the display
   name (``Cov. Risk Parity``) is the run's ``agent`` in ``results.json``, beside ``agent_key``. ``ret_pct`` is the period's total return
   in percent (not annualised), ``maxdd_pct`` is negative, ``gate`` is
@@ -32,13 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    "task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate", "status",
-)
+from quantgym.leaderboard.metrics import metric_columns, summary_columns
+
 #: ``status`` values of a row (see the module docstring)
 RUN_STATUSES: tuple[str, ...] = ("ok", "partial", "failed")
-#: the cells a failed row leaves empty in summary.csv (its numbers are not the agent's)
-_METRIC_COLUMNS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps", "gate")
+
+
+def __getattr__(name: str) -> Any:
+    # SUMMARY_COLUMNS: summary.csv's common columns, read from the metric registry when asked for (a metric
+    # registered after this module was imported is among them)
+    if name == "SUMMARY_COLUMNS":
+        return summary_columns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def episode_status(usage: dict[str, Any] | None) -> str:
@@ -80,18 +86,38 @@ class SummaryRow:
     gate: bool | None = None
     #: ``ok`` | ``partial`` | ``failed`` (:data:`RUN_STATUSES`)
     status: str = "ok"
-    #: the task's own columns, written after :data:`SUMMARY_COLUMNS` (name -> number, bool or str)
+    #: the task's own columns, written after :data:`SUMMARY_COLUMNS` (name -> number, bool or str); a
+    #: registered metric without a field of its own (:func:`quantgym.leaderboard.metrics.register_metric`) is
+    #: given here under its name and written among the common columns
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        """The value of column ``name``: the field of that name, else ``extra[name]`` (None when absent)."""
+        return getattr(self, name) if name in _FIELDS else self.extra.get(name)
 
     def as_csv_cells(self, extra_columns: tuple[str, ...] = ()) -> list[str]:
         """The row's cells: :data:`SUMMARY_COLUMNS`, then ``extra_columns`` (empty where absent). A failed row
         (``status == "failed"``) leaves its metric cells and ``extra_columns`` empty."""
         failed = self.status == "failed"
-        return [_cell(None if failed and name in _METRIC_COLUMNS else getattr(self, name))
-                for name in SUMMARY_COLUMNS] + [_cell(None if failed else self.extra.get(name)) for name in extra_columns]
+        metric_names = set(metric_columns())
+        return [csv_cell(None if failed and name in metric_names else self.get(name))
+                for name in summary_columns()] + [csv_cell(None if failed else self.extra.get(name))
+                                                  for name in extra_columns]
+
+    @classmethod
+    def of(cls, **cells: Any) -> "SummaryRow":
+        """A row from column -> value: the fields by name, every other column (a registered metric without a
+        field of its own, a task's column) in :attr:`extra`."""
+        extra = dict(cells.pop("extra", None) or {})
+        extra.update({k: cells.pop(k) for k in list(cells) if k not in _FIELDS})
+        return cls(**cells, extra=extra)
 
 
-def _cell(v: Any) -> str:
+_FIELDS = frozenset(f.name for f in dataclasses.fields(SummaryRow)) - {"extra"}
+
+
+def csv_cell(v: Any) -> str:
+    """A ``summary.csv`` cell: empty for None and non-finite numbers, ``true`` / ``false``, ``%.6g`` floats."""
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return ""
     if isinstance(v, bool):
@@ -104,9 +130,10 @@ def _cell(v: Any) -> str:
 def extra_columns(rows: list[SummaryRow]) -> tuple[str, ...]:
     """The extra column names of ``rows``, in the order they first appear."""
     seen: dict[str, None] = {}
+    common = set(summary_columns())
     for r in rows:
         for k in r.extra:
-            if k not in SUMMARY_COLUMNS:
+            if k not in common:
                 seen.setdefault(k)
     return tuple(seen)
 
@@ -174,7 +201,7 @@ def write_summary_csv(path: Path, rows: list[SummaryRow]) -> None:
     extra = extra_columns(rows)
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow([*SUMMARY_COLUMNS, *extra])
+        w.writerow([*summary_columns(), *extra])
         for row in rows:
             w.writerow(row.as_csv_cells(extra))
 
@@ -190,7 +217,7 @@ def write_results(out_dir: Path, sections: list[SectionResult], meta: dict[str, 
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": environment_info(),
         "meta": meta or {},
-        "summary_columns": [*SUMMARY_COLUMNS, *extra_columns(rows)],
+        "summary_columns": [*summary_columns(), *extra_columns(rows)],
         "tasks": {s.task: {"runs": s.runs, **s.extra} for s in sections},
     }
     with (out_dir / "results.json").open("w") as fh:

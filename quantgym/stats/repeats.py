@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
+from quantgym.leaderboard.metrics import number_metrics, repeat_metrics
+
 
 def repeat_interval(values: Iterable[float | None], level: float = 0.95) -> dict[str, Any]:
     """Mean and Student-t interval of one metric over repeats.
@@ -88,29 +90,6 @@ def rank_with_ties(intervals: Mapping[str, Mapping[str, Any]], higher_is_better:
     return out
 
 
-#: summary metrics shown over repeats (eval's repeats table, the report's "Repeated runs"):
-#: (summary.csv column, header, decimals)
-SHOWN_METRICS: tuple[tuple[str, str, int], ...] = (("sharpe", "Sharpe", 3), ("ret_pct", "Ret%", 2),
-                                                    ("maxdd_pct", "MaxDD%", 2), ("ceps", "CEPS", 3))
-
-
-def format_mean_pm(st: Mapping[str, Any] | None, nd: int, missing: str = "") -> str:
-    """``"mean ± half-width"`` of a :func:`repeat_interval` result (the mean alone when ``n < 2``;
-    ``missing`` when there is no value)."""
-    if not st or st.get("mean") is None:
-        return missing
-    if st.get("lo") is None:
-        return f"{st['mean']:.{nd}f}"
-    return f"{st['mean']:.{nd}f} ± {(st['hi'] - st['lo']) / 2:.{nd}f}"
-
-
-__all__ = ["repeat_interval", "rank_with_ties", "format_mean_pm", "SHOWN_METRICS"]
-
-
-#: summary.csv's numeric columns summarised over repeats (with the tasks' numeric extra columns)
-_REPEAT_METRICS = ("sharpe", "ret_pct", "maxdd_pct", "vol_pct", "ceps")
-
-
 def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any = None) -> Any:
     """Summarise ``R`` repeats of one evaluation (``quantgym eval --repeats R``).
 
@@ -124,12 +103,15 @@ def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any 
     -------
     SectionResult
         Task ``"repeats"``: one summary row per (task, agent, profile, period) with the mean of every
-        numeric metric over the repeats, and extra columns ``<metric>_lo`` / ``<metric>_hi`` (the
+        number metric of the registry (:func:`quantgym.leaderboard.metrics.number_metrics`) and of the
+        task's numeric extra columns over the repeats, and extra columns ``<metric>_lo`` / ``<metric>_hi`` (the
         interval), ``n_repeats`` and ``gate_rate`` (share of repeats whose gate passed); ``runs`` hold
         every metric's :func:`~quantgym.stats.repeats.repeat_interval` and the per-repeat values.
     """
     from quantgym.results import SectionResult, SummaryRow, combined_status
 
+    metric_list = number_metrics()
+    names = {m.name for m in metric_list}
     groups: dict[tuple, dict[str, list]] = {}
     for k, sections in enumerate(repeats):
         for sec in sections:
@@ -141,7 +123,7 @@ def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any 
                     continue
                 g["_repeat"].append(k + 1)
                 g["_gate"].append(row.gate)
-                vals = {m: getattr(row, m) for m in _REPEAT_METRICS}
+                vals = {m.name: row.get(m.name) for m in metric_list}
                 vals.update({m: v for m, v in row.extra.items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool)})
                 for m, v in vals.items():
@@ -153,27 +135,26 @@ def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any 
         extra: dict[str, Any] = {"n_repeats": len(g["_repeat"]),
                                  "gate_rate": (sum(gates) / len(gates)) if gates else None}
         for m, st in stats.items():
-            if m not in _REPEAT_METRICS:
+            if m not in names:
                 extra[m] = st["mean"]
             extra[f"{m}_lo"], extra[f"{m}_hi"] = st["lo"], st["hi"]
         status = combined_status(g["_status"])
-        out.rows.append(SummaryRow(task=task, agent=agent, profile=profile, period=period, status=status,
-                                   **{m: stats[m]["mean"] for m in _REPEAT_METRICS if m in stats}, extra=extra))
+        out.rows.append(SummaryRow.of(task=task, agent=agent, profile=profile, period=period, status=status,
+                                      **{m: stats[m]["mean"] for m in names if m in stats}, extra=extra))
         out.runs.append({"task": task, "agent": agent, "profile": profile, "period": period, "level": level,
                          "status": status, "statuses": g["_status"],
                          "repeats": g["_repeat"], "gate": g["_gate"], "metrics": stats,
                          "values": {m: v for m, v in g.items() if not m.startswith("_")}})
     if console is not None:
-        from quantgym.stats.repeats import SHOWN_METRICS, format_mean_pm as cell
         from quantgym.tables import Col, print_table
 
-        shown = [(m, h, nd) for m, h, nd in SHOWN_METRICS
-                 if any((r["metrics"].get(m) or {}).get("mean") is not None for r in out.runs)]
+        shown = [m for m in repeat_metrics()
+                 if any((r["metrics"].get(m.name) or {}).get("mean") is not None for r in out.runs)]
         one_task = len({r["task"] for r in out.runs}) == 1  # then the task is in the title, not a column
         cols = [*([] if one_task else [Col("task", "left")]), Col("agent", "left"), Col("period", "left"),
-                *[Col(h) for _, h, _ in shown], Col("n")]
+                *[Col(m.header) for m in shown], Col("n")]
         rows = [[*([] if one_task else [r["task"]]), r["agent"], "/".join(x for x in (r["profile"], r["period"]) if x),
-                 *[cell(r["metrics"].get(m), nd) for m, _, nd in shown], str(len(r["repeats"]))] for r in out.runs]
+                 *[m.cell(r["metrics"].get(m.name)) for m in shown], str(len(r["repeats"]))] for r in out.runs]
         what = f"{out.runs[0]['task']}: " if one_task and out.runs else ""
         from quantgym.tasks import sharpe_notes
 
@@ -181,3 +162,6 @@ def repeats_section(repeats: list[list[Any]], level: float = 0.95, console: Any 
                     "repeats", cols, rows, keys=2 if one_task else 3,
                     caption=sharpe_notes(r["task"] for r in out.runs) or None)
     return out
+
+
+__all__ = ["repeat_interval", "rank_with_ties", "repeats_section"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _ordered, _plt, _png
+from quantgym.leaderboard import MISSING, Figure, Section, Source, Table, fmt, ordered, png, pyplot
 
 
 # --------------------------------------------------------------------------- Market-Bench
@@ -48,7 +48,7 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     # correct@k (every metric within tolerance of the reference) where stored: pass@k counts a stub as solved
     pass_cols += sorted({k for x in scores for k in x if k.startswith("correct@")},
                         key=lambda k: -int(k[8:]) if k[8:].isdigit() else 0)
-    strategies = _ordered((x.get("strategy") for x in scores), ("overall",))
+    strategies = ordered((x.get("strategy") for x in scores), ("overall",))
     multi = len({x["_source"] for x in scores}) > 1
     for strat in strategies:
         sub = sorted((x for x in scores if x.get("strategy") == strat),
@@ -57,9 +57,9 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
         body = []
         for x in sub:
             mae = x.get("mean_mae_solved")
-            body.append([_fmt(x.get("rank"), 0) if isinstance(x.get("rank"), (int, float)) else "–",
-                         str(x.get("agent")), *[_fmt(x.get(c)) for c in pass_cols],
-                         "–" if mae is None else f"{mae:.3g}", _fmt(x.get("avg_attempt"))]
+            body.append([fmt(x.get("rank"), 0, missing=MISSING) if isinstance(x.get("rank"), (int, float)) else "–",
+                         str(x.get("agent")), *[fmt(x.get(c), missing=MISSING) for c in pass_cols],
+                         "–" if mae is None else f"{mae:.3g}", fmt(x.get("avg_attempt"), missing=MISSING)]
                         + ([x["_source"]] if multi else []))
         sec.tables.append(Table(f"Market-Bench — {strat}", cols, body, anchor=f"mb-{strat}",
                                 note="pass@k: share of rounds solved within k attempts (ran and returned every "
@@ -100,7 +100,7 @@ def _plot_overall(scores: list[dict[str, Any]], cols: list[str], multi: bool) ->
     cols = [c for c in cols if any(isinstance(x.get(c), (int, float)) for x in rows)]
     if not rows or not cols:
         return None
-    plt = _plt()
+    plt = pyplot()
     rows = sorted(rows, key=lambda x: (x.get("rank") is None, x.get("rank") or 0))
     labels = [f"{x.get('agent')}" + (f" ({x['_source']})" if multi else "") for x in rows]
     fig, ax = plt.subplots(figsize=(min(11.0, max(6.0, 1.1 * len(rows) + 2)), 3.8))
@@ -119,7 +119,7 @@ def _plot_overall(scores: list[dict[str, Any]], cols: list[str], multi: bool) ->
     fig.tight_layout()
     return Figure("market_bench_passk", "Overall pass@k and correct@k per agent (hatched: correct@k). pass@k "
                   "counts any attempt that ran and returned every metric; correct@k needs every metric within "
-                  "tolerance of the reference (spec market_bench §6).", _png(fig))
+                  "tolerance of the reference (spec market_bench §6).", png(fig))
 
 
 # --------------------------------------------------------------------------- rendering

@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any, Sequence
 
 from quantgym.envs.portbench.config import SHARPE_NOTE
-from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _mean, _num, _ordered, _plt, _png
+from quantgym.leaderboard import MISSING, Figure, Section, Source, Table, fmt, mean, number, ordered, png, pyplot
 
 #: ordering of PortBench periods and profiles in tables and plots (others follow, sorted)
 PERIOD_ORDER = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
@@ -58,20 +58,20 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
     if not pb:
         return []
     stress = set(_stress_periods())
-    periods = _ordered((r["period"] for r in pb), PERIOD_ORDER)
+    periods = ordered((r["period"] for r in pb), PERIOD_ORDER)
     tables = []
-    for prof in _ordered((r["profile"] for r in pb), PROFILE_ORDER) + ([None] if any(
+    for prof in ordered((r["profile"] for r in pb), PROFILE_ORDER) + ([None] if any(
             r["profile"] is None for r in pb) else []):
         sub = [r for r in pb if r["profile"] == prof]
         by: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
         for r in sub:
             by[r["agent"]][r["period"]].append(r)
-        eqw = {p: _mean(x["sharpe"] for x in by.get(EQW, {}).get(p, [])) for p in periods}
+        eqw = {p: mean(x["sharpe"] for x in by.get(EQW, {}).get(p, [])) for p in periods}
         entries = []
         for agent, per in by.items():
-            sh = {p: _mean(x["sharpe"] for x in per.get(p, [])) for p in periods}
-            mean_sh = _mean(sh.values())
-            rel = _mean(sh[p] - eqw[p] for p in periods if sh[p] is not None and eqw[p] is not None)
+            sh = {p: mean(x["sharpe"] for x in per.get(p, [])) for p in periods}
+            mean_sh = mean(sh.values())
+            rel = mean(sh[p] - eqw[p] for p in periods if sh[p] is not None and eqw[p] is not None)
             mdds = [x["maxdd_pct"] for p in periods if p in stress for x in per.get(p, [])]
             worst = min((m for m in mdds if m is not None), default=None)
             sgates = [x["gate"] for p in periods if p in stress for x in per.get(p, [])]
@@ -84,15 +84,16 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
                 gate = False
             else:
                 gate = None
-            ceps = _mean(x["ceps"] for p in per for x in per[p])
+            ceps = mean(x["ceps"] for p in per for x in per[p])
             n = sum(len(v) for v in per.values())
             entries.append((agent, sh, mean_sh, rel, worst, gate, ceps, n))
         entries.sort(key=lambda e: -math.inf if e[2] is None else e[2], reverse=True)
         tol = _tolerance(prof) if prof else None
         cols = ["#", "agent"] + [f"Sharpe {p}" for p in periods] + ["mean Sharpe", "Δ vs EqW", "worst stress MaxDD%",
                                                                    "gate", "CEPS", "runs"]
-        body = [[str(i + 1), a, *[_fmt(sh[p], 3) for p in periods], _fmt(m, 3), _fmt(rel, 3), _fmt(w), _fmt(g),
-                 _fmt(c, 3), str(n)] for i, (a, sh, m, rel, w, g, c, n) in enumerate(entries)]
+        body = [[str(i + 1), a, *[fmt(sh[p], 3, missing=MISSING) for p in periods], fmt(m, 3, missing=MISSING),
+                 fmt(rel, 3, missing=MISSING), fmt(w, missing=MISSING), fmt(g, missing=MISSING),
+                 fmt(c, 3, missing=MISSING), str(n)] for i, (a, sh, m, rel, w, g, c, n) in enumerate(entries)]
         title = f"PortBench — {prof.capitalize() if prof else 'no profile'}" + (
             f" (drawdown tolerance {tol:.0%})" if tol is not None else "")
         tables.append(Table(title=title, columns=cols, rows=body, anchor=f"pb-{prof or 'none'}",
@@ -110,7 +111,7 @@ def _interval(iv: dict[str, Any], stat: str, scale: float = 1.0, nd: int = 2) ->
     d = iv.get(stat) or {}
 
     def f(x: Any) -> str:
-        return _fmt(None if _num(x) is None else _num(x) * scale, nd)
+        return fmt(None if number(x) is None else number(x) * scale, nd, missing=MISSING)
 
     return f"{f(d.get('est'))} [{f(d.get('lo'))}, {f(d.get('hi'))}]"
 
@@ -123,19 +124,19 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
     with_u = [r for r in runs if isinstance(r.get("uncertainty"), dict)]
     if not with_u:
         return None
-    order = {p: i for i, p in enumerate(_ordered((r.get("period") for r in with_u), PERIOD_ORDER))}
+    order = {p: i for i, p in enumerate(ordered((r.get("period") for r in with_u), PERIOD_ORDER))}
     multi = len({r.get("_source") for r in with_u}) > 1
     body = []
     for r in sorted(with_u, key=lambda r: (order.get(r.get("period"), 99), r.get("profile") or "", r["agent"])):
         u = r["uncertainty"]
         iv, t = u.get("intervals") or {}, u.get("vs_equal_weight") or {}
         beats = None if r["agent"] == EQW else t.get("beats_strict")
-        p = _num(t.get("p"))
+        p = number(t.get("p"))
         body.append([str(r.get("period") or "–"), r["agent"], str(r.get("profile") or "all"),
                      _interval(iv, "sharpe"), _interval(iv, "total_return", 100), _interval(iv, "volatility", 100),
                      _interval(iv, "max_drawdown", 100),
-                     f"{_fmt(_num(t.get('delta')))} [{_fmt(_num(t.get('lo')))}, {_fmt(_num(t.get('hi')))}]",
-                     p_cell(p), _fmt(beats)]
+                     "{} [{}, {}]".format(*(fmt(number(t.get(k)), missing=MISSING) for k in ("delta", "lo", "hi"))),
+                     p_cell(p), fmt(beats, missing=MISSING)]
                     + ([str(r.get("_source"))] if multi else []))
     cfg = (with_u[0]["uncertainty"].get("config") or {})
     return Table("PortBench — uncertainty of each run (95 % intervals; Sharpe difference vs Equal-Weight)",
@@ -167,9 +168,9 @@ def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
         navs.append((r["period"], r["agent"], s / s.iloc[0]))
     if not navs:
         return None
-    plt = _plt()
+    plt = pyplot()
     base = _baseline_names()
-    periods = _ordered((p for p, _, _ in navs), PERIOD_ORDER)
+    periods = ordered((p for p, _, _ in navs), PERIOD_ORDER)
     ncol = 2 if len(periods) > 1 else 1
     nrow = math.ceil(len(periods) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 3.6 * nrow), squeeze=False)
@@ -201,7 +202,7 @@ def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
     fig.tight_layout()
     return Figure("portbench_nav", "NAV per period with the six baselines (Equal-Weight in black); when two or "
                   "more stage-scored agents exist their runs form the shaded min–max band (median dashed).",
-                  _png(fig))
+                  png(fig))
 
 
 def plot_stage_scores(runs: list[dict[str, Any]]) -> Figure | None:
@@ -214,12 +215,12 @@ def plot_stage_scores(runs: list[dict[str, Any]]) -> Figure | None:
             by[r["agent"]].append(r)
     if not by:
         return None
-    plt = _plt()
+    plt = pyplot()
     stages = ["S1", "S2", "S3", "S4", "S5", "CEPS"]
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / len(by)
     for i, (agent, rs) in enumerate(sorted(by.items())):
-        vals = [_mean(r["stage_scores"].get(s) for r in rs) for s in stages[:5]] + [_mean(r.get("ceps") for r in rs)]
+        vals = [mean(r["stage_scores"].get(s) for r in rs) for s in stages[:5]] + [mean(r.get("ceps") for r in rs)]
         ax.bar(np.arange(len(stages)) + i * width, [np.nan if v is None else v for v in vals], width, label=agent)
     ax.set_xticks(np.arange(len(stages)) + 0.4 - width / 2, stages)
     ax.set_ylim(0, 1.05)
@@ -229,7 +230,7 @@ def plot_stage_scores(runs: list[dict[str, Any]]) -> Figure | None:
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return Figure("portbench_stages", "Mean S1–S5 stage scores and CEPS per agent (spec §6–§7). Classical baselines "
-                  "bypass the pipeline (§4.6) and have none.", _png(fig))
+                  "bypass the pipeline (§4.6) and have none.", png(fig))
 
 
 def plot_stress_drawdown(rows: list[dict[str, Any]]) -> Figure | None:
@@ -244,7 +245,7 @@ def plot_stress_drawdown(rows: list[dict[str, Any]]) -> Figure | None:
     for r in use:
         worst[r["agent"]] = min(worst.get(r["agent"], 0.0), r["maxdd_pct"])
     tol = 100 * (_tolerance("conservative") or 0.10)
-    plt = _plt()
+    plt = pyplot()
     items = sorted(worst.items(), key=lambda kv: kv[1])
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(items) + 1.4))
     ax.barh([a for a, _ in items], [v for _, v in items],
@@ -258,7 +259,7 @@ def plot_stress_drawdown(rows: list[dict[str, Any]]) -> Figure | None:
     fig.tight_layout()
     return Figure("portbench_stress_dd", f"Worst MaxDD over {', '.join(sorted(stress))} per agent "
                   f"({'Conservative profile' if cons else 'all profiles'}); green passes the −{tol:.0f}% gate.",
-                  _png(fig))
+                  png(fig))
 
 
 def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
@@ -266,19 +267,19 @@ def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
     import numpy as np
 
     pb = [r for r in rows if r["task"] == "portbench" and r["sharpe"] is not None and r["period"]]
-    periods = _ordered((r["period"] for r in pb), PERIOD_ORDER)
+    periods = ordered((r["period"] for r in pb), PERIOD_ORDER)
     sh: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in pb:
         sh[(r["agent"], r["period"])].append(r["sharpe"])
-    eqw = {p: _mean(sh.get((EQW, p), [])) for p in periods}
+    eqw = {p: mean(sh.get((EQW, p), [])) for p in periods}
     agents = sorted({a for a, _ in sh if a != EQW})
     if not agents or all(v is None for v in eqw.values()):
         return None
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 3.8))
     width = 0.8 / len(agents)
     for i, a in enumerate(agents):
-        vals = [(_mean(sh[(a, p)]) - eqw[p]) if sh.get((a, p)) and eqw[p] is not None else np.nan for p in periods]
+        vals = [(mean(sh[(a, p)]) - eqw[p]) if sh.get((a, p)) and eqw[p] is not None else np.nan for p in periods]
         ax.bar(np.arange(len(periods)) + i * width, vals, width, label=a)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(np.arange(len(periods)) + 0.4 - width / 2, periods)
@@ -288,7 +289,7 @@ def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return Figure("portbench_sharpe_vs_eqw", "Sharpe minus Equal-Weight's Sharpe per period (mean over profiles, seeds "
-                  "and sources); above zero beats EqW.", _png(fig))
+                  "and sources); above zero beats EqW.", png(fig))
 
 
 def _display_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -345,15 +346,14 @@ def static_qa_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> 
                          "(summary.csv carries no QA metric).")
         return sec
     multi = len({s.name for s, _ in runs}) > 1
-    regimes = [c for c in QA_REGIMES if any(_num((r.get("metrics") or {}).get(c)) is not None for _, r in runs)]
+    regimes = [c for c in QA_REGIMES if any(number((r.get("metrics") or {}).get(c)) is not None for _, r in runs)]
     entries = []
     for s, r in runs:
         m = r.get("metrics") or {}
         n = r.get("n") or {}
         n_items = sum(int(v) for k, v in n.items() if k in QA_COLUMNS[:7] and isinstance(v, (int, float)))
-        entries.append((_num(m.get("Mean")), [str(r["agent"]), *[_fmt(_num(m.get(c)), 3) for c in QA_COLUMNS],
-                                               *[_fmt(_num(m.get(c)), 3) for c in regimes], str(n_items)]
-                        + ([s.name] if multi else [])))
+        cells = [fmt(number(m.get(c)), 3, missing=MISSING) for c in (*QA_COLUMNS, *regimes)]
+        entries.append((number(m.get("Mean")), [str(r["agent"]), *cells, str(n_items)] + ([s.name] if multi else [])))
     entries.sort(key=lambda e: -math.inf if e[0] is None else e[0], reverse=True)
     body = [[str(i + 1), *cells] for i, (_, cells) in enumerate(entries)]
     cfgs = {s.name: s.task_doc("portbench_qa").get("config") or {} for s, _ in runs}
@@ -367,7 +367,7 @@ def static_qa_section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> 
                                  + (f"Settings: {desc}." if desc else "")))
     for s, _ in runs[:1]:
         sp = s.task_doc("portbench_qa").get("spearman_qa_ceps")
-        if isinstance(sp, dict) and _num(sp.get("rho")) is not None:
+        if isinstance(sp, dict) and number(sp.get("rho")) is not None:
             sec.notes.append(f"QA–CEPS (Balanced) Spearman ρ = {sp['rho']:.4f} over {sp.get('n')} agents "
                              "(paper: −0.47).")
     return sec

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from quantgym.sweep.report import Figure, Section, Source, Table, _fmt, _plt, _png
+from quantgym.leaderboard import MISSING, Figure, Section, Source, Table, fmt, png, pyplot
 
 from .config import SHARPE_NOTE
 
@@ -39,13 +39,14 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     for r in runs:
         m = r.get("sealed") or {}
         of = r.get("overfitting") or {}
-        body.append([_label(r), _fmt(pct(m.get("arr")), 1), _fmt(pct(m.get("excess_arr")), 1),
-                     _fmt(m.get("sharpe")), _fmt(pct(m.get("max_drawdown")), 1), _fmt(m.get("rankic_mean"), 3),
-                     _fmt(r.get("S_in"), 1), _fmt(r.get("S_out"), 1), _fmt(r.get("S"), 1),
-                     _fmt(of.get("dsr")), _fmt(of.get("pbo")), "–" if not of else str(of.get("n_trials"))])
+        cells = [(pct(m.get("arr")), 1), (pct(m.get("excess_arr")), 1), (m.get("sharpe"), 2),
+                 (pct(m.get("max_drawdown")), 1), (m.get("rankic_mean"), 3), (r.get("S_in"), 1), (r.get("S_out"), 1),
+                 (r.get("S"), 1), (of.get("dsr"), 2), (of.get("pbo"), 2)]
+        body.append([_label(r), *[fmt(x, nd, missing=MISSING) for x, nd in cells],
+                     MISSING if not of else str(of.get("n_trials"))])
     if not body:
-        body = [[_label(r), "–", "–", _fmt(r["sharpe"]), _fmt(r["maxdd_pct"], 1), "–", "–", "–", "–", "–", "–", "–"]
-                for r in qrows]
+        body = [[_label(r), MISSING, MISSING, fmt(r["sharpe"], missing=MISSING),
+                 fmt(r["maxdd_pct"], 1, missing=MISSING), *[MISSING] * 7] for r in qrows]
     sec.tables.append(Table("Quant-Arena — sealed window", ["agent", "ARR%", "excess ARR%", "Sharpe", "MaxDD%",
                                                              "RankIC", "S_in", "S_out", "S", "DSR", "PBO", "trials"],
                             body,
@@ -61,15 +62,16 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
     if loops:
         sec.tables.append(Table("Quant-Arena — the classical submissions as one research loop",
                                 ["trials", "kept (best S_in)", "research Sharpe", "expected max Sharpe", "DSR", "PBO"],
-                                [[str(lp.get("n_trials")), str(lp.get("frozen")), _fmt(lp.get("sharpe_research")),
-                                  _fmt(lp.get("sharpe_benchmark")), _fmt(lp.get("dsr")), _fmt(lp.get("pbo"))]
+                                [[str(lp.get("n_trials")), str(lp.get("frozen")),
+                                  *[fmt(lp.get(k), missing=MISSING) for k in ("sharpe_research", "sharpe_benchmark",
+                                                                              "dsr", "pbo")]]
                                  for lp in loops],
                                 note="Annualised research-period (2022-2023) Sharpe ratios, no risk-free rate (spec "
                                      "quant_arena §10.11); the expected maximum is "
                                      "that of as many skill-less trials with the same dispersion (Bailey & López de "
                                      "Prado 2014).", anchor="qa-loop"))
     quant = {_label(r): r.get("sealed") for r in runs if (r.get("sealed") or {}).get("quantile_returns_bp")}
-    plt = _plt()
+    plt = pyplot()
     if quant:
         from .plots import quantile_figure
 
@@ -77,7 +79,7 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
                                   "window (Q1 = top scores): a useful score falls from Q1 to Q5. Each strategy's "
                                   "means are over the days it scored; one that scored on part of the days only "
                                   "(e.g. market timing, in cash otherwise) is in a panel of its own.",
-                                  _png(quantile_figure(quant, "Quant-Arena: next-day return by score quintile"))))
+                                  png(quantile_figure(quant, "Quant-Arena: next-day return by score quintile"))))
     navs = []
     for r in runs:
         nav = r.get("sealed_nav") or {}
@@ -99,7 +101,7 @@ def section(sources: Sequence[Source], rows: list[dict[str, Any]]) -> Section | 
         ax.grid(alpha=0.3)
         fig.tight_layout()
         sec.figures.append(Figure("quant_arena_nav", "Sealed-window NAV of each submission against the equal-weight "
-                                  "market reference.", _png(fig)))
+                                  "market reference.", png(fig)))
     return sec
 
 
