@@ -80,9 +80,9 @@ def unwrap_fence(text: str) -> tuple[str, bool]:
 
 
 def shared_data_dir() -> Path:
-    """Root of the development repository's raw data (not shipped; build scripts and tests):
-    ``$QUANTGYM_SHARED_DATA``, else ``shared/data`` beside the source checkout (``<clone>/../shared/data``,
-    the layout of development and CI). The folder may not exist: callers check."""
+    """Root of the maintainers' raw data (not shipped; read by build scripts and some tests):
+    ``$QUANTGYM_SHARED_DATA``, else ``shared/data`` in the folder that holds the source checkout (the
+    maintainers' and CI's layout). The folder may not exist: callers check."""
     import os
 
     env = os.environ.get("QUANTGYM_SHARED_DATA")

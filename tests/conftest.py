@@ -2,8 +2,8 @@
 
 Markers (registered in pyproject.toml):
 
-- ``shared_data(name, ...)``: the test reads ``../shared/data/<name>`` (the development repository's raw
-  data, which a user's clone does not have; root overridable with ``QUANTGYM_SHARED_DATA``). Without
+- ``shared_data(name, ...)``: the test reads ``<name>`` of the maintainers' raw data (not shipped, so a
+  user's clone does not have it; root: :func:`quantgym._util.shared_data_dir`, ``QUANTGYM_SHARED_DATA``). Without
   it the test skips in one line naming the folder.
 - ``slow``: a long end-to-end test; deselected by default (``pytest -m slow`` runs them).
 """

@@ -638,7 +638,7 @@ __all__ = ["ENV_VAR", "LEVELS", "CONTINUOUS", "SNAPSHOT_FILES", "BUNDLED_SNAPSHO
            "load_l2_days", "a_share_l2_dir", "CATALOG", "SOURCES"]
 
 
-if __name__ == "__main__":  # python -m quantgym.data.a_share_l2 --shared ../shared/data
+if __name__ == "__main__":  # python -m quantgym.data.a_share_l2 --shared RAW
     import argparse
 
     from quantgym._util import shared_data_dir

@@ -334,7 +334,7 @@ __all__ = ["PRICE_SCALE", "EMPTY_ASK", "EMPTY_BID", "MESSAGE_COLUMNS", "SUBMISSI
 if __name__ == "__main__":  # pragma: no cover - development-time bundle builder
     import argparse
 
-    _ap = argparse.ArgumentParser(description="write quantgym/data/bundled/lobster/ from shared/data")
+    _ap = argparse.ArgumentParser(description="write quantgym/data/bundled/lobster/ from the raw data")
     _ap.add_argument("--shared", default=str(shared_data_dir()))
     for _p in write_bundled(_ap.parse_args().shared):
         print(_p.name, _p.stat().st_size)

@@ -191,7 +191,7 @@ def load_sse_l2_day(path: str | Path | None = None) -> dict[str, pd.DataFrame]:
         ``quantgym/data/bundled/sse_600519_20230207/`` (``snapshots.parquet``,
         ``trades.parquet``, ``orders.parquet``). Otherwise a folder holding either those
         parquet files or the raw ``600519_20230207_{snapshots_L10,trades,orders}.csv.gz``
-        (e.g. ``shared/data/quant_arena/intraday/sse_600519_20230207``), which are converted.
+        (e.g. the raw ``quant_arena/intraday/sse_600519_20230207`` folder), which are converted.
 
     Returns
     -------

@@ -1,5 +1,5 @@
 """The A-share Level-2 snapshot reader (quantgym.data.a_share_l2): on the real files of
-../shared/data/a_share_l2 (development data; those tests skip without it) and on the shipped extract."""
+the maintainers' raw a_share_l2 folder (not shipped; those tests skip without it) and on the shipped extract."""
 
 import numpy as np
 import pandas as pd

@@ -79,7 +79,7 @@ class MarketBenchEnv(gym.Env):
     - ``task_set``: ``"v1"`` (default; spec §9.13) or ``"v2"`` (real MSFT hour rebuilt from LOBSTER for
       strategies 1 and 3, a real SZSE pair for strategy 2; docs/market_bench.md "Task set v2").
     - ``data_dir``: v2 pairs only: the A-share Level-2 folder (default ``$QUANTGYM_A_SHARE_L2``, else
-      ``<clone>/../shared/data/a_share_l2``, else the shipped extract of the pair;
+      ``a_share_l2`` in the maintainers' raw-data folder, else the shipped extract of the pair;
       :func:`quantgym.data.a_share_l2.read_snapshots`).
     - ``config``: a :class:`~quantgym.envs.market_bench.config.MarketBenchConfig` (sandbox, scoring,
       attempts, feedback, end_on_success, prompt_style, task_set). Those seven kwargs are shortcuts into it:

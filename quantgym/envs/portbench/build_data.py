@@ -119,7 +119,7 @@ def build(source: Path = DEFAULT_SOURCE, dest: Path = DEFAULT_DEST) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Build quantgym's bundled PortBench data from shared/data/portbench.")
+    ap = argparse.ArgumentParser(description="Build quantgym's bundled PortBench data from the raw PortBench snapshot.")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="source directory (PROVENANCE.md schema)")
     ap.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="output directory (package data)")
     args = ap.parse_args(argv)

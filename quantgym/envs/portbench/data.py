@@ -499,7 +499,7 @@ def load_portbench_data(
     ----------
     path : str or os.PathLike, optional
         None -> the bundled package data. Otherwise a directory in the documented
-        schema (the same as ``shared/data/portbench``): ``prices.parquet`` (wide,
+        schema (the same as the raw snapshot's): ``prices.parquet`` (wide,
         index ``date``, one column per ticker, crypto weekend rows allowed),
         ``assets.csv`` (columns ``ticker``, ``asset_class`` at least), optional
         ``macro.parquet`` (wide, FRED ids, index = observation date), optional

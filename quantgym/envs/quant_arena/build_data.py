@@ -1,4 +1,4 @@
-"""Build the bundled Quant-Arena data from ``../shared/data/quant_arena`` (beside the checkout).
+"""Build the bundled Quant-Arena data from the maintainers' raw ``quant_arena`` panel (``$QUANTGYM_SHARED_DATA``; not shipped).
 
 Writes into ``quantgym/data/bundled/quant_arena/`` (spec quant_arena.md §10.1, §10.10):
 

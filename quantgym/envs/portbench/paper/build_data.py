@@ -5,7 +5,7 @@ The ``89_no_crypto`` paper universe trades 18 large-cap NASDAQ-100 / S&P-500 sto
 adjusted closes (values exactly as in the source, no fill) and their ``assets.csv`` rows
 into ``quantgym/data/bundled/portbench_paper``::
 
-    python -m quantgym.envs.portbench.paper.build_data --source ../shared/data/portbench
+    python -m quantgym.envs.portbench.paper.build_data --source RAW/portbench   # RAW: $QUANTGYM_SHARED_DATA
 """
 
 from __future__ import annotations
