@@ -4,7 +4,7 @@
 Source: the public repository dolphindb/Tutorials_CN, commit 35282f623b8f (Apache-2.0 for the
 repository; **the original data vendor is not stated there**). The readers take the folder of the
 published zip files as an argument (``path=``), else ``$QUANTGYM_A_SHARE_L2``, else
-``<clone>/../shared/data/a_share_l2`` (the development layout). The package ships one compact
+``a_share_l2`` in the maintainers' raw-data folder (:func:`quantgym._util.shared_data_dir`). The package ships one compact
 extract, :data:`BUNDLED_SNAPSHOTS` (two SZSE stocks of 2022-06-01, the Market-Bench v2 pair), which
 :func:`read_snapshots` serves when no folder is found. See docs/data.md, "A-share Level-2 samples".
 
@@ -117,7 +117,7 @@ SOURCE_REPO = "github.com/dolphindb/Tutorials_CN (commit 35282f623b8f)"
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled" / "a_share_l2"
 #: Shipped extracts of snapshot files: key of :data:`SNAPSHOT_FILES` -> (file in :data:`BUNDLED_DIR`,
 #: symbols). Each holds every row of those symbols as :func:`read_snapshots` returns them from the zip
-#: (built by ``python -m quantgym.data.a_share_l2 --shared ../shared/data``; a test checks it equals the
+#: (built by ``python -m quantgym.data.a_share_l2 --shared RAW``; a test checks it equals the
 #: zip's read where the folder exists).
 BUNDLED_SNAPSHOTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "szse_20220601": ("szse_20220601_300274_300122.parquet", ("300274.SZ", "300122.SZ")),
@@ -126,7 +126,7 @@ BUNDLED_SNAPSHOTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def data_dir(path: str | Path | None = None) -> Path:
     """The folder of the A-share Level-2 files: ``path``, else ``$QUANTGYM_A_SHARE_L2``, else
-    ``<clone>/../shared/data/a_share_l2`` (the development layout).
+    ``a_share_l2`` in the maintainers' raw-data folder (:func:`quantgym._util.shared_data_dir`).
 
     Raises
     ------

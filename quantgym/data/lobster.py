@@ -289,12 +289,12 @@ def rebuild_book(messages, known_row, known_index: int, *, levels: int | None = 
 
 
 def write_bundled(shared: str | Path, dest: str | Path = BUNDLED_DIR) -> list[Path]:
-    """Write the bundled LOBSTER sample from the development repository's ``shared/data/market_bench/``.
+    """Write the bundled LOBSTER sample from the maintainers' raw ``market_bench/`` folder.
 
     Copies the MSFT hour's messages (parquet, zstd level 19, same columns and values), the MSFT
     1,000-row 50-level book excerpt (gzip), the AAPL level-10 pair (as is) and the provenance
     files, after checking that the excerpt's own message file is rows 66,912-67,911 of the hour.
-    Run ``python -m quantgym.data.lobster --shared ../shared/data``.
+    Run ``python -m quantgym.data.lobster --shared RAW`` (RAW: ``$QUANTGYM_SHARED_DATA``).
     """
     import gzip
     import shutil

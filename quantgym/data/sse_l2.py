@@ -1,6 +1,6 @@
 """Reader of the real SSE Level-2 day of 600519 (Kweichow Moutai), 2023-02-07.
 
-Source: ``shared/data/quant_arena/intraday/sse_600519_20230207/`` (see that folder's
+Source: the raw ``quant_arena/intraday/sse_600519_20230207/`` folder (see its
 PROVENANCE section; fpga2u/AXOrderBook, commit 31411ec6, MIT). The raw CSVs keep the
 exchange's scaled integers (prices CNY x 1000, quantities shares x 1000, value CNY x 100000,
 times ``HHMMSS`` / ``HHMMSScc`` Asia/Shanghai). This module converts them into three tidy
@@ -34,7 +34,7 @@ SSE_SYMBOL = "600519"
 SSE_LEVELS = 10
 #: Folder of the shipped parquet tables.
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled" / "sse_600519_20230207"
-#: Raw CSV file names (as in ``shared/data/quant_arena/intraday/sse_600519_20230207``).
+#: Raw CSV file names (as in the raw ``quant_arena/intraday/sse_600519_20230207`` folder).
 RAW_FILES = {
     "snapshots": "600519_20230207_snapshots_L10.csv.gz",
     "trades": "600519_20230207_trades.csv.gz",

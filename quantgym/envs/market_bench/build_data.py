@@ -1,11 +1,11 @@
-"""Build the packaged Market-Bench data from the shared raw sources.
+"""Build the packaged Market-Bench data from the maintainers' raw sources (not shipped).
 
 Writes
 - ``quantgym/data/bundled/sse_600519_20230207/{snapshots,trades,orders}.parquet``: the SSE
   Level-2 day of 600519 converted to CNY and shares (:mod:`quantgym.data.sse_l2`);
 - ``quantgym/data/bundled/market_bench/sources/``: gzip copies of the small real LOB sources
   (LOBSTER MSFT excerpt: message file + derived top-10 book; LOBSTER TSLA sample; the two
-  Databento MBP-10 DBN fixtures), see ``shared/data/market_bench/PROVENANCE.md``;
+  Databento MBP-10 DBN fixtures), with their PROVENANCE.md (shipped beside them);
 - ``quantgym/data/bundled/market_bench/<version>/<strategy>/round_<r>/``: every round's
   inputs (csv.gz), params, meta and reference outputs, plus ``manifest.json`` (sha256 of each
   file's exact text), after the builder checks of spec §9.14.
@@ -15,9 +15,9 @@ Writes
 
 Usage::
 
-    python -m quantgym.envs.market_bench.build_data [--shared ../shared/data] [--check] [--task-set v2]
+    python -m quantgym.envs.market_bench.build_data [--shared RAW] [--check] [--task-set v2]
 
-``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``). ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
+``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``). ``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``). ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Build the bundled PortBench data from ``shared/data/portbench``.
+"""Build the bundled PortBench data from the maintainers' raw PortBench snapshot (not shipped).
 
 Usage::
 
-    python -m quantgym.envs.portbench.build_data --source ../shared/data/portbench
+    python -m quantgym.envs.portbench.build_data --source RAW/portbench   # RAW: $QUANTGYM_SHARED_DATA
     # optional: --dest quantgym/data/bundled/portbench
 
 Writes (zstd parquet, float64, values exactly as in the source; no fill):

@@ -19,7 +19,7 @@ The §11.6 availability set and the §1.9 regime label are in
 :mod:`quantgym.envs.portbench.availability`.
 
 Everything here is real data: the bundle under ``quantgym/data/bundled/portbench``
-is written by :mod:`quantgym.envs.portbench.build_data` from ``shared/data/portbench``
+is written by :mod:`quantgym.envs.portbench.build_data` from the maintainers' raw snapshot
 (see ``docs/data.md`` for provenance, coverage, gaps and licence notes).
 """
 

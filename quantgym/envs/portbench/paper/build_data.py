@@ -1,4 +1,4 @@
-"""Build the paper-mode stock bundle from ``shared/data/portbench`` (spec §11.1).
+"""Build the paper-mode stock bundle from the maintainers' raw PortBench snapshot (spec §11.1).
 
 The ``89_no_crypto`` paper universe trades 18 large-cap NASDAQ-100 / S&P-500 stocks
 (AAPL … TXN) that the clean-mode bundle does not carry. This script copies their raw
