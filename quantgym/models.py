@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from quantgym.config import Config
 
-__all__ = ["FeeModel", "ImportableModel", "load_model", "build_model", "describe_model", "BUILTIN_MODELS"]
+__all__ = ["FeeModel", "ImportableModel", "load_model", "build_model", "describe_model", "fee_parts",
+           "BUILTIN_MODELS"]
 
 
 @runtime_checkable
@@ -134,6 +136,22 @@ def build_model(model: Any, builtin: type) -> Any:
         where = model.class_path if isinstance(model, ImportableModel) else type(obj).__name__
         raise ValueError(f"fee model {where}: has no order_fee(value, side, day) method (quantgym.models.FeeModel)")
     return obj
+
+
+def fee_parts(model: Any, value: float, side: int, day: str) -> tuple[float, float, float]:
+    """``model.order_fee(value, side, day)`` as ``(commission, transfer, stamp)``: a float is the commission.
+
+    Raises
+    ------
+    ValueError
+        One line: a fee that is not finite and >= 0.
+    """
+    out = model.order_fee(float(value), int(side), day)
+    parts = tuple(float(x) for x in out) if isinstance(out, (tuple, list)) else (float(out), 0.0, 0.0)
+    if len(parts) != 3 or not all(math.isfinite(c) and c >= 0 for c in parts):
+        raise ValueError(f"fee model {type(model).__name__}: order_fee({value}, {side}, {day!r}) returned {out!r} "
+                         "(a fee >= 0, or (commission, transfer, stamp))")
+    return parts  # type: ignore[return-value]
 
 
 def describe_model(obj: Any, class_path: str = "", kwargs: dict | None = None, style: str | None = None) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.jit import interpreted, njit
-from quantgym.models import ImportableModel, build_model
+from quantgym.models import ImportableModel, build_model, fee_parts
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
@@ -219,20 +219,8 @@ def _day_fees(value: float, side: int, kk: int, fee: tuple, rates: np.ndarray) -
 def _model_fees(model: object, days: list[str]):
     """:func:`_day_fees` of a user fee model (:class:`quantgym.models.FeeModel`): ``model.order_fee(value,
     side, day)``; a float is the commission, a 3-tuple ``(commission, transfer, stamp)``."""
-    fee = model.order_fee
-
     def day_fees(value, side, kk, _fee, _rates):  # noqa: ANN001, ANN202 - the kernel's helper signature
-        if not value > 0:
-            return 0.0, 0.0, 0.0
-        out = fee(float(value), int(side), days[kk])
-        if isinstance(out, tuple):
-            c1, c2, c3 = (float(x) for x in out)
-        else:
-            c1, c2, c3 = float(out), 0.0, 0.0
-        if not all(math.isfinite(c) and c >= 0 for c in (c1, c2, c3)):
-            raise ValueError(f"fee model {type(model).__name__}: order_fee({value}, {side}, {days[kk]!r}) "
-                             f"returned {out!r} (fees must be finite and >= 0)")
-        return c1, c2, c3
+        return fee_parts(model, value, side, days[kk]) if value > 0 else (0.0, 0.0, 0.0)
 
     return day_fees
 

@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from quantgym.models import ImportableModel
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, ArenaSandboxLimits, ArenaScoringConfig,
@@ -88,7 +89,8 @@ class QuantArenaEnv(gym.Env):
     research_start, research_end, sealed_start, sealed_end, warmup_start : str — window kwargs
         (or ``windows=Windows(...)``).
     cost, impact, execution, scoring, sandbox : config objects (``ArenaCostModel.off()`` and
-        ``ImpactModel.off()`` switch costs/impact off).
+        ``ImpactModel.off()`` switch costs/impact off): aliases that set the fields of ``config`` of the same
+        name. ``cost`` may name a user fee model (:class:`~quantgym.models.ImportableModel`).
     record_dir : path — folder of the JSONL run records (default: system temp); ``False``: no record.
     max_candidates : int — research budget (5).
     executor : {"sandbox", "inprocess"} — ``inprocess`` is for trusted code only (tests).
@@ -146,11 +148,12 @@ class QuantArenaEnv(gym.Env):
             import dataclasses
 
             w = dataclasses.replace(w, **over)
-        for name, obj, typ in (("cost", cost, ArenaCostModel), ("impact", impact, ImpactModel),
+        for name, obj, typ in (("cost", cost, (ArenaCostModel, ImportableModel)), ("impact", impact, ImpactModel),
                                ("execution", execution, ExecutionModel), ("scoring", scoring, ArenaScoringConfig),
                                ("sandbox", sandbox, ArenaSandboxLimits)):
             if obj is not None and not isinstance(obj, typ):
-                raise TypeError(f"{name} must be a {typ.__name__}, got {type(obj).__name__}")
+                kinds = " or ".join(t.__name__ for t in (typ if isinstance(typ, tuple) else (typ,)))
+                raise TypeError(f"{name} must be a {kinds}, got {type(obj).__name__}")
         self.cfg = ArenaConfig(cost=cost or base.cost, impact=impact or base.impact,
                                execution=execution or base.execution, scoring=scoring or base.scoring,
                                sandbox=sandbox or base.sandbox, windows=w)

@@ -1,0 +1,107 @@
+"""A user-defined fee model in Quant-Arena's cash account and env (quantgym.models; spec §10.9 is the built-in)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from quantgym.envs.quant_arena.account import run_account, window_rows
+from quantgym.envs.quant_arena.config import ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel
+from quantgym.envs.quant_arena.env import QuantArenaEnv
+from quantgym.envs.quant_arena.examples import example_source
+from quantgym.envs.quant_arena.executor import evaluate_submission
+from quantgym.envs.quant_arena.records import read_record
+from quantgym.models import ImportableModel
+
+from .conftest import SMALL_WINDOWS, flat_rows, make_panel
+
+
+class FlatFee:
+    """A flat fee per order, whatever its value and side (the protocol of quantgym.models.FeeModel)."""
+
+    def __init__(self, per_order: float = 7.0):
+        self.per_order = float(per_order)
+
+    def order_fee(self, value: float, side: int, day: str) -> float:
+        return self.per_order
+
+    def describe(self) -> str:
+        return f"{self.per_order:g} CNY per order"
+
+
+class SpecFeesInPython:
+    """The spec's fees (ArenaCostModel) as a user model: runs in the interpreted loop."""
+
+    def order_fee(self, value, side, day):
+        return ArenaCostModel().order_fee(value, side, day)
+
+
+FLAT = ImportableModel(f"{FlatFee.__module__}:FlatFee", {"per_order": 7.0})
+
+
+def test_flat_fee_on_a_hand_worked_account():
+    # two stocks at a flat 10 CNY, both selected every day, no impact, 1,000,000 CNY, lots of 100
+    dates = ["2024-01-02", "2024-01-03", "2024-01-04", "2024-01-05"]
+    ds = make_panel(flat_rows(["SH600000", "SH600004"], dates, price=10.0))
+    ex = ExecutionModel(top_n=2, initial_capital=1_000_000.0)
+    sc = np.ones((3, 2))
+    acc = run_account(ds, 0, 3, sc, execution=ex, impact=ImpactModel.off(), cost=FLAT, record_trades=True)
+    # D1: V* = 500,000; A: 50,000 sh = 500,000 + 7 -> cash 499,993; B: min(500,000, 499,993) -> 499 lots =
+    # 49,900 sh = 499,000 + 7 -> cash 986. Later days: both slots within the band, no order.
+    assert [(t["symbol"], t["filled"], t["commission"], t["transfer"], t["stamp"]) for t in acc.trades] == [
+        ("SH600000", 50_000, 7.0, 0.0, 0.0), ("SH600004", 49_900, 7.0, 0.0, 0.0)]
+    assert acc.fees.tolist() == [14.0, 0.0, 0.0] and acc.stamp.sum() == 0.0
+    assert acc.cash[1] == pytest.approx(1_000_000 - 500_007 - 499_007, abs=1e-9)
+    assert acc.nav[-1] == pytest.approx(1_000_000 - 2 * 7.0, abs=1e-9)
+
+
+def test_the_spec_fees_as_a_python_model_give_the_compiled_bits(small_real):
+    d0, n = window_rows(small_real, "2024-01-01", "2024-02-29")
+    sc = np.random.default_rng(3).normal(size=(n, small_real.N))
+    compiled = run_account(small_real, d0, n, sc, record_trades=True)
+    by_path = run_account(small_real, d0, n, sc, cost=ImportableModel("quantgym.envs.quant_arena.config:ArenaCostModel"))
+    python = run_account(small_real, d0, n, sc, cost=SpecFeesInPython(), record_trades=True)
+    assert compiled.fees.sum() > 0
+    for a in (by_path, python):
+        assert np.array_equal(a.nav, compiled.nav) and np.array_equal(a.fees, compiled.fees)
+        assert np.array_equal(a.stamp, compiled.stamp)
+    assert python.trades == compiled.trades
+
+
+def test_flat_fee_through_the_evaluator_and_the_env_is_recorded(small_real, tmp_path):
+    ds = small_real.truncate("2024-02-29")
+    src = example_source("low_volatility")
+    res = evaluate_submission(src, ds, "2024-01-01", "2024-02-29", ArenaConfig(cost=FLAT), executor="inprocess")
+    spec = evaluate_submission(src, ds, "2024-01-01", "2024-02-29", executor="inprocess")
+    assert res.status == spec.status == "ok"
+    m = res.metrics
+    assert m["n_orders"] > 0 and m["fees_cny"] == pytest.approx(7.0 * m["n_orders"], abs=1e-9)
+    assert m["stamp_cny"] == 0.0 and m["fees_cny"] != spec.metrics["fees_cny"]
+    # the env: the shortcut sets config.cost; the run record names the model and its arguments
+    env = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path, executor="inprocess", cost=FLAT, **SMALL_WINDOWS)
+    assert env.cfg.cost == FLAT
+    env.reset(seed=0)
+    _, _, term, _, info = env.step(src)
+    assert term
+    sealed = env.sealed_result.metrics
+    assert sealed["fees_cny"] == pytest.approx(7.0 * sealed["n_orders"], abs=1e-9)
+    brief = read_record(env.record_path)[0]
+    assert brief["config"]["cost"] == {"class_path": FLAT.class_path, "kwargs": {"per_order": 7.0}}
+    assert ArenaConfig.from_dict(brief["config"]).cost == FLAT
+    assert "7 CNY per order" in brief["brief"]  # the brief states the model's describe()
+
+
+def test_a_bad_class_path_fails_in_one_line(small_real):
+    d0, n = window_rows(small_real, "2024-01-01", "2024-01-31")
+    sc = np.zeros((n, small_real.N))
+    cases = [("no_such_module_xyz:Fee", "cannot import 'no_such_module_xyz'"),
+             (f"{FlatFee.__module__}:NoSuchFee", "has no 'NoSuchFee'"),
+             (f"{FlatFee.__module__}:ArenaConfig", "has no order_fee")]
+    for path, msg in cases:
+        with pytest.raises(ValueError, match=msg) as e:
+            run_account(small_real, d0, n, sc, cost=ImportableModel(path))
+        assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="expected 'package.module:Class'"):
+        ImportableModel("quantgym.envs.quant_arena.config.ArenaCostModel")
+    with pytest.raises(ValueError, match="cannot build it with"):
+        run_account(small_real, d0, n, sc, cost=ImportableModel(FLAT.class_path, {"rate": 1}))
