@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from quantgym.evaluation import evaluate
 from quantgym.agents.llm import make_openai_agent
 from quantgym.agents.llm.client import read_transcript
-from quantgym.envs.portbench.parsing import stage_json_schema
+from quantgym.envs.portbench.coercion import stage_json_schema
 from quantgym.agents.llm.tokens import estimate_tokens, messages_tokens, schema_token_bound
 from quantgym.cli import app
 

@@ -23,7 +23,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from quantgym.envs.portbench.parsing import COERCERS, extract_json, is_refusal, stage_json_schema
+from quantgym.envs.portbench.coercion import COERCERS, stage_json_schema
+from quantgym.envs.portbench.parsing import extract_json, is_refusal
 from quantgym.spaces import AnyText
 
 #: attempts per stage before status=2 (§4.0: the first call plus 2 re-asks)
@@ -92,7 +93,7 @@ class TextStageAction(gym.Wrapper):
 
     def json_schema(self) -> dict:
         """Structured-output schema of the current stage over the available assets (see
-        :func:`quantgym.envs.portbench.parsing.stage_json_schema`)."""
+        :func:`quantgym.envs.portbench.coercion.stage_json_schema`)."""
         tick = self._tickers()
         return stage_json_schema(self.stage, [tick[i] for i in np.flatnonzero(self._available())])
 
