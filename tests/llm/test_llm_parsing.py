@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from quantgym.agents.llm.code import extract_code, extract_freeze, failure_source
-from quantgym.envs.portbench.coercion import coerce_s1, coerce_s2, coerce_s3, read_number, stage_json_schema
+from quantgym.envs.portbench.coercion import coerce_s1, coerce_s2, coerce_s3, stage_json_schema
 from quantgym.envs.portbench.parsing import extract_json, is_refusal
 
 TICK = ("SPY", "TLT", "GLD", "BTC-USD")
