@@ -24,7 +24,8 @@ import numpy as np  # noqa: E402
 import quantgym  # noqa: E402,F401
 from quantgym.agents.llm.client import ChatEngine, LLMConfig  # noqa: E402
 from quantgym.agents.llm.replay import ReplayEngine  # noqa: E402
-from quantgym.envs.portbench.parsing import COERCERS, extract_json  # noqa: E402
+from quantgym.envs.portbench.coercion import COERCERS  # noqa: E402
+from quantgym.envs.portbench.parsing import extract_json  # noqa: E402
 from quantgym.evaluation import EvalPlan, run_eval  # noqa: E402
 from quantgym.envs.portbench.text_protocol import TextStageAction  # noqa: E402
 from tests.llm import pb_script as S  # noqa: E402
