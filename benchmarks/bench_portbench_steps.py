@@ -59,6 +59,7 @@ import numpy as np  # noqa: E402
 from gymnasium.utils.performance import benchmark_step  # noqa: E402
 
 import quantgym  # noqa: F401,E402 - registers the ids
+from quantgym.envs.portbench.config import BENCH_PERIODS  # noqa: E402
 from quantgym.envs.portbench.env import PortBenchEnv  # noqa: E402
 from quantgym.envs.portbench.allocation import AllocationWrapper  # noqa: E402
 from _common import print_table  # noqa: E402
@@ -66,7 +67,6 @@ from _common import print_table  # noqa: E402
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 ENV_ID = "PortBench-Balanced-v0"
 DAILY = {"start": "2016-01-01", "end": "2023-12-31", "freq": "daily"}
-BENCH_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 
 
 class ReplayActions(gym.spaces.Space):

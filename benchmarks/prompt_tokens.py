@@ -42,10 +42,10 @@ import numpy as np  # noqa: E402
 import quantgym  # noqa: E402,F401
 from quantgym.agents.llm.tokens import estimate_tokens, find_test_model, gguf_token_counter  # noqa: E402
 from quantgym.spaces import PROMPT_STYLES  # noqa: E402
+from quantgym.envs.portbench.config import BENCH_PERIODS as PERIODS  # noqa: E402
 from quantgym.envs.portbench.text_protocol import TextStageAction  # noqa: E402
 
 PROFILES = ("Conservative", "Balanced", "Aggressive")
-PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 #: token budgets (SmolLM2 tokenizer) per family and style; None = no budget beyond "<= full"
 BUDGETS = {
     "minimal": {"PortBench S1": 2000, "PortBench S2": 2000, "PortBench S3": 2000, "Quant-Arena brief": 1200,

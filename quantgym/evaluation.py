@@ -10,7 +10,6 @@ repeats (:func:`repeats_section`) in :mod:`quantgym.stats.repeats`. Both are imp
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -198,27 +197,6 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
     )
     env.close()
     return result
-
-
-# ------------------------------------------------------------------------------------------ plans of episodes
-_PERIOD_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}):(\d{4}-\d{2}-\d{2})(?::(daily|weekly|monthly))?$")
-
-def parse_period(p: str | dict) -> str | dict:
-    """A period name (``covid_2020``) or ``START:END[:FREQ]`` (``2020-03-01:2020-03-31:weekly``)."""
-    if isinstance(p, dict):
-        return p
-    m = _PERIOD_RE.match(p.strip())
-    if m:
-        return {"start": m.group(1), "end": m.group(2), "freq": m.group(3) or "monthly"}
-    return p.strip()
-
-
-
-def period_label(p: Any) -> str:
-    if isinstance(p, dict):
-        return f"{p['start']}_{p['end']}_{p.get('freq', 'monthly')}"
-    return str(p)
-
 
 
 def llm_summary(agent: Any, label: str | None) -> dict[str, Any] | None:

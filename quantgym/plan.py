@@ -12,7 +12,7 @@ import datetime as _dt
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -63,6 +63,8 @@ class EvalPlan:
     seed : env seed.
     env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
     plots : write PNGs.
+    validated : set by :func:`validate_plan` on the plan it returns: the tasks checked ``options`` and
+        hold them resolved (PortBench's periods as ``Period`` objects); not recorded.
 
     ``from_dict`` also reads plans recorded before the options were grouped (their task options were
     top-level keys), so older transcripts replay.
@@ -73,6 +75,7 @@ class EvalPlan:
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     plots: bool = True
+    validated: bool = field(default=False, repr=False, compare=False)
 
     def get(self, key: str, default: Any = None) -> Any:
         """``options[key]``, or ``default`` when the plan does not set it."""
@@ -80,7 +83,8 @@ class EvalPlan:
         return default if value is None else value
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(self)  # resolved options as their fields (a PortBench Period: name, start, end, freq)
+        del d["validated"]
         d["env_kwargs"] = {k: v for k, v in self.env_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
         return d
 
@@ -141,9 +145,17 @@ def _make(spec_or_agent: Any, task: str, options: dict) -> Any:
 
 
 
-def validate_plan(plan: EvalPlan) -> None:
+def validate_plan(plan: EvalPlan) -> EvalPlan:
     """Each task's own checks of ``plan`` (its eval adapter's ``validate(plan)``: periods, rounds...), before
     anything runs or is written.
+
+    Returns
+    -------
+    EvalPlan
+        ``plan`` with ``validated`` set and the options each task resolved (what its ``validate`` returns,
+        e.g. PortBench's periods as ``Period`` objects: the task that owns the grammar parses it here,
+        once per plan). A plan already validated is returned as it is, so :func:`run_eval` checks a plan
+        the command line validated before a ``--dry-run`` only once.
 
     Raises
     ------
@@ -152,6 +164,9 @@ def validate_plan(plan: EvalPlan) -> None:
     """
     from quantgym.tasks import load_ref, task_of
 
+    if plan.validated:
+        return plan
+    options = dict(plan.options)
     seen = set()
     for e in plan.env_ids:
         record = task_of(e)
@@ -160,7 +175,8 @@ def validate_plan(plan: EvalPlan) -> None:
         seen.add(record.name)
         check = getattr(load_ref(record.eval), "validate", None)
         if check is not None:
-            check(plan)
+            options.update(check(plan) or {})
+    return replace(plan, options=options, validated=True)
 
 
 def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
@@ -208,7 +224,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         if by_name[task].eval is None:
             raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
     adapters = {task: load_ref(by_name[task].eval) for task in tasks}
-    validate_plan(plan)
+    plan = validate_plan(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
     agents: dict[str, Any] = {}
     for task in tasks:

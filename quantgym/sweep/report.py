@@ -124,7 +124,9 @@ def repeats_section(rows: Sequence[dict[str, Any]], level: float = 0.95) -> Sect
 def _ranking_text(rankers: Sequence[Any]) -> str:
     """``"Sharpe (CEPS where there is none)"``: the ranking metrics' headers in their order of precedence."""
     heads = [m.header for m in rankers]
-    return heads[0] + "".join(f" ({h} where there is none)" for h in heads[1:]) if heads else "value"
+    if not heads:
+        return "value"
+    return heads[0] + (f" ({', then '.join(heads[1:])} where there is none)" if heads[1:] else "")
 
 
 def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = "quantgym leaderboard") -> Report:

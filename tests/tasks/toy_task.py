@@ -98,13 +98,13 @@ def run_section(ctx) -> SectionResult:
 
 
 def report_section(sources, rows):
-    from quantgym.sweep.report import Section, Table
+    from quantgym.leaderboard import Section, Table, fmt
 
     toy = [r for r in rows if r["task"] == "toy"]
     if not toy:
         return None
     return Section("Toy", "toy", tables=[Table("Toy scores", ["agent", "Sharpe"],
-                                               [[r["agent"], "" if r["sharpe"] is None else f"{r['sharpe']:.2f}"] for r in toy])])
+                                               [[r["agent"], fmt(r["sharpe"])] for r in toy])])
 
 
 def make_baseline(name: str):

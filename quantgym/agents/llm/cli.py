@@ -50,12 +50,14 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
 def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log, fail):
     """``--repeats R``: R independent runs into OUT/repeat-K/, then OUT/summary.csv and results.json with the
     mean and Student-t interval of every metric over the repeats (:mod:`quantgym.stats.repeats`)."""
-    from quantgym.evaluation import EvalPlan, repeats_section
+    from dataclasses import replace
+
+    from quantgym.evaluation import repeats_section
     from quantgym.results import write_results
 
     runs = []
     for k in range(repeats):
-        plan_k = EvalPlan.from_dict({**plan.to_dict(), "seed": plan.seed + k})
+        plan_k = replace(plan, seed=plan.seed + k)
         opts = dict(options)
         if opts:  # options are built for openai: agents only: each repeat sends its own request seed
             opts["seed"] = (seed if seed is not None else 0) + k
@@ -203,7 +205,7 @@ def register(app: typer.Typer) -> None:
         from quantgym.evaluation import validate_plan
 
         try:
-            validate_plan(plan)  # the tasks' checks of their options, also before a --dry-run
+            plan = validate_plan(plan)  # the tasks' checks of their options, also before a --dry-run
         except ValueError as exc:
             fail(str(exc))
         # every option checked here, before anything runs or is written (one line naming the flag, exit 2)

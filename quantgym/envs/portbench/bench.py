@@ -16,14 +16,14 @@ from quantgym.tables import STATUS_NOTE, status_agent
 from quantgym.tables import fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import make_agent
-from quantgym.envs.portbench.config import PERIODS, SHARPE_NOTE, period_gate, resolve_period, stress_gate
+from quantgym.envs.portbench.config import (BENCH_PERIODS, NORMAL_PERIOD, PERIODS, SHARPE_NOTE, period_gate,
+                                           resolve_period)
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.envs.portbench.uncertainty import p_cell, run_uncertainty, sharpe_cell, summary_fields
 from quantgym.results import SectionResult
 from quantgym.tables import Col
 
-DEFAULT_PERIODS = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
 ENV_IDS = {"conservative": "PortBench-Conservative-v0", "balanced": "PortBench-Balanced-v0",
            "aggressive": "PortBench-Aggressive-v0"}
 
@@ -106,7 +106,7 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
     lb = cfg.lookback
     first, last = dates[0].date(), dates[-1].date()
     uncovered = []
-    for given in options.get("periods") or DEFAULT_PERIODS:
+    for given in options.get("periods") or BENCH_PERIODS:
         per = resolve_period(given)
         if not isinstance(per, Period):  # 'live': resolved on the data's own calendar
             continue
@@ -142,7 +142,7 @@ def run_section(ctx) -> SectionResult:
     data = getattr(ctx, "data", None)  # the user's PortBenchData of --data portbench=DIR; None = bundled
     dkw: dict[str, Any] = {} if data is None else {"data": data}
     profiles = [get_profile(p).name for p in (opts.get("profiles") or list(PROFILES))]
-    specs = {resolve_period(p).name: p for p in (opts.get("periods") or DEFAULT_PERIODS)}  # name -> as given
+    specs = {resolve_period(p).name: p for p in (opts.get("periods") or BENCH_PERIODS)}  # name -> as given
     periods = list(specs)
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [a.key for a in agents]
@@ -211,8 +211,9 @@ def run_section(ctx) -> SectionResult:
         d["profile"] = None
         d["note"] = "baseline run once per period; profile-independent (spec §4.6)"
         d["uncertainty"] = unc[id(r)]
-        d["gate_by_profile"] = {p: stress_gate({q: base[(key, q)].metrics["max_drawdown"] for q in periods},
-                                               PROFILES[p].max_drawdown) for p in profiles}
+        d["gate_by_profile"] = {p: period_gate(NORMAL_PERIOD, {q: base[(key, q)].metrics["max_drawdown"]
+                                                               for q in periods}, PROFILES[p].max_drawdown)
+                                for p in profiles}
         section.runs.append(d)
     for (lab, prof, per), r in res.items():
         if lab not in [a.name for a in agents]:

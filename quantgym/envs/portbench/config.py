@@ -181,7 +181,7 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
                 _dt.date.fromisoformat(d)
             except ValueError:
                 raise ValueError(f"period {period!r}: {d!r} is not a YYYY-MM-DD date") from None
-        return resolve_period({"start": parts[0], "end": parts[1], "freq": parts[2] if len(parts) == 3 else "monthly"})
+        period = {"start": parts[0], "end": parts[1], "freq": parts[2] if len(parts) == 3 else "monthly"}
     if isinstance(period, str):
         key = PERIOD_ALIASES.get(period, period)
         if key not in PERIODS:

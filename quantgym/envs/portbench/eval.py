@@ -8,8 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, is_llm_agent, job_label, llm_summary, parse_period,
-                                 period_label, policy_name)
+from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, is_llm_agent, job_label, llm_summary, policy_name)
 from quantgym.results import SectionResult
 from quantgym.tables import STATUS_NOTE, Col, status_agent
 from quantgym.tables import fmt as _fmt, print_warnings as _print_warnings
@@ -19,8 +18,16 @@ EVAL_PERIODS = ("normal_2024",)
 
 
 def eval_periods(plan: EvalPlan) -> list[Any]:
-    """The plan's PortBench periods (option ``periods``, ``quantgym eval --period``), default :data:`EVAL_PERIODS`."""
-    return list(plan.get("periods") or EVAL_PERIODS)
+    """The plan's PortBench periods (option ``periods``, ``quantgym eval --period``; default
+    :data:`EVAL_PERIODS`) as :class:`~quantgym.envs.portbench.config.Period` / ``LivePeriod`` objects.
+
+    :meth:`PortBenchEval.validate` resolves the plan's periods once and the plan carries the objects from
+    then on (:func:`~quantgym.envs.portbench.config.resolve_period` returns an object as it is), so the
+    period grammar is parsed once per plan.
+    """
+    from quantgym.envs.portbench.config import resolve_period
+
+    return [resolve_period(p) for p in plan.get("periods") or EVAL_PERIODS]
 
 
 def run_portbench(agent: Any, env_id: str, period: Any, plan: EvalPlan) -> dict[str, Any]:
@@ -49,17 +56,18 @@ class PortBenchEval:
 
     reference_name = "Equal-Weight"
 
-    def validate(self, plan: EvalPlan) -> None:
-        """Refuse an unknown period before any episode runs (the message lists the valid ones).
+    def validate(self, plan: EvalPlan) -> dict[str, Any]:
+        """Resolve the plan's periods, refusing an unknown one before any episode runs (the message lists
+        the valid ones). Returns the resolved options, ``{"periods": [Period, ...]}``.
 
         Raises
         ------
         ValueError
             From :func:`~quantgym.envs.portbench.config.resolve_period`.
         """
-        from quantgym.envs.portbench.config import LivePeriod, resolve_period
+        from quantgym.envs.portbench.config import LivePeriod
 
-        periods = [resolve_period(parse_period(p)) for p in eval_periods(plan)]
+        periods = eval_periods(plan)
         if not {"data", "universe"} & set(plan.env_kwargs):  # the bundled data (loaded once, cached): refuse a
             from quantgym.envs.portbench.data import load_portbench_data  # period outside it before any run
             from quantgym.envs.portbench.simulator import _period_rows
@@ -68,10 +76,10 @@ class PortBenchEval:
             for period in periods:
                 if not isinstance(period, LivePeriod):
                     _period_rows(dates, period)
+        return {"periods": periods}
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
-        return [(job_label(env_id, period_label(parse_period(p))),
-                 (lambda e=env_id, p=p: run_portbench(ctx.new_agent(), e, parse_period(p), plan)))
+        return [(job_label(env_id, p.name), (lambda e=env_id, p=p: run_portbench(ctx.new_agent(), e, p, plan)))
                 for p in eval_periods(plan)]
 
     def reference_jobs(self, env_ids: list[str], agent: Any, plan: EvalPlan) -> list[tuple[str, Any, Callable[[], Any]]]:
@@ -79,9 +87,10 @@ class PortBenchEval:
             return []
         from quantgym.envs.portbench.baselines import make_baseline
 
-        return [(job_label(e, period_label(parse_period(p))), (e, period_label(parse_period(p))),
-                 (lambda e=e, p=p: evaluate(e, make_baseline("equal_weight"), seed=plan.seed, period=parse_period(p))))
-                for e in env_ids for p in eval_periods(plan)]
+        periods = eval_periods(plan)
+        return [(job_label(e, p.name), (e, p.name),
+                 (lambda e=e, p=p: evaluate(e, make_baseline("equal_weight"), seed=plan.seed, period=p)))
+                for e in env_ids for p in periods]
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)
@@ -89,8 +98,7 @@ class PortBenchEval:
 
 def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: Path, plan: EvalPlan,
                        console: Any) -> SectionResult:
-    from quantgym.envs.portbench.config import stress_gate
-    from quantgym.envs.portbench.config import STRESS_PERIODS
+    from quantgym.envs.portbench.config import period_gate
     from quantgym.envs.portbench.profiles import PROFILES
 
     sec = SectionResult(task="portbench")
@@ -102,8 +110,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     for run in runs:
         r = run["result"]
         tol = PROFILES[r.profile].max_drawdown
-        gate = (abs(r.metrics["max_drawdown"]) <= tol + 1e-12) if r.period in STRESS_PERIODS else (
-            stress_gate(by_profile[r.profile], tol) if r.period == "normal_2024" else None)
+        gate = period_gate(r.period, by_profile[r.profile], tol)
         row = r.summary_row(gate=gate)
         sec.rows.append(row)
         base = baselines.get((r.env_id, r.period))

@@ -92,12 +92,12 @@ class PortBenchLLMAgent(LLMAgent):
         """
         from quantgym.agents.llm.dryrun import add_episode as _add, expected_completion as _expected_completion
         from quantgym.envs.portbench.eval import eval_periods
-        from quantgym.evaluation import evaluate, parse_period
+        from quantgym.evaluation import evaluate
 
         agent = self
         for p in eval_periods(plan):
             n0 = len(agent.engine.planned)
-            evaluate(env_id, agent, seed=plan.seed, period=parse_period(p), **dict(plan.env_kwargs))
+            evaluate(env_id, agent, seed=plan.seed, period=p, **dict(plan.env_kwargs))
             calls = agent.engine.planned[n0:]
             pt = sum(c["prompt_tokens"] for c in calls)
             _add(r, len(calls), 3 * len(calls), pt, 3 * pt,

@@ -12,11 +12,10 @@ import math
 from collections import defaultdict
 from typing import Any, Sequence
 
-from quantgym.envs.portbench.config import SHARPE_NOTE
+from quantgym.envs.portbench.config import BENCH_PERIODS, SHARPE_NOTE
 from quantgym.leaderboard import MISSING, Figure, Section, Source, Table, fmt, mean, number, ordered, png, pyplot
 
-#: ordering of PortBench periods and profiles in tables and plots (others follow, sorted)
-PERIOD_ORDER = ("normal_2024", "china_2015", "covid_2020", "crypto_2022")
+#: ordering of PortBench profiles in tables and plots (periods: BENCH_PERIODS; others follow, sorted)
 PROFILE_ORDER = ("conservative", "balanced", "aggressive")
 EQW = "Equal-Weight"
 
@@ -58,7 +57,7 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
     if not pb:
         return []
     stress = set(_stress_periods())
-    periods = ordered((r["period"] for r in pb), PERIOD_ORDER)
+    periods = ordered((r["period"] for r in pb), BENCH_PERIODS)
     tables = []
     for prof in ordered((r["profile"] for r in pb), PROFILE_ORDER) + ([None] if any(
             r["profile"] is None for r in pb) else []):
@@ -124,7 +123,7 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
     with_u = [r for r in runs if isinstance(r.get("uncertainty"), dict)]
     if not with_u:
         return None
-    order = {p: i for i, p in enumerate(ordered((r.get("period") for r in with_u), PERIOD_ORDER))}
+    order = {p: i for i, p in enumerate(ordered((r.get("period") for r in with_u), BENCH_PERIODS))}
     multi = len({r.get("_source") for r in with_u}) > 1
     body = []
     for r in sorted(with_u, key=lambda r: (order.get(r.get("period"), 99), r.get("profile") or "", r["agent"])):
@@ -170,7 +169,7 @@ def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:
         return None
     plt = pyplot()
     base = _baseline_names()
-    periods = ordered((p for p, _, _ in navs), PERIOD_ORDER)
+    periods = ordered((p for p, _, _ in navs), BENCH_PERIODS)
     ncol = 2 if len(periods) > 1 else 1
     nrow = math.ceil(len(periods) / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(6.2 * ncol, 3.6 * nrow), squeeze=False)
@@ -267,7 +266,7 @@ def plot_sharpe_vs_eqw(rows: list[dict[str, Any]]) -> Figure | None:
     import numpy as np
 
     pb = [r for r in rows if r["task"] == "portbench" and r["sharpe"] is not None and r["period"]]
-    periods = ordered((r["period"] for r in pb), PERIOD_ORDER)
+    periods = ordered((r["period"] for r in pb), BENCH_PERIODS)
     sh: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in pb:
         sh[(r["agent"], r["period"])].append(r["sharpe"])

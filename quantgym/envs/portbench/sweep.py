@@ -42,34 +42,35 @@ class PortBenchSweep:
     def run(self, spec: Any, policy: Any, data: Any) -> tuple[dict[str, Any], Any]:
         """One episode of ``spec`` (a :class:`~quantgym.sweep.grid.RunSpec`) on ``data`` (shared data, or
         the spec's data directory when None): the result dict and its summary row (stress windows: gate)."""
+        from quantgym.envs.portbench.config import period_gate
+        from quantgym.envs.portbench.profiles import PROFILES
         from quantgym.evaluation import evaluate
 
         kw = dict(spec.env_kwargs)
         kw["data"] = data if data is not None else spec.data
         res = evaluate(spec.env_id, policy, seed=spec.seed, **kw)
-        m = res.metrics
-        gate = bool(m["dd_within_tolerance"]) if m.get("is_stress_period") else None
+        # a stress window's own gate; normal_2024's needs the other runs (:meth:`gates`)
+        gate = period_gate(res.period, {res.period: res.metrics["max_drawdown"]}, PROFILES[res.profile].max_drawdown)
         return res.to_dict(), res.summary_row(gate=gate)
 
     def gates(self, records: list[dict[str, Any]]) -> dict[str, bool]:
         """§7.2 gate of ``normal_2024`` rows: the same (agent, env, other kwargs, seed) passes all three
         stress windows. ``records`` are this task's ok run records; returns run id -> gate."""
-        from quantgym.envs.portbench.config import STRESS_PERIODS
+        from quantgym.envs.portbench.config import NORMAL_PERIOD, period_gate
+        from quantgym.envs.portbench.profiles import PROFILES
 
-        groups: dict[str, dict[str, bool]] = {}
-        normal: dict[str, str] = {}
+        mdds: dict[str, dict[str, float]] = {}  # group -> period -> max drawdown
+        normal: dict[str, tuple[str, float]] = {}  # run id -> (group, drawdown tolerance of its profile)
         for r in records:
             s = r["spec"]
-            m = r["result"]["metrics"]
-            per = r["result"].get("period")
+            res = r["result"]
             key = json.dumps([s["agent"], s["env_id"], {k: v for k, v in s["env_kwargs"].items() if k != "period"},
                               s["seed"], s["agent_options"]], sort_keys=True)
-            if per in STRESS_PERIODS:
-                groups.setdefault(key, {})[per] = bool(m.get("dd_within_tolerance"))
-            elif per == "normal_2024":
-                normal[r["run_id"]] = key
-        return {rid: all(groups[k].values()) for rid, k in normal.items()
-                if k in groups and set(groups[k]) >= set(STRESS_PERIODS)}
+            mdds.setdefault(key, {})[res.get("period")] = res["metrics"]["max_drawdown"]
+            if res.get("period") == NORMAL_PERIOD:
+                normal[r["run_id"]] = (key, PROFILES[res["profile"]].max_drawdown)
+        gates = {rid: period_gate(NORMAL_PERIOD, mdds[key], tol) for rid, (key, tol) in normal.items()}
+        return {rid: g for rid, g in gates.items() if g is not None}
 
 
 HOOKS = PortBenchSweep()

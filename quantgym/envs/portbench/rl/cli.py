@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from quantgym.envs.portbench.config import BENCH_PERIODS
 from quantgym.envs.portbench.rl import TORCH_CPU_HINT
 
 
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
                                          "data; the evaluation periods (and --exclude) are cut out of it."),
         exclude: Optional[str] = typer.Option(None, "--exclude", help="Further periods to keep out of training "
                                               "(comma-separated names)."),
-        eval_periods: str = typer.Option("normal_2024,china_2015,covid_2020,crypto_2022", "--eval-periods",
+        eval_periods: str = typer.Option(",".join(BENCH_PERIODS), "--eval-periods",
                                          help="Periods evaluated after training (comma-separated)."),
         reward: str = typer.Option("log_return", "--reward", help="log_return | risk_adjusted | ceps (docs/rl.md)."),
         risk_penalty: float = typer.Option(1.0, "--risk-penalty", help="κ of the risk_adjusted reward."),

@@ -27,14 +27,14 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper,
 import quantgym  # noqa: F401 - registers the env ids
 from quantgym.cli_errors import one_line
 from quantgym.evaluation import EvalResult, evaluate
-from quantgym.envs.portbench.config import STRESS_PERIODS, resolve_period
+from quantgym.envs.portbench.config import BENCH_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
 from quantgym.envs.portbench.training import LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, RandomPeriod, train_windows
 from quantgym.envs.portbench.allocation import AllocationWrapper
 from quantgym.envs.portbench.vector import _BatchCore
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "a2c": A2C}
-EVAL_PERIODS: tuple[str, ...] = ("normal_2024",) + STRESS_PERIODS
+EVAL_PERIODS: tuple[str, ...] = BENCH_PERIODS  #: the periods a trained policy is evaluated on
 META_FILE = "rl_meta.json"
 MODEL_FILE = "model.zip"
 
