@@ -17,7 +17,8 @@ Usage::
 
     python -m quantgym.envs.market_bench.build_data [--shared RAW] [--check] [--task-set v2]
 
-``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``). ``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``). ``--check`` rebuilds in memory and compares with the shipped manifest without writing.
+``RAW`` is the raw-data folder (default ``$QUANTGYM_SHARED_DATA``).
+``--check`` rebuilds in memory and compares with the shipped manifest without writing.
 """
 
 from __future__ import annotations
