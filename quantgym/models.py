@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from quantgym.config import Config
 
-__all__ = ["FeeModel", "ImportableModel", "load_model", "build_model", "describe_model", "fee_parts",
+__all__ = ["FeeModel", "ImportableModel", "FlatFee", "load_model", "build_model", "describe_model", "fee_parts",
            "BUILTIN_MODELS"]
 
 
@@ -49,6 +49,25 @@ class FeeModel(Protocol):
     def order_fee(self, value: float, side: int, day: str) -> Any: ...
 
     def describe(self) -> str: ...
+
+
+class FlatFee:
+    """A fixed charge per order whatever its value and side (a broker's ticket fee): the smallest
+    :class:`FeeModel`, and the example of docs/quant_arena.md and docs/portbench.md ("Your own cost model").
+
+    ``ImportableModel("quantgym.models:FlatFee", {"per_order": 7.0, "currency": "CNY"})``.
+    """
+
+    def __init__(self, per_order: float, currency: str = ""):
+        if not (math.isfinite(float(per_order)) and float(per_order) >= 0):
+            raise ValueError(f"per_order must be a finite fee >= 0, got {per_order!r}")
+        self.per_order, self.currency = float(per_order), str(currency)
+
+    def order_fee(self, value: float, side: int, day: str) -> float:
+        return self.per_order
+
+    def describe(self) -> str:
+        return f"a flat fee of {self.per_order:g}{' ' + self.currency if self.currency else ''} per order"
 
 
 #: the tasks' built-in models (compiled kernels), by task and kind: what an :class:`ImportableModel` of the

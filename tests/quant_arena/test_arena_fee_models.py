@@ -16,27 +16,14 @@ from quantgym.models import ImportableModel
 from .conftest import SMALL_WINDOWS, flat_rows, make_panel
 
 
-class FlatFee:
-    """A flat fee per order, whatever its value and side (the protocol of quantgym.models.FeeModel)."""
-
-    def __init__(self, per_order: float = 7.0):
-        self.per_order = float(per_order)
-
-    def order_fee(self, value: float, side: int, day: str) -> float:
-        return self.per_order
-
-    def describe(self) -> str:
-        return f"{self.per_order:g} CNY per order"
-
-
 class SpecFeesInPython:
-    """The spec's fees (ArenaCostModel) as a user model: runs in the interpreted loop."""
+    """The spec's fees (ArenaCostModel) as a user model of this module: runs in the interpreted loop."""
 
     def order_fee(self, value, side, day):
         return ArenaCostModel().order_fee(value, side, day)
 
 
-FLAT = ImportableModel(f"{FlatFee.__module__}:FlatFee", {"per_order": 7.0})
+FLAT = ImportableModel("quantgym.models:FlatFee", {"per_order": 7.0, "currency": "CNY"})
 
 
 def test_flat_fee_on_a_hand_worked_account():
@@ -60,7 +47,8 @@ def test_the_spec_fees_as_a_python_model_give_the_compiled_bits(small_real):
     sc = np.random.default_rng(3).normal(size=(n, small_real.N))
     compiled = run_account(small_real, d0, n, sc, record_trades=True)
     by_path = run_account(small_real, d0, n, sc, cost=ImportableModel("quantgym.envs.quant_arena.config:ArenaCostModel"))
-    python = run_account(small_real, d0, n, sc, cost=SpecFeesInPython(), record_trades=True)
+    python = run_account(small_real, d0, n, sc, cost=ImportableModel(f"{__name__}:SpecFeesInPython"),
+                         record_trades=True)
     assert compiled.fees.sum() > 0
     for a in (by_path, python):
         assert np.array_equal(a.nav, compiled.nav) and np.array_equal(a.fees, compiled.fees)
@@ -86,22 +74,25 @@ def test_flat_fee_through_the_evaluator_and_the_env_is_recorded(small_real, tmp_
     sealed = env.sealed_result.metrics
     assert sealed["fees_cny"] == pytest.approx(7.0 * sealed["n_orders"], abs=1e-9)
     brief = read_record(env.record_path)[0]
-    assert brief["config"]["cost"] == {"class_path": FLAT.class_path, "kwargs": {"per_order": 7.0}}
+    assert brief["config"]["cost"] == {"class_path": "quantgym.models:FlatFee",
+                                       "kwargs": {"per_order": 7.0, "currency": "CNY"}}
     assert ArenaConfig.from_dict(brief["config"]).cost == FLAT
-    assert "7 CNY per order" in brief["brief"]  # the brief states the model's describe()
+    assert "a flat fee of 7 CNY per order" in brief["brief"]  # the brief states the model's describe()
 
 
 def test_a_bad_class_path_fails_in_one_line(small_real):
     d0, n = window_rows(small_real, "2024-01-01", "2024-01-31")
     sc = np.zeros((n, small_real.N))
     cases = [("no_such_module_xyz:Fee", "cannot import 'no_such_module_xyz'"),
-             (f"{FlatFee.__module__}:NoSuchFee", "has no 'NoSuchFee'"),
-             (f"{FlatFee.__module__}:ArenaConfig", "has no order_fee")]
+             (f"{__name__}:NoSuchFee", "has no 'NoSuchFee'"),
+             (f"{__name__}:ArenaConfig", "has no order_fee")]
     for path, msg in cases:
         with pytest.raises(ValueError, match=msg) as e:
             run_account(small_real, d0, n, sc, cost=ImportableModel(path))
         assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="expected 'package.module:Class'"):
         ImportableModel("quantgym.envs.quant_arena.config.ArenaCostModel")
-    with pytest.raises(ValueError, match="cannot build it with"):
-        run_account(small_real, d0, n, sc, cost=ImportableModel(FLAT.class_path, {"rate": 1}))
+    for kwargs in ({"rate": 1}, {"per_order": -7}):
+        with pytest.raises(ValueError, match="cannot build it with") as e:
+            run_account(small_real, d0, n, sc, cost=ImportableModel(FLAT.class_path, kwargs))
+        assert "\n" not in str(e.value)

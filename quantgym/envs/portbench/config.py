@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from quantgym.config import Config
+from quantgym.models import ImportableModel
 from quantgym.envs.portbench.paper.config import PaperFidelity
 
 SCORING_VERSION = "portbench-clean-1.0"
@@ -53,6 +54,11 @@ class PortBenchCostModel(Config, version=SCORING_VERSION):
     @classmethod
     def off(cls) -> "PortBenchCostModel":
         return cls(slippage_bps=0.0, commission_bps=0.0)
+
+    def order_fee(self, value: float, side: int, day: str) -> float:
+        """Cost of one order of traded notional ``value`` (:class:`quantgym.models.FeeModel`): ``rate·value``.
+        The simulator charges this model as ``rate·τ·NAV`` in its compiled trade (the same rule summed)."""
+        return self.rate * float(value)
 
     def describe(self, style: str | None = None) -> str:
         """The cost rule in one line, rendered from these rates (the S3 prompt states it, spec §4.3, §4.4).
@@ -252,12 +258,26 @@ class PortBenchConfig(Config):
     regime_days: int = 126
     corr_table: Literal["upper", "full", "none"] = "upper"
     as_of: Literal["close", "previous_close"] = "close"
-    costs: PortBenchCostModel = field(default_factory=PortBenchCostModel)
+    #: the fee model: the spec's proportional :class:`PortBenchCostModel` (compiled), or an
+    #: :class:`~quantgym.models.ImportableModel` naming a :class:`quantgym.models.FeeModel` class (charged per
+    #: traded asset on ``|Δw|·NAV``; clean mode; docs/portbench.md, "Your own cost model")
+    costs: PortBenchCostModel | ImportableModel = field(default_factory=PortBenchCostModel)
     scoring: PortBenchScoringConfig = field(default_factory=PortBenchScoringConfig)
     rf: float = 0.04  # Sharpe risk-free rate (§7.1)
     paper: PaperFidelity = field(default_factory=PaperFidelity)  # Appendix A switches (all off = clean)
     version: str = SCORING_VERSION
     prompt_style: Literal["full", "compact", "minimal"] = "full"  # last: positional calls keep their meaning
+
+    def __post_init__(self) -> None:
+        if (self.fidelity == "paper" or self.paper.any) and not isinstance(self.costs, PortBenchCostModel):
+            raise ValueError("paper mode charges the paper's proportional costs (spec Appendix A): a user fee "
+                             "model (config.costs) runs in clean mode only")
+
+
+def proportional_costs(costs: PortBenchCostModel | ImportableModel) -> PortBenchCostModel:
+    """The proportional rule behind ``costs`` (spec §4.4): the model itself, or, for a user fee model
+    (whose fees the simulator charges per order), zero rates with the spec's ``min_trade``."""
+    return costs if isinstance(costs, PortBenchCostModel) else PortBenchCostModel.off()
 
 
 def sharpe_note(rf: float | None = None) -> str:

@@ -8,14 +8,16 @@ env composes it with snapshots, the agent's action and the scorer. No I/O here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from quantgym.envs.portbench.config import PortBenchCostModel, Period
+from quantgym.envs.portbench.config import PortBenchCostModel, Period, proportional_costs
 from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
+from quantgym.models import ImportableModel, build_model, fee_parts
 
 
 def rebalance_rows(dates: pd.DatetimeIndex, start: str, end: str, freq: str) -> np.ndarray:
@@ -63,7 +65,8 @@ class Orders(Sequence):
     A read-only sequence of order dicts (``asset``, ``side`` "buy"/"sell", ``delta_w``, ``notional``
     (currency units), ``price_adj_bps`` (+slippage for a buy, − for a sell), ``commission``, ``cost``),
     built on first access; the arrays themselves are the attributes below (``k`` traded assets, in
-    canonical order). Costs are ``|Δw|·NAV_before`` times the cost model's rates.
+    canonical order). Costs are ``|Δw|·NAV_before`` times the cost model's rates, or the fees a user fee
+    model charged (``fees``: one per traded asset; no price adjustment).
 
     Attributes
     ----------
@@ -73,11 +76,12 @@ class Orders(Sequence):
     notional, commission, cost : (k,) float, currency units (computed on access).
     """
 
-    __slots__ = ("_delta", "_traded", "_nav", "_costs", "_tickers", "_dicts")
+    __slots__ = ("_delta", "_traded", "_nav", "_costs", "_tickers", "_dicts", "_fees")
 
     def __init__(self, delta: np.ndarray, traded: np.ndarray, nav_before: float, costs: PortBenchCostModel,
-                 tickers=None):
+                 tickers=None, fees: np.ndarray | None = None):
         self._delta, self._traded, self._nav, self._costs, self._tickers = delta, traded, nav_before, costs, tickers
+        self._fees = fees
         self._dicts: list[dict] | None = None
 
     @property
@@ -99,10 +103,12 @@ class Orders(Sequence):
 
     @property
     def commission(self) -> np.ndarray:
-        return self.notional * (self._costs.commission_bps / 1e4)
+        return self._fees if self._fees is not None else self.notional * (self._costs.commission_bps / 1e4)
 
     @property
     def cost(self) -> np.ndarray:
+        if self._fees is not None:
+            return self._fees
         return self.notional * (self._costs.slippage_bps / 1e4 + self._costs.commission_bps / 1e4)
 
     def to_list(self) -> list[dict]:
@@ -119,11 +125,12 @@ class Orders(Sequence):
             bps = float(c.slippage_bps)
             ii = idx.tolist()
             names = [self._tickers[i] for i in ii] if self._tickers else ii
+            comms = (notional * comm if self._fees is None else self._fees).tolist()
+            costs = (notional * (slip + comm) if self._fees is None else self._fees).tolist()
             self._dicts = [
                 {"asset": a, "side": "buy" if b else "sell", "delta_w": dw, "notional": nt,
                  "price_adj_bps": bps if b else -bps, "commission": cm, "cost": cs}
-                for a, b, dw, nt, cm, cs in zip(names, (d > 0).tolist(), d.tolist(), notional.tolist(),
-                                                (notional * comm).tolist(), (notional * (slip + comm)).tolist())
+                for a, b, dw, nt, cm, cs in zip(names, (d > 0).tolist(), d.tolist(), notional.tolist(), comms, costs)
             ]
         return self._dicts
 
@@ -257,7 +264,9 @@ class PortfolioSimulator:
     period : the evaluation window.
     initial_weights_fn : callable(row) -> (N,) initial weights (equal weight over ``A`` at the row
         before the period start, §6.1).
-    costs : the cost model (15 bps of traded notional by default).
+    costs : the cost model (15 bps of traded notional by default), or an
+        :class:`~quantgym.models.ImportableModel` / object with :class:`~quantgym.models.FeeModel`'s
+        ``order_fee``: each traded asset's order (notional ``|Δw|·NAV``) is then priced by it, in Python.
     initial_nav : starting NAV in currency units.
 
     Raises
@@ -266,11 +275,15 @@ class PortfolioSimulator:
         If the period has no trading day in the data or no trading day before it.
     """
 
-    def __init__(self, dates, returns0, period: Period, initial_weights_fn, costs: PortBenchCostModel,
-                 initial_nav: float, tickers=None):
+    def __init__(self, dates, returns0, period: Period, initial_weights_fn,
+                 costs: PortBenchCostModel | ImportableModel, initial_nav: float, tickers=None):
         self.dates = pd.DatetimeIndex(dates)
         self.returns0 = returns0
         self.period = period
+        model = build_model(costs, PortBenchCostModel)
+        #: a user fee model (None: the spec's proportional costs, compiled)
+        self.fee_model = None if isinstance(model, PortBenchCostModel) else model
+        costs = proportional_costs(model)
         self.costs = costs
         self._rate, self._min_trade = float(costs.rate), float(costs.min_trade)
         self.initial_nav = float(initial_nav)
@@ -335,11 +348,18 @@ class PortfolioSimulator:
         nav_before = self.nav
         ex = execute_trade(self.weights, target, nav_before, self.costs.rate, self.costs.min_trade)
         tau, cost = ex.turnover, ex.cost
+        fees = None
+        if self.fee_model is not None:  # a user fee model: one order per traded asset on |Δw|·NAV
+            day = str(self._stamps[self.t].date())
+            fees = np.array([sum(fee_parts(self.fee_model, abs(dw) * nav_before, 1 if dw > 0 else -1, day))
+                             for dw in ex.delta[ex.traded].tolist()], dtype=np.float64)
+            cost = float(fees.sum())
+            ex = dataclasses.replace(ex, nav=nav_before - cost, cost=cost)
         self.nav = ex.nav
         self.weights = ex.weights
         self.total_cost += cost
         # per-asset orders as arrays; the order dicts are built only if read (speed only)
-        orders = Orders(ex.delta, ex.traded, nav_before, self.costs, self.tickers)
+        orders = Orders(ex.delta, ex.traded, nav_before, self.costs, self.tickers, fees)
         tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
         self.trades.append(tr)  # (the property: the rows of trade_and_advance first, so the order is kept)
         # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
@@ -351,8 +371,8 @@ class PortfolioSimulator:
         """:meth:`trade` to ``target`` at the close of the current day, then :meth:`advance_to` ``row``: the
         same state and :class:`Trade`, the arithmetic in one compiled pass
         (:func:`~quantgym.envs.portbench.execution.trade_and_mark`; speed only). A subclass that does not
-        mark every day (:meth:`marks_to_market`) runs the two methods."""
-        if type(self).marks_to_market is not PortfolioSimulator.marks_to_market:
+        mark every day (:meth:`marks_to_market`), or one with a user fee model, runs the two methods."""
+        if self.fee_model is not None or type(self).marks_to_market is not PortfolioSimulator.marks_to_market:
             tr = self.trade(target)
             self.advance_to(row)
             return tr

@@ -20,6 +20,7 @@ from gymnasium.vector.utils import batch_space
 from quantgym.envs.portbench.allocation import (
     ACTION_MODES, LOGIT_SCALE, _bounds, observation_layout, profile_onehot, row_features,
 )
+from quantgym.envs.portbench.config import PortBenchCostModel
 from quantgym.envs.portbench.execution import fallback_weights
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench import training
@@ -230,6 +231,9 @@ class _BatchCore:
                                      data=data, config=config)
         self.view: MarketView = self.template.view
         self.cfg = self.template.config
+        if not isinstance(self.cfg.costs, PortBenchCostModel):
+            raise ValueError("the batched env charges the spec's proportional costs in one kernel; a user fee model "
+                             "(config.costs) runs in PortBenchEnv (vectorization_mode='sync')")
         self.B, self.N = int(num_envs), self.view.n_assets
         self.reward_kind, self.action_mode, self.risk_penalty = reward, action_mode, float(risk_penalty)
         self.sampler = EpisodeSampler(self.view.dates, windows, freq, episode_len) if windows else None
