@@ -42,12 +42,12 @@ from quantgym.envs.portbench.universe import (
     MACRO_KEYS,
     MACRO_SOURCES,
     VIX_TICKER,
-    _order_tickers,
-    _to_class_label,
+    order_tickers,
+    to_class_label,
     lagged_asof,
     macro_observations,
 )
-from quantgym.envs.portbench.raw import _read_source, bundled_portbench_path
+from quantgym.envs.portbench.raw import read_source, bundled_portbench_path
 
 __all__ = [
     "PortBenchData",
@@ -68,7 +68,7 @@ class PortBenchDataWarning(UserWarning):
 # ----------------------------------------------------------------------------------------------
 
 
-def _clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.Series:
+def clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.Series:
     """Return a copy with a naive, day-normalised, ascending, duplicate-free DatetimeIndex."""
     out = obj.copy()
     raw = out.index
@@ -102,7 +102,8 @@ def _few(names: Sequence[str], k: int = 6) -> str:
     return ", ".join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else "")
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def read_only_array(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous, read-only copy (or view) of ``a``: the data arrays the envs share never change."""
     a = np.ascontiguousarray(a)
     a.flags.writeable = False
     return a
@@ -170,7 +171,7 @@ class PortBenchData:
     @functools.cached_property
     def class_ids(self) -> np.ndarray:
         """Class id per ticker (position in :data:`ASSET_CLASSES`), shape (N,), int64, read-only."""
-        return _readonly(np.array([ASSET_CLASSES.index(c) for c in self.asset_class], dtype=np.int64))
+        return read_only_array(np.array([ASSET_CLASSES.index(c) for c in self.asset_class], dtype=np.int64))
 
     @functools.cached_property
     def ticker_index(self) -> dict[str, int]:
@@ -185,7 +186,7 @@ class PortBenchData:
     @functools.cached_property
     def macro_mask(self) -> np.ndarray:
         """``isfinite(macro)``, shape (T, 17), bool, read-only (§11.8 ``macro_mask``)."""
-        return _readonly(np.isfinite(self.macro))
+        return read_only_array(np.isfinite(self.macro))
 
     # -- date helpers ----------------------------------------------------------------------
     def index_at(self, date: Any) -> int:
@@ -275,7 +276,7 @@ class PortBenchData:
             raise ValueError(f"ffill_limit must be >= 0, got {ffill_limit}")
         if not isinstance(prices, pd.DataFrame):
             raise ValueError("prices must be a pandas DataFrame (wide: one column per ticker)")
-        raw = _clean_index(prices, "prices").apply(pd.to_numeric, errors="coerce").astype(float)
+        raw = clean_index(prices, "prices").apply(pd.to_numeric, errors="coerce").astype(float)
         raw.columns = [str(c) for c in raw.columns]
         vals = raw.to_numpy()
         bad = ~np.isnan(vals) & ~(np.isfinite(vals) & (vals > 0))  # NaN means "no price"; the rest must be > 0
@@ -285,7 +286,7 @@ class PortBenchData:
                               for r, c in list(zip(rows, cols))[:3])
             raise ValueError(f"prices must be positive and finite (NaN or empty = no price): {int(bad.sum())} "
                              f"bad value(s), e.g. {where}")
-        classes = {str(t): _to_class_label(c) for t, c in asset_class.items()}
+        classes = {str(t): to_class_label(c) for t, c in asset_class.items()}
 
         # ---- universe ----------------------------------------------------------------------
         if tickers is None:
@@ -306,7 +307,7 @@ class PortBenchData:
             raise ValueError(f"no asset class given for ticker(s): {noclass}")
         if VIX_TICKER in cand:
             raise ValueError("^VIX is a macro indicator in clean mode and cannot be in the tradable universe")
-        order = _order_tickers(cand, classes)
+        order = order_tickers(cand, classes)
         if not order and tickers:
             raise ValueError(f"empty universe: none of universe=[{_few([str(t) for t in tickers])}] has prices in "
                              "the data; name tickers that do (a PortBench env also needs SPY, the §1.9 regime "
@@ -358,11 +359,11 @@ class PortBenchData:
         # ---- VIX -----------------------------------------------------------------------------
         if vix is None and VIX_TICKER in raw.columns:
             vix = raw[VIX_TICKER]
-        vix_raw = pd.Series(dtype=float) if vix is None else _clean_index(pd.Series(vix, dtype=float), "vix")
+        vix_raw = pd.Series(dtype=float) if vix is None else clean_index(pd.Series(vix, dtype=float), "vix")
         vix_arr = vix_raw.reindex(dates).to_numpy(dtype=float) if len(vix_raw) else np.full(len(dates), np.nan)
 
         # ---- macro (§1.4) ---------------------------------------------------------------------
-        mac = None if macro is None else _clean_index(macro, "macro").apply(pd.to_numeric, errors="coerce")
+        mac = None if macro is None else clean_index(macro, "macro").apply(pd.to_numeric, errors="coerce")
         macro_arr = np.full((len(dates), len(MACRO_KEYS)), np.nan)
         series_meta: dict[str, dict] = {}
         for j, src in enumerate(MACRO_SOURCES):
@@ -410,11 +411,11 @@ class PortBenchData:
             dates=dates,
             tickers=order,
             asset_class=cls_of,
-            prices=_readonly(p),
-            returns=_readonly(ret.astype(float)),
-            real_price=_readonly(real.astype(bool)),
-            macro=_readonly(macro_arr),
-            vix=_readonly(vix_arr),
+            prices=read_only_array(p),
+            returns=read_only_array(ret.astype(float)),
+            real_price=read_only_array(real.astype(bool)),
+            macro=read_only_array(macro_arr),
+            vix=read_only_array(vix_arr),
             meta=m,
         )
 
@@ -437,13 +438,13 @@ def _own_universe(prices: pd.DataFrame, classes: Mapping[str, str]) -> tuple[lis
     return [t for t in priced if t in classes], {k: v for k, v in left.items() if v}
 
 
-def _load_from_root(root, source: str, universe: tuple[str, ...] | None, crypto_close: str,
-                    bundled: bool = False) -> PortBenchData:
+def load_from_root(root, source: str, universe: tuple[str, ...] | None, crypto_close: str,
+                   bundled: bool = False) -> PortBenchData:
     """Read a data directory (or the bundle) and build :class:`PortBenchData` (uncached).
 
     ``universe`` None: the 80 tickers of §1.2 for the bundle, the directory's own universe
     (:func:`_own_universe`) for a user directory."""
-    prices, assets, macro, prov = _read_source(root)
+    prices, assets, macro, prov = read_source(root)
     classes = dict(zip(assets["ticker"].astype(str), assets["asset_class"].astype(str)))
     meta: dict[str, Any] = {"source": source, "provenance": prov}
     if universe is None and bundled:  # the bundle: §1.2's universe
@@ -480,11 +481,11 @@ def _stamp(root: Path) -> tuple:
 @functools.lru_cache(maxsize=8)
 def _load_cached(key: str, stamp: tuple, universe: tuple[str, ...] | None, crypto_close: str) -> PortBenchData:
     if key == "<bundled>":
-        return _load_from_root(
+        return load_from_root(
             bundled_portbench_path(), "quantgym bundled data (quantgym/data/bundled/portbench)", universe, crypto_close,
             bundled=True,
         )
-    return _load_from_root(Path(key), key, universe, crypto_close)
+    return load_from_root(Path(key), key, universe, crypto_close)
 
 
 def load_portbench_data(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from quantgym.envs.portbench.universe import _to_class_label
+from quantgym.envs.portbench.universe import to_class_label
 
 __all__ = ["bundled_portbench_path", "load_portbench_raw"]
 
@@ -33,7 +33,7 @@ def bundled_portbench_path():
     return res
 
 
-def _read_source(root) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, dict]:
+def read_source(root) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None, dict]:
     """Read prices / assets / optional macro / optional provenance from a dir or Traversable."""
     prices_f = root / "prices.parquet"
     assets_f = root / "assets.csv"
@@ -89,7 +89,7 @@ def load_portbench_raw(path: str | os.PathLike | None = None) -> dict[str, Any]:
         root = Path(path).expanduser().resolve()
         if not root.is_dir():
             raise FileNotFoundError(f"PortBench data directory not found: {root}")
-    prices, assets, macro, prov = _read_source(root)
+    prices, assets, macro, prov = read_source(root)
     assets = assets.copy()
-    assets["class_label"] = [_to_class_label(c) for c in assets["asset_class"]]
+    assets["class_label"] = [to_class_label(c) for c in assets["asset_class"]]
     return {"prices": prices, "assets": assets, "macro": macro, "provenance": prov}

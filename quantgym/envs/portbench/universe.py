@@ -131,7 +131,7 @@ MACRO_KEYS: tuple[str, ...] = tuple(m.key for m in MACRO_SOURCES)
 FRED_IDS: tuple[str, ...] = tuple(m.series for m in MACRO_SOURCES if m.series != VIX_TICKER)
 
 
-def _to_class_label(label: str) -> str:
+def to_class_label(label: str) -> str:
     """Map a data class label (``equity``...) or a §1.1 label to the §1.1 label (§11.8)."""
     lab = str(label).strip()
     if lab in ASSET_CLASSES:
@@ -146,7 +146,7 @@ def _to_class_label(label: str) -> str:
     )
 
 
-def _order_tickers(tickers: Sequence[str], classes: Mapping[str, str]) -> tuple[str, ...]:
+def order_tickers(tickers: Sequence[str], classes: Mapping[str, str]) -> tuple[str, ...]:
     """Canonical order: by §1.1 class, canonical tickers first in §1.2 order, then others as given."""
     canon_pos = {t: i for i, t in enumerate(CANONICAL_TICKERS)}
     given_pos = {t: i for i, t in enumerate(tickers)}

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.universe import CANONICAL_TICKERS, FRED_IDS, UNIVERSE, VIX_TICKER
-from quantgym.envs.portbench.data import PortBenchDataWarning, _load_from_root
+from quantgym.envs.portbench.data import PortBenchDataWarning, load_from_root
 from quantgym.envs.portbench.raw import bundled_portbench_path
 
 __all__ = ["RefreshError", "refresh_portbench_data", "FRED_CSV_URL", "DEFAULT_START"]
@@ -442,7 +442,7 @@ def refresh_portbench_data(
         # integrity check: the new directory must load with every clean-mode rule
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PortBenchDataWarning)
-            _load_from_root(tmp, str(tmp), tuple(t for t in px.columns if t != VIX_TICKER), "prior_day")
+            load_from_root(tmp, str(tmp), tuple(t for t in px.columns if t != VIX_TICKER), "prior_day")
         # keep user files that are not part of the schema
         if dest.is_dir():
             for f in dest.iterdir():

@@ -37,11 +37,11 @@ from quantgym.envs.portbench.universe import (
     MACRO_SOURCES,
     UNIVERSE,
     VIX_TICKER,
-    _to_class_label,
+    to_class_label,
     lagged_asof,
     macro_observations,
 )
-from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning, _clean_index, _readonly
+from quantgym.envs.portbench.data import PortBenchData, PortBenchDataWarning, clean_index, read_only_array
 from quantgym.envs.portbench.raw import load_portbench_raw
 from quantgym.envs.portbench.paper.config import PAPER_STOCKS, PaperFidelity
 
@@ -178,7 +178,7 @@ def _asof_within(own: pd.DataFrame, dates: pd.DatetimeIndex, days: int) -> np.nd
 
 def _macro_on(dates: pd.DatetimeIndex, macro: pd.DataFrame | None, vix: pd.Series, flags: PaperFidelity) -> np.ndarray:
     """§1.4 macro vector on ``dates`` (lags applied); winsorised keys clipped first (paper flag)."""
-    mac = None if macro is None else _clean_index(macro, "macro").apply(pd.to_numeric, errors="coerce")
+    mac = None if macro is None else clean_index(macro, "macro").apply(pd.to_numeric, errors="coerce")
     out = np.full((len(dates), len(MACRO_KEYS)), np.nan)
     for j, src in enumerate(MACRO_SOURCES):
         if src.series == VIX_TICKER:
@@ -225,14 +225,14 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
         If a universe ticker has no prices or no class.
     """
     raw = load_portbench_raw() if raw is None else raw
-    prices = _clean_index(raw["prices"], "prices").apply(pd.to_numeric, errors="coerce").astype(float)
+    prices = clean_index(raw["prices"], "prices").apply(pd.to_numeric, errors="coerce").astype(float)
     prices.columns = [str(c) for c in prices.columns]
     if tickers is None:
         tickers, classes = paper_universe(flags.universe)
     else:
         a = raw["assets"]
         col = "class_label" if "class_label" in a.columns else "asset_class"
-        cmap = {str(t): _to_class_label(c) for t, c in zip(a["ticker"], a[col])}
+        cmap = {str(t): to_class_label(c) for t, c in zip(a["ticker"], a[col])}
         cmap[VIX_TICKER] = "equities"
         missing_cls = [t for t in tickers if t not in cmap]
         if missing_cls:
@@ -241,7 +241,7 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
         classes = tuple(cmap[t] for t in tickers)
     if flags.universe == "89_no_crypto":
         st = load_paper_stocks() if stocks is None else stocks
-        st = _clean_index(st, "stocks").astype(float)
+        st = clean_index(st, "stocks").astype(float)
         extra = [t for t in st.columns if t not in prices.columns]
         prices = prices.join(st[extra], how="outer")
     missing = [t for t in tickers if t not in prices.columns or not prices[t].notna().any()]
@@ -296,10 +296,10 @@ def build_paper_data(flags: PaperFidelity, raw: dict | None = None, stocks: pd.D
             "paper_flags": flags.to_dict(), "provenance": raw.get("provenance", {})}
     return PaperPortBenchData(
         dates=pd.DatetimeIndex(dates, name="date"), tickers=tuple(tickers), asset_class=tuple(classes),
-        prices=_readonly(p.astype(float)), returns=_readonly(ret.astype(float)),
-        real_price=_readonly(real.astype(bool)), macro=_readonly(macro_arr), vix=_readonly(vix_arr), meta=meta,
-        own_dates=pd.DatetimeIndex(own_r.index), own_returns=_readonly(own_r.to_numpy(dtype=float)),
-        own_prices=_readonly(own_p.to_numpy(dtype=float)), flags=flags,
+        prices=read_only_array(p.astype(float)), returns=read_only_array(ret.astype(float)),
+        real_price=read_only_array(real.astype(bool)), macro=read_only_array(macro_arr), vix=read_only_array(vix_arr), meta=meta,
+        own_dates=pd.DatetimeIndex(own_r.index), own_returns=read_only_array(own_r.to_numpy(dtype=float)),
+        own_prices=read_only_array(own_p.to_numpy(dtype=float)), flags=flags,
     )
 
 
