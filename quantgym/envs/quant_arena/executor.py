@@ -42,8 +42,11 @@ class ArenaHostError(RuntimeError):
     def __init__(self, result: "WindowResult"):
         super().__init__(result.message)
         self.result = result
+#: the evaluation status of each sandbox status; ``output_limit``: the submission printed more than
+#: ``ArenaSandboxLimits.max_output_bytes`` (stdout and stderr of one evaluation; the sandbox itself keeps the
+#: first bytes and reports ``ok`` with ``output_truncated``), a violation of the limits of spec §10.4
 _SANDBOX_TO_ARENA = {"error": "invalid", "forbidden": "violation", "timeout": "timeout", "memory": "oom",
-                  "bad_output": "violation", "crashed": "failed"}
+                  "bad_output": "violation", "crashed": "failed", "output_limit": "violation"}
 
 
 def _host_error(exc: BaseException, doing: str, base: dict, timings: dict) -> "WindowResult":
@@ -235,9 +238,9 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     t_child = time.perf_counter() - t0 - t_payload
     timings = {"payload_s": t_payload, "child_s": t_child}
     if status == "ok" and rec.get("output_truncated"):
-        status = "forbidden"
-        message = (f"violation: the submission printed more than {cfg.sandbox.max_output_bytes} bytes "
-                   "(output is capped; see the spec's output limit)")
+        status = "output_limit"
+        message = (f"output_limit: the submission printed more than {cfg.sandbox.max_output_bytes:,} bytes "
+                   "(stdout and stderr of one evaluation; ArenaSandboxLimits.max_output_bytes)")
     if status != "ok":
         qa = _SANDBOX_TO_ARENA.get(status, "failed")
         # the record's ``type`` is the sandbox status: its message drops the same leading "<status>: "
