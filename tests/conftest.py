@@ -21,4 +21,4 @@ def pytest_runtest_setup(item):
     for mark in item.iter_markers("shared_data"):
         for name in mark.args:
             if not (shared_data_dir() / name).exists():
-                pytest.skip(f"needs development data ../shared/data/{name} (not shipped with quantgym)")
+                pytest.skip(f"needs the maintainers' raw data {shared_data_dir() / name} (not shipped with quantgym)")

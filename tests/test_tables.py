@@ -106,7 +106,7 @@ def test_portbench_bench_one_table_per_period(width, tmp_path):
                                  str(tmp_path / "b")], env={"COLUMNS": str(width)}, terminal_width=width)
     assert r.exit_code == 0, r.output
     assert_fits(r.output, width)
-    assert r.output.count("PortBench — covid_2020") == 1  # one table for the three profiles (item 4)
+    assert r.output.count("PortBench — covid_2020") == 1  # one table for the three profiles
     tables = r.output.split("Sharpe = (252")[0]  # the caption; the optimiser-fallback lines below name agents too
     for name in ("Equal-Weight", "Cov. Risk Parity", "Black-Litterman"):
         assert tables.count(name) == 1  # each baseline once, not once per profile

@@ -1,4 +1,4 @@
-"""Issue 19 item 1: the compiled kernels and plain-float helpers of the PortBench step give numpy's floats
+"""The compiled kernels and plain-float helpers of the PortBench step give numpy's floats
 bit for bit (compiled, and interpreted with QUANTGYM_JIT=0 through ``py_func``)."""
 
 from __future__ import annotations

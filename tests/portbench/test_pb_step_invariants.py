@@ -96,7 +96,7 @@ def test_observations_are_new_arrays_and_writing_them_changes_nothing():
 
 
 def test_step_observations_are_read_only_row_views_or_new_arrays():
-    """Issue 19 item 1: a step that reaches a new decision hands out the row's arrays as read-only views of the
+    """A step that reaches a new decision hands out the row's arrays as read-only views of the
     per-row cache (never writeable, so the cache cannot be changed through them); consecutive observations share
     no memory (Gymnasium's check_env), and a row seen again shows the same values."""
     env = PortBenchEnv(period=DAILY, scoring=False)
