@@ -42,9 +42,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.agents.llm.endpoint import (_UNSUPPORTED, _UNSUPPORTED_5XX, _body_text, _conn_detail, _content,  # noqa: F401
-                                         _err_message, _is_connect_timeout, _retry_after, _truncation_warning, _usage,
-                                         parse_context_error, rung_of)
+from quantgym.agents.llm.endpoint import (UNSUPPORTED, UNSUPPORTED_5XX, connection_detail, error_body_text,
+                                         error_message, is_connect_timeout, message_content, parse_context_error,
+                                         retry_after_seconds, rung_of, truncation_warning, usage_counts)
 from quantgym.agents.llm.transcript import Transcript, _now, _one_line, canonical_hash, read_transcript  # noqa: F401
 
 LLM_AGENT_VERSION = "llm-agent-v2"
@@ -483,7 +483,7 @@ class ChatEngine:
             rec.setdefault("error_kind", None)
             rec["cost_usd"] = None
             if res.ok and not res.cached:
-                res.warning = rec.get("warning") or _truncation_warning(req, res.usage)
+                res.warning = rec.get("warning") or truncation_warning(req, res.usage)
                 if res.warning:
                     rec["warning"] = res.warning
             elif res.ok:
@@ -726,10 +726,10 @@ class ChatEngine:
             try:
                 resp = client.chat.completions.create(**req)
             except openai.APIConnectionError as exc:
-                if not isinstance(exc, openai.APITimeoutError) or _is_connect_timeout(exc):
+                if not isinstance(exc, openai.APITimeoutError) or is_connect_timeout(exc):
                     kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection"
                     last_err = (f"connect timeout after {min(cfg.timeout, cfg.connect_timeout):g} s"
-                                if kind == "timeout" else _one_line(f"connection error: {_conn_detail(exc)}"))
+                                if kind == "timeout" else _one_line(f"connection error: {connection_detail(exc)}"))
                     last_kind = kind
                 else:
                     last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
@@ -750,28 +750,28 @@ class ChatEngine:
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self.reached = True
                 raise LLMConfigError(f"authentication failed at {self.endpoint} (HTTP {exc.status_code}): "
-                                     f"{_one_line(_err_message(exc))} — check --api-key / OPENAI_API_KEY") from None
+                                     f"{_one_line(error_message(exc))} — check --api-key / OPENAI_API_KEY") from None
             except openai.NotFoundError as exc:
                 self.reached = True
-                msg = _one_line(_err_message(exc))
+                msg = _one_line(error_message(exc))
                 if "model" in msg.lower():
                     raise LLMConfigError(f"model {cfg.model!r} not found at {self.endpoint}: {msg}") from None
                 raise LLMConfigError(f"endpoint not found (HTTP 404) at {self.endpoint}: {msg} — check --base-url "
                                      "(OpenAI-compatible servers usually end in /v1)") from None
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 self.reached = True
-                msg = _one_line(_err_message(exc), 1000)
+                msg = _one_line(error_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
-                ctx = parse_context_error(msg + " " + _body_text(exc))
-                if ctx is not None and not _UNSUPPORTED[0][1].search(msg):
+                ctx = parse_context_error(msg + " " + error_body_text(exc))
+                if ctx is not None and not UNSUPPORTED[0][1].search(msg):
                     # the prompt (plus the cap) does not fit the window: not retried, the caller re-renders
-                    detail = msg if ctx[0] is not None else f"{msg} {_body_text(exc)}"
+                    detail = msg if ctx[0] is not None else f"{msg} {error_body_text(exc)}"
                     return (CallResult(ok=False, error=_one_line(detail, 1000), error_kind="context",
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": _one_line(detail, 1000), "error_kind": "context",
                              "usage": {}, "tries": tries, "response": None,
                              "latency_s": time.perf_counter() - t_start})
-                for param, pat in _UNSUPPORTED:
+                for param, pat in UNSUPPORTED:
                     present = (self.state().token_param in req) if param == "max_tokens_drop" else param in req
                     if present and pat.search(msg):
                         return (CallResult(ok=False, error=msg, error_kind="unsupported",
@@ -783,17 +783,17 @@ class ChatEngine:
                 break
             except openai.RateLimitError as exc:
                 self.reached = True
-                msg = _one_line(_err_message(exc))
+                msg = _one_line(error_message(exc))
                 if "insufficient_quota" in msg or "quota" in msg.lower() and "exceeded your current quota" in msg:
                     raise LLMConfigError(f"quota exhausted at {self.endpoint}: {msg}") from None
                 last_err, last_kind = msg, "rate_limit"
-                retry_after = _retry_after(exc)
+                retry_after = retry_after_seconds(exc)
                 tries.append({"status": 429, "error": msg, "latency_s": time.perf_counter() - t0})
             except openai.APIStatusError as exc:
                 self.reached = True
-                msg = _one_line(_err_message(exc))
+                msg = _one_line(error_message(exc))
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
-                body = _body_text(exc)
+                body = error_body_text(exc)
                 ctx5 = parse_context_error(msg + " " + body) if exc.status_code >= 500 else None
                 if ctx5 is not None and ctx5[0] is not None:
                     # a context-length error sent as a 5xx (llama-cpp-python's raw "Requested tokens (P) exceed
@@ -804,7 +804,7 @@ class ChatEngine:
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
                              "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
                 if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
-                        and _UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
+                        and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
                     # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
                     # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
                     full = _one_line(f"HTTP {exc.status_code}: {msg}", 1000)
@@ -818,7 +818,7 @@ class ChatEngine:
                 # version, RFC 9110 §15.6.2, §15.6.6: no retry cures it), and 408 / 409
                 if (exc.status_code >= 500 and exc.status_code not in (501, 505)) or exc.status_code in (408, 409):
                     last_kind = "server"
-                    retry_after = _retry_after(exc)
+                    retry_after = retry_after_seconds(exc)
                 else:
                     last_kind = "status"
                     break
@@ -832,13 +832,13 @@ class ChatEngine:
                 lat = time.perf_counter() - t0
                 tries.append({"status": 200, "error": None, "latency_s": lat})
                 dump = resp.model_dump(mode="json") if hasattr(resp, "model_dump") else None
-                text, finish = _content(resp)
+                text, finish = message_content(resp)
                 if text is None:  # e.g. a proxy's error body sent with status 200: a failed call, not ""
                     last_err, last_kind = "HTTP 200 without choices in the response body (no answer)", "status"
                     tries[-1]["error"] = last_err
                     bad_dump = dump
                     break
-                usage = _usage(resp)
+                usage = usage_counts(resp)
                 res = CallResult(ok=True, text=text, usage=usage, latency_s=time.perf_counter() - t_start,
                                  finish_reason=finish)
                 return res, {"ok": True, "text": text, "usage": usage, "response": dump, "tries": tries,

@@ -13,11 +13,11 @@ from typing import Any
 #: a server's ``usage.prompt_tokens`` below ``utf8 bytes / TRUNCATION_BYTES_PER_TOKEN`` of what was sent means the
 #: server cut the prompt (Ollama's ``num_ctx``) [project choice: no tokenizer packs 6 bytes of these prompts in one token]
 TRUNCATION_BYTES_PER_TOKEN = 6.0
-#: ... or below the estimate / this ratio (see ``_truncation_warning``) [project choice]
+#: ... or below the estimate / this ratio (see ``truncation_warning``) [project choice]
 TRUNCATION_ESTIMATE_RATIO = 2.5
 
 # unsupported-parameter detection on a 400/422 body [project choice: the patterns]
-_UNSUPPORTED = (
+UNSUPPORTED = (
     ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
     ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
     ("temperature", re.compile(r"temperature", re.I)),
@@ -25,7 +25,7 @@ _UNSUPPORTED = (
     ("max_tokens_drop", re.compile(r"max_(completion_)?tokens", re.I)),
 )
 #: a 5xx body that names the structured-output field is a validation error, not a server fault
-_UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
+UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
 #: context-length errors: (pattern for the window, pattern for the prompt's own token count)
 _CONTEXT_ERR = re.compile(r"context[_ ]length|context window|context size|maximum context|exceed_context|"
                           r"prompt is too long|too many tokens", re.I)
@@ -80,7 +80,7 @@ def rung_of(req: dict) -> str:
     return "json_object_schema" if "schema" in rf else "json_object"
 
 
-def _truncation_warning(req: dict, usage: dict) -> str | None:
+def truncation_warning(req: dict, usage: dict) -> str | None:
     """A warning when the server counted far fewer prompt tokens than were sent (a silent cut).
 
     The floor [project choice] is the larger of (bytes sent / ``TRUNCATION_BYTES_PER_TOKEN``) and
@@ -102,20 +102,20 @@ def _truncation_warning(req: dict, usage: dict) -> str | None:
     return None
 
 
-def _is_connect_timeout(exc: BaseException) -> bool:
+def is_connect_timeout(exc: BaseException) -> bool:
     """An ``APITimeoutError`` raised while opening the connection (httpx ``ConnectTimeout``)."""
     cause = exc.__cause__ or exc.__context__
     return cause is not None and type(cause).__name__ == "ConnectTimeout"
 
 
-def _conn_detail(exc: BaseException) -> str:
+def connection_detail(exc: BaseException) -> str:
     """The transport's reason behind an ``APIConnectionError`` ("Connection refused", a DNS failure...)."""
     cause = exc.__cause__ or exc.__context__
     detail = str(cause) if cause is not None and str(cause) else ""
     return detail or str(exc)
 
 
-def _err_message(exc: Any) -> str:
+def error_message(exc: Any) -> str:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -127,7 +127,7 @@ def _err_message(exc: Any) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
-def _body_text(exc: Any) -> str:
+def error_body_text(exc: Any) -> str:
     """The error response's body as compact JSON text (for pattern matching), '' when there is none."""
     body = getattr(exc, "body", None)
     if body is None:
@@ -138,7 +138,7 @@ def _body_text(exc: Any) -> str:
         return str(body)[:4000]
 
 
-def _retry_after(exc: Any) -> float | None:
+def retry_after_seconds(exc: Any) -> float | None:
     resp = getattr(exc, "response", None)
     try:
         v = resp.headers.get("retry-after") if resp is not None else None
@@ -147,7 +147,7 @@ def _retry_after(exc: Any) -> float | None:
         return None
 
 
-def _content(resp: Any) -> tuple[str | None, str | None]:
+def message_content(resp: Any) -> tuple[str | None, str | None]:
     """(answer text, finish_reason) of a chat completion; text None when the body has no choice at all
     (the caller records a failed call; an empty message is the model's empty answer, "")."""
     try:
@@ -163,7 +163,7 @@ def _content(resp: Any) -> tuple[str | None, str | None]:
     return str(text), getattr(ch, "finish_reason", None)
 
 
-def _usage(resp: Any) -> dict[str, int]:
+def usage_counts(resp: Any) -> dict[str, int]:
     u = getattr(resp, "usage", None)
     if u is None:
         return {}
@@ -175,4 +175,6 @@ def _usage(resp: Any) -> dict[str, int]:
     return out
 
 
-__all__ = ["parse_context_error", "rung_of", "TRUNCATION_BYTES_PER_TOKEN", "TRUNCATION_ESTIMATE_RATIO"]
+__all__ = ["parse_context_error", "rung_of", "TRUNCATION_BYTES_PER_TOKEN", "TRUNCATION_ESTIMATE_RATIO", "UNSUPPORTED",
+           "UNSUPPORTED_5XX", "truncation_warning", "is_connect_timeout", "connection_detail", "error_message",
+           "error_body_text", "retry_after_seconds", "message_content", "usage_counts"]
