@@ -80,7 +80,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from quantgym.data.sse_l2 import _local
+from quantgym.data.sse_l2 import exchange_time
 
 #: Environment variable naming the folder of the A-share Level-2 files.
 ENV_VAR = "QUANTGYM_A_SHARE_L2"
@@ -340,7 +340,7 @@ def _side(x: pd.Series, mapping: dict) -> np.ndarray:
 
 def _frame(cols: dict) -> pd.DataFrame:
     df = pd.DataFrame(cols)
-    df.insert(1, "time", _local(df["ts_event"].to_numpy()).to_numpy())
+    df.insert(1, "time", exchange_time(df["ts_event"].to_numpy()).to_numpy())
     return df.sort_values(["ts_event", "symbol"], kind="stable").reset_index(drop=True)
 
 

@@ -71,7 +71,8 @@ def _px(x: pd.Series) -> np.ndarray:
     return np.where(v == 0, np.nan, out)
 
 
-def _local(ts: np.ndarray) -> pd.Series:
+def exchange_time(ts: np.ndarray) -> pd.Series:
+    """Nanosecond UTC timestamps as the exchange's local time (Asia/Shanghai)."""
     return pd.Series(pd.to_datetime(ts, unit="ns", utc=True)).dt.tz_convert(_TZ)
 
 
@@ -97,7 +98,7 @@ def convert_snapshots(raw: pd.DataFrame) -> pd.DataFrame:
     ts = _hhmmss_to_ns(raw["DataTimeStamp"].to_numpy())
     out = {
         "ts_event": ts,
-        "time": _local(ts).to_numpy(),
+        "time": exchange_time(ts).to_numpy(),
         "symbol": np.full(len(raw), SSE_SYMBOL, dtype=object),
         "trading_phase": raw["TradingPhase"].to_numpy(dtype=np.int64),
         "num_trades": raw["NumTrades"].to_numpy(dtype=np.int64),
@@ -134,7 +135,7 @@ def convert_trades(raw: pd.DataFrame) -> pd.DataFrame:
     ts = _hhmmss_to_ns(tt // 100, tt % 100)
     return pd.DataFrame({
         "ts_event": ts,
-        "time": _local(ts).to_numpy(),
+        "time": exchange_time(ts).to_numpy(),
         "symbol": np.full(len(raw), SSE_SYMBOL, dtype=object),
         "price": raw["LastPx"].to_numpy(dtype=np.int64) / PRICE_SCALE,
         "qty": _qty(raw["LastQty"], "LastQty"),
@@ -158,7 +159,7 @@ def convert_orders(raw: pd.DataFrame) -> pd.DataFrame:
     ts = _hhmmss_to_ns(tt // 100, tt % 100)
     return pd.DataFrame({
         "ts_event": ts,
-        "time": _local(ts).to_numpy(),
+        "time": exchange_time(ts).to_numpy(),
         "symbol": np.full(len(raw), SSE_SYMBOL, dtype=object),
         "order_no": raw["OrderNo"].to_numpy(dtype=np.int64),
         "price": raw["Price"].to_numpy(dtype=np.int64) / PRICE_SCALE,
@@ -177,7 +178,7 @@ _CONVERTERS = {"snapshots": convert_snapshots, "trades": convert_trades, "orders
 def _fix_time(df: pd.DataFrame) -> pd.DataFrame:
     # parquet round trip keeps the tz; make sure ``time`` is tz-aware Asia/Shanghai
     if "time" in df and getattr(df["time"].dtype, "tz", None) is None:
-        df["time"] = _local(df["ts_event"].to_numpy())
+        df["time"] = exchange_time(df["ts_event"].to_numpy())
     return df
 
 
