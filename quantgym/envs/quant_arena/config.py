@@ -191,7 +191,7 @@ class ImpactModel(Config, version=ARENA_VERSION):
         parameters; a prompt style gives the brief's wording. Off: orders fill in full at the open."""
         if not self.enabled:
             return ("no market impact (orders fill in full at the open)" if style in (None, "full")
-                    else "no impact: full fills at the open")
+                    else "no impact: fills in full at the open")
         if style is None:
             return (f"market impact from a simulated {self.levels}-level order book (tick {self.tick:g} CNY, "
                     f"k_s {self.k_spacing:g}, k_d {self.k_depth:g}, volatility over {self.vol_window} days, "
