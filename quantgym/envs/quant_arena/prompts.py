@@ -184,7 +184,7 @@ def trading_rules(cfg: ArenaConfig, style: str = "full") -> dict[str, str]:
     fees, impact = describe_model(cfg.cost, style=style), describe_model(cfg.impact, style=style)
     off = fees.startswith("no ") and impact.startswith("no ")
     return {"fees": fees, "impact": impact, "limits": _LIMITS_TEXT[style][0 if cfg.execution.limits else 1],
-            "costs": "no trading costs (no fees; full fills at the open)" if off else f"costs ({fees}, {impact})"}
+            "costs": "no trading costs (no fees; fills in full at the open)" if off else f"costs ({fees}, {impact})"}
 
 
 def _final_score(cfg: ArenaConfig) -> str:
