@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from quantgym.envs.portbench.ceps import ceps, clip_float
-from quantgym.envs.portbench.env import _clip
+from quantgym.envs.portbench.observation import clip_count as _clip
 from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
 from quantgym.envs.portbench.stages import _risk_numbers
 from quantgym.jit import np_sum

@@ -288,7 +288,7 @@ def test_per_step_history_is_left_to_the_garbage_collector_untracked():
         _random_steps(env, 20)
         gc.collect()
         gc.collect()  # (a tuple inside a tuple is untracked one collection after its items)
-        rows = env._steps + env.sim._trade_rows
+        rows = env._records.rows + env.sim._trade_rows
         assert len(rows) == 40 and not any(gc.is_tracked(r) for r in rows)
 
 

@@ -1,8 +1,6 @@
-"""The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode).
-
-One module on purpose: :class:`PortBenchEnv` is one state machine (decision date -> S1 -> S2 ->
-S3 -> S4/S5 and the day loop between dates) whose stages read and write the same per-date state; the
-pieces that stand alone already live beside it (data, market, simulator, execution, stages, prompts)."""
+"""The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode): the simulator glue and
+the Gymnasium API. The jobs beside it: :mod:`.actions` (the action decoder), :mod:`.observation` (the
+observation view), :mod:`.records` (the decision records), :mod:`.paper.mode` (every paper-mode rule)."""
 
 from __future__ import annotations
 
@@ -13,146 +11,32 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 import pandas as pd
-from gymnasium import spaces
 
-from quantgym.envs.portbench.universe import MACRO_KEYS
-from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench import prompts
+from quantgym.envs.portbench.actions import (
+    ACTION_KEYS, STAGES, STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE, ActionDecoder, DecisionLog, action_space,
+)
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
-from quantgym.envs.portbench.ceps import ceps_tier, clip_float
-from quantgym.envs.portbench.execution import cash_cost_drag, cash_key, fallback_weights, turnover
+from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import (
-    STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
 )
-from quantgym.envs.portbench.paper.config import PaperFidelity
-from quantgym.envs.portbench.market import (
-    ASSET_CLASSES, REGIMES, MarketSnapshot, MarketView, obs_corr, obs_window,
-)
-from quantgym.envs.portbench.profiles import PAS_EQUITY_CLASSES_CLEAN, PAS_EQUITY_CLASSES_PAPER, get_profile, pas_step
-from quantgym.envs.portbench.simulator import PortfolioSimulator, TickerWeights, by_ticker
+from quantgym.envs.portbench.execution import turnover
+from quantgym.envs.portbench.market import MarketSnapshot
+from quantgym.envs.portbench.observation import OBS_KEYS, ObservationView, check_obs_keys, observation_space
 from quantgym.envs.portbench.optimize import _single_thread_blas
+from quantgym.envs.portbench.paper.config import PaperFidelity
+from quantgym.envs.portbench.paper.mode import fidelity_mode, resolve_fidelity
+from quantgym.envs.portbench.profiles import get_profile, pas_step
+from quantgym.envs.portbench.records import S3_PARTS, DecisionRecords, flat, report_fields
+from quantgym.envs.portbench.simulator import PortfolioSimulator, TickerWeights
 from quantgym.envs.portbench.stages import (
-    BUY, HOLD, SIGNAL_NAMES, RiskReport, risk_report, s1_score, s1_truth, s2_score, s2_truth, s3_score, s3_truth, s4_score,
-    s5_score,
+    BUY, HOLD, SIGNAL_NAMES, RiskReport, risk_report, s1_score, s1_truth, s12_parts, s2_score, s2_truth, s3_oracle,
+    s3_score, s4_score, s5_score,
 )
-from quantgym.jit import njit, np_sum
+from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.metrics import performance_summary
-from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
-
-STAGES = ("S1", "S2", "S3")
-STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE = 0, 1, 2
-ACTION_KEYS = ("views", "signals", "weights", "status")
-_ACTION_KEYSET = frozenset(ACTION_KEYS)
-#: observation keys in the order of the observation dict
-OBS_KEYS = ("returns", "returns_mask", "price", "trailing_return", "ann_vol", "corr", "class_id", "available",
-            "weights", "nav", "macro", "macro_mask", "regime", "stage", "prev_views", "prev_signals")
-
-
-#: the kernels' "no output" arrays (never written: size 0)
-_NO_F, _NO_I = np.empty(0), np.empty(0, dtype=np.int64)
-
-
-@njit
-def _check_answers(views, signals, weights, available, w_out, views_out, signals_out):
-    """The three answers of an allocation step checked and processed in one compiled pass (a kernel,
-    :mod:`quantgym.jit`; speed only): the fast checks of ``_process_views`` / ``_process_signals`` /
-    ``_process_weights`` and, where they pass, their results with the same arithmetic (``Σw`` is numpy's
-    pairwise sum, ``round(4)`` is numpy's ``rint(x·1e4)/1e4``).
-
-    ``w_out`` (2N,) receives ``w_hat = round4(w / tot)`` in ``[:N]`` and its positive entries, in order, from
-    ``N`` on; ``views_out`` / ``signals_out`` ((N,) or empty) the processed echoes. Returns
-    ``(ok, tot, dropped, n_pos)``: ``ok`` = views in [-1, 1], signals in {0, 1, 2} and weights in [0, 1] (NaN
-    fails; nothing is written otherwise); ``tot`` = Σ of the weights on available assets (``w_out`` is valid
-    where ``tot > 0``), ``dropped`` = Σ on unavailable ones, ``n_pos`` the count of positive ``w_hat``.
-    """
-    n = views.shape[0]
-    for i in range(n):
-        if not (abs(views[i]) <= 1.0 and 0 <= signals[i] <= 2 and weights[i] >= 0.0 and weights[i] <= 1.0):
-            return False, 0.0, 0.0, 0
-    for i in range(n):  # the weights on A_d, then those dropped (numpy: np.where(a, w, 0), np.where(a, 0, w))
-        w_out[i] = weights[i] if available[i] else 0.0
-        w_out[n + i] = 0.0 if available[i] else weights[i]
-    tot = np_sum(w_out, 0, n)
-    dropped = np_sum(w_out, n, n)
-    n_pos = 0
-    if tot > 0:
-        for i in range(n):
-            x = np.rint((w_out[i] / tot) * 10000.0) / 10000.0
-            w_out[i] = x
-            if x > 0:
-                w_out[n + n_pos] = x
-                n_pos += 1
-    for i in range(views_out.shape[0]):
-        views_out[i] = views[i] if available[i] else 0.0
-        signals_out[i] = signals[i] if available[i] else 1  # HOLD
-    return True, tot, dropped, n_pos
-
-
-@njit
-def _s12_parts(views, v_star, signals, s_star, available):
-    """S1's ``mean_{A_d} |v̂ − v*|`` and S2's share of right signals (:func:`~.stages.s1_score`,
-    :func:`~.stages.s2_score` before their final step) in one compiled pass: numpy's mean = its pairwise sum
-    (:func:`quantgym.jit.np_sum`) over the available entries divided by their count. Returns
-    ``(n_available, mae, share)`` (0, 0.0, 0.0 for an empty ``A_d``)."""
-    n = views.shape[0]
-    buf = np.empty(n)
-    k, right = 0, 0
-    for i in range(n):
-        if available[i]:
-            buf[k] = abs(views[i] - v_star[i])
-            k += 1
-            if signals[i] == s_star[i]:
-                right += 1
-    if k == 0:
-        return 0, 0.0, 0.0
-    return k, np_sum(buf, 0, k) / k, right / k
-
-
-_S3_PARTS = ("accuracy", "mae", "intra", "inter", "corr")
-
-
-# A decision's record is kept as one flat row (PortBenchEnv._finish_decision) and built as a dict when read
-# (PortBenchEnv.records). The row holds numbers, strings, arrays and tuples of numbers and strings only, at most
-# one tuple deep: the garbage collector untracks such a row before it reaches its oldest generation, so an
-# episode of records never triggers its full collections (speed only; measured in docs/performance.md).
-#: the columns of a record row (invalid, coerced, status: dicts as _flat items); scoring on appends _SCORED_FIELDS,
-#: then var, drawdown, drift, alerts (tuple), trigger of the risk report and of the truth's report (_report_fields)
-_ROW_FIELDS = ("date", "regime", "n_available", "available", "turnover", "cost", "nav_after", "invalid", "coerced",
-               "status", "w_hat", "w_pos")
-_SCORED_FIELDS = ("scores", "ceps", "pas", "s3_values", "tau_hat", "tau_star")
-_ROW_BASE = len(_ROW_FIELDS)
-#: column of a record row by name (_ROW_FIELDS, then _SCORED_FIELDS, then "risk" and "risk_truth": 5 columns each)
-_COL = {name: i for i, name in enumerate(_ROW_FIELDS + _SCORED_FIELDS)}
-_COL["risk"] = len(_COL)
-_COL["risk_truth"] = _COL["risk"] + 5
-
-
-def _flat(d: dict) -> tuple:
-    """``{k1: v1, k2: v2}`` → ``(k1, v1, k2, v2)`` (one tuple, no inner tuple)."""
-    return tuple([x for kv in d.items() for x in kv]) if d else ()
-
-
-def _unflat(t: tuple) -> dict:
-    """The dict of a :func:`_flat` tuple."""
-    return dict(zip(t[::2], t[1::2]))
-
-
-def _report_fields(rep: RiskReport) -> tuple:
-    """A :class:`RiskReport`'s fields (var, drawdown, drift, alerts as a tuple, trigger)."""
-    return (rep.var, rep.drawdown, rep.drift, tuple(rep.alerts), rep.trigger)
-
-
-
-@njit
-def _clip(x, lo, hi, out):
-    """``out[:] = np.clip(x, lo, hi)`` for 1-D float64 arrays: numpy's result (NaN kept, then ``lo if v < lo``,
-    then ``hi if v > hi``; signed zeros as numpy's, :func:`~quantgym.envs.portbench.ceps.clip_float`)."""
-    for i in range(x.shape[0]):
-        v = x[i]
-        if not np.isnan(v):
-            v = lo if v < lo else v
-            v = hi if v > hi else v
-        out[i] = v
+from quantgym.spaces import check_prompt_style
 
 
 class PortBenchEnv(gym.Env):
@@ -290,8 +174,6 @@ class PortBenchEnv(gym.Env):
         oracle = cfg.scoring.oracle if oracle is None else oracle
         alpha = cfg.scoring.alpha if alpha is None else alpha
         lam = cfg.scoring.lam if lam is None else lam
-        if fidelity not in ("clean", "paper"):
-            raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
         if reward is None:  # CEPS needs the scores: without scoring the default is the NAV's log return
             reward = "ceps" if scoring else "log_return"
         if reward not in ("ceps", "log_return"):
@@ -305,32 +187,20 @@ class PortBenchEnv(gym.Env):
             raise ValueError(f"alpha (S3 mix of weight accuracy and correlation score) must be in [0, 1], got {alpha}")
         if not (float(lam) >= 0.0):
             raise ValueError(f"lam (CEPS drop penalty) must be >= 0, got {lam}")
-        keys = OBS_KEYS if obs_keys is None else ((obs_keys,) if isinstance(obs_keys, str) else tuple(obs_keys))
-        unknown = [k for k in keys if k not in OBS_KEYS]
-        if unknown:
-            raise ValueError(f"obs_keys: unknown {unknown} (the prompt follows text_obs); valid: {', '.join(OBS_KEYS)}")
         #: the observation's entries (``obs_keys``, in OBS_KEYS order)
-        self.obs_keys: tuple[str, ...] = tuple(k for k in OBS_KEYS if k in keys)
-        self._obs_dropped = tuple(k for k in OBS_KEYS if k not in keys)
+        self.obs_keys: tuple[str, ...] = check_obs_keys(obs_keys)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if prompt_style is not None:
             cfg = cfg.replace(prompt_style=check_prompt_style(prompt_style))
         check_prompt_style(cfg.prompt_style)
         period = resolve_period(period)
-        if paper is not None:  # single paper items on top of clean mode (Appendix A)
-            cfg = cfg.replace(paper=PaperFidelity(**paper) if isinstance(paper, dict) else paper)
-        if fidelity == "paper" and not cfg.paper.any:
-            cfg = cfg.replace(paper=PaperFidelity.paper())
-        cfg = cfg.replace(fidelity="paper" if cfg.paper.any else "clean",
-                          scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
+        cfg = resolve_fidelity(cfg, fidelity, paper)
+        cfg = cfg.replace(scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
         self.profile = get_profile(profile)
-        if cfg.paper.any:
-            from quantgym.envs.portbench.paper.simulator import paper_data_for
-
-            self.data = paper_data_for(cfg.paper, None if data is None else as_portbench_data(data))
-        else:
-            self.data = as_portbench_data(data)
+        #: clean or paper rules (:mod:`quantgym.envs.portbench.paper.mode`)
+        self.mode = mode = fidelity_mode(cfg)
+        self.data = mode.data(data)
         if isinstance(period, LivePeriod):  # §2.5: daily decisions on data through the previous close
             period = resolve_live(period, self.data.dates)
             cfg = cfg.replace(as_of="previous_close")
@@ -342,51 +212,21 @@ class PortBenchEnv(gym.Env):
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
         self.text_provider = text_provider
         self.render_mode = render_mode
-        if cfg.paper.any:  # paper snapshot flags (own-calendar windows, NaN correlations)
-            from quantgym.envs.portbench.paper.simulator import make_view
-
-            self.view = make_view(self.data, cfg)
-        else:
-            self.view = MarketView(self.data, cfg)
-        n, lb, m = self.view.n_assets, cfg.lookback, len(MACRO_KEYS)
+        self.view = mode.view(self.data, cfg)
+        n, m = self.view.n_assets, len(MACRO_KEYS)
         self.n_assets = n
         if self.data.macro.shape[1] != m:
             raise ValueError(f"data.macro must have {m} columns (MACRO_KEYS), got {self.data.macro.shape[1]}")
         # validate the period against the data once (clear error at construction)
         self._new_simulator()
-
-        f64 = np.float64
-        obs = {
-            "returns": spaces.Box(-1.0, 10.0, (lb, n), f64),
-            "returns_mask": spaces.MultiBinary((lb, n)),
-            "price": spaces.Box(0.0, 1e7, (n,), f64),
-            "trailing_return": spaces.Box(-1.0, 1e3, (n,), f64),
-            "ann_vol": spaces.Box(0.0, 1e3, (n,), f64),
-            "corr": spaces.Box(-1.0, 1.0, (n, n), f64),
-            "class_id": spaces.MultiDiscrete([len(ASSET_CLASSES)] * n),
-            "available": spaces.MultiBinary(n),
-            "weights": spaces.Box(0.0, 1.0, (n,), f64),
-            "nav": spaces.Box(0.0, 1e3, (1,), f64),
-            "macro": spaces.Box(-1e3, 1e3, (m,), f64),
-            "macro_mask": spaces.MultiBinary(m),
-            "regime": spaces.Discrete(len(REGIMES)),
-            "stage": spaces.Discrete(3),
-            "prev_views": spaces.Box(-1.0, 1.0, (n,), f64),
-            "prev_signals": spaces.MultiDiscrete([3] * n),
-        }
-        obs = {k: v for k, v in obs.items() if k in self.obs_keys}
-        if self.text_obs:
-            obs["prompt"] = AnyText(max_length=262144)
-        self.observation_space = spaces.Dict(obs)
-        self.action_space = spaces.Dict({
-            "views": spaces.Box(-1.0, 1.0, (n,), f64),
-            "signals": spaces.MultiDiscrete([3] * n),
-            "weights": spaces.Box(0.0, 1.0, (n,), f64),
-            "status": spaces.Discrete(3),
-        })
+        self.observation_space = observation_space(n, cfg.lookback, m, self.obs_keys, self.text_obs)
+        self.action_space = action_space(n)
+        self._observer = ObservationView(self.view, self.obs_keys, mode.cached_observation,
+                                         self.scoring or self.text_obs or self.stagewise)
+        self._decoder = ActionDecoder(self.view.tickers, mode.all_zero_weights)
         self._profile_block = self.profile.prompt_block()
         self._ticker_array = np.array(self.view.tickers, dtype=object)
-        self._uses_future_data = cfg.scoring.oracle == "ex_post" or cfg.paper.ex_post_s4s5
+        self._uses_future_data = cfg.scoring.oracle == "ex_post" or mode.s45_ex_post
         # the echoes shown before an answer (read-only: observations hand them out without copying)
         self._zero_views = np.zeros(n)
         self._hold_signals = np.full(n, HOLD, dtype=np.int64)
@@ -397,24 +237,11 @@ class PortBenchEnv(gym.Env):
         self.snapshot: MarketSnapshot | None = None
         self._obs_views = False  # the next observation may hand out the row arrays as views (see _obs)
         self._w_positive: np.ndarray | None = None  # the positive S3 weights of this step, when the kernel made them
+        self._clipped: dict[str, int] | None = None  # the clipped values of the last observation
 
     # ------------------------------------------------------------------------------ helpers
-    def _initial_weights(self, row: int) -> np.ndarray:
-        a = self.view.available_at(row)
-        w = np.zeros(self.n_assets)
-        if a.any():
-            w[a] = 1.0 / a.sum()
-        return w
-
     def _new_simulator(self) -> PortfolioSimulator:
-        if self.config.paper.any:  # paper day loop (§6.1, §6.2, §2.1 paper mode)
-            from quantgym.envs.portbench.paper.simulator import PaperSimulator
-
-            sim = PaperSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
-                                 self.config.costs, self.config.initial_nav, self.view.tickers, self.config.paper)
-        else:
-            sim = PortfolioSimulator(self.view.dates, self.view.returns0, self.period, self._initial_weights,
-                                     self.config.costs, self.config.initial_nav, self.view.tickers)
+        sim = self.mode.simulator(self.view, self.period, self.config)
         if sim.decision_rows.size == 0:
             raise ValueError(f"period {self.period.name} has no {self.period.freq} rebalance date in the data")
         return sim
@@ -432,149 +259,79 @@ class PortBenchEnv(gym.Env):
         sim = self.sim
         t = sim.t
         self.nav_pre = sim.nav
-        self.snapshot = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav, self._news(self.view.dates[t])
-                                           if self.text_provider is not None else self._profile_block)
+        self.snapshot = snap = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav,
+                                                  self._news(self.view.dates[t]) if self.text_provider is not None
+                                                  else self._profile_block)
         parts = self.view.row_cache(int(t))
         info = parts.get("row_info")
         if info is None:  # per-row constants of the info dict and the decision record
-            snap = self.snapshot
             info = parts.put("row_info", {"date": str(snap.decision_date.date()),
                                           "n_available": int(snap.available.sum()),
                                           "available_tickers": tuple(self._ticker_array[snap.available].tolist())})
         self._row_info = info
-        self._obs_row = self._row_observation(parts)
+        self._obs_row, self._obs_row_clipped = self._observer.row(snap, parts)
         self._obs_views = False  # set by a step that reaches this decision (see _obs)
         self.stage = 0
         self.prev_views = self._zero_views
         self.prev_signals = self._hold_signals
-        self.step_scores: dict[str, float | None] = {}
-        self.step_invalid: dict[str, str] = {}
-        self.step_coerced: dict[str, str] = {}
-        self.step_status: dict[str, int] = {}
+        self.log = DecisionLog()
         self.stage_notes = {}
-        self._views = self._signals = None
+        self.oracle_fallback: str | None = None
         if self.scoring:
-            snap, sc = self.snapshot, self.config.scoring
-            key = ("truth", sc.view_scale, sc.signal_threshold)
-            truth = parts.get(key)
-            if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
-                v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
-                truth = parts.put(key, (v_star, s2_truth(v_star, sc.signal_threshold)))
-            self.v_star, self.s_star = truth
-            self.w_star_s45 = None
-            self._w_star_key = None
-            ew_mu = not self.config.paper.s3_solver_nonpositive_mu  # §11.9: clean mode EW when max μ ≤ 0
-            if self.config.paper.ex_post_s4s5:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
+            self._begin_scoring(snap, parts)
+
+    def _begin_scoring(self, snap: MarketSnapshot, parts) -> None:
+        """The decision's ground truth: S1/S2 truth, the S3 oracle's weights (and the S4/S5 truth's)."""
+        sc, mode = self.config.scoring, self.mode
+        key = ("truth", sc.view_scale, sc.signal_threshold)
+        truth = parts.get(key)
+        if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
+            v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
+            truth = parts.put(key, (v_star, s2_truth(v_star, sc.signal_threshold)))
+        self.v_star, self.s_star = truth
+        self.w_star_s45 = None
+        self._w_star_key = None
+        ew_mu = mode.ew_if_nonpositive_mu
+        notes = []
+        if mode.s45_ex_post:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
+            with _single_thread_blas():
+                self.w_star_s45, note = s3_oracle(snap, self.s_star, "ex_post", self._forward_returns(),
+                                                  ew_if_nonpositive_mu=ew_mu)
+            notes.append(note)
+        if sc.oracle == "ex_post":
+            with _single_thread_blas():
+                self.w_star, note = s3_oracle(snap, self.s_star, sc.oracle, self._forward_returns(),
+                                              ew_if_nonpositive_mu=ew_mu)
+        else:
+            # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
+            key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
+            cached = parts.get(key)
+            if cached is None:
                 with _single_thread_blas():
-                    self.w_star_s45 = s3_truth(snap, self.s_star, "ex_post", self._forward_returns(),
-                                               ew_if_nonpositive_mu=ew_mu)
-            if sc.oracle == "ex_post":
-                with _single_thread_blas():
-                    self.w_star = s3_truth(snap, self.s_star, sc.oracle, self._forward_returns(),
-                                           ew_if_nonpositive_mu=ew_mu)
-            else:
-                # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
-                key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
-                w_star = parts.get(key)
-                if w_star is None:
-                    with _single_thread_blas():
-                        w_star = parts.put(key, s3_truth(snap, self.s_star, sc.oracle, None,
-                                                         ew_if_nonpositive_mu=ew_mu))
-                self.w_star = w_star
-                self._w_star_key = key  # the truth's S5 report is cached with it (_star_report)
+                    cached = parts.put(key, s3_oracle(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu))
+            self.w_star, note = cached
+            self._w_star_key = key  # the truth's S5 report is cached with it (_star_report)
+        notes.append(note)
+        if any(notes):  # spec §4.3: the oracle's equal-weight fallback on a solver failure, recorded
+            self.oracle_fallback = "; ".join(dict.fromkeys(n for n in notes if n))
 
     def _forward_returns(self) -> np.ndarray:
-        """Ex-post oracle data: returns in (d, next decision], at most 21/5/1 rows (§11.7). Scoring only."""
-        sim = self.sim
-        k = self.decision_k
+        """Ex-post oracle data: returns after ``d`` up to the next decision, at most 21/5/1 rows (§11.7)."""
+        sim, k = self.sim, self.decision_k
         nxt = sim.decision_rows[k + 1] if k + 1 < sim.decision_rows.size else sim.last_row
-        cap = self.config.scoring.ex_post_max_obs[self.period.freq]
-        if self.config.paper.ex_post_from_d:  # paper (§4.3): starts at d, overlapping the lookback
-            return self.view.returns[sim.t : sim.t + cap]
-        hi = min(nxt, sim.t + cap)
-        return self.view.returns[sim.t + 1 : hi + 1]
+        lo, hi = self.mode.forward_rows(sim.t, nxt, self.config.scoring.ex_post_max_obs[self.period.freq])
+        return self.view.returns[lo:hi]
 
     # ------------------------------------------------------------------------------ observation
     def _obs(self) -> dict[str, Any]:
-        # No two consecutive calls (nor two resets) share an array (Gymnasium's check_env): the first observation
-        # of a decision reached by step() hands out the row's arrays as read-only views of the per-row cache
-        # (writing raises; they cannot be made writeable), every other call (reset, stagewise sub-steps on the
-        # same row, the final observation) gets copies. The portfolio entries are new arrays every call.
-        snap = self.snapshot
-        if self._obs_views:
-            self._obs_views = False
-            obs = dict(self._obs_row)
-        else:
-            obs = {k: v.copy() if v is not None and type(v) is not int else v for k, v in self._obs_row.items()}
-        w = snap.current_weights
-        obs["weights"] = clipped = np.empty(w.shape[0])
-        _clip(w, 0.0, 1.0, clipped)
-        obs["nav"] = np.array([min(max(snap.nav, 0.0), 1e3)])
-        obs["stage"] = int(self.stage)
-        obs["prev_views"] = self.prev_views.copy()
-        obs["prev_signals"] = self.prev_signals.copy()
-        for k in self._obs_dropped:  # obs_keys: a subset chosen (the row entries are left out already)
-            obs.pop(k, None)
+        # the first observation of a decision reached by step() hands out the row's arrays as read-only views of
+        # the per-row cache, every other call (reset, stagewise sub-steps, the final observation) copies them
+        views, self._obs_views = self._obs_views, False
+        obs, self._clipped = self._observer.observe(self._obs_row, self._obs_row_clipped, views, self.snapshot,
+                                                    self.stage, self.prev_views, self.prev_signals)
         if self.text_obs:
             obs["prompt"] = self.render_prompt()
         return obs
-
-    def _row_observation(self, parts: dict | None = None) -> dict[str, Any]:
-        """The row-dependent observation entries of the current decision (read-only arrays), in the order
-        of the observation dict; the portfolio entries are placeholders filled by :meth:`_obs`. ``parts``: the
-        row's cache (:meth:`MarketView.row_cache`), if at hand."""
-        snap = self.snapshot
-        if self.config.fidelity == "clean":  # cached per dataset and row (speed only)
-            view, t = self.view, int(snap.t)
-            parts = view.row_cache(t) if parts is None else parts
-            template = parts.get("obs_template")
-            if template is None:  # the O(N) entries in observation order, the large ones to fill in
-                small = self._obs_small(snap)
-                template = parts.put("obs_template", {k: small.get(k) for k in OBS_KEYS})
-            row = template.copy()
-            keys = self.obs_keys
-            # views of the cached read-only arrays: an observation cannot make them writeable; an entry
-            # left out by obs_keys stays None here (dropped by _obs) and is never computed
-            if "returns" in keys or "returns_mask" in keys:
-                row["returns"] = view.row_array(t, "obs_returns").view()
-                row["returns_mask"] = view.row_array(t, "obs_mask").view()
-            if "corr" in keys:  # the O(N²) entry: computed only when it is observed
-                if self.scoring or self.text_obs or self.stagewise:  # the snapshot's corr is read too: both at once
-                    view.row_array(t, "corr")
-                row["corr"] = view.row_array(t, "obs_corr").view()
-            return row
-        row = self._obs_static(snap)
-        return {k: row.get(k) for k in OBS_KEYS}
-
-    def _obs_small(self, snap) -> dict[str, Any]:
-        """The O(N) row-dependent observation entries (read-only arrays)."""
-        out = {
-            "price": np.clip(np.nan_to_num(snap.price, nan=0.0), 0.0, 1e7),
-            "trailing_return": np.clip(snap.trailing_return, -1.0, 1e3),
-            "ann_vol": np.clip(snap.ann_vol, 0.0, 1e3),
-            "class_id": snap.class_id.copy(),
-            "available": snap.available.astype(np.int8),
-            "macro": np.clip(snap.macro, -1e3, 1e3),
-            "macro_mask": snap.macro_mask.astype(np.int8),
-            "regime": int(REGIMES.index(snap.regime)),
-        }
-        for k, v in out.items():
-            if isinstance(v, np.ndarray):
-                v.flags.writeable = False
-                out[k] = v.view()  # handed out in observations: a view of a read-only array stays read-only
-        return out
-
-    def _obs_static(self, snap) -> dict[str, Any]:
-        """Row-dependent observation arrays (everything but weights, NAV, stage and the echoes)."""
-        ret, mask = obs_window(snap.returns, self.config.lookback)
-        out = {"returns": ret, "returns_mask": mask, **self._obs_small(snap)}
-        ret.flags.writeable = mask.flags.writeable = False
-        out["returns"], out["returns_mask"] = ret.view(), mask.view()
-        if "corr" in self.obs_keys:
-            corr = obs_corr(snap.corr)
-            corr.flags.writeable = False
-            out["corr"] = corr.view()
-        return out
 
     @property
     def prompt_style(self) -> str:
@@ -597,35 +354,28 @@ class PortBenchEnv(gym.Env):
         if self.snapshot is None:
             raise RuntimeError("call reset() before render_prompt()")
         stage = self.stage if stage is None else stage
-        snap, cfg = self.snapshot, self.config
+        snap, cfg, mode = self.snapshot, self.config, self.mode
         # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision row
         # and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
         cache = self.view.row_cache(int(snap.t))
         if stage == 0 or not self.stagewise:
-            if cfg.paper.short_prompts:  # paper (§4.1): first 8 assets, 6×6 pairwise table
-                return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, max_assets=8, max_corr_assets=6,
-                                         style=style, cache=cache, config=cfg)
-            return prompts.render_s1(snap, MACRO_KEYS, cfg.corr_table, style=style, cache=cache, config=cfg)
+            return mode.render_s1(snap, cfg, style, cache)
         if stage == 1:
-            if cfg.paper.s2_prompt_threshold:  # paper (§4.2): the prompt says ±0.15, truth uses ±0.2
-                return prompts.render_s2(snap, self.prev_views, self.stage_notes, threshold=0.15, style=style,
-                                         config=cfg)
-            return prompts.render_s2(snap, self.prev_views, self.stage_notes, style=style, config=cfg)
-        block = "" if cfg.paper.no_profile_in_s3 else self.profile.prompt_block()  # paper (§3.1): no profile
-        return prompts.render_s3(snap, self.prev_signals, block, cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache,
-                                 config=cfg)
+            return mode.render_s2(snap, self.prev_views, self.stage_notes, style)
+        return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), cfg.initial_nav,
+                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache)
 
     def _base_info(self) -> dict[str, Any]:
-        status = self.step_status.values()
-        return {
+        log = self.log
+        status = log.status.values()
+        info = {
             "date": self._row_info["date"],
             "decision_index": self.decision_k,
             "n_decisions": int(self.sim.decision_rows.size),
             "stage": STAGES[self.stage] if self.stagewise else "all",
-            "stage_scores": dict(self.step_scores),
-            "invalid": dict(self.step_invalid),
-            "coerced": dict(self.step_coerced),
+            "stage_scores": dict(log.scores),
+            "invalid": dict(log.invalid),
+            "coerced": dict(log.coerced),
             "refused": STATUS_REFUSED in status,
             "unparseable": STATUS_UNPARSEABLE in status,
             "nav": float(self.sim.nav),
@@ -633,6 +383,15 @@ class PortBenchEnv(gym.Env):
             "n_available": self._row_info["n_available"],
             "prompt_style": self.config.prompt_style,
         }
+        return self._note_clipped(info)
+
+    def _note_clipped(self, info: dict[str, Any]) -> dict[str, Any]:
+        """``info["clipped"]``: per observation entry, the number of values of the observation returned with
+        ``info`` that were clipped to their ``Box`` bounds (left out when none was)."""
+        info.pop("clipped", None)
+        if self._clipped:
+            info["clipped"] = dict(self._clipped)
+        return info
 
     # ------------------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -644,114 +403,10 @@ class PortBenchEnv(gym.Env):
         self.sim = self._new_simulator()
         self._aborted = False
         self.decision_k = 0
-        self._steps: list[tuple] = []  # one flat row per traded decision (see _finish_decision)
-        self._records: list[dict] = []  # their dicts, built when read (records)
+        self._records = DecisionRecords(self._ticker_array)  # one flat row per traded decision
         self.sim.advance_to(int(self.sim.decision_rows[0]))
         self._begin_decision()
         return self._obs(), self._base_info()
-
-    def _check_action(self, action: Any, needed: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Structural validation (§11.4): wrong key, shape or dtype → ValueError naming the field."""
-        if not isinstance(action, dict):
-            raise InvalidActionError(
-                f"action must be a dict with keys {ACTION_KEYS} (views (N,), signals (N,), weights (N,), status int); "
-                f"got {type(action).__name__}. Text answers go through quantgym.envs.portbench.text_protocol.TextStageAction."
-            )
-        if not _ACTION_KEYSET.issuperset(action):
-            extra = set(action) - _ACTION_KEYSET
-            raise InvalidActionError(f"unknown action key(s) {sorted(extra)}; expected keys {ACTION_KEYS}")
-        out: dict[str, np.ndarray] = {}
-        n = self.n_assets
-        for key in needed:
-            if key not in action:
-                raise InvalidActionError(f"action is missing key {key!r} (expected shape ({n},)) for stage "
-                                 f"{STAGES[self.stage] if self.stagewise else 'S1-S3'}")
-            arr = np.asarray(action[key])
-            if arr.dtype.kind not in "fiub":
-                raise InvalidActionError(f"action[{key!r}] must be numeric with shape ({n},), got dtype {arr.dtype}")
-            if arr.shape != (n,):
-                raise InvalidActionError(f"action[{key!r}] must have shape ({n},), got {arr.shape}")
-            # never stored or written (processing makes new arrays); integer signals stay integers (same values)
-            out[key] = arr if key == "signals" and arr.dtype.kind in "iu" else arr.astype(np.float64, copy=False)
-        status = action.get("status", 0)
-        if type(status) is int and 0 <= status <= 2:  # fast path of the check below
-            out["status"] = status
-            return out
-        st = np.asarray(status)
-        if st.shape not in ((), (1,)) or st.dtype.kind not in "iub" or int(st.reshape(-1)[0]) not in (0, 1, 2):
-            raise InvalidActionError(f"action['status'] must be an int in {{0 ok, 1 refused, 2 unparseable}}, got {status!r}")
-        out["status"] = int(st.reshape(-1)[0])
-        return out
-
-    def _flag(self, stage: str, status: int, message: str | None) -> None:
-        self.step_status[stage] = status
-        if message:
-            self.step_invalid[stage] = message
-
-    def _process_views(self, views: np.ndarray, status: int) -> np.ndarray:
-        snap = self.snapshot
-        if status != STATUS_OK:
-            self._flag("S1", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
-            return np.zeros(self.n_assets)
-        a = snap.available
-        if np.abs(views).max() <= 1.0:  # fast path: every view finite and in [-1, 1] (NaN fails the test)
-            self.step_status["S1"] = STATUS_OK
-            return np.where(a, views, 0.0)
-        if not np.isfinite(views).all():
-            self._flag("S1", status, "views contain NaN or inf: fallback all views 0, S1 score 0")
-            return np.zeros(self.n_assets)
-        out_of_range = (np.abs(views) > 1.0) & a
-        if out_of_range.any():
-            bad = [snap.tickers[i] for i in np.flatnonzero(out_of_range)][:5]
-            self._flag("S1", status, f"views outside [-1, 1] for {bad}: fallback all views 0, S1 score 0")
-            return np.zeros(self.n_assets)
-        self.step_status["S1"] = STATUS_OK
-        return np.where(a, views, 0.0)
-
-    def _process_signals(self, signals: np.ndarray, status: int) -> np.ndarray:
-        hold = np.full(self.n_assets, HOLD, dtype=np.int64)
-        if status != STATUS_OK:
-            self._flag("S2", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
-            return hold
-        if signals.dtype.kind in "iub" and signals.min() >= 0 and signals.max() <= 2:  # fast path: integer codes
-            ok = True
-        else:  # 0, 1 or 2 on every available asset (NaN fails every comparison)
-            ok = ((signals == 0) | (signals == 1) | (signals == 2) | ~self.snapshot.available).all()
-        if not ok:
-            self._flag("S2", status, "signals must be 0 (sell), 1 (hold) or 2 (buy): fallback all hold, S2 score 0")
-            return hold
-        self.step_status["S2"] = STATUS_OK
-        return np.where(self.snapshot.available, signals, HOLD).astype(np.int64)
-
-    def _fallback_weights(self) -> np.ndarray:
-        """S3 fallback (§11.6): current weights with non-available assets set to 0, renormalised."""
-        return fallback_weights(self.snapshot.current_weights, self.snapshot.available)
-
-    def _process_weights(self, weights: np.ndarray, status: int) -> tuple[np.ndarray, bool]:
-        a = self.snapshot.available
-        if status != STATUS_OK:
-            self._flag("S3", status, "refused" if status == STATUS_REFUSED else "unparseable answer")
-            return self._fallback_weights(), False
-        if not (weights.min() >= 0.0 and weights.max() <= 1.0):  # NaN fails the test
-            if not np.isfinite(weights).all():
-                self._flag("S3", status, "weights contain NaN or inf: fallback current weights, S3 score 0")
-            else:
-                self._flag("S3", status, "weights outside [0, 1]: fallback current weights, S3 score 0")
-            return self._fallback_weights(), False
-        w = np.where(a, weights, 0.0)  # weight on an unavailable asset is dropped (§11.4)
-        tot = w.sum()
-        if tot <= 0 and self.config.paper.s3_all_zero_equal_signals:  # paper (§11.4): EW over signal assets
-            self.step_status["S3"] = STATUS_OK
-            return np.round(a / a.sum(), 4) if a.any() else w, True
-        if tot <= 0:
-            self._flag("S3", status, "all weights on the available assets are zero: fallback current weights, "
-                                     "S3 score 0")
-            return self._fallback_weights(), False
-        self.step_status["S3"] = STATUS_OK
-        # weight on unavailable assets (0 when every asset is available)
-        dropped = float(np.where(a, 0.0, weights).sum()) if self._row_info["n_available"] < a.size else 0.0
-        self._coerce_note(dropped, tot)
-        return (w / tot).round(4), True
 
     def step(self, action: Any):
         # the oracle's many tiny BLAS calls run single-threaded (optimize._single_thread_blas, in
@@ -769,120 +424,78 @@ class PortBenchEnv(gym.Env):
             needed = (("views",), ("signals",), ("weights",))[self.stage]
         else:
             needed = ("views", "signals", "weights")
-        act = self._check_action(action, needed)
+        act = self._decoder.check(action, needed, STAGES[self.stage] if self.stagewise else "S1-S3")
         status = int(act["status"])
-        if status == STATUS_UNPARSEABLE and self.config.paper.abort_on_parse_failure:
+        if status == STATUS_UNPARSEABLE and self.mode.abort_on_parse_failure:
             return self._abort()
+        snap, log, decoder = self.snapshot, self.log, self._decoder
         if not self.stagewise and status == STATUS_OK and act["signals"].dtype == np.int64:
-            w_hat = self._answers_fast(act)
-            if w_hat is not None:
+            # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
+            echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
+            fast = decoder.fast(act, snap.available, log, echo)
+            if fast is not None:
+                w_hat, self._w_positive, views, signals = fast
+                if self.scoring:  # s1_score and s2_score, their means in one kernel
+                    k, mae, share = s12_parts(views, self.v_star, signals, self.s_star, snap.available)
+                    log.scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
+                    log.scores["S2"] = share if k else 1.0
+                if echo:  # handed out as obs["prev_views"/"prev_signals"]
+                    views.flags.writeable = signals.flags.writeable = False
+                    self.prev_views, self.prev_signals = views, signals
                 return self._finish_decision(w_hat, True)
-        snap = self.snapshot
         if "views" in needed:
-            views = self._process_views(act["views"], status)
+            views = decoder.views(act["views"], status, snap.available, log)
             if self.scoring:
-                self.step_scores["S1"] = 0.0 if "S1" in self.step_invalid else s1_score(views, self.v_star, snap.available)
+                log.scores["S1"] = 0.0 if "S1" in log.invalid else s1_score(views, self.v_star, snap.available)
             views.flags.writeable = False  # handed out as obs["prev_views"]
             self.prev_views = views
             if self.stagewise:
                 self.stage = 1
                 return self._obs(), 0.0, False, False, self._base_info()
         if "signals" in needed:
-            signals = self._process_signals(act["signals"], status)
+            signals = decoder.signals(act["signals"], status, snap.available, log)
             if self.scoring:
-                self.step_scores["S2"] = 0.0 if "S2" in self.step_invalid else s2_score(signals, self.s_star, snap.available)
+                log.scores["S2"] = 0.0 if "S2" in log.invalid else s2_score(signals, self.s_star, snap.available)
             signals.flags.writeable = False  # handed out as obs["prev_signals"]
             self.prev_signals = signals
             if self.stagewise:
                 self.stage = 2
                 return self._obs(), 0.0, False, False, self._base_info()
-        weights, valid = self._process_weights(act["weights"], status)
+        weights, valid = decoder.weights(act["weights"], status, snap.available, snap.current_weights, log)
         return self._finish_decision(weights, valid)
-
-    def _answers_fast(self, act: dict[str, np.ndarray]) -> np.ndarray | None:
-        """One allocation step's three answers when all pass the fast checks (views in [-1, 1], integer
-        signals in {0, 1, 2}, weights in [0, 1] not all zero on ``A_d``): the same state, scores and S3
-        weights as ``_process_views`` / ``_process_signals`` / ``_process_weights``, in one kernel call
-        (:func:`_check_answers`; speed only). None: run those (an answer needs a fallback or a message)."""
-        snap = self.snapshot
-        # the processed views/signals are only read by S1/S2 scoring and the final observation's echoes
-        echo = self.scoring or self.decision_k + 1 >= self.sim.decision_rows.size
-        n = self.n_assets
-        w_out = np.empty(2 * n)
-        views, signals = (np.empty(n), np.empty(n, dtype=np.int64)) if echo else (_NO_F, _NO_I)
-        ok, tot, dropped, n_pos = _check_answers(act["views"], act["signals"], act["weights"], snap.available, w_out,
-                                         views, signals)
-        if not (ok and tot > 0):
-            return None
-        w_hat, w_pos = w_out[:n], w_out[n : n + n_pos]
-        status = self.step_status
-        status["S1"] = STATUS_OK
-        if self.scoring:  # s1_score and s2_score, their means in one kernel
-            k, mae, share = _s12_parts(
-                views, self.v_star, signals, self.s_star, snap.available)
-            self.step_scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
-        status["S2"] = STATUS_OK
-        if self.scoring:
-            self.step_scores["S2"] = share if k else 1.0
-        if echo:
-            views.flags.writeable = signals.flags.writeable = False  # handed out as obs["prev_views"/"prev_signals"]
-            self.prev_views, self.prev_signals = views, signals
-        status["S3"] = STATUS_OK
-        self._w_positive = w_pos
-        if dropped > 0 or abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
-            self._coerce_note(dropped, tot)
-        return w_hat
-
-    def _coerce_note(self, dropped: float, tot: float) -> None:
-        """The recorded S3 coercions (not invalid; spec §4.3, §11.4): weight on unavailable assets dropped,
-        weights renormalised to sum 1."""
-        notes = []
-        if dropped > 0:
-            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
-            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
-        if notes:
-            self.step_coerced["S3"] = "; ".join(notes)
 
     def _abort(self):
         """Paper mode (§4.0, §11.3): an unparseable answer aborts the run (truncated, no trade)."""
         stage = STAGES[self.stage] if self.stagewise else "all"
-        self._flag(stage if stage != "all" else "S1", STATUS_UNPARSEABLE, "unparseable answer: run aborted (paper mode)")
+        self.log.flag(stage if stage != "all" else "S1", STATUS_UNPARSEABLE,
+                      "unparseable answer: run aborted (paper mode)")
         self._terminated = self._aborted = True
         info = self._base_info()
         info.update({"aborted": True, "episode_metrics": self.episode_metrics()})
         self.stage = 0
-        return self._obs(), 0.0, False, True, info
-
-    def _executed(self, w: np.ndarray, tau: float, rate: float) -> np.ndarray:
-        """Executed weights (§4.4): clean = ``w``; paper ``cash_cost_drag``: the cash key (first ticker
-        containing ``BIL``, else the first cash asset) reduced by ``K/NAV = rate·τ`` (floored at 0), round 4."""
-        if not (self.config.paper.cash_cost_drag and self.scoring):  # direct allocation bypasses S4 (§4.6)
-            return w
-        return cash_cost_drag(w, tau, rate, cash_key(self.view.tickers, self.view.classes))
+        obs = self._obs()
+        return obs, 0.0, False, True, self._note_clipped(info)
 
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
-        snap, sim, sc = self.snapshot, self.sim, self.config.scoring
+        snap, sim, sc, mode, log = self.snapshot, self.sim, self.config.scoring, self.mode, self.log
         w0 = snap.current_weights
         ceps_val = scored = None
-        pf = self.config.paper
         if self.scoring:
             tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
-            w_exec = self._executed(w_hat, tau_hat, self.config.costs.rate)
+            w_exec = mode.executed(w_hat, tau_hat, self.config.costs.rate, self.view)
             s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
-            self.step_scores["S3"] = s3["score"] if valid else 0.0
+            log.scores["S3"] = s3["score"] if valid else 0.0
             w_truth = self.w_star if self.w_star_s45 is None else self.w_star_s45
             tau_star = turnover(w_truth, w0, self.config.costs.min_trade)
-            self.step_scores["S4"] = s4_score(tau_hat, tau_star)
-            star_exec = self._executed(w_truth, tau_star, self.config.costs.commission_bps / 1e4)
-            rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=not pf.mdd_no_start_peak)
-            rep_star = self._star_report(star_exec, snap, sc, not pf.mdd_no_start_peak)
-            self.step_scores["S5"] = s5_score(rep_hat, rep_star)
-            ceps_val = ceps_fn([self.step_scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
-            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile,
-                           PAS_EQUITY_CLASSES_PAPER if pf.pas_real_estate else PAS_EQUITY_CLASSES_CLEAN)
-            scored = (_flat(self.step_scores), ceps_val, pas, tuple([s3[k] for k in _S3_PARTS]), tau_hat, tau_star,
-                      *_report_fields(rep_hat), *_report_fields(rep_star))
+            log.scores["S4"] = s4_score(tau_hat, tau_star)
+            star_exec = mode.executed(w_truth, tau_star, self.config.costs.commission_bps / 1e4, self.view)
+            rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=mode.include_start)
+            rep_star = self._star_report(star_exec, snap, sc, mode.include_start)
+            log.scores["S5"] = s5_score(rep_hat, rep_star)
+            ceps_val = ceps_fn([log.scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
+            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile, mode.pas_equity_classes)
+            scored = (flat(log.scores), ceps_val, pas, tuple([s3[k] for k in S3_PARTS]), tau_hat, tau_star,
+                      *report_fields(rep_hat), *report_fields(rep_star), self.oracle_fallback)
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
             w_exec = w_hat
         # trade at d's close, then mark to market up to the next decision date (or the period end)
@@ -890,13 +503,10 @@ class PortBenchEnv(gym.Env):
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
         w_pos, self._w_positive = self._w_positive, None
         row_info = self._row_info
-        # the decision's record as a flat row (columns: _COL), its dict built when the records are read (speed
-        # only: the garbage collector untracks the row, and an agent that never reads the records does not build,
-        # keep and free a record dict and a weights dict per decision); w_hat and w_pos are never written
+        # the decision's record as a flat row (records.COL), its dict built when the records are read
         row = (row_info["date"], snap.regime, row_info["n_available"], row_info["available_tickers"], trade.turnover,
-               trade.cost, trade.nav_after, _flat(self.step_invalid), _flat(self.step_coerced),
-               _flat(self.step_status), w_hat, w_pos)
-        self._steps.append(row if scored is None else row + scored)
+               trade.cost, trade.nav_after, flat(log.invalid), flat(log.coerced), flat(log.status), w_hat, w_pos)
+        self._records.append(row if scored is None else row + scored)
         info = self._base_info()
         info["turnover"], info["cost"] = trade.turnover, trade.cost
         # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them
@@ -909,6 +519,8 @@ class PortBenchEnv(gym.Env):
             info.update({"ceps": ceps_val, "pas": pas, "tau": tau_hat, "tau_star": tau_star,
                          "var": rep_hat.var, "drawdown": rep_hat.drawdown, "drift": rep_hat.drift,
                          "alerts": list(rep_hat.alerts), "trigger": rep_hat.trigger})
+            if self.oracle_fallback is not None:
+                info["oracle_fallback"] = self.oracle_fallback
         nav_pre = self.nav_pre
         self.decision_k += 1
         if self.reward_kind == "ceps":
@@ -927,31 +539,17 @@ class PortBenchEnv(gym.Env):
             self._begin_decision()
             self._obs_views = True  # a new decision row: its arrays as read-only views (see _obs)
             obs = self._obs()
-        return obs, reward, terminated, False, info
+        return obs, reward, terminated, False, self._note_clipped(info)
 
     @property
     def records(self) -> list[dict]:
         """One dict per traded decision of the current episode, oldest first: ``date``, ``regime``,
         ``n_available``, the scores (scoring on: ``stage_scores``, ``ceps``, ``pas``, ``s3_parts``, ``tau_hat``,
-        ``tau_star``, ``risk``, ``risk_truth``), ``turnover``, ``cost``, ``nav_after_trade``, ``invalid``,
-        ``coerced``, ``status`` and ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same list
-        object for the whole episode (a new one after ``reset``), brought up to date on each read."""
-        recs, steps = self._records, self._steps
-        for i in range(len(recs), len(steps)):
-            row = steps[i]
-            date, regime, n_avail, avail, tau, cost, nav, invalid, coerced, status, w, w_pos = row[:_ROW_BASE]
-            rec: dict[str, Any] = {"date": date, "regime": regime, "n_available": n_avail}
-            if len(row) > _ROW_BASE:  # scoring on
-                scores, ceps_val, pas, s3_vals, tau_hat, tau_star = row[_ROW_BASE : _COL["risk"]]
-                rec.update({"stage_scores": _unflat(scores), "ceps": ceps_val, "pas": pas,
-                            "s3_parts": dict(zip(_S3_PARTS, s3_vals)), "tau_hat": tau_hat, "tau_star": tau_star,
-                            "risk": RiskReport(*row[_COL["risk"] : _COL["risk_truth"]]).as_dict(),
-                            "risk_truth": RiskReport(*row[_COL["risk_truth"] :]).as_dict()})
-            rec.update({"turnover": tau, "cost": cost, "nav_after_trade": nav, "invalid": _unflat(invalid),
-                        "coerced": _unflat(coerced), "status": _unflat(status),
-                        "weights": by_ticker(w, self._ticker_array, w_pos, avail)})
-            recs.append(rec)
-        return recs
+        ``tau_star``, ``risk``, ``risk_truth``, and ``oracle_fallback`` when the S3 oracle fell back to equal
+        weight, spec §4.3), ``turnover``, ``cost``, ``nav_after_trade``, ``invalid``, ``coerced``, ``status`` and
+        ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same list object for the whole
+        episode (a new one after ``reset``), brought up to date on each read."""
+        return self._records.dicts()
 
     def _star_report(self, w: np.ndarray, snap: MarketSnapshot, sc, include_start: bool) -> RiskReport:
         """S5 report of the truth's executed weights ``w``. When ``w`` is the row's cached oracle weights (a
@@ -970,7 +568,7 @@ class PortBenchEnv(gym.Env):
         """§6.6/§7 metrics of the episode so far (financial metrics, mean scores, gate diagnostics)."""
         sim = self.sim
         r = sim.daily_returns()
-        perf = performance_summary(r, include_start=not self.config.paper.mdd_no_start_peak, rf=self.config.rf)
+        perf = performance_summary(r, include_start=self.mode.include_start, rf=self.config.rf)
         out: dict[str, Any] = dict(perf)
         mdd = perf["max_drawdown"]
         tol = self.profile.max_drawdown
@@ -981,21 +579,8 @@ class PortBenchEnv(gym.Env):
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })
-        steps = self._steps if self.scoring else []  # the record rows (not .records: no dicts built)
-        if steps:
-            c = _COL
-            scores = [_unflat(r[c["scores"]]) for r in steps]
-            stage_means = {s: float(np.mean([sc[s] for sc in scores])) for s in ("S1", "S2", "S3", "S4", "S5")}
-            ceps_vals = [r[c["ceps"]] for r in steps]
-            ratios = [r[c["tau_hat"]] / r[c["tau_star"]] for r in steps if r[c["tau_star"]] > 0]
-            refused = sum(1 for r in steps if STATUS_REFUSED in r[c["status"]][1::2])
-            out.update({
-                "stage_means": stage_means, "ceps": float(np.mean(ceps_vals)), "ceps_tier": ceps_tier(float(np.mean(ceps_vals))),
-                "pas": float(np.mean([r[c["pas"]] for r in steps])),
-                "turnover_ratio": float(np.mean(ratios)) if ratios else None,
-                "refused_steps": refused, "refused_rate": refused / len(steps),
-                "invalid_steps": sum(1 for r in steps if r[c["invalid"]]),
-            })
+        if self.scoring:
+            out.update(self._records.score_summary(STATUS_REFUSED))
         else:
             out.update({"stage_means": None, "ceps": None, "ceps_tier": None, "pas": None})
         return out
@@ -1021,4 +606,5 @@ class PortBenchEnv(gym.Env):
                 f"NAV={self.sim.nav:,.0f} top weights: {hold}")
 
 
-__all__ = ["PortBenchEnv", "STATUS_OK", "STATUS_REFUSED", "STATUS_UNPARSEABLE", "SIGNAL_NAMES", "BUY"]
+__all__ = ["PortBenchEnv", "ACTION_KEYS", "OBS_KEYS", "STATUS_OK", "STATUS_REFUSED", "STATUS_UNPARSEABLE",
+           "SIGNAL_NAMES", "BUY"]

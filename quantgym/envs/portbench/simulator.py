@@ -254,6 +254,19 @@ class Trade:
     orders: Sequence = field(default_factory=list)
 
 
+def equal_weight_start(view):
+    """The simulators' initial weights (§6.1): ``init(row)`` = equal weight over the assets of ``view``
+    available at ``row``."""
+    def init(row: int) -> np.ndarray:
+        a = view.available_at(row)
+        w = np.zeros(view.n_assets)
+        if a.any():
+            w[a] = 1.0 / a.sum()
+        return w
+
+    return init
+
+
 class PortfolioSimulator:
     """Clean-mode NAV sandbox for one period (spec §6.1–§6.3).
 

@@ -68,15 +68,25 @@ def s2_score(signals: np.ndarray, truth: np.ndarray, available: np.ndarray) -> f
 
 
 # --------------------------------------------------------------------------------------- S3
-def s3_truth(
+#: the note of an S3 oracle that fell back to equal weight because the solver failed (spec §4.3)
+ORACLE_SOLVER_FALLBACK = "S3 oracle: max-Sharpe solver failed; equal weight on the truth buys (§4.3)"
+
+
+def s3_truth(snap: MarketSnapshot, s2_star: np.ndarray, *args, **kwargs) -> np.ndarray:
+    """S3 ground-truth weights ``w*`` of the configured oracle (spec §4.3, §11.7, §11.9): the weights of
+    :func:`s3_oracle` (same arguments)."""
+    return s3_oracle(snap, s2_star, *args, **kwargs)[0]
+
+
+def s3_oracle(
     snap: MarketSnapshot,
     s2_star: np.ndarray,
     oracle: str = "lookback",
     forward_returns: np.ndarray | None = None,
     *,
     ew_if_nonpositive_mu: bool = True,
-) -> np.ndarray:
-    """S3 ground-truth weights ``w*`` of the configured oracle (spec §4.3, §11.7, §11.9).
+) -> tuple[np.ndarray, str | None]:
+    """S3 ground-truth weights ``w*`` of the configured oracle (spec §4.3, §11.7, §11.9) and its fallback note.
 
     1. Eligible set ``B`` = truth buys in ``A_d``; if empty, all of ``A_d``.
     2. Data: ``lookback`` → the snapshot's window returns; ``ex_post`` → ``forward_returns``
@@ -88,7 +98,8 @@ def s3_truth(
 
     Returns
     -------
-    (N,) weights, 0 outside ``B``.
+    (N,) weights, 0 outside ``B``; and :data:`ORACLE_SOLVER_FALLBACK` when the solver failed (step 4), else
+    None (the rules of steps 1–3 and §11.9 are the oracle's definition, not a fallback).
     """
     n = snap.available.size
     avail = snap.available
@@ -97,11 +108,11 @@ def s3_truth(
         b = np.flatnonzero(avail)
     w = np.zeros(n)
     if b.size == 0:
-        return w
+        return w, None
     ew = round(1.0 / b.size, 4)
     if oracle == "equal_weight":
         w[b] = ew
-        return w
+        return w, None
     if oracle == "lookback":
         x = snap.returns[:, b]
     elif oracle == "ex_post":
@@ -111,15 +122,33 @@ def s3_truth(
     x = x[np.isfinite(x).all(axis=1)]
     if b.size < 2 or x.shape[0] < 2 or (ew_if_nonpositive_mu and x.mean(axis=0).max() <= 0):
         w[b] = ew
-        return w
+        return w, None
     sol = max_sharpe_weights(x)
     if sol is None:
         w[b] = ew
-        return w
+        return w, ORACLE_SOLVER_FALLBACK
     w[b] = np.round(sol, 4)
-    return w
+    return w, None
 
 
+@njit
+def s12_parts(views, v_star, signals, s_star, available):
+    """S1's ``mean_{A_d} |v̂ − v*|`` and S2's share of right signals (:func:`s1_score`, :func:`s2_score` before
+    their final step) in one compiled pass (speed only): numpy's mean = its pairwise sum
+    (:func:`quantgym.jit.np_sum`) over the available entries divided by their count. Returns
+    ``(n_available, mae, share)`` (0, 0.0, 0.0 for an empty ``A_d``)."""
+    n = views.shape[0]
+    buf = np.empty(n)
+    k, right = 0, 0
+    for i in range(n):
+        if available[i]:
+            buf[k] = abs(views[i] - v_star[i])
+            k += 1
+            if signals[i] == s_star[i]:
+                right += 1
+    if k == 0:
+        return 0, 0.0, 0.0
+    return k, np_sum(buf, 0, k) / k, right / k
 
 
 @dataclass

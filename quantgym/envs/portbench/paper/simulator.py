@@ -26,7 +26,7 @@ import pandas as pd
 
 from quantgym.envs.portbench.config import PortBenchConfig, Period, resolve_period
 from quantgym.envs.portbench.paper.config import PaperFidelity
-from quantgym.envs.portbench.simulator import PortfolioSimulator, rebalance_rows
+from quantgym.envs.portbench.simulator import PortfolioSimulator, equal_weight_start, rebalance_rows
 from quantgym.metrics import performance_summary
 
 
@@ -117,15 +117,8 @@ def make_view(data, cfg: PortBenchConfig):
 
 def make_simulator(view, period: Period, cfg: PortBenchConfig) -> PaperSimulator:
     """A :class:`PaperSimulator` over ``view`` (initial weights: EW over ``A`` before the start, §6.1)."""
-    def init(row):
-        a = view.available_at(row)
-        w = np.zeros(view.n_assets)
-        if a.any():
-            w[a] = 1.0 / a.sum()
-        return w
-
-    return PaperSimulator(view.dates, view.returns0, period, init, cfg.costs, cfg.initial_nav, view.tickers,
-                          cfg.paper)
+    return PaperSimulator(view.dates, view.returns0, period, equal_weight_start(view), cfg.costs, cfg.initial_nav,
+                          view.tickers, cfg.paper)
 
 
 #: paper flags that change the market data itself (they are applied when the data are built)
