@@ -1,6 +1,7 @@
 """The HTML leaderboard in a real headless browser (Debian's chromium + chromium-driver, driven by selenium).
 
-Skipped cleanly when selenium, chromium or chromedriver is missing. Install on Debian:
+Skipped in one line when selenium, chromium or chromedriver is not installed; a browser that is installed
+but does not start is a failure. Install on Debian:
 ``apt-get install -y chromium chromium-driver`` and ``pip install selenium``.
 """
 
@@ -29,8 +30,9 @@ def browser():
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     try:
         drv = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    except Exception as exc:  # a browser that cannot start here (no /dev/shm, version skew...) is a skip
-        pytest.skip(f"headless chromium did not start: {exc}")
+    except Exception as exc:  # installed but not starting (version skew, no /dev/shm...) is a failure
+        pytest.fail(f"headless chromium ({CHROMIUM}, {CHROMEDRIVER}) is installed but did not start: "
+                    + " ".join(str(exc).split()), pytrace=False)
     yield drv
     drv.quit()
 
