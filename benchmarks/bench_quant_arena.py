@@ -101,7 +101,7 @@ import json, time
 import numpy as np
 from quantgym.envs.quant_arena.account import window_rows
 from quantgym.envs.quant_arena.data import load_dataset
-from quantgym.envs.quant_arena.exchange import _book_series, price_limits
+from quantgym.envs.quant_arena.exchange import book_series, price_limits
 from quantgym.envs.quant_arena.executor import evaluate_scores
 ds = load_dataset()
 d0, n = window_rows(ds, "2024-01-01", "2024-12-31")
@@ -109,7 +109,7 @@ close = ds.ffill("close")
 rows = np.arange(d0, d0 + n)
 with np.errstate(invalid="ignore", divide="ignore"):
     sc = np.where(ds.has_row[rows], close[rows] / close[rows - 20] - 1.0, np.nan)
-price_limits(ds), _book_series(ds)
+price_limits(ds), book_series(ds)
 t, c = time.perf_counter(), time.process_time()
 evaluate_scores(ds, d0, n, sc)
 t1, c1 = time.perf_counter(), time.process_time()

@@ -31,8 +31,8 @@ from quantgym.models import ImportableModel, build_model, fee_parts
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
-from .exchange import (_book_levels, _book_series, _fees, _fill, _maximum, _minimum, _sigma_adv, impact_args,
-                       price_limits)
+from .exchange import (book_levels_kernel, book_series, fees_kernel, fill_kernel, impact_args, nan_maximum, nan_minimum,
+                       price_limits, sigma_adv_kernel)
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -168,7 +168,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    lr, vol = _book_series(ds)
+    lr, vol = book_series(ds)
     top_n = int(ex.top_n)
     sels = [select_top(scores[kk], ds.has_row[d0 + kk], top_n) for kk in range(n)]
     sel_ptr = np.zeros(n + 1, dtype=np.int64)
@@ -213,7 +213,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
 def _day_fees(value: float, side: int, kk: int, fee: tuple, rates: np.ndarray) -> tuple[float, float, float]:
     """Fees of one order on execution day index ``kk`` under the :class:`ArenaCostModel` passed as ``fee``
     (``(enabled, commission_rate, commission_min)``) and ``rates`` (the day's transfer and stamp rates)."""
-    return _fees(value, side, fee[0], fee[1], fee[2], rates[kk, 0], rates[kk, 1])
+    return fees_kernel(value, side, fee[0], fee[1], fee[2], rates[kk, 0], rates[kk, 1])
 
 
 def _model_fees(model: object, days: list[str]):
@@ -355,9 +355,9 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     return daily, counts, path, shares, trades, n_trades, stale, n_stale, 2, k
                 delta = q = L = 0.0
                 if imp_on:
-                    sig, adv = _sigma_adv(lr, vol, t, j, W, min_obs, vol_default, Wa)
-                    delta, q, L = _book_levels(-1, P, sig, adv, dn, levels, k_s, k_d, tick)
-                filled, value = _fill(-1, want, P, delta, q, L, imp_on)
+                    sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+                    delta, q, L = book_levels_kernel(-1, P, sig, adv, dn, levels, k_s, k_d, tick)
+                filled, value = fill_kernel(-1, want, P, delta, q, L, imp_on)
                 if filled <= 0:
                     counts[_PARTIAL, kk] += 1
                     continue
@@ -392,10 +392,10 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             need = vstar - value_held
             delta = q = L = 0.0
             if imp_on:
-                sig, adv = _sigma_adv(lr, vol, t, j, W, min_obs, vol_default, Wa)
-                delta, q, L = _book_levels(+1, P, sig, adv, u, levels, k_s, k_d, tick)
-            want = _maximum(lot * np.floor(_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
-            f1 = (_minimum(want, L * q) if imp_on else want) if want > 0 else 0.0  # the walk's fill
+                sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+                delta, q, L = book_levels_kernel(+1, P, sig, adv, u, levels, k_s, k_d, tick)
+            want = nan_maximum(lot * np.floor(nan_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
+            f1 = (nan_minimum(want, L * q) if imp_on else want) if want > 0 else 0.0  # the walk's fill
             top = lot * np.floor(f1 / lot + 1e-12)
             lots = int(round(top / lot))
             filled = top
@@ -404,7 +404,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                 if not filled > 0:
                     filled = 0.0
                     break
-                value = _fill(+1, filled, P, delta, q, L, imp_on)[1]
+                value = fill_kernel(+1, filled, P, delta, q, L, imp_on)[1]
                 c1, c2, c3 = _day_fees(value, +1, kk, fee, rates)
                 total = value + c1 + c2 + c3
                 if total <= cash + 1e-9:

@@ -86,7 +86,7 @@ def price_limits(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     ds._cache["limits"] = out
     return out
 
-def _book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
+def book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     """Daily log returns of ``adj_close`` (NaN where not counted) and tradable volume, (T, N); cached."""
     if "book_series" in ds._cache:
         return ds._cache["book_series"]
@@ -110,7 +110,7 @@ def _book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
 # is an explicit loop in the written order; np.floor (not math.floor, which is an int and fails on NaN);
 # divisions that can meet a zero are guarded (interpreted Python would raise where numpy gives inf/NaN).
 @njit
-def _maximum(a: float, b: float) -> float:
+def nan_maximum(a: float, b: float) -> float:
     """``np.maximum`` of two floats (NaN if either is NaN; ``a`` on a tie)."""
     if a != a or a >= b:
         return a
@@ -118,7 +118,7 @@ def _maximum(a: float, b: float) -> float:
 
 
 @njit
-def _minimum(a: float, b: float) -> float:
+def nan_minimum(a: float, b: float) -> float:
     """``np.minimum`` of two floats (NaN if either is NaN; ``a`` on a tie)."""
     if a != a or a <= b:
         return a
@@ -171,8 +171,8 @@ def _window_sum(x: np.ndarray, t: int, w: int, j: int) -> tuple[float, int]:
 
 
 @njit
-def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
-               Wa: int) -> tuple[float, float]:
+def sigma_adv_kernel(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
+                     Wa: int) -> tuple[float, float]:
     """σ and ADV of column ``j`` at decision row ``t`` (spec §10.8; :func:`book_inputs` of one cell).
 
     σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t, j]`` in numpy's own steps (sum from the oldest row,
@@ -200,26 +200,26 @@ def _sigma_adv(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs:
 @njit
 def _book_inputs_kernel(lr: np.ndarray, vol: np.ndarray, rows: np.ndarray, cols: np.ndarray, W: int, min_obs: int,
                         vol_default: float, Wa: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_sigma_adv` of every (row, column) pair: two (len(rows), len(cols)) arrays."""
+    """:func:`sigma_adv_kernel` of every (row, column) pair: two (len(rows), len(cols)) arrays."""
     sig = np.empty((rows.size, cols.size))
     adv = np.empty((rows.size, cols.size))
     for a in range(rows.size):
         for b in range(cols.size):
-            sig[a, b], adv[a, b] = _sigma_adv(lr, vol, rows[a], cols[b], W, min_obs, vol_default, Wa)
+            sig[a, b], adv[a, b] = sigma_adv_kernel(lr, vol, rows[a], cols[b], W, min_obs, vol_default, Wa)
     return sig, adv
 
 
 @njit
 def _book_params(P: float, sigma: float, adv: float, k_s: float, k_d: float, tick: float) -> tuple[float, float]:
     """:func:`book_params`: Δ (CNY, ``round(tick·ticks, 10)``) and q (shares) of one book."""
-    ticks = _maximum(1.0, np.floor(k_s * sigma * P / tick + 0.5))
-    q = 100.0 * _maximum(1.0, np.floor(k_d * adv * (tick * ticks) / (sigma * P) / 100.0))
+    ticks = nan_maximum(1.0, np.floor(k_s * sigma * P / tick + 0.5))
+    q = 100.0 * nan_maximum(1.0, np.floor(k_d * adv * (tick * ticks) / (sigma * P) / 100.0))
     return _round10(tick * ticks), q
 
 
 @njit
-def _book_levels(side: int, P: float, sigma: float, adv: float, limit: float, levels: int, k_s: float, k_d: float,
-                 tick: float) -> tuple[float, float, float]:
+def book_levels_kernel(side: int, P: float, sigma: float, adv: float, limit: float, levels: int, k_s: float,
+                       k_d: float, tick: float) -> tuple[float, float, float]:
     """Spacing Δ, depth q and number of levels L of one side of one simulated book (spec §10.8).
 
     ``L = min(levels, floor(room/Δ + ½))``: level k exists iff (k − ½)Δ ≤ room, the distance from P to
@@ -231,34 +231,35 @@ def _book_levels(side: int, P: float, sigma: float, adv: float, limit: float, le
     if side > 0:
         room = limit - P if fin else np.inf
     else:
-        room = P - (_maximum(limit, tick) if fin else tick)
+        room = P - (nan_maximum(limit, tick) if fin else tick)
     L = float(levels)
     if math.isfinite(room):
-        L = _minimum(float(levels), _maximum(0.0, np.floor(room / delta + 0.5 + 1e-9)))
+        L = nan_minimum(float(levels), nan_maximum(0.0, np.floor(room / delta + 0.5 + 1e-9)))
     return delta, q, L
 
 
 @njit
-def _fill(side: int, qty: float, P: float, delta: float, q: float, L: float, impact_on: bool) -> tuple[float, float]:
+def fill_kernel(side: int, qty: float, P: float, delta: float, q: float, L: float,
+                impact_on: bool) -> tuple[float, float]:
     """Shares filled and their value (CNY) for an order of ``qty`` shares on a book (Δ, q, L)
-    (:func:`_book_levels`; ``impact_on`` False: everything fills at P). ``qty <= 0`` fills nothing."""
+    (:func:`book_levels_kernel`; ``impact_on`` False: everything fills at P). ``qty <= 0`` fills nothing."""
     if not qty > 0:
         return 0.0, 0.0
     if not impact_on:
         return qty, qty * P
-    filled = _minimum(qty, L * q)
+    filled = nan_minimum(qty, L * q)
     j = np.floor(filled / q + 1e-12)
     rem = filled - j * q
     return filled, q * (j * P + side * delta * j * j / 2.0) + rem * (P + side * (j + 0.5) * delta)
 
 
 @njit
-def _fees(value: float, side: int, cost_on: bool, commission_rate: float, commission_min: float,
-          transfer_rate: float, stamp_rate: float) -> tuple[float, float, float]:
+def fees_kernel(value: float, side: int, cost_on: bool, commission_rate: float, commission_min: float,
+                transfer_rate: float, stamp_rate: float) -> tuple[float, float, float]:
     """Commission, transfer fee and stamp duty (CNY) of one order of ``value`` (spec §10.9; rates of its day)."""
     if not cost_on or not value > 0:
         return 0.0, 0.0, 0.0
-    comm = _maximum(commission_min, _r2s(commission_rate * value))
+    comm = nan_maximum(commission_min, _r2s(commission_rate * value))
     return comm, _r2s(transfer_rate * value), (_r2s(stamp_rate * value) if side < 0 else 0.0)
 
 
@@ -278,7 +279,7 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     ``vol_window`` panel days up to t on which the stock is tradable and has a
     row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
     ADV = mean volume over the tradable days among the last ``adv_window`` days
-    (0 if none). The account computes them per order (:func:`_sigma_adv`); this is
+    (0 if none). The account computes them per order (:func:`sigma_adv_kernel`); this is
     the same kernel over a grid.
 
     ``cols`` (optional): only these columns.
@@ -288,7 +289,7 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     sigma, adv : ndarray (len(rows), N or len(cols)) float64
     """
     rows = np.asarray(rows, dtype=np.int64)
-    lr, vol = _book_series(ds)
+    lr, vol = book_series(ds)
     cols = np.arange(ds.N) if cols is None else np.asarray(cols, dtype=np.int64)
     if rows.size == 0 or cols.size == 0:
         return np.empty((rows.size, cols.size)), np.empty((rows.size, cols.size))
@@ -339,9 +340,9 @@ def walk_book(side: int, qty: float, P: float, sigma: float, adv: float, limit: 
         ``filled·P − value`` (sell).
     """
     on, levels, k_s, k_d, tick = impact_args(impact)[:5]
-    delta, q, L = (_book_levels(int(side), float(P), float(sigma), float(adv), float(limit), levels, k_s, k_d, tick)
-                   if on else (0.0, 0.0, 0.0))
-    f, v = _fill(int(side), float(qty), float(P), delta, q, L, on)
+    delta, q, L = (book_levels_kernel(int(side), float(P), float(sigma), float(adv), float(limit), levels, k_s, k_d,
+                                      tick) if on else (0.0, 0.0, 0.0))
+    f, v = fill_kernel(int(side), float(qty), float(P), delta, q, L, on)
     return float(f), float(v)
 
 
@@ -359,9 +360,10 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
     >>> order_fees(2956.50, -1, "2023-08-28", ArenaCostModel())
     (5.0, 0.03, 1.48)
     """
-    c1, c2, c3 = _fees(float(value), int(side), bool(cost.enabled), float(cost.commission_rate),
+    c1, c2, c3 = fees_kernel(float(value), int(side), bool(cost.enabled), float(cost.commission_rate),
                        float(cost.commission_min), float(cost.transfer_rate(day)), float(cost.stamp_rate(day)))
     return float(c1), float(c2), float(c3)
 
 
-__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args"]
+__all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args", "book_series",
+           "sigma_adv_kernel", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
