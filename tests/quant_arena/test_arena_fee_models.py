@@ -67,7 +67,7 @@ def test_flat_fee_through_the_evaluator_and_the_env_is_recorded(small_real, tmp_
     assert m["stamp_cny"] == 0.0 and m["fees_cny"] != spec.metrics["fees_cny"]
     # the env: the shortcut sets config.cost; the run record names the model and its arguments
     env = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path, executor="inprocess", cost=FLAT, **SMALL_WINDOWS)
-    assert env.cfg.cost == FLAT
+    assert env.config.cost == FLAT
     env.reset(seed=0)
     _, _, term, _, info = env.step(src)
     assert term
@@ -96,3 +96,25 @@ def test_a_bad_class_path_fails_in_one_line(small_real):
         with pytest.raises(ValueError, match="cannot build it with") as e:
             run_account(small_real, d0, n, sc, cost=ImportableModel(FLAT.class_path, kwargs))
         assert "\n" not in str(e.value)
+
+
+def test_the_cost_model_example_of_docs_quant_arena_md_runs_as_written(tmp_path, monkeypatch):
+    import re
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "quant_arena.md").read_text()
+    part = text[text.index("**Your own cost model.**"):]
+    module, use = re.findall(r"```python\n(.*?)```", part, re.S)[:2]
+    (tmp_path / "my_fees.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns: dict = {}
+    exec(use, ns)  # builds QuantArenaEnv("oneshot", cost=ImportableModel("my_fees:TicketFee", ...))
+    env = ns["env"]
+    assert env.config.cost == ImportableModel("my_fees:TicketFee", {"per_order": 7.0})
+    assert env.config.cost.describe() == "a flat fee of 7 CNY per order"
+    ds = make_panel(flat_rows(["SH600000"], ["2024-01-02", "2024-01-03"], price=10.0))
+    acc = run_account(ds, 0, 1, np.ones((1, 1)), execution=ExecutionModel(top_n=1, initial_capital=10_000.0),
+                      impact=ImpactModel.off(), cost=env.config.cost)
+    assert acc.fees.tolist() == [7.0] and acc.nav[-1] == 10_000.0 - 7.0
+    sys.modules.pop("my_fees", None)
