@@ -45,7 +45,8 @@ from typing import Any, Callable
 from quantgym.agents.llm.endpoint import (UNSUPPORTED, UNSUPPORTED_5XX, connection_detail, error_body_text,
                                          error_message, is_connect_timeout, message_content, parse_context_error,
                                          retry_after_seconds, rung_of, truncation_warning, usage_counts)
-from quantgym.agents.llm.transcript import Transcript, _now, _one_line, canonical_hash, read_transcript  # noqa: F401
+from quantgym.agents.llm.transcript import (Transcript, canonical_hash, one_line, read_transcript,  # noqa: F401
+                                             utc_timestamp)
 
 LLM_AGENT_VERSION = "llm-agent-v2"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -301,7 +302,7 @@ class ChatEngine:
             from quantgym.results import environment_info
 
             self.transcript = Transcript(transcript, {
-                "schema": "quantgym-llm-transcript-v1", "created": _now(), "config": config.to_dict(),
+                "schema": "quantgym-llm-transcript-v1", "created": utc_timestamp(), "config": config.to_dict(),
                 "environment": environment_info(), **(header_extra or {})})
 
     # ------------------------------------------------------------------ context
@@ -369,7 +370,7 @@ class ChatEngine:
             if window:
                 st.context_window, st.context_source = window, source
             if self.transcript is not None:
-                self.transcript.write({"type": "probe", "ts": _now(), "endpoint": self.endpoint,
+                self.transcript.write({"type": "probe", "ts": utc_timestamp(), "endpoint": self.endpoint,
                                        "context_window": window, "source": source, "tried": tried})
         return self.context_window()
 
@@ -391,7 +392,7 @@ class ChatEngine:
                 tried.append({"url": url, "status": exc.code})
                 continue
             except Exception as exc:  # noqa: BLE001 - metadata is optional: any failure means "unknown"
-                tried.append({"url": url, "error": _one_line(f"{type(exc).__name__}: {exc}", 160)})
+                tried.append({"url": url, "error": one_line(f"{type(exc).__name__}: {exc}", 160)})
                 continue
             if url.endswith("/props") and isinstance(doc, dict):
                 n = (doc.get("default_generation_settings") or {}).get("n_ctx")
@@ -513,7 +514,7 @@ class ChatEngine:
                 adapted = self._adapt("max_tokens_drop", req)
                 if adapted:
                     rec["unsupported"] = "max_tokens_drop"
-            rec.update({"type": "call", "ts": rec.get("ts") or _now(), "hash": h, "nonce": nonce,
+            rec.update({"type": "call", "ts": rec.get("ts") or utc_timestamp(), "hash": h, "nonce": nonce,
                         "episode": self.episode, "meta": meta, "endpoint": self.endpoint,
                         "model": self.config.model, "request": req, "rung": res.rung, "adapted": adapted})
             self._tally(res, adapted)
@@ -569,7 +570,7 @@ class ChatEngine:
                     if len(self._first_failures) >= n:
                         codes = {c for c, _ in self._first_failures}
                         # the server's own words, where it sent more than openai's "Error code: N"
-                        said = re.sub(rf"^HTTP {last}: ", "", _one_line(res.error or "", 200))
+                        said = re.sub(rf"^HTTP {last}: ", "", one_line(res.error or "", 200))
                         said = "" if said == f"Error code: {last}" else said
                         hint = (f"the server refuses the fixed structured={self.config.structured!r}: leave "
                                 "structured='auto' (the capability ladder steps down) or fix another rung"
@@ -656,7 +657,7 @@ class ChatEngine:
             if self.answered or served or not self.calls or self._last_failure is None:
                 return None
             return LLMConfigError(f"no call to {self.endpoint} was answered: all {self.calls} failed (last: "
-                                  f"{_one_line(self._last_failure, 160)}) — the run is no result; check the "
+                                  f"{one_line(self._last_failure, 160)}) — the run is no result; check the "
                                   "endpoint (--base-url, --agent openai:MODEL) and try again")
 
     def usage(self) -> dict[str, Any]:
@@ -729,7 +730,7 @@ class ChatEngine:
                 if not isinstance(exc, openai.APITimeoutError) or is_connect_timeout(exc):
                     kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection"
                     last_err = (f"connect timeout after {min(cfg.timeout, cfg.connect_timeout):g} s"
-                                if kind == "timeout" else _one_line(f"connection error: {connection_detail(exc)}"))
+                                if kind == "timeout" else one_line(f"connection error: {connection_detail(exc)}"))
                     last_kind = kind
                 else:
                     last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
@@ -750,25 +751,25 @@ class ChatEngine:
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self.reached = True
                 raise LLMConfigError(f"authentication failed at {self.endpoint} (HTTP {exc.status_code}): "
-                                     f"{_one_line(error_message(exc))} — check --api-key / OPENAI_API_KEY") from None
+                                     f"{one_line(error_message(exc))} — check --api-key / OPENAI_API_KEY") from None
             except openai.NotFoundError as exc:
                 self.reached = True
-                msg = _one_line(error_message(exc))
+                msg = one_line(error_message(exc))
                 if "model" in msg.lower():
                     raise LLMConfigError(f"model {cfg.model!r} not found at {self.endpoint}: {msg}") from None
                 raise LLMConfigError(f"endpoint not found (HTTP 404) at {self.endpoint}: {msg} — check --base-url "
                                      "(OpenAI-compatible servers usually end in /v1)") from None
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 self.reached = True
-                msg = _one_line(error_message(exc), 1000)
+                msg = one_line(error_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 ctx = parse_context_error(msg + " " + error_body_text(exc))
                 if ctx is not None and not UNSUPPORTED[0][1].search(msg):
                     # the prompt (plus the cap) does not fit the window: not retried, the caller re-renders
                     detail = msg if ctx[0] is not None else f"{msg} {error_body_text(exc)}"
-                    return (CallResult(ok=False, error=_one_line(detail, 1000), error_kind="context",
+                    return (CallResult(ok=False, error=one_line(detail, 1000), error_kind="context",
                                        latency_s=time.perf_counter() - t_start),
-                            {"ok": False, "text": None, "error": _one_line(detail, 1000), "error_kind": "context",
+                            {"ok": False, "text": None, "error": one_line(detail, 1000), "error_kind": "context",
                              "usage": {}, "tries": tries, "response": None,
                              "latency_s": time.perf_counter() - t_start})
                 for param, pat in UNSUPPORTED:
@@ -783,7 +784,7 @@ class ChatEngine:
                 break
             except openai.RateLimitError as exc:
                 self.reached = True
-                msg = _one_line(error_message(exc))
+                msg = one_line(error_message(exc))
                 if "insufficient_quota" in msg or "quota" in msg.lower() and "exceeded your current quota" in msg:
                     raise LLMConfigError(f"quota exhausted at {self.endpoint}: {msg}") from None
                 last_err, last_kind = msg, "rate_limit"
@@ -791,14 +792,14 @@ class ChatEngine:
                 tries.append({"status": 429, "error": msg, "latency_s": time.perf_counter() - t0})
             except openai.APIStatusError as exc:
                 self.reached = True
-                msg = _one_line(error_message(exc))
+                msg = one_line(error_message(exc))
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 body = error_body_text(exc)
                 ctx5 = parse_context_error(msg + " " + body) if exc.status_code >= 500 else None
                 if ctx5 is not None and ctx5[0] is not None:
                     # a context-length error sent as a 5xx (llama-cpp-python's raw "Requested tokens (P) exceed
                     # context window of M"): not retried, the caller re-renders
-                    full = _one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
                     return (CallResult(ok=False, error=full, error_kind="context",
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
@@ -807,7 +808,7 @@ class ChatEngine:
                         and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
                     # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
                     # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
-                    full = _one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
                     return (CallResult(ok=False, error=full, error_kind="unsupported",
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
@@ -824,7 +825,7 @@ class ChatEngine:
                     break
             except openai.OpenAIError as exc:  # e.g. a malformed response body
                 self.reached = True
-                last_err, last_kind = _one_line(f"{type(exc).__name__}: {exc}"), "status"
+                last_err, last_kind = one_line(f"{type(exc).__name__}: {exc}"), "status"
                 tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
                 break
             else:

@@ -35,11 +35,11 @@ def canonical_hash(request: dict, nonce: int = 0, subs: tuple[tuple[str, str], .
     return hashlib.sha256(s.encode("utf-8")).hexdigest()
 
 
-def _now() -> str:
+def utc_timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _one_line(msg: Any, limit: int = 300) -> str:
+def one_line(msg: Any, limit: int = 300) -> str:
     s = " ".join(str(msg).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
