@@ -21,8 +21,13 @@ class Sampler:
 
 @pytest.mark.parametrize("env_id", env_ids())
 def test_evaluate_runs_every_registered_id(env_id, tmp_path):
-    kwargs = {"record_dir": str(tmp_path)} if env_id.startswith("QuantArena") else {}
-    res = evaluate(env_id, Sampler(), seed=0, **kwargs)
+    import gymnasium as gym
+
+    env = gym.make(env_id, **({"record_dir": str(tmp_path)} if env_id.startswith("QuantArena") else {}))
+    res = evaluate(env, Sampler(), seed=0)
+    # results.json's config.config is the env's own config (never an empty dict)
+    assert res.config["config"] and res.config["config"] == env.unwrapped.config.to_dict()
+    assert not hasattr(env.unwrapped, "cfg")
     assert isinstance(res, EvalResult)
     assert res.task == task_of(env_id).name
     assert res.env_id == env_id and res.agent == "sampler"

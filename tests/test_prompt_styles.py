@@ -264,7 +264,7 @@ def test_quant_arena_styles(arena_data):
         a.render_prompt()
     ba, ia = a.reset(seed=0)
     bm, im = m.reset(seed=0)
-    assert ba == a.render_prompt() == m.render_prompt("full") == task_brief(a.cfg, "iterative", 5, arena_data)[0]
+    assert ba == a.render_prompt() == m.render_prompt("full") == task_brief(a.config, "iterative", 5, arena_data)[0]
     assert bm == m.render_prompt() == a.render_prompt("minimal") and im["prompt_style"] == "minimal"
     assert ia["brief"] == im["brief"]
     for text in (a.render_prompt("compact"), bm):  # interface, windows, budget, imports, limits, view API

@@ -220,9 +220,9 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes(small_real, tmp_path
     cfg = ArenaConfig(windows=Windows(**SMALL_WINDOWS), **kw)
     by_kw = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path / "kw", executor="inprocess", **SMALL_WINDOWS, **kw)
     by_cfg = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path / "cfg", executor="inprocess", config=cfg)
-    assert by_kw.cfg == by_cfg.cfg == cfg
-    assert QuantArenaEnv("oneshot", small_real, record_dir=False, config=cfg,
-                         sealed_end="2024-01-31").cfg == replace(cfg, windows=replace(cfg.windows, sealed_end="2024-01-31"))
+    assert by_kw.config == by_cfg.config == cfg
+    assert QuantArenaEnv("oneshot", small_real, record_dir=False, config=cfg, sealed_end="2024-01-31").config == \
+        replace(cfg, windows=replace(cfg.windows, sealed_end="2024-01-31"))
     outs = []
     for env in (by_kw, by_cfg):
         env.reset(seed=0)

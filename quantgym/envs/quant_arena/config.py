@@ -373,6 +373,14 @@ class Windows(Config, version=ARENA_VERSION):
         if not (1 <= int(self.max_lookback)):
             raise ValueError("max_lookback must be >= 1")
 
+    @property
+    def period_label(self) -> str:
+        """The ``period`` of a Quant-Arena result, whichever path wrote it (``evaluate``, ``quantgym eval``,
+        ``bench``, ``sweep``): ``sealed_<year>`` for a sealed window inside one calendar year (the default
+        ``sealed_2024``), else ``sealed_<start>_<end>``."""
+        s0, s1 = self.sealed_start, self.sealed_end
+        return f"sealed_{s0[:4]}" if s0[:4] == s1[:4] else f"sealed_{s0}_{s1}"
+
 
 @dataclass(frozen=True)
 class ArenaConfig(Config, version=ARENA_VERSION):

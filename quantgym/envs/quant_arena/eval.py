@@ -16,12 +16,6 @@ from .config import SHARPE_NOTE
 from .metrics import summary_extra
 
 
-def sealed_label(start: str, end: str) -> str:
-    """The ``period`` of a result row: ``sealed_<year>`` for a sealed window inside one calendar year (as
-    ``quantgym bench`` writes it), else ``sealed_<start>_<end>``."""
-    return f"sealed_{start[:4]}" if start[:4] == end[:4] else f"sealed_{start}_{end}"
-
-
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
     """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission."""
     import gymnasium as gym
@@ -44,8 +38,7 @@ def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | 
             S = reward
         u = env.unwrapped
         label = agent.current_episode
-        w = u.cfg.windows
-        return {"env_id": env_id, "track": u.mode, "period": sealed_label(w.sealed_start, w.sealed_end),
+        return {"env_id": env_id, "track": u.mode, "period": u.config.windows.period_label,
                 "final": info, "S": S, "feedback": feedback, "episode": label,
                 "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
                 "llm": llm_summary(agent, label),
@@ -74,7 +67,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
         status = episode_status(run.get("usage"))
         run["status"] = status
         sec.rows.append(SummaryRow(
-            task="quant_arena", agent=agent.name, profile=None, period=run.get("period", "sealed"), status=status,
+            task="quant_arena", agent=agent.name, profile=None, period=run["period"], status=status,
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
