@@ -26,7 +26,8 @@ from quantgym.agents.llm.client import ChatEngine, LLMConfig  # noqa: E402
 from quantgym.agents.llm.replay import ReplayEngine  # noqa: E402
 from quantgym.envs.portbench.coercion import COERCERS  # noqa: E402
 from quantgym.envs.portbench.parsing import extract_json  # noqa: E402
-from quantgym.evaluation import EvalPlan, run_eval  # noqa: E402
+from quantgym.agents.registry import make_eval_agents  # noqa: E402
+from quantgym.plan import EvalPlan, run_eval  # noqa: E402
 from quantgym.envs.portbench.text_protocol import TextStageAction  # noqa: E402
 from tests.llm import pb_script as S  # noqa: E402
 from tests.llm.server import ScriptedServer  # noqa: E402
@@ -89,8 +90,9 @@ def main() -> None:
                     options={"periods": ["normal_2024"], "baseline": False}, plots=False)
     for conc in (1, 4):
         t = time.perf_counter()
-        secs = run_eval("openai:test-model", plan, tmp / f"c{conc}", concurrency=conc,
-                        agent_options={"base_url": srv.base_url, "api_key": "test-key"})
+        agents, _ = make_eval_agents("openai:test-model", plan, tmp / f"c{conc}",
+                                     {"base_url": srv.base_url, "api_key": "test-key"})
+        secs = run_eval(agents, plan, tmp / f"c{conc}", concurrency=conc, own_agents=True)
         wall = time.perf_counter() - t
         calls = secs[0].extra["usage"]["calls"]
         print(f"run_eval 3 PortBench episodes, {calls} calls at {args.latency:g} s latency, concurrency {conc}: "

@@ -110,8 +110,9 @@ def run(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------------ tables
 def _replay(transcripts: Path, work: Path) -> dict[str, dict]:
     """Replay every shipped transcript into ``work``; {job name: results.json}."""
-    from quantgym.evaluation import EvalPlan, run_eval
     from quantgym.agents.llm.client import read_transcript
+    from quantgym.agents.registry import make_eval_agents
+    from quantgym.plan import EvalPlan, run_eval
 
     out: dict[str, dict] = {}
     for f in sorted(transcripts.glob("*.jsonl.gz")):
@@ -119,7 +120,8 @@ def _replay(transcripts: Path, work: Path) -> dict[str, dict]:
         header, _ = read_transcript(f)
         plan = EvalPlan.from_dict({**dict(header.get("eval") or {}), "plots": False})
         plan.options["baseline"] = True
-        run_eval(f"replay:{f}", plan, work / name, concurrency=1)
+        agents, _ = make_eval_agents(f"replay:{f}", plan, work / name)
+        run_eval(agents, plan, work / name, concurrency=1, own_agents=True)
         out[name] = json.loads((work / name / "results.json").read_text())
     return out
 

@@ -64,9 +64,13 @@ class EvalResult:
     stage_scores : per-stage mean scores (None for direct-allocation baselines).
     ceps : run CEPS (mean of per-step CEPS) or None.
     nav : NAV curve (currency units) indexed by date (empty for tasks without one).
-    steps : per-step ``info`` records (orders dropped).
+    steps : per-step ``info`` records (orders dropped), with ``reward`` and what the policy's
+        ``step_record()`` added.
     config : env kwargs and config used.
-    records : the env's own episode records (Market-Bench attempts, ...; empty when it has none).
+    records : the env's own episode records (Market-Bench attempts, Quant-Arena candidates, ...; empty when
+        it has none).
+    info : the last step's ``info`` as the env returned it (the final scores of a Quant-Arena run, the round
+        record of a Market-Bench episode); not written by :meth:`to_dict` (``steps`` holds it).
     agent_key : the name a user passes back on the command line (a baseline's key, ``cov_risk_parity``;
         :func:`policy_key`), written as summary.csv's ``agent`` (what a user types back); ``agent`` is the display name.
     status : ``ok`` | ``partial`` | ``failed``: whether the policy's LLM calls were answered
@@ -87,6 +91,7 @@ class EvalResult:
     records: list[dict] = field(default_factory=list)
     agent_key: str | None = None
     status: str = "ok"
+    info: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def summary_row(self, gate: bool | None = None) -> SummaryRow:
         m = self.metrics
@@ -102,7 +107,7 @@ class EvalResult:
             "status": self.status, "env_id": self.env_id, "profile": self.profile,
             "period": self.period, "metrics": self.metrics, "stage_scores": self.stage_scores, "ceps": self.ceps,
             "nav": {"dates": [d.strftime("%Y-%m-%d") for d in self.nav.index], "values": self.nav.to_numpy()},
-            "steps": self.steps, "config": self.config,
+            "steps": self.steps, "config": self.config, "records": self.records,
         }
 
 
@@ -125,8 +130,10 @@ def policy_status(policy: Any) -> str:
     return episode_status(fn()) if callable(fn) else "ok"
 
 
-def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **env_kwargs: Any) -> EvalResult:
-    """Run one episode of ``policy`` and collect the results.
+def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, any_env: bool = False,
+             **env_kwargs: Any) -> EvalResult:
+    """Run one episode of ``policy`` and collect the results: the one episode loop of quantgym (``bench``,
+    ``eval``, ``sweep`` and the tasks' adapters all run their episodes here).
 
     Parameters
     ----------
@@ -135,6 +142,8 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
         ``step_record() -> dict`` whose keys are merged into the step's record after each step), or a
         plain callable ``f(obs, info) -> action``.
     seed : passed to ``env.reset``.
+    any_env : also summarise an env without the :class:`Evaluable` protocol (any Gymnasium env, e.g. in a
+        sweep): task ``"other"``, metrics ``total_reward`` and ``n_steps``, period the ``period`` env kwarg.
     **env_kwargs : passed to ``gym.make`` when ``env_or_id`` is an id (e.g. ``period="covid_2020"``).
 
     Returns
@@ -145,6 +154,8 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
     ------
     ValueError
         For env kwargs the env rejects (unknown period, profile, ...).
+    TypeError
+        An env without the :class:`Evaluable` protocol, unless ``any_env``.
     """
     if isinstance(env_or_id, str):
         env_kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **env_kwargs}
@@ -155,31 +166,44 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
     else:
         env = env_or_id
         env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-    act = policy.act if hasattr(policy, "act") else policy
-    obs, info = env.reset(seed=seed)
-    if hasattr(policy, "reset"):
-        policy.reset(env)
-    steps: list[dict] = []
-    terminated = truncated = False
-    while not (terminated or truncated):
-        action = act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        rec = {k: v for k, v in info.items() if k not in ("orders", "episode_metrics")}
-        rec["reward"] = float(reward)
-        note = policy.step_record() if callable(getattr(policy, "step_record", None)) else None
-        if note:  # what the policy itself did at this step (an LLM agent: prompt style sent, cap, rung)
-            rec.update(note)
-        steps.append(rec)
-    base = env.unwrapped
-    if not isinstance(base, Evaluable):
+    try:
+        act = policy.act if hasattr(policy, "act") else policy
+        obs, info = env.reset(seed=seed)
+        if hasattr(policy, "reset"):
+            policy.reset(env)
+        steps: list[dict] = []
+        terminated = truncated = False
+        while not (terminated or truncated):
+            action = act(obs, info)
+            obs, reward, terminated, truncated, info = env.step(action)
+            rec = {k: v for k, v in info.items() if k not in ("orders", "episode_metrics")}
+            rec["reward"] = float(reward)
+            note = policy.step_record() if callable(getattr(policy, "step_record", None)) else None
+            if note:  # what the policy itself did at this step (an LLM agent: prompt style sent, cap, rung)
+                rec.update(note)
+            steps.append(rec)
+        return _result(env.unwrapped, env_id, policy, steps, info, env_kwargs, any_env)
+    finally:
         env.close()
+
+
+def _result(base: Any, env_id: str, policy: Any, steps: list[dict], info: dict, env_kwargs: dict,
+            any_env: bool) -> EvalResult:
+    """The :class:`EvalResult` of an episode that has ended (``base``: the env's ``unwrapped``)."""
+    if isinstance(base, Evaluable):
+        ep = base.episode_result()
+        task = base.task_name
+    elif any_env:  # a Gymnasium env of no quantgym task: its reward total and length
+        ep = {"metrics": {"total_reward": float(sum(s["reward"] for s in steps)), "n_steps": len(steps)},
+              "period": env_kwargs.get("period")}
+        task = "other"
+    else:
         raise TypeError(f"{type(base).__name__} does not implement episode_result() / task_name "
                         "(quantgym.evaluation.Evaluable), so evaluate() cannot summarise its episode")
-    ep = base.episode_result()
     metrics = ep["metrics"]
     nav = ep.get("nav")
-    result = EvalResult(
-        task=base.task_name,
+    return EvalResult(
+        task=task,
         agent=policy_name(policy),
         agent_key=policy_key(policy),
         env_id=env_id,
@@ -194,9 +218,8 @@ def evaluate(env_or_id: str | gym.Env, policy: Any, *, seed: int | None = 0, **e
                 "config": base.config.to_dict() if hasattr(getattr(base, "config", None), "to_dict") else {}},
         records=list(ep.get("records") or []),
         status=policy_status(policy),
+        info=info,
     )
-    env.close()
-    return result
 
 
 def llm_summary(agent: Any, label: str | None) -> dict[str, Any] | None:

@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import datetime as _dt
-import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -136,12 +134,23 @@ class EvalAdapter(Protocol):
 
 
 # ------------------------------------------------------------------------------------------ driver
-def _make(spec_or_agent: Any, task: str, options: dict) -> Any:
-    if not isinstance(spec_or_agent, str):
-        return spec_or_agent
-    from quantgym.agents.registry import make_agent
+def plan_tasks(plan: EvalPlan) -> list[str]:
+    """The tasks of ``plan``'s env ids, in the registry's order.
 
-    return make_agent(spec_or_agent, task=task, **options)
+    Raises
+    ------
+    ValueError
+        An env id of no task, or a task without an eval adapter (its record's ``eval_refusal``).
+    """
+    from quantgym.tasks import task_of, tasks as _registered
+
+    records = {e: task_of(e) for e in plan.env_ids}
+    order = [t.name for t in _registered()]
+    by_name = {r.name: r for r in records.values()}
+    for name, record in by_name.items():
+        if record.eval is None:
+            raise ValueError(record.eval_refusal or f"task {name!r} has no `quantgym eval` adapter")
+    return sorted(by_name, key=order.index)
 
 
 
@@ -179,20 +188,23 @@ def validate_plan(plan: EvalPlan) -> EvalPlan:
     return replace(plan, options=options, validated=True)
 
 
-def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
-             agent_options: dict | None = None, console: Any = None, progress: Any = None,
-             meta: dict | None = None, log: Callable[[str], None] | None = None) -> list[SectionResult]:
-    """Run ``plan`` with the agent ``agent_spec`` (a spec string or agent object(s)) and write results.
+def run_eval(agents: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: int = 1,
+             new_agent: Callable[[str], Any] | None = None, own_agents: bool = False, console: Any = None,
+             progress: Any = None, meta: dict | None = None,
+             log: Callable[[str], None] | None = None) -> list[SectionResult]:
+    """Run ``plan`` with built agents and write results.
 
     Parameters
     ----------
-    agent_spec : ``openai:MODEL`` | ``replay:FILE`` | any :mod:`quantgym.agents.registry` spec, an agent
-        object, or a dict task -> agent object.
+    agents : an agent object (every task of the plan), or a dict task -> agent object
+        (:func:`quantgym.agents.registry.make_eval_agents` builds them from a spec).
     plan : :class:`EvalPlan`.
     out_dir : output folder (created).
     concurrency : worker threads (episodes in flight).
-    agent_options : options for the factory (``base_url``, ``api_key``, ...). For ``openai:`` specs the
-        transcript defaults to ``OUT/transcripts/<task>-<model>-<stamp>.jsonl``.
+    new_agent : ``new_agent(task)`` -> a fresh agent for one more episode of ``task`` (a classical / sb3
+        policy may keep per-episode state); None: every episode of a task uses its agent of ``agents``.
+    own_agents : the run closes the agents at its end (their transcripts) and, when stopped by its
+        endpoint, removes the transcripts that hold no answer.
     console, progress : rich Console / Progress (optional).
     log : called with one progress line per episode started / finished and per failed LLM call (after
         its retries), e.g. ``print`` (None: silent). Besides, the progress task's description counts the
@@ -208,49 +220,24 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
         Configuration problems (wrong key, unknown model, an endpoint that cannot be reached before it
         ever answered, diverged replay): the run stops.
     ValueError
-        An env id of no task or of a task without an eval adapter (its record's ``eval_refusal``), or an
-        agent that does not exist for a task (classical agents only for tasks with ``baselines`` or
-        ``schemes``).
+        An env id of no task or of a task without an eval adapter (its record's ``eval_refusal``).
     """
-    from quantgym.tasks import load_ref, task_of, tasks as _registered
+    from quantgym.tasks import load_ref, task_of
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     records = {e: task_of(e) for e in plan.env_ids}
-    order = [t.name for t in _registered()]
-    tasks = sorted(dict.fromkeys(r.name for r in records.values()), key=order.index)
-    by_name = {r.name: r for r in records.values()}
-    for task in tasks:
-        if by_name[task].eval is None:
-            raise ValueError(by_name[task].eval_refusal or f"task {task!r} has no `quantgym eval` adapter")
-    adapters = {task: load_ref(by_name[task].eval) for task in tasks}
+    tasks = plan_tasks(plan)
+    adapters = {task: load_ref(records[next(e for e in plan.env_ids if records[e].name == task)].eval)
+                for task in tasks}
     plan = validate_plan(plan)
     out_dir.mkdir(parents=True, exist_ok=True)
-    agents: dict[str, Any] = {}
-    for task in tasks:
-        opts = dict(agent_options or {})
-        if isinstance(agent_spec, dict):
-            agents[task] = agent_spec[task]
-            continue
-        if isinstance(agent_spec, str) and agent_spec.startswith("openai:"):
-            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            model = agent_spec.partition(":")[2]
-            opts.setdefault("transcript", out_dir / "transcripts" /
-                            f"{task}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)}-{stamp}.jsonl")
-            opts.setdefault("header", {"eval": {**plan.to_dict(), "env_ids": [e for e in plan.env_ids
-                                                                                if records[e].name == task]}})
-        if (not by_name[task].classical and isinstance(agent_spec, str)
-                and agent_spec.partition(":")[0] not in ("openai", "replay")):
-            classical = ", ".join(t.title for t in _registered() if t.classical)
-            raise ValueError(f"agent {agent_spec!r} cannot run {task}: only LLM agents (openai:MODEL, replay:FILE) "
-                             f"do; classical baselines and sb3 agents run on {classical} only (or: quantgym bench "
-                             "--agents NAME,...)")
-        agents[task] = _make(agent_spec, task, opts)
+    given = agents
+    agents = {task: given[task] if isinstance(given, dict) else given for task in tasks}
 
     def _new_agent(task: str) -> Callable[[], Any]:
-        # a classical / sb3 policy may keep per-episode state: one instance per episode when we built it
-        if isinstance(agent_spec, str) and not is_llm_agent(agents[task]):
-            return lambda: _make(agent_spec, task, dict(agent_options or {}))
+        if new_agent is not None:
+            return lambda: new_agent(task)
         return lambda: agents[task]
 
     ctxs = {task: EvalContext(out_dir, console, _new_agent(task)) for task in tasks}
@@ -313,7 +300,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
             if silent is not None:
                 raise silent
     except Exception as exc:
-        stop = _record_stop(exc, agents, isinstance(agent_spec, str), out_dir, jobs, results,
+        stop = _record_stop(exc, agents, own_agents, out_dir, jobs, results,
                             {**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,
                              "elapsed_s": time.perf_counter() - t0})
         if stop is exc:
@@ -336,7 +323,7 @@ def run_eval(agent_spec: Any, plan: EvalPlan, out_dir: str | Path, *, concurrenc
                                    if hasattr(agents[s.task], "engine") else None)
     write_results(out_dir, sections, meta={**(meta or {}), "plan": plan.to_dict(), "concurrency": concurrency,
                                            "usage": usage, "elapsed_s": time.perf_counter() - t0})
-    if isinstance(agent_spec, str):  # close only the agents made here (their transcripts)
+    if own_agents:  # close only the agents the run owns (their transcripts)
         for a in agents.values():
             if hasattr(a, "close"):
                 a.close()
@@ -366,7 +353,8 @@ def release_stopped_agents(agents: Any, own: bool = True) -> tuple[int, list[Pat
 
 def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Path,
                  jobs: list[tuple[str, str, Callable[[], dict]]], results: list[Any], meta: dict) -> Exception:
-    """What a run stopped by its endpoint (an ``LLMConfigError`` after it started) leaves behind.
+    """What a run stopped by its endpoint (an error whose class sets ``stops_run``, the LLM agents'
+    ``LLMConfigError``, after it started) leaves behind.
 
     No call of the run answered: the transcripts it wrote (they hold no answer) are removed, so the
     command's folder is removed too when nothing else is in it; ``exc`` is returned unchanged. Else the
@@ -374,10 +362,8 @@ def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Pat
     the error, the episodes that finished, the transcripts) and the returned error's one line adds where
     it is and which transcripts resume it (``--cache-from``). Any other exception is returned unchanged.
     """
-    from quantgym.agents.llm.client import LLMConfigError
-
     llm = {t: a for t, a in agents.items() if is_llm_agent(a)}
-    if not isinstance(exc, LLMConfigError) or not llm:
+    if not getattr(exc, "stops_run", False) or not llm:
         return exc
     answered, paths = release_stopped_agents(llm.values(), own)
     if not answered:
@@ -391,8 +377,8 @@ def _record_stop(exc: Exception, agents: dict[str, Any], own: bool, out_dir: Pat
     write_results(out_dir, sections, meta={**meta, "status": "failed", "error": str(exc),
                                            "transcripts": [str(p) for p in paths]})
     resume = " ".join(f"--cache-from {p}" for p in paths)
-    return LLMConfigError(f"{exc}; stopped after {len(finished)} of {len(jobs)} episode(s): marked failed in "
-                          f"{out_dir / 'summary.csv'}; to resume, rerun the same command with {resume}")
+    return type(exc)(f"{exc}; stopped after {len(finished)} of {len(jobs)} episode(s): marked failed in "
+                     f"{out_dir / 'summary.csv'}; to resume, rerun the same command with {resume}")
 
 
 def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,

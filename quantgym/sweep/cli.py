@@ -158,6 +158,8 @@ def register(app: typer.Typer) -> None:
                 progress.stop()
                 fail(exc)
         console.print(results_table(grid.name, outcome))
+        for w in outcome.warnings:  # e.g. a run record that could not be read: that run ran again
+            console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         for rec in outcome.records:
             if rec["status"] != "ok":
                 err = rec.get("error") or {}

@@ -32,177 +32,21 @@ import concurrent.futures as cf
 import json
 import multiprocessing as mp
 import os
-import platform
-import socket
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from quantgym.results import SectionResult, SummaryRow, to_jsonable, write_results
+from quantgym.results import SectionResult, SummaryRow, write_results
 from quantgym.sweep.grid import Grid, RunSpec
+from quantgym.sweep.runs import (RECORD_SCHEMA, _init_worker, error_record, execute_run, load_record,  # noqa: F401
+                                 read_record, runs_dir, sweep_hooks, task_of, write_record)
 
 BACKENDS = ("local", "ray")
-RECORD_SCHEMA = "quantgym-sweep-run-v1"
-
-#: worker-side shared data (set by the pool initializer, or resolved from the Ray object store)
-_WORKER_DATA: Any = None
 
 
 class SweepError(RuntimeError):
     """A sweep could not start (bad backend, missing extra, unreadable data)."""
-
-
-# --------------------------------------------------------------------------- tasks of env ids
-
-
-def task_of(env_id: str) -> str:
-    """The task name of an env id (:func:`quantgym.tasks.task_of`); ids of no quantgym task (any other
-    Gymnasium env) give ``"other"``."""
-    from quantgym.tasks import task_of as _task_of
-
-    try:
-        return _task_of(env_id).name
-    except ValueError:
-        return "other"
-
-
-def sweep_hooks(task: str) -> Any:
-    """The task's sweep hooks (its record's ``sweep``), or None: a generic episode is run."""
-    from quantgym.tasks import get_task, load_ref
-
-    if task == "other":
-        return None
-    ref = get_task(task).sweep
-    return load_ref(ref) if ref else None
-
-
-# --------------------------------------------------------------------------- one run (worker side)
-
-
-def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], SummaryRow]:
-    """Generic Gymnasium episode (tasks without sweep hooks, other envs): total reward, steps and the last info."""
-    import gymnasium as gym
-
-    from quantgym.evaluation import policy_key, policy_name
-
-    kwargs = {**dict(getattr(policy, "env_kwargs", None) or {}), **dict(spec.env_kwargs)}
-    env = gym.make(spec.env_id, **kwargs)
-    if callable(getattr(policy, "wrap_env", None)):
-        env = policy.wrap_env(env)
-    try:
-        act = policy.act if hasattr(policy, "act") else policy
-        obs, info = env.reset(seed=spec.seed)
-        if hasattr(policy, "reset"):
-            policy.reset(env)
-        total, n, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, info = env.step(act(obs, info))
-            total += float(reward)
-            n += 1
-            done = terminated or truncated
-    finally:
-        env.close()
-    task = task_of(spec.env_id)
-    agent, key = policy_name(policy), policy_key(policy)
-    last = {k: v for k, v in info.items() if not callable(v)}
-    result = {"task": task, "agent": agent, "agent_key": key, "env_id": spec.env_id, "profile": None,
-              "period": spec.env_kwargs.get("period"), "total_reward": total, "n_steps": n, "final_info": last,
-              "config": {"env_kwargs": kwargs}}
-    return result, SummaryRow(task=task, agent=key, period=result["period"])
-
-
-def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str | None = None) -> dict[str, Any]:
-    """Run one spec and return its JSON-only record (never raises for a failing run).
-
-    Parameters
-    ----------
-    spec_dict : :meth:`RunSpec.to_dict` of the run.
-    data : the task's shared data (PortBench: a :class:`PortBenchData`), or None to use the worker's
-        pool-initialised data / the spec's data directory / the bundled data.
-    transcript_dir : folder for the JSONL transcript of an ``openai:`` agent whose options set no
-        ``transcript`` (file ``<run_id>.jsonl``; on a cluster, on the node that ran the task). Replay it
-        with the agent spec ``replay:PATH``.
-
-    Returns
-    -------
-    dict
-        ``run_id, spec, task, status ("ok" | "error"), result, summary, error, timing``.
-    """
-    from threadpoolctl import threadpool_limits
-
-    spec = RunSpec.from_dict(spec_dict)
-    t0 = time.perf_counter()
-    rec: dict[str, Any] = {"schema": RECORD_SCHEMA, "run_id": spec.run_id, "spec": spec.to_dict(),
-                           "task": None, "status": "error", "result": None, "summary": None, "error": None}
-    try:
-        rec["task"] = task_of(spec.env_id)
-        with threadpool_limits(limits=1):
-            from quantgym.agents.registry import make_agent
-
-            options = dict(spec.agent_options)
-            if transcript_dir and spec.agent.startswith("openai:") and "transcript" not in options:
-                options["transcript"] = str(Path(transcript_dir) / f"{spec.run_id}.jsonl")
-                rec["transcript"] = options["transcript"]
-            policy = make_agent(spec.agent, **({} if rec["task"] == "other" else {"task": rec["task"]}), **options)
-            hooks = sweep_hooks(rec["task"])
-            if hooks is not None:
-                result, row = hooks.run(spec, policy, data if data is not None else _WORKER_DATA)
-            else:
-                result, row = _episode(spec, policy, data)
-        rec["result"] = to_jsonable(result)
-        rec["summary"] = to_jsonable(row)
-        rec["status"] = "ok"
-    except Exception as exc:  # a failing run is recorded, never fatal for the grid
-        rec["error"] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
-    rec["timing"] = {"wall_s": time.perf_counter() - t0, "host": socket.gethostname(), "pid": os.getpid()}
-    return json.loads(json.dumps(rec, allow_nan=False, default=str))
-
-
-def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
-    """Record of a run whose worker died (crash, OOM kill, Ray task failure)."""
-    return {"schema": RECORD_SCHEMA, "run_id": spec.run_id, "spec": spec.to_dict(), "task": task_of(spec.env_id),
-            "status": "error", "result": None, "summary": None,
-            "error": {"type": type(exc).__name__, "message": str(exc),
-                      "traceback": "".join(traceback.format_exception(exc))},
-            "timing": {"wall_s": None, "host": platform.node(), "pid": None}}
-
-
-def _init_worker(data: Any, environ: dict[str, str] | None = None) -> None:
-    """Pool initializer: the shared data, and the driver's environment at pool start (the fork server
-    may be older than a variable such as ``OPENAI_API_KEY`` set later in the driver)."""
-    global _WORKER_DATA
-    _WORKER_DATA = data
-    if environ:
-        os.environ.update(environ)
-
-
-# --------------------------------------------------------------------------- run files
-
-
-def runs_dir(out_dir: Path) -> Path:
-    return Path(out_dir) / "runs"
-
-
-def write_record(out_dir: Path, rec: dict[str, Any]) -> Path:
-    """Write ``OUT/runs/<run_id>.json`` atomically (write a temp file, then rename)."""
-    d = runs_dir(out_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{rec['run_id']}.json"
-    tmp = d / f".{rec['run_id']}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(rec, indent=1, allow_nan=False))
-    os.replace(tmp, path)
-    return path
-
-
-def read_record(out_dir: Path, run_id: str) -> dict[str, Any] | None:
-    """The stored record of ``run_id``, or None when absent or unreadable (e.g. a torn write)."""
-    path = runs_dir(out_dir) / f"{run_id}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 # --------------------------------------------------------------------------- backends
@@ -325,6 +169,8 @@ class SweepOutcome:
     records: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
     backend_info: dict[str, Any] = field(default_factory=dict)
+    unreadable: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def load_shared_data(specs: Iterable[RunSpec]) -> Any:
@@ -472,14 +318,18 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     specs = grid.expand()
     (out / "sweep.json").write_text(json.dumps(
         {"grid": grid.to_dict(), "runs": {s.run_id: s.to_dict() for s in specs}}, indent=1))
-    todo, skipped = [], []
+    todo, skipped, unreadable = [], [], []
     for s in specs:
-        rec = read_record(out, s.run_id)
+        rec, problem = load_record(out, s.run_id)
+        if problem is not None:  # a torn or foreign file: the run runs again, and the sweep says so
+            unreadable.append({"run_id": s.run_id, "path": str(runs_dir(out) / f"{s.run_id}.json"), "error": problem})
         if rec is not None and (rec.get("status") == "ok" or (rec.get("status") == "error" and not retry_failed)):
             skipped.append(s.run_id)
         else:
             todo.append(s)
-    outcome = SweepOutcome(out_dir=out, n_runs=len(specs), skipped=skipped)
+    outcome = SweepOutcome(out_dir=out, n_runs=len(specs), skipped=skipped, unreadable=unreadable,
+                           warnings=[f"unreadable run record {u['path']} ({u['error']}): run {u['run_id'][:8]} "
+                                     "runs again" for u in unreadable])
 
     def _done(rec: dict[str, Any]) -> None:
         write_record(out, rec)
@@ -503,7 +353,8 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     write_sweep_results(out, outcome.records, meta={
         "command": "sweep", "grid": grid.to_dict(), "backend": backend, "backend_info": outcome.backend_info,
         "n_runs": outcome.n_runs, "n_executed": len(outcome.executed), "n_skipped": len(skipped),
-        "n_failed": len(outcome.failed), "elapsed_s": outcome.elapsed_s, **(meta or {})})
+        "n_failed": len(outcome.failed), "unreadable_records": unreadable, "warnings": outcome.warnings,
+        "elapsed_s": outcome.elapsed_s, **(meta or {})})
     return outcome
 
 

@@ -162,14 +162,15 @@ def test_market_bench_repair_mode_sends_the_trace(server, tmp_path):
 
 
 def test_quant_arena_oneshot_through_the_eval_runner(server, tmp_path, qa_small, monkeypatch):
+    from quantgym.agents.registry import make_eval_agents
     from quantgym.evaluation import EvalPlan, run_eval
     from quantgym.envs.quant_arena.examples import example_source
 
     server.script("```python\n" + example_source("low_volatility") + "```")
     plan = EvalPlan(env_ids=["QuantArena-OneShot-v0"], env_kwargs={"data": qa_small, **QA_WINDOWS}, plots=False)
     out = tmp_path / "out"
-    sections = run_eval("openai:test-model", plan, out, agent_options={"base_url": server.base_url,
-                                                                        "api_key": "test-key"})
+    agents, _ = make_eval_agents("openai:test-model", plan, out, {"base_url": server.base_url, "api_key": "test-key"})
+    sections = run_eval(agents, plan, out, own_agents=True)
     (sec,) = sections
     run = sec.runs[0]
     assert run["final"]["status_research"] == "ok" and run["final"]["frozen_candidate"] == 1

@@ -266,7 +266,7 @@ def test_bench_agent_whose_server_dies_says_where_its_answers_are(server, tmp_pa
     r = _bench(tmp_path, out)
     assert r.exit_code == 2, r.output
     line = " ".join(_errors(r.output)[0].split())
-    transcript = out / "transcripts" / "portbench_test-model.jsonl"
+    transcript = next((out / "transcripts").glob("portbench-test-model-*.jsonl"))  # <task>-<model>-<run>
     assert "3 calls in a row could not connect" in line and f"4 answered call(s) kept in {transcript}" in line
     from quantgym.agents.llm.client import read_transcript
 

@@ -44,7 +44,7 @@ class ScriptAgent:
             return StubAgent().act(obs)
         return "def run_backtest(inputs):\n    raise RuntimeError('no')\n"
 
-    def episode_usage(self, label):
+    def episode_usage(self, label=None):  # as an LLM agent's: default the current episode
         return {}
 
     def usage(self):

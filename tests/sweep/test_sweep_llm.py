@@ -43,8 +43,9 @@ def test_llm_agent_runs_in_a_sweep_with_its_transcript_under_out(llm_sweep):
     assert out.failed == [] and n_requests > 0
     llm = next(r for r in out.records if r["spec"]["agent"] == "openai:test-model")
     assert set(llm["result"]["stage_scores"]) == {"S1", "S2", "S3", "S4", "S5"} and llm["result"]["ceps"] is not None
-    assert llm["transcript"] == str((out.out_dir / "transcripts" / f"{llm['run_id']}.jsonl").resolve())
-    assert (out.out_dir / "transcripts" / f"{llm['run_id']}.jsonl").stat().st_size > 0
+    path = out.out_dir / "transcripts" / f"portbench-test-model-{llm['run_id']}.jsonl"  # <task>-<model>-<run>
+    assert llm["transcript"] == str(path.resolve())
+    assert path.stat().st_size > 0
 
 
 @pytest.mark.parametrize("backend", ["local", "ray"])

@@ -53,6 +53,12 @@ def test_resume_skips_finished_runs_and_reruns_only_missing_or_torn_ones(tmp_pat
     (tmp_path / "runs" / f"{ids[1]}.json").write_text('{"run_id": "trunc')
     third = run_sweep(grid, tmp_path, workers=1, data=pb_data)
     assert sorted(third.executed) == sorted(ids)
+    # the torn record is said, not silently re-run: one warning line and the results' meta (the lost one is not)
+    assert [u["run_id"] for u in third.unreadable] == [ids[1]] and "not JSON" in third.unreadable[0]["error"]
+    assert len(third.warnings) == 1 and "\n" not in third.warnings[0]
+    assert f"{ids[1]}.json" in third.warnings[0] and "runs again" in third.warnings[0]
+    meta = json.loads((tmp_path / "results.json").read_text())["meta"]
+    assert [u["run_id"] for u in meta["unreadable_records"]] == [ids[1]] and meta["warnings"] == third.warnings
     for i in ids:
         a, b = json.loads(before[i]), read_record(tmp_path, i)
         a.pop("timing"), b.pop("timing")

@@ -14,11 +14,9 @@ sets ``task``, ``output_cap`` (its completion cap with ``max_tokens="auto"``), i
 
 from __future__ import annotations
 
-import datetime as _dt
 import itertools
 import math
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -36,16 +34,6 @@ def fit_log(res: Any) -> dict:
     """What the context budget chose for a call (for the agent's decision log)."""
     m = getattr(res, "meta", None) or {}
     return {k: m[k] for k in ("prompt_style", "prompt_tokens_est", "max_tokens", "cap_cut", "refit") if k in m}
-
-
-def _safe(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:80]
-
-
-def default_transcript_path(task: str, model: str, folder: str | os.PathLike = "results/transcripts") -> Path:
-    """``results/transcripts/<task>-<model>-<UTC stamp>-<pid>.jsonl``."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    return Path(folder) / f"{task}-{_safe(model)}-{stamp}-{os.getpid()}.jsonl"
 
 
 def find_wrapper(env: Any, cls_name: str) -> Any:
@@ -348,7 +336,9 @@ def build_agent(model: str, task: str | None = None, *, api_key: str | None = No
                                     if k in _ENGINE_OPTS and (v is not None or k == "max_tokens")})
     adapter = {k: options[k] for k in own if options.get(k) is not None}
     if transcript is None:
-        transcript = default_transcript_path(task, model)
+        from quantgym.agents.llm.transcript import transcript_path
+
+        transcript = transcript_path("results/transcripts", task, model)
     elif transcript is False:
         transcript = None
     if isinstance(cache_from, (str, os.PathLike)):
@@ -373,4 +363,4 @@ def build_replay_agent(path: str | os.PathLike, task: str | None = None, name: s
                            **dict(engine.header.get("adapter_options") or {}))
 
 
-__all__ = ["LLMAgent", "build_agent", "build_replay_agent", "default_transcript_path", "price_for", "fit_log", "find_wrapper"]
+__all__ = ["LLMAgent", "build_agent", "build_replay_agent", "price_for", "fit_log", "find_wrapper"]

@@ -24,7 +24,8 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
 
     from quantgym._util import MissingExtraError
     from quantgym.agents.llm.client import LLMConfigError, ReplayMismatchError
-    from quantgym.evaluation import run_eval
+    from quantgym.agents.registry import make_eval_agents
+    from quantgym.plan import run_eval
 
     import warnings
 
@@ -36,9 +37,11 @@ def _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, f
             with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=err, disable=quiet or not err.is_terminal,
                           transient=True) as progress:
-                sections = run_eval(agent, plan, out_dir, concurrency=concurrency, agent_options=options,
-                                    console=console, progress=progress, log=None if quiet else log,
-                                    meta={"command": " ".join(sys.argv), "agent": agent})
+                agents, new_agent = make_eval_agents(agent, plan, out_dir, options)
+                sections = run_eval(agents, plan, out_dir, concurrency=concurrency, new_agent=new_agent,
+                                    own_agents=True, console=console, progress=progress,
+                                    log=None if quiet else log, meta={"command": " ".join(sys.argv),
+                                                                      "agent": str(agent)})
     except (LLMConfigError, ReplayMismatchError, ValueError, FileNotFoundError, FileExistsError,
             MissingExtraError) as exc:
         fail(str(exc))
@@ -66,7 +69,7 @@ def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, cons
         runs.append(_run(agent, plan_k, out_dir / f"repeat-{k + 1}", concurrency, opts, console, err, quiet, log,
                          fail))
     sec = repeats_section(runs, console=console)
-    write_results(out_dir, [sec], meta={"command": " ".join(sys.argv), "agent": agent, "repeats": repeats})
+    write_results(out_dir, [sec], meta={"command": " ".join(sys.argv), "agent": str(agent), "repeats": repeats})
     console.print(f"Wrote [bold]{out_dir}[/] (repeat-1 .. repeat-{repeats}, summary.csv and results.json with the "
                   "mean and interval over the repeats)")
 
@@ -144,8 +147,11 @@ def register(app: typer.Typer) -> None:
         def log(line: str) -> None:
             err.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        scheme = agent.partition(":")[0]
-        if scheme in ("openai", "replay"):
+        from quantgym.agents.registry import AgentSpec
+
+        spec = AgentSpec.parse(agent)  # the one parse of --agent: everything below takes `spec`
+        scheme = spec.scheme
+        if spec.is_llm:
             try:
                 import openai  # noqa: F401
             except ImportError:
@@ -164,7 +170,7 @@ def register(app: typer.Typer) -> None:
             from quantgym.agents.llm.client import read_transcript
 
             try:
-                header, _ = read_transcript(agent.partition(":")[2])
+                header, _ = read_transcript(spec.argument)
             except (FileNotFoundError, ValueError) as exc:
                 fail(str(exc))
             plan_kw = dict(header.get("eval") or {})
@@ -245,7 +251,7 @@ def register(app: typer.Typer) -> None:
             from quantgym.agents.llm.dryrun import dry_run_plan, render_plan
 
             try:
-                report = dry_run_plan(agent, plan, agent_options=options, tokens_per_s=tokens_per_s,
+                report = dry_run_plan(spec, plan, agent_options=options, tokens_per_s=tokens_per_s,
                                       prompt_tokens_per_s=prefill_per_s)
             except (LLMConfigError, ValueError, FileNotFoundError) as exc:
                 fail(str(exc))
@@ -262,11 +268,11 @@ def register(app: typer.Typer) -> None:
         check_out_dir(out_dir)
         if repeats > 1:
             with cli_out_dir(out_dir):
-                _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log,
+                _run_repeats(spec, plan, out_dir, repeats, concurrency, options, seed, console, err, quiet, log,
                              fail)
             return
         with cli_out_dir(out_dir, results_only=True):  # a run that is no result leaves no folder it created
-            sections = _run(agent, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
+            sections = _run(spec, plan, out_dir, concurrency, options, console, err, quiet, log, fail)
         episodes = [r for s in sections for r in s.runs if r.get("episode") is not None]
         failed = [r["episode"] for r in episodes if r.get("status") == "failed"]
         if failed:  # never silent: a run whose model never answered is no result

@@ -78,10 +78,12 @@ class LLMConfigError(_OneLineError):
     """A configuration problem that every further call would hit (one-line message).
 
     A :class:`click.ClickException`: inside any ``quantgym`` command (``eval``, ``bench --agent``) it ends
-    the command with ``Error: <message>`` and exit code 2, without a traceback.
+    the command with ``Error: <message>`` and exit code 2, without a traceback. ``stops_run``: raised during
+    a run, it stops the run, which :func:`quantgym.plan.run_eval` records as failed.
     """
 
     exit_code = 2
+    stops_run = True
 
 
 class ReplayMismatchError(_OneLineError):

@@ -64,9 +64,10 @@ def expected_completion(cap: int | None, kind: str) -> float:
     return max(0.0, (cap - CAP_EXTRA) / CAP_MARGIN) if kind == "json" else cap / 2
 
 
-def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = None, tokens_per_s: float = 50.0,
+def dry_run_plan(agent_spec: Any, plan: Any, *, agent_options: dict | None = None, tokens_per_s: float = 50.0,
                  prompt_tokens_per_s: float = 1000.0) -> dict[str, Any]:
-    """Plan of ``quantgym eval`` for ``agent_spec`` (``openai:MODEL``) and ``plan`` (an ``EvalPlan``).
+    """Plan of ``quantgym eval`` for ``agent_spec`` (``openai:MODEL``, a string or a parsed
+    :class:`~quantgym.agents.registry.AgentSpec`) and ``plan`` (an ``EvalPlan``).
 
     Returns
     -------
@@ -82,9 +83,11 @@ def dry_run_plan(agent_spec: str, plan: Any, *, agent_options: dict | None = Non
     from quantgym.agents.llm.agents import build_agent
     from quantgym.tasks import task_of
 
-    if not (isinstance(agent_spec, str) and agent_spec.startswith("openai:")):
+    from quantgym.agents.registry import AgentSpec
+
+    if not isinstance(agent_spec, (str, AgentSpec)) or AgentSpec.parse(agent_spec).scheme != "openai":
         raise ValueError("--dry-run plans an openai:MODEL agent (a replay makes no calls; a baseline makes no LLM calls)")
-    model = agent_spec.partition(":")[2]
+    model = AgentSpec.parse(agent_spec).argument
     opts = {k: v for k, v in dict(agent_options or {}).items()
             if k not in ("api_key", "cache_from", "cache", "transcript")}
     rows: dict[str, dict[str, Any]] = {}

@@ -35,6 +35,21 @@ def canonical_hash(request: dict, nonce: int = 0, subs: tuple[tuple[str, str], .
     return hashlib.sha256(s.encode("utf-8")).hexdigest()
 
 
+def transcript_path(folder: str | os.PathLike, task: str, model: str, run: str | None = None) -> Path:
+    """Where a run's transcript goes: ``<folder>/<task>-<model>-<run>.jsonl``, the one naming scheme of every
+    command (``quantgym eval`` and ``bench``: ``OUT/transcripts``; a sweep: ``OUT/transcripts`` with the run
+    id; the Python API: ``results/transcripts``).
+
+    ``model`` is reduced to ``[A-Za-z0-9._-]`` (80 characters at most); ``run`` is a sweep's run id, or by
+    default the UTC time to the microsecond and the process id, so two runs never share a file.
+    """
+    import re
+
+    if run is None:
+        run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}-{os.getpid()}"
+    return Path(folder) / f"{task}-{re.sub(r'[^A-Za-z0-9._-]+', '_', model)[:80]}-{run}.jsonl"
+
+
 def utc_timestamp() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds")
 

@@ -48,31 +48,33 @@ def agent_name(agent) -> str:
     return agent.name
 
 
+class BenchPolicy:
+    """A bench agent (``act(obs) -> source``) as a policy of :func:`quantgym.evaluation.evaluate`: an agent
+    that raises instead of answering submits a source that raises the same message (a failed attempt)."""
+
+    def __init__(self, agent: Any):
+        self.agent = agent
+        self.name = agent_name(agent)
+
+    def act(self, obs: dict[str, Any], info: dict) -> str:
+        try:
+            return self.agent.act(obs)
+        except Exception as exc:  # noqa: BLE001 - an agent failing to answer is a failed attempt
+            return f"raise RuntimeError({f'agent failed to produce a source: {exc}'[:200]!r})\n"
+
+
 def run_episode(agent, strategy: str, round_: int, attempts: int = 3,
                 sandbox: MarketBenchSandboxLimits = MarketBenchSandboxLimits(),
                 task_set: str | None = None) -> list[dict[str, Any]]:
-    """Run one agent on one (strategy, round) episode of a task set (default v1); returns its attempt records."""
+    """Run one agent on one (strategy, round) episode of a task set (default v1) through
+    :func:`quantgym.evaluation.evaluate`; returns its attempt records."""
     from quantgym.envs.market_bench.env import MarketBenchEnv
+    from quantgym.envs.market_bench.eval import attempt_rows
+    from quantgym.evaluation import evaluate
 
+    policy = BenchPolicy(agent)
     env = MarketBenchEnv(strategy=strategy, round=round_, attempts=attempts, sandbox=sandbox, task_set=task_set)
-    try:
-        obs, _ = env.reset()
-        done = False
-        while not done:
-            try:
-                source = agent.act(obs)
-            except Exception as exc:  # noqa: BLE001 - an agent failing to answer is a failed attempt
-                source = f"raise RuntimeError({f'agent failed to produce a source: {exc}'[:200]!r})\n"
-            obs, _, done, _, _ = env.step(source)
-        name = agent_name(agent)
-        out = []
-        for rec in env.records:
-            r = {k: v for k, v in rec.items() if k not in ("metrics",)}
-            r.update(agent=name, strategy=strategy, round=round_)
-            out.append(r)
-        return out
-    finally:
-        env.close()
+    return attempt_rows(evaluate(env, policy, seed=None), policy.name)
 
 
 #: rounds the mutants run on in the bench (the reference runs on all 5). Each attempt is a

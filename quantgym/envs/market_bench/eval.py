@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary
+from quantgym.evaluation import EvalContext, EvalPlan, evaluate, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, combined_status, episode_status
 from quantgym.tables import STATUS_NOTE, Col, status_agent
 from quantgym.tables import print_warnings as _print_warnings
@@ -41,34 +41,26 @@ class MarketBenchPlan:
 
 
 def run_market_bench(agent: Any, env_id: str, rnd: int, plan: EvalPlan) -> dict[str, Any]:
-    """One Market-Bench (strategy, round) episode of up to K attempts."""
-    import gymnasium as gym
-
+    """One Market-Bench (strategy, round) episode of up to K attempts, through
+    :func:`quantgym.evaluation.evaluate`: the attempt records and the round record are the result's."""
     mb = MarketBenchPlan.of(plan)
     kw = dict(plan.env_kwargs)
     # quantgym eval --attempts n: all n independent attempts run (the samples of the unbiased pass@k);
     # by default (and in repair mode) the episode ends at the first success, as in the paper
     kw.setdefault("end_on_success", not (mb.all_attempts and not mb.feedback))
-    env = gym.make(env_id, round=rnd, attempts=mb.attempts, feedback=mb.feedback, **kw)
-    try:
-        obs, info = env.reset(seed=plan.seed)
-        agent.reset(env)
-        done = False
-        while not done:
-            obs, _, done, _, info = env.step(agent.act(obs, info))
-        u = env.unwrapped
-        label = agent.current_episode
-        recs = []
-        for rec in u.records:
-            r = {k: v for k, v in rec.items() if k != "metrics"}
-            r.update(agent=agent.name, strategy=u.strategy, round=u.round_number)
-            recs.append(r)
-        return {"env_id": env_id, "round": rnd, "records": recs, "round_record": info["record"], "episode": label,
-                "all_attempts": not kw["end_on_success"],
-                "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
-                "llm": llm_summary(agent, label)}
-    finally:
-        env.close()
+    res = evaluate(env_id, agent, seed=plan.seed, round=rnd, attempts=mb.attempts, feedback=mb.feedback, **kw)
+    label = agent.current_episode
+    return {"env_id": env_id, "round": rnd, "records": attempt_rows(res, agent.name),
+            "round_record": res.info["record"], "episode": label, "all_attempts": not kw["end_on_success"],
+            "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
+            "llm": llm_summary(agent, label)}
+
+
+def attempt_rows(res: Any, agent: str) -> list[dict[str, Any]]:
+    """The attempt records of a Market-Bench :class:`~quantgym.evaluation.EvalResult` (its ``records``), each
+    with the agent, strategy and round: the rows of the scorer's attempt table."""
+    rr = res.metrics  # the round record (episode_result's metrics)
+    return [{**r, "agent": agent, "strategy": rr["strategy"], "round": rr["round"]} for r in res.records]
 
 
 class MarketBenchEval:
@@ -187,4 +179,5 @@ def interval_cell(row: Any, name: str) -> str:
 
 ADAPTER = MarketBenchEval()
 
-__all__ = ["ADAPTER", "MarketBenchEval", "run_market_bench", "not_samples_reason", "interval_cell", "UNBIASED_NOTE"]
+__all__ = ["ADAPTER", "MarketBenchEval", "attempt_rows", "run_market_bench", "not_samples_reason", "interval_cell",
+           "UNBIASED_NOTE"]

@@ -318,9 +318,12 @@ def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequ
                         "docs/uncertainty.md.")
 
 
-def _agent_options(spec: str, out_dir) -> dict:
+def _agent_options(spec: Any, out_dir) -> dict:
     """Per-scheme options: an ``openai:`` agent writes its transcript beside the results."""
-    if spec.startswith("openai:"):
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in spec.split(":", 1)[1])
-        return {"transcript": out_dir / "transcripts" / f"portbench_{safe}.jsonl"}
+    from quantgym.agents.llm.transcript import transcript_path
+    from quantgym.agents.registry import AgentSpec
+
+    parsed = AgentSpec.parse(spec)
+    if parsed.scheme == "openai":
+        return {"transcript": transcript_path(out_dir / "transcripts", "portbench", parsed.argument)}
     return {}

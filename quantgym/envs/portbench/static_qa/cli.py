@@ -37,17 +37,15 @@ def resolve_agent(spec: str, data=None, fidelity: str = "clean", out_dir: Path |
 
     if spec in ("oracle", "naive"):
         return make_reference_policy(spec, data=data, fidelity=fidelity)
-    from quantgym.agents.registry import make_agent
+    from quantgym.agents.registry import AgentSpec, make_agent
 
+    parsed = AgentSpec.parse(spec)
     options: dict[str, Any] = {}
-    if spec.startswith("openai:") and out_dir is not None:  # keep a replayable transcript beside the results
-        import datetime as _dt
-        import re
+    if parsed.scheme == "openai" and out_dir is not None:  # keep a replayable transcript beside the results
+        from quantgym.agents.llm.transcript import transcript_path
 
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        model = re.sub(r"[^A-Za-z0-9._-]+", "_", spec.partition(":")[2])
-        options["transcript"] = Path(out_dir) / "transcripts" / f"{TASK}-{model}-{stamp}.jsonl"
-    return make_agent(spec, task=TASK, **options)
+        options["transcript"] = transcript_path(Path(out_dir) / "transcripts", TASK, parsed.argument)
+    return make_agent(parsed, task=TASK, **options)
 
 
 def read_pipeline_ceps(paths: list[Path], profile: str = "balanced", period: str = "normal_2024") -> dict[str, float]:
@@ -108,9 +106,11 @@ def _match_ceps(agent: str, ceps: dict[str, float]) -> float | None:
     """Exact agent label, else the part after ``scheme:`` (e.g. ``openai:gpt-4o`` vs ``gpt-4o``)."""
     if agent in ceps:
         return ceps[agent]
-    tail = agent.split(":", 1)[-1]
+    from quantgym.agents.registry import AgentSpec
+
+    tail = AgentSpec.parse(agent).argument
     for k, v in ceps.items():
-        if k.split(":", 1)[-1] == tail:
+        if AgentSpec.parse(k).argument == tail:
             return v
     return None
 
