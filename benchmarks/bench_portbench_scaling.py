@@ -90,6 +90,7 @@ def measure(n: int, obs: str, max_steps: int, seed: int) -> dict:
     import numpy as np
 
     from quantgym.envs.portbench import market
+    from quantgym.envs.portbench.correlation import pairwise_corr
     from quantgym.envs.portbench.env import OBS_KEYS, PortBenchEnv
 
     warnings.filterwarnings("ignore")
@@ -97,7 +98,7 @@ def measure(n: int, obs: str, max_steps: int, seed: int) -> dict:
     kw = {} if obs == "full" else {"obs_keys": [k for k in OBS_KEYS if k != "corr"]}
     env = PortBenchEnv(profile="balanced", period=DAILY, scoring=False, data=data, **kw)
     if obs == "full":  # numba's import and the kernel's load: not part of a step (no-corr never loads them)
-        market.pairwise_corr(np.zeros((3, 2)))
+        pairwise_corr(np.zeros((3, 2)))
     rng = np.random.default_rng(seed)
     acts = [{"views": np.zeros(n), "signals": np.ones(n, np.int64), "weights": rng.uniform(0, 1, n), "status": 0}
             for _ in range(64)]

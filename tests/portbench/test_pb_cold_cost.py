@@ -13,9 +13,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401  (registers the ids)
-from quantgym.envs.portbench import market
+from quantgym.envs.portbench import correlation, market
 from quantgym.envs.portbench.env import OBS_KEYS, PortBenchEnv
-from quantgym.envs.portbench.market import (
+from quantgym.envs.portbench.correlation import (
     _corr_from_sums_numpy, _pattern_sums, _pattern_sums_numpy, corr_and_obs, mask_patterns, obs_corr, pairwise_corr,
 )
 from quantgym.envs.portbench.optimize import _single_thread_blas
@@ -79,7 +79,7 @@ def test_correlation_and_observation_form_are_the_bits_of_before(shape, seed, ce
     _same(both[1], obs_corr(want))
     _same(obs_only[1], obs_corr(want))
     assert corr_only[1] is None and obs_only[0] is None
-    assert market._use_patterns(mask_patterns(np.isfinite(x))[1].shape[1], shape[1]) == (not cells or shape[1] <= 16)
+    assert correlation._use_patterns(mask_patterns(np.isfinite(x))[1].shape[1], shape[1]) == (not cells or shape[1] <= 16)
 
 
 @pytest.mark.parametrize("n", [7, 15, 50, 201, 333])

@@ -6,7 +6,8 @@ import pytest
 
 from quantgym.envs.portbench.baselines import CovarianceRiskParity, black_litterman_weights
 from quantgym.envs.portbench.ceps import ceps, ceps_tier, run_ceps
-from quantgym.envs.portbench.market import MarketSnapshot, class_correlations, pairwise_corr
+from quantgym.envs.portbench.correlation import class_correlations, pairwise_corr
+from quantgym.envs.portbench.market import MarketSnapshot
 from quantgym.envs.portbench.profiles import PROFILES, adapt_score, pas_step
 from quantgym.envs.portbench.optimize import max_sharpe_weights
 from quantgym.envs.portbench.stages import (

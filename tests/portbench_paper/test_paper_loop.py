@@ -9,7 +9,7 @@ from quantgym.envs.portbench.paper import PaperFidelity
 from quantgym.envs.portbench.paper.erc import erc_sweep_renorm
 from quantgym.envs.portbench.paper.market import class_correlations_propagate
 from quantgym.envs.portbench.paper.simulator import PaperSimulator, paper_decision_rows, run_direct
-from quantgym.envs.portbench.market import class_correlations
+from quantgym.envs.portbench.correlation import class_correlations
 
 
 def _sim(flags, dates, rets, period, n=2):

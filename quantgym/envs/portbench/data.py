@@ -1,5 +1,8 @@
 """PortBench market data: the point-in-time panel and its cached loader (spec ``portbench.md`` §1.3, §11.6, §11.7).
 
+Longer than 500 lines as one job, building a valid panel: its schema (:class:`PortBenchData`), the one constructor
+that checks tables against it (:meth:`PortBenchData.from_frames`) and the cached loader that calls it.
+
 This module turns the raw daily tables (Yahoo adjusted closes on a mixed
 calendar that contains crypto weekend days, plus FRED series on their
 observation dates; read by :mod:`quantgym.envs.portbench.raw`) into the

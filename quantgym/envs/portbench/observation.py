@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import numpy as np
 from gymnasium import spaces
 
-from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, obs_corr, obs_window
+from quantgym.envs.portbench.correlation import obs_corr
+from quantgym.envs.portbench.market import ASSET_CLASSES, REGIMES, obs_window
 from quantgym.jit import njit
 from quantgym.spaces import AnyText
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from quantgym.envs.portbench.market import (
-    ASSET_CLASSES, SQRT252, MarketView, RowCache, _SHARED, class_correlations, pairwise_corr,
-)
+from quantgym.envs.portbench.correlation import class_correlations, pairwise_corr
+from quantgym.envs.portbench.market import ASSET_CLASSES, SQRT252, MarketView, RowCache, _SHARED
 
 
 def class_correlations_propagate(corr: np.ndarray, class_id: np.ndarray, available: np.ndarray):
-    """:func:`~quantgym.envs.portbench.market.class_correlations` with NaN propagation (paper, §1.6).
+    """:func:`~quantgym.envs.portbench.correlation.class_correlations` with NaN propagation (paper, §1.6).
 
     A class average (intra or inter) is NaN as soon as one of its off-diagonal pairs ``ρ_ab``
     (both available) is NaN; otherwise it equals the clean average.
