@@ -19,7 +19,7 @@ from quantgym.envs.portbench.actions import (
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import (
-    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+    STRESS_PERIODS, LivePeriod, PortBenchConfig, proportional_costs, resolve_live, resolve_period, within_tolerance,
 )
 from quantgym.envs.portbench.execution import turnover
 from quantgym.envs.portbench.market import MarketSnapshot
@@ -363,7 +363,8 @@ class PortBenchEnv(gym.Env):
         if stage == 1:
             return mode.render_s2(snap, self.prev_views, self.stage_notes, style)
         return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache)
+                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache,
+                                 config=cfg)
 
     def _base_info(self) -> dict[str, Any]:
         log = self.log
@@ -481,14 +482,15 @@ class PortBenchEnv(gym.Env):
         w0 = snap.current_weights
         ceps_val = scored = None
         if self.scoring:
-            tau_hat = turnover(w_hat, w0, self.config.costs.min_trade)
-            w_exec = mode.executed(w_hat, tau_hat, self.config.costs.rate, self.view)
+            costs = proportional_costs(self.config.costs)  # a user fee model: the spec's min_trade, no rate
+            tau_hat = turnover(w_hat, w0, costs.min_trade)
+            w_exec = mode.executed(w_hat, tau_hat, costs.rate, self.view)
             s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
             log.scores["S3"] = s3["score"] if valid else 0.0
             w_truth = self.w_star if self.w_star_s45 is None else self.w_star_s45
-            tau_star = turnover(w_truth, w0, self.config.costs.min_trade)
+            tau_star = turnover(w_truth, w0, costs.min_trade)
             log.scores["S4"] = s4_score(tau_hat, tau_star)
-            star_exec = mode.executed(w_truth, tau_star, self.config.costs.commission_bps / 1e4, self.view)
+            star_exec = mode.executed(w_truth, tau_star, costs.commission_bps / 1e4, self.view)
             rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=mode.include_start)
             rep_star = self._star_report(star_exec, snap, sc, mode.include_start)
             log.scores["S5"] = s5_score(rep_hat, rep_star)
