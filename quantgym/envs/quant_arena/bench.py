@@ -26,9 +26,10 @@ from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
 from .metrics import summary_extra
+from .eval import sealed_label
 
-#: the result rows' period: the default sealed window's label (:attr:`Windows.period_label`, as every path writes it)
-PERIOD = ArenaConfig().windows.period_label
+#: the result rows' period: the default sealed window's label, as ``quantgym eval`` writes it
+PERIOD = sealed_label(ArenaConfig().windows.sealed_start, ArenaConfig().windows.sealed_end)
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
                      "for strategies and the reference); the 800-stock universe is frozen with 2021 data.")
 
@@ -142,10 +143,10 @@ def run_section(ctx) -> SectionResult:
     w = Windows()
     rec_dir = Path(ctx.out_dir) / "quant_arena_records"
     # warm the shared truncation cache once (threads then reuse it)
-    from .env import _truncated
+    from .env import dataset_until
 
-    _truncated(ds, w.research_end)
-    _truncated(ds, w.sealed_end)
+    dataset_until(ds, w.research_end)
+    dataset_until(ds, w.sealed_end)
     ref_sealed = reference_only(ds, w.sealed_start, w.sealed_end)
     ref_research = reference_only(ds.truncate(w.research_end), w.research_start, w.research_end)
     ctx.progress.advance(tid)
