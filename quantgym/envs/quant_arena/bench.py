@@ -26,10 +26,9 @@ from .data import load_dataset
 from .examples import EXAMPLES, example_source
 from .executor import reference_only
 from .metrics import summary_extra
-from .eval import sealed_label
 
-#: the result rows' period: the default sealed window's label, as ``quantgym eval`` writes it
-PERIOD = sealed_label(ArenaConfig().windows.sealed_start, ArenaConfig().windows.sealed_end)
+#: the result rows' period: the default sealed window's label (:attr:`Windows.period_label`, as every path writes it)
+PERIOD = ArenaConfig().windows.period_label
 SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted before 2026 (bias mostly upward, "
                      "for strategies and the reference); the 800-stock universe is frozen with 2021 data.")
 

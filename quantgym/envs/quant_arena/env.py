@@ -38,6 +38,7 @@ EXPECTED_ACTIONS = "source text (str) or {'freeze': k} (dict; k = 1-based candid
 
 def dataset_until(ds: ArenaDataset, end: str) -> ArenaDataset:
     """``ds.truncate(end)``: the dataset up to ``end`` (a window's last day), cached per (dataset, end)."""
+    """``ds.truncate(end)``: the dataset up to ``end`` (a window's last day), cached per (dataset, end)."""
     key = (id(ds), end)
     if key not in _TRUNC_CACHE:
         if len(_TRUNC_CACHE) > 8:
@@ -155,9 +156,9 @@ class QuantArenaEnv(gym.Env):
             if obj is not None and not isinstance(obj, typ):
                 kinds = " or ".join(t.__name__ for t in (typ if isinstance(typ, tuple) else (typ,)))
                 raise TypeError(f"{name} must be a {kinds}, got {type(obj).__name__}")
-        self.cfg = ArenaConfig(cost=cost or base.cost, impact=impact or base.impact,
-                               execution=execution or base.execution, scoring=scoring or base.scoring,
-                               sandbox=sandbox or base.sandbox, windows=w)
+        self.config = ArenaConfig(cost=cost or base.cost, impact=impact or base.impact,
+                                  execution=execution or base.execution, scoring=scoring or base.scoring,
+                                  sandbox=sandbox or base.sandbox, windows=w)
         self.mode = mode
         self.prompt_style = check_prompt_style(prompt_style)
         self._data_arg = data
@@ -196,22 +197,22 @@ class QuantArenaEnv(gym.Env):
 
     # ------------------------------------------------------------------ helpers
     def _research_data(self) -> ArenaDataset:
-        return dataset_until(self.dataset, self.cfg.windows.research_end)
+        return dataset_until(self.dataset, self.config.windows.research_end)
 
     def _sealed_data(self) -> ArenaDataset:
-        return dataset_until(self.dataset, self.cfg.windows.sealed_end)
+        return dataset_until(self.dataset, self.config.windows.sealed_end)
 
     def _record(self, event: str, **fields: Any) -> None:
         if self._recorder is not None:
             self._recorder.write(event, **fields)
 
     def _evaluate(self, source: str, phase: str) -> WindowResult:
-        w = self.cfg.windows
+        w = self.config.windows
         if phase == "research":
-            res = evaluate_submission(source, self._research_data(), w.research_start, w.research_end, self.cfg,
+            res = evaluate_submission(source, self._research_data(), w.research_start, w.research_end, self.config,
                                       phase="research", executor=self.executor)
         else:
-            res = evaluate_submission(source, self._sealed_data(), w.sealed_start, w.sealed_end, self.cfg,
+            res = evaluate_submission(source, self._sealed_data(), w.sealed_start, w.sealed_end, self.config,
                                       phase="sealed", executor=self.executor)
         if res.status == "host_error":  # quantgym failed, not the agent: recorded, never scored
             self._record("host_error", phase=phase, message=res.message, traceback=res.errors[0]["traceback"])
@@ -251,10 +252,10 @@ class QuantArenaEnv(gym.Env):
         self._final = None
         self._sealed_result = None
         self._recorder = None if self.record_dir is False else RunRecorder(self.record_dir)
-        text, facts = task_brief(self.cfg, self.mode, self.max_candidates, self.dataset, self.prompt_style)
+        text, facts = task_brief(self.config, self.mode, self.max_candidates, self.dataset, self.prompt_style)
         self._brief = (text, facts)
         self._current = ("brief", None)
-        self._record("brief", mode=self.mode, seed=seed, labels=self.labels, config=self.cfg.to_dict(), brief=text,
+        self._record("brief", mode=self.mode, seed=seed, labels=self.labels, config=self.config.to_dict(), brief=text,
                      facts=facts, dataset=self.dataset.name, prompt_style=self.prompt_style)
         info = {"brief": facts, "budget_left": self.budget_left,
                 "record_path": None if self._recorder is None else str(self._recorder.path),
@@ -274,7 +275,7 @@ class QuantArenaEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         kind, payload = self._current
         if kind == "brief":
-            return task_brief(self.cfg, self.mode, self.max_candidates, self.dataset, style)[0]
+            return task_brief(self.config, self.mode, self.max_candidates, self.dataset, style)[0]
         if kind == "feedback":
             return feedback_text(payload, style)
         return json.dumps(payload, ensure_ascii=False)
@@ -331,7 +332,7 @@ class QuantArenaEnv(gym.Env):
             self._record("freeze", candidate=None, note="no candidate: S = 0")
             final = {"S": 0.0, "S_in": 0.0, "S_out": 0.0, "frozen_candidate": None, "status_research": None,
                      "status_sealed": None, "research": None, "sealed": None, "note": "freeze with no candidate",
-                     "overfitting": research_overfitting([], None, self.cfg.scoring)}
+                     "overfitting": research_overfitting([], None, self.config.scoring)}
             return self._end(final)
         if k is None:
             k = len(self._candidates)
@@ -345,16 +346,16 @@ class QuantArenaEnv(gym.Env):
         self._record("sealed", candidate=cand["index"], source_sha256=cand["sha256"], sealed=res_out.to_record())
         s_in = float(res_in.S) if res_in.status == "ok" else 0.0
         s_out = float(res_out.S) if res_out.status == "ok" else 0.0
-        final = {"S": total_score(s_in, s_out, self.cfg.scoring), "S_in": s_in, "S_out": s_out,
+        final = {"S": total_score(s_in, s_out, self.config.scoring), "S_in": s_in, "S_out": s_out,
                  "frozen_candidate": cand["index"], "source_sha256": cand["sha256"],
                  "status_research": res_in.status, "status_sealed": res_out.status,
                  "message_research": res_in.message, "message_sealed": res_out.message,
                  "research": res_in.metrics, "sealed": res_out.metrics,
                  "research_years": res_in.years, "sealed_years": res_out.years,
                  "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
-                 "version": self.cfg.scoring.version,
+                 "version": self.config.scoring.version,
                  # diagnostics of the research loop: not part of S
-                 "overfitting": research_overfitting(self._candidates, cand["index"], self.cfg.scoring)}
+                 "overfitting": research_overfitting(self._candidates, cand["index"], self.config.scoring)}
         self._sealed_result = res_out
         return self._end(final)
 
@@ -381,7 +382,7 @@ class QuantArenaEnv(gym.Env):
         pct = {k: None if sealed.get(src) is None else 100 * sealed[src]
                for k, src in (("ret_pct", "total_return"), ("maxdd_pct", "max_drawdown"), ("vol_pct", "volatility"))}
         m.update(sharpe=sealed.get("sharpe"), **pct)
-        return {"metrics": m, "period": "sealed",
+        return {"metrics": m, "period": self.config.windows.period_label,
                 "records": [{"candidate": c["index"], "sha256": c["sha256"], "status": c["research"].status,
                              "research": c["research"].metrics} for c in self.candidates]}
 
