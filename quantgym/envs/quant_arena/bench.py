@@ -33,9 +33,26 @@ SURVIVORSHIP_NOTE = ("Survivorship: the bundled panel holds no stock delisted be
                      "for strategies and the reference); the 800-stock universe is frozen with 2021 data.")
 
 
+class SubmitThenFreeze:
+    """The bench's policy: submit one example's source, then freeze it (candidate 1)."""
+
+    def __init__(self, name: str):
+        self.name = self.key = name
+        self._steps = 0
+
+    def act(self, observation: Any, info: dict) -> Any:
+        self._steps += 1
+        if self._steps == 1:
+            return example_source(self.name)
+        if self._steps == 2:
+            return {"freeze": 1}
+        raise RuntimeError(f"Quant-Arena did not end the episode after the freeze of {self.name}")
+
+
 def run_example(name: str, record_dir: Path | None = None, executor: str = "sandbox", data: Any = None,
                 **env_kwargs: Any) -> dict:
-    """One episode of ``QuantArena-v0`` with one example: submit, then freeze.
+    """One episode of ``QuantArena-v0`` with one example through :func:`quantgym.evaluation.evaluate`:
+    submit, then freeze.
 
     Returns
     -------
@@ -44,27 +61,24 @@ def run_example(name: str, record_dir: Path | None = None, executor: str = "sand
         ``feedback`` (what the agent saw), ``status_*``, ``record_path``, ``wall_s`` and the
         daily paths (``research_daily``, ``sealed_daily``) for plots.
     """
+    from quantgym.evaluation import evaluate
+
     t0 = time.perf_counter()
     env = gym.make("QuantArena-v0", record_dir=record_dir if record_dir is not None else False, executor=executor,
                    agent=name, model="classical", framework="quantgym.bench", data=data, **env_kwargs)
-    try:
-        env.reset(seed=0)
-        _, _, _, _, info1 = env.step(example_source(name))
-        _, S, term, _, fin = env.step({"freeze": 1})
-        assert term
-        u = env.unwrapped
-        res_in = u.candidates[0]["research"]
-        res_out = u.sealed_result
-        return {"agent": name, "S": fin["S"], "S_in": fin["S_in"], "S_out": fin["S_out"],
-                "status_research": fin["status_research"], "status_sealed": fin["status_sealed"],
-                "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],
-                "research_years": fin["research_years"], "sealed_years": fin["sealed_years"],
-                "feedback": info1["feedback"], "record_path": None if u.record_path is None else str(u.record_path),
-                "overfitting": fin["overfitting"],
-                "wall_s": time.perf_counter() - t0, "research_daily": res_in.daily, "sealed_daily": res_out.daily,
-                "timings": {"research": res_in.timings, "sealed": res_out.timings}}
-    finally:
-        env.close()
+    res = evaluate(env, SubmitThenFreeze(name), seed=0)
+    fin, info1 = res.info, res.steps[0]
+    u = env.unwrapped
+    res_in = u.candidates[0]["research"]
+    res_out = u.sealed_result
+    return {"agent": name, "S": fin["S"], "S_in": fin["S_in"], "S_out": fin["S_out"],
+            "status_research": fin["status_research"], "status_sealed": fin["status_sealed"],
+            "message_sealed": fin.get("message_sealed"), "research": fin["research"], "sealed": fin["sealed"],
+            "research_years": fin["research_years"], "sealed_years": fin["sealed_years"],
+            "feedback": info1["feedback"], "record_path": None if u.record_path is None else str(u.record_path),
+            "overfitting": fin["overfitting"],
+            "wall_s": time.perf_counter() - t0, "research_daily": res_in.daily, "sealed_daily": res_out.daily,
+            "timings": {"research": res_in.timings, "sealed": res_out.timings}}
 
 
 def classical_loop(runs: dict[str, dict], scoring: Any = None) -> dict[str, Any]:

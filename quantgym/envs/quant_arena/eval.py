@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.evaluation import EvalContext, EvalPlan, job_label, llm_summary
+from quantgym.evaluation import EvalContext, EvalPlan, evaluate, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, episode_status
 from quantgym.tables import STATUS_NOTE, Col, status_agent
 from quantgym.tables import fmt as _fmt, print_warnings as _print_warnings
@@ -17,7 +17,9 @@ from .metrics import summary_extra
 
 
 def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | None = None) -> dict[str, Any]:
-    """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission."""
+    """One Quant-Arena research run (submit / feedback / freeze) or one-shot submission, through
+    :func:`quantgym.evaluation.evaluate`: the final scores are the last step's ``info``, the feedback the
+    earlier steps'."""
     import gymnasium as gym
 
     kw = dict(plan.env_kwargs)
@@ -26,25 +28,14 @@ def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | 
     kw.setdefault("model", getattr(agent.engine.config, "model", None))
     kw.setdefault("framework", "quantgym.agents.llm")
     env = gym.make(env_id, **kw)
-    try:
-        obs, info = env.reset(seed=plan.seed)
-        agent.reset(env)
-        feedback, done, S = [], False, 0.0
-        while not done:
-            action = agent.act(obs, info)
-            obs, reward, done, _, info = env.step(action)
-            if not done:
-                feedback.append({"reward": reward, **(info.get("feedback") or {})})
-            S = reward
-        u = env.unwrapped
-        label = agent.current_episode
-        return {"env_id": env_id, "track": u.mode, "period": u.config.windows.period_label,
-                "final": info, "S": S, "feedback": feedback, "episode": label,
-                "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
-                "llm": llm_summary(agent, label),
-                "record_path": None if u.record_path is None else str(u.record_path)}
-    finally:
-        env.close()
+    res = evaluate(env, agent, seed=plan.seed)
+    u = env.unwrapped
+    label = agent.current_episode
+    return {"env_id": env_id, "track": u.mode, "period": res.period,  # Windows.period_label
+            "final": res.info, "S": res.steps[-1]["reward"],
+            "feedback": [{"reward": st["reward"], **(st.get("feedback") or {})} for st in res.steps[:-1]],
+            "episode": label, "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
+            "llm": llm_summary(agent, label), "record_path": None if u.record_path is None else str(u.record_path)}
 
 
 class QuantArenaEval:
