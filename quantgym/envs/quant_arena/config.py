@@ -336,7 +336,8 @@ class ArenaSandboxLimits(Config, version=ARENA_VERSION):
     cpu_seconds : float
         CPU-time limit of the child (the evaluation wall limit by default).
     max_output_bytes : int
-        1 MiB of agent output per day (scores + features beyond the float32 matrices).
+        1 MiB: what the submission may print (stdout and stderr of one evaluation together); the rest is
+        dropped and the evaluation is a ``violation`` (error type ``output_limit``).
     frame_introspection : bool
         False (default): the sandbox refuses frame introspection by agent code (``sys._getframe``,
         ``tb_frame``…, docs/security.md) on top of the look-ahead keeper; True: the keeper alone.
