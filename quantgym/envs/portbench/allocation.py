@@ -104,7 +104,8 @@ def observation_layout(n_assets: int) -> dict[str, slice]:
     return out
 
 
-def _bounds(n_assets: int) -> tuple[np.ndarray, np.ndarray]:
+def observation_bounds(n_assets: int) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) of the allocation observation's Box for ``n_assets`` assets (:func:`observation_layout`)."""
     lay = observation_layout(n_assets)
     size = lay["profile"].stop
     lo, hi = np.zeros(size, np.float32), np.ones(size, np.float32)
@@ -231,7 +232,7 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.risk_penalty = float(risk_penalty)
         n = base.n_assets
         self.n_assets = n
-        lo, hi = _bounds(n)
+        lo, hi = observation_bounds(n)
         self.observation_space = spaces.Box(lo, hi, dtype=np.float32)
         if action_mode == "logits":
             self.action_space = spaces.Box(-1.0, 1.0, (n,), np.float32)

@@ -70,12 +70,12 @@ class PortBenchEval:
         periods = eval_periods(plan)
         if not {"data", "universe"} & set(plan.env_kwargs):  # the bundled data (loaded once, cached): refuse a
             from quantgym.envs.portbench.data import load_portbench_data  # period outside it before any run
-            from quantgym.envs.portbench.simulator import _period_rows
+            from quantgym.envs.portbench.simulator import period_rows
 
             dates = load_portbench_data().dates
             for period in periods:
                 if not isinstance(period, LivePeriod):
-                    _period_rows(dates, period)
+                    period_rows(dates, period)
         return {"periods": periods}
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:

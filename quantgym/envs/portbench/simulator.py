@@ -213,7 +213,7 @@ class TickerWeights(Mapping):
 _PERIOD_ROWS: dict[tuple, tuple[np.ndarray, tuple[int, int, np.ndarray]]] = {}
 
 
-def _period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.ndarray]:
+def period_rows(dates: pd.DatetimeIndex, period: Period) -> tuple[int, int, np.ndarray]:
     """(first row, last row, decision rows) of ``period`` on the calendar ``dates``, cached per calendar and
     period (speed only: a reset does not recompute the calendar rules; the decision rows are read-only).
 
@@ -301,7 +301,7 @@ class PortfolioSimulator:
         self._rate, self._min_trade = float(costs.rate), float(costs.min_trade)
         self.initial_nav = float(initial_nav)
         self.tickers = tickers
-        self.first_row, self.last_row, self.decision_rows = _period_rows(self.dates, period)
+        self.first_row, self.last_row, self.decision_rows = period_rows(self.dates, period)
         self.t = self.first_row - 1
         self.nav = self.initial_nav
         self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)

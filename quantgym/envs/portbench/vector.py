@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, LOGIT_SCALE, _bounds, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, observation_bounds, observation_layout, profile_onehot, row_features,
 )
 from quantgym.envs.portbench.config import PortBenchCostModel
 from quantgym.envs.portbench.execution import fallback_weights
@@ -28,14 +28,14 @@ from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
 from quantgym.jit import njit, np_sum
 
 # --------------------------------------------------------------------------------------- kernels
-#: per-env operation of a batched call (``_BatchCore.ops``)
+#: per-env operation of a batched call (``BatchCore.ops``)
 _IDLE, _STEP, _RESET = 0, 1, 2
-#: columns of the integer state ``_BatchCore.ist``: decision index k, current row t, decisions in the episode,
+#: columns of the integer state ``BatchCore.ist``: decision index k, current row t, decisions in the episode,
 #: the episode's last row, and the row of the current decision in the dense tables (features, availability)
 _K, _T, _NDEC, _LAST, _ROW = range(5)
-#: columns of the float state ``_BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown
+#: columns of the float state ``BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown
 _NAV, _PEAK, _DD = range(3)
-#: entries of the parameter vector ``_BatchCore.par`` (passed in: a global would be frozen into numba's cache)
+#: entries of the parameter vector ``BatchCore.par`` (passed in: a global would be frozen into numba's cache)
 _RATE, _MIN_TRADE, _NAV0, _KAPPA, _RISK = range(5)
 
 
@@ -75,7 +75,7 @@ def _logit_shift(a, ops, avail_table, ist, z, scale):  # pragma: no cover - comp
 def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, dec, avail_table, feat_table,
                 rowmap, g0, obs, par):  # pragma: no cover - compiled (QUANTGYM_JIT=0 runs it)
     """One batched step of every env with ``ops[i]`` = ``_STEP`` (trade, advance, reward) or ``_RESET``
-    (a new episode set up by :meth:`_BatchCore.begin_episode`: advance to its first decision).
+    (a new episode set up by :meth:`BatchCore.begin_episode`: advance to its first decision).
 
     The arithmetic of the simulator and :class:`AllocationWrapper` per env, in numpy's floating-point
     order: every sum over assets is numpy's pairwise summation of a contiguous row (:func:`quantgym.jit.np_sum`), so
@@ -200,7 +200,7 @@ def as_actions(actions: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
-class _BatchCore:
+class BatchCore:
     """State of ``B`` allocation-mode episodes (no S1–S5 scoring); see :class:`PortBenchVectorEnv`.
 
     Reproduces :class:`PortBenchEnv` (``scoring=False``) + :class:`AllocationWrapper` step by step:
@@ -382,11 +382,11 @@ class PortBenchVectorEnv(VectorEnv):
         if ignored.get("scoring"):
             raise ValueError("PortBenchVectorEnv has no S1-S5 scoring; use vectorization_mode='sync' for scoring")
         wins = training.train_windows() if train_windows is True else train_windows
-        self.core = _BatchCore(num_envs, profile, period, reward, action_mode, wins, freq, episode_len,
+        self.core = BatchCore(num_envs, profile, period, reward, action_mode, wins, freq, episode_len,
                                risk_penalty, data, config)
         n = self.core.N
         self.num_envs = int(num_envs)
-        lo, hi = _bounds(n)
+        lo, hi = observation_bounds(n)
         self.single_observation_space = spaces.Box(lo, hi, dtype=np.float32)
         self.single_action_space = (spaces.Box(-1.0, 1.0, (n,), np.float32) if action_mode == "logits"
                                     else spaces.Box(0.0, 1.0, (n,), np.float32))

@@ -31,7 +31,7 @@ from quantgym.envs.portbench.config import BENCH_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
 from quantgym.envs.portbench.training import LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, RandomPeriod, train_windows
 from quantgym.envs.portbench.allocation import AllocationWrapper
-from quantgym.envs.portbench.vector import _BatchCore
+from quantgym.envs.portbench.vector import BatchCore
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "a2c": A2C}
 EVAL_PERIODS: tuple[str, ...] = BENCH_PERIODS  #: the periods a trained policy is evaluated on
@@ -83,13 +83,13 @@ class PortBenchSB3VecEnv(VecEnv):
                  data: Any = None, config: Any = None):
         from gymnasium import spaces
 
-        from quantgym.envs.portbench.allocation import _bounds
+        from quantgym.envs.portbench.allocation import observation_bounds
 
-        self.core = _BatchCore(num_envs, profile, period, reward, action_mode, windows, freq, episode_len,
+        self.core = BatchCore(num_envs, profile, period, reward, action_mode, windows, freq, episode_len,
                                risk_penalty, data, config)
         self.core.render_mode = None
         n = self.core.N
-        lo, hi = _bounds(n)
+        lo, hi = observation_bounds(n)
         obs_space = spaces.Box(lo, hi, dtype=np.float32)
         act_space = (spaces.Box(-1.0, 1.0, (n,), np.float32) if action_mode == "logits"
                      else spaces.Box(0.0, 1.0, (n,), np.float32))
