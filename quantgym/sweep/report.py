@@ -14,11 +14,15 @@ Outputs (``OUT``):
 
 Contents: one section per task, from the ``report`` entry of its record in :mod:`quantgym.tasks`
 (PortBench: :mod:`quantgym.envs.portbench.report`; Quant-Arena, Market-Bench: their ``report``
-modules), then the rows of any other task. A row whose ``status`` is ``failed`` (no LLM call of the
-run answered, or the run stopped, :mod:`quantgym.results`) is no result: it is left out of every
-task section, ranking, mean and plot (with its run in ``results.json``) and listed under "Failed runs
-(not ranked)"; ``partial`` rows are ranked and marked in "All rows". A folder written before the
-``status`` column reads as ``ok``.
+modules), then "Repeated runs", the rows of any other task and "Failed runs". A row whose ``status`` is
+``failed`` (no LLM call of the run answered, or the run stopped, :mod:`quantgym.results`) is no result:
+it is left out of every task section, ranking, mean and plot (with its run in ``results.json``) and
+listed under "Failed runs (not ranked)"; ``partial`` rows are ranked and marked in "All rows". A folder
+without a ``status`` column reads as ``ok``.
+
+This module is the command; its building blocks are the public :mod:`quantgym.leaderboard` (inputs,
+tables, figures, the markdown / HTML page) and its columns come from the metric registry
+(:mod:`quantgym.leaderboard.metrics`).
 """
 
 from __future__ import annotations
