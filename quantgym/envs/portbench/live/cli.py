@@ -16,14 +16,11 @@ from rich.markup import escape
 
 from quantgym.cli_errors import fail as _fail
 from quantgym.envs.portbench.live.config import default_portbench_dir
+from quantgym.tables import fmt
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "agent"
-
-
-def _fmt(x, nd=3) -> str:
-    return "" if x is None else f"{x:.{nd}f}"
 
 
 def register(app: typer.Typer) -> None:
@@ -111,7 +108,7 @@ def register(app: typer.Typer) -> None:
             err = f"  [yellow]{escape(rec['agent_error'])}[/]" if rec.get("agent_error") else ""
             fb = "; ".join(str(io["fallback"]) for io in rec.get("agent_io") or () if io.get("fallback"))
             err += f"  [yellow]fallback: {escape(fb)}[/]" if fb else ""
-            ceps = f"CEPS {_fmt(rec['ceps'])} {stages}  " if rec.get("ceps") is not None else ""  # baselines: none
+            ceps = f"CEPS {fmt(rec['ceps'], 3)} {stages}  " if rec.get("ceps") is not None else ""  # baselines: none
             console.print(f"  decided {rec['date']} (data through {rec['data_through']}): {ceps}"
                           f"NAV {rec['nav']:,.0f}  turnover {rec['turnover']:.3f}{err}")
 
@@ -131,9 +128,9 @@ def register(app: typer.Typer) -> None:
                     Col("Vol%"), *[Col(c) for c in (*ceps, *stages)]]
             ss = res.stage_scores or {}
             print_table(console, f"PortBench live — {res.agent}, {res.profile}, {res.start} → {res.as_of}", cols,
-                        [[str(len(res.records)), str(len(res.new_dates)), _fmt(m.get("sharpe")), _fmt(m.get("ret_pct"), 2),
-                          _fmt(m.get("maxdd_pct"), 2), _fmt(m.get("vol_pct"), 2), *[_fmt(res.ceps, 4) for _ in ceps],
-                          *[_fmt(ss.get(k)) for k in stages]]], keys=0, caption=f"{SHARPE_NOTE}.")
+                        [[str(len(res.records)), str(len(res.new_dates)), fmt(m.get("sharpe"), 3), fmt(m.get("ret_pct"), 2),
+                          fmt(m.get("maxdd_pct"), 2), fmt(m.get("vol_pct"), 2), *[fmt(res.ceps, 4) for _ in ceps],
+                          *[fmt(ss.get(k), 3) for k in stages]]], keys=0, caption=f"{SHARPE_NOTE}.")
             if res.replay_check.get("note"):
                 console.print(f"[yellow]note:[/] {escape(res.replay_check['note'])}")
         console.print(f"{'no new trading day' if not res.new_dates else f'{len(res.new_dates)} new decision(s)'}; "
