@@ -432,15 +432,15 @@ class ChatEngine:
     def build_request(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None) -> dict:
         """The request body: ``max_tokens`` is the adapter's cap for this call (used when
         ``config.max_tokens == "auto"``; an int config overrides it; None config sends no cap)."""
-        cfg, st = self.config, self.state()
-        req: dict[str, Any] = {"model": cfg.model, "messages": messages}
-        if cfg.temperature is not None and st.send_temperature:
-            req["temperature"] = cfg.temperature
-        cap = max_tokens if cfg.max_tokens == "auto" else cfg.max_tokens
+        config, st = self.config, self.state()
+        req: dict[str, Any] = {"model": config.model, "messages": messages}
+        if config.temperature is not None and st.send_temperature:
+            req["temperature"] = config.temperature
+        cap = max_tokens if config.max_tokens == "auto" else config.max_tokens
         if cap is not None and st.token_param is not None:
             req[st.token_param] = int(cap)
-        if cfg.seed is not None:
-            req["seed"] = cfg.seed
+        if config.seed is not None:
+            req["seed"] = config.seed
         if schema is not None:
             rf = self.response_format(schema, self.rung())
             if rf is not None:
@@ -614,11 +614,11 @@ class ChatEngine:
 
     def _tally(self, res: CallResult, adapted: bool = False) -> None:
         u = res.usage or {}
-        cfg = self.config
+        config = self.config
         cost = None
-        if cfg.price_in is not None or cfg.price_out is not None:
-            cost = (u.get("prompt_tokens", 0) * (cfg.price_in or 0.0)
-                    + u.get("completion_tokens", 0) * (cfg.price_out or 0.0)) / 1e6
+        if config.price_in is not None or config.price_out is not None:
+            cost = (u.get("prompt_tokens", 0) * (config.price_in or 0.0)
+                    + u.get("completion_tokens", 0) * (config.price_out or 0.0)) / 1e6
             if res.cached:
                 cost = 0.0
         res.cost_usd = cost
@@ -681,13 +681,13 @@ class ChatEngine:
             return res, {"ok": True, "text": res.text, "usage": res.usage, "cache_hit": True, "response": None,
                          "latency_s": 0.0, "tries": [], "finish_reason": res.finish_reason,
                          "cache_source": c.get("source", "run"), "cached_latency_s": c.get("latency_s")}
-        cfg = self.config
+        config = self.config
         with self._lock:
-            over = (cfg.max_calls is not None and self.calls >= cfg.max_calls) or (
-                cfg.max_total_tokens is not None and self.tokens["total_tokens"] >= cfg.max_total_tokens)
+            over = (config.max_calls is not None and self.calls >= config.max_calls) or (
+                config.max_total_tokens is not None and self.tokens["total_tokens"] >= config.max_total_tokens)
         if over:
             msg = (f"budget exhausted ({self.calls} calls, {self.tokens['total_tokens']} tokens; "
-                   f"max_calls={cfg.max_calls}, max_total_tokens={cfg.max_total_tokens})")
+                   f"max_calls={config.max_calls}, max_total_tokens={config.max_total_tokens})")
             res = CallResult(ok=False, error=msg, error_kind="budget", structured=structured, request_hash=h)
             return res, {"ok": False, "text": None, "error": msg, "error_kind": "budget", "usage": {}, "tries": [],
                          "latency_s": 0.0, "response": None}
@@ -705,8 +705,8 @@ class ChatEngine:
                 import openai
             except ImportError as exc:  # pragma: no cover - depends on the install
                 raise LLMConfigError("the LLM agents need the 'openai' package: pip install 'quantgym[llm]'") from exc
-            cfg = self.config
-            timeout = openai.Timeout(cfg.timeout, connect=min(cfg.timeout, cfg.connect_timeout))
+            config = self.config
+            timeout = openai.Timeout(config.timeout, connect=min(config.timeout, config.connect_timeout))
             self._client = openai.OpenAI(api_key=self._api_key or "sk-no-key-set", base_url=self.endpoint,
                                          timeout=timeout, max_retries=0)
         return self._client
@@ -717,13 +717,13 @@ class ChatEngine:
         if self._unreachable is not None:  # another thread found the endpoint unreachable: stop at once
             raise self._unreachable
         client = self._get_client()
-        cfg = self.config
+        config = self.config
         tries: list[dict] = []
         t_start = time.perf_counter()
         last_err, last_kind = "no try", "status"
         bad_dump = None  # the body of an HTTP 200 that holds no answer (kept in the transcript)
         unreachable = 0
-        for k in range(cfg.retries + 1):
+        for k in range(config.retries + 1):
             t0 = time.perf_counter()
             retry_after = None
             try:
@@ -731,15 +731,15 @@ class ChatEngine:
             except openai.APIConnectionError as exc:
                 if not isinstance(exc, openai.APITimeoutError) or is_connect_timeout(exc):
                     kind = "timeout" if isinstance(exc, openai.APITimeoutError) else "connection"
-                    last_err = (f"connect timeout after {min(cfg.timeout, cfg.connect_timeout):g} s"
+                    last_err = (f"connect timeout after {min(config.timeout, config.connect_timeout):g} s"
                                 if kind == "timeout" else one_line(f"connection error: {connection_detail(exc)}"))
                     last_kind = kind
                 else:
-                    last_err, last_kind = f"timeout after {cfg.timeout:g} s", "timeout"
+                    last_err, last_kind = f"timeout after {config.timeout:g} s", "timeout"
                 tries.append({"status": None, "error": last_err, "latency_s": time.perf_counter() - t0})
                 if not self.reached and last_err.startswith(("connect", "connection")):
                     unreachable += 1
-                    if unreachable >= cfg.unreachable_tries or k >= cfg.retries:
+                    if unreachable >= config.unreachable_tries or k >= config.retries:
                         err = LLMConfigError(
                             f"cannot reach {self.endpoint} ({last_err}; {unreachable} tr"
                             f"{'y' if unreachable == 1 else 'ies'}, no call to it has succeeded yet) — check "
@@ -748,7 +748,7 @@ class ChatEngine:
                                "$OPENAI_API_KEY or --api-key-env; a local server needs none)"))
                         self._unreachable = err
                         raise err from None
-                    time.sleep(cfg.unreachable_delay)
+                    time.sleep(config.unreachable_delay)
                     continue
             except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
                 self.reached = True
@@ -758,7 +758,7 @@ class ChatEngine:
                 self.reached = True
                 msg = one_line(error_message(exc))
                 if "model" in msg.lower():
-                    raise LLMConfigError(f"model {cfg.model!r} not found at {self.endpoint}: {msg}") from None
+                    raise LLMConfigError(f"model {config.model!r} not found at {self.endpoint}: {msg}") from None
                 raise LLMConfigError(f"endpoint not found (HTTP 404) at {self.endpoint}: {msg} — check --base-url "
                                      "(OpenAI-compatible servers usually end in /v1)") from None
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
@@ -847,11 +847,11 @@ class ChatEngine:
                 return res, {"ok": True, "text": text, "usage": usage, "response": dump, "tries": tries,
                              "latency_s": res.latency_s, "finish_reason": finish,
                              "response_model": getattr(resp, "model", None)}
-            if k < cfg.retries:
-                cap = min(cfg.backoff_max, cfg.backoff_base * (2 ** k))
+            if k < config.retries:
+                cap = min(config.backoff_max, config.backoff_base * (2 ** k))
                 delay = random.uniform(0, cap)
                 if retry_after is not None:
-                    delay = min(cfg.backoff_max, max(delay, retry_after))
+                    delay = min(config.backoff_max, max(delay, retry_after))
                 time.sleep(delay)
         lat = time.perf_counter() - t_start
         return (CallResult(ok=False, error=last_err, error_kind=last_kind, latency_s=lat),

@@ -25,9 +25,9 @@ class ReplayEngine(ChatEngine):
 
     def __init__(self, path: str | os.PathLike):
         header, calls = read_transcript(path)
-        cfg = dict(header.get("config") or {})
+        recorded = dict(header.get("config") or {})
         fields = set(LLMConfig.__dataclass_fields__)
-        config = LLMConfig(**{k: v for k, v in cfg.items() if k in fields})
+        config = LLMConfig(**{k: v for k, v in recorded.items() if k in fields})
         super().__init__(config, api_key="replay", transcript=None, cache=False)
         self.header = header
         self.source = Path(path)

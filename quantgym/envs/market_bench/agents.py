@@ -168,7 +168,7 @@ def trusted_maes(strategy: str, round_: int, task_set: str | None = None) -> dic
     from quantgym.envs.market_bench.scoring import is_correct, mae
 
     rnd = load_round(strategy, round_, task_set=task_set)
-    cfg = MarketBenchScoringConfig()
+    config = MarketBenchScoringConfig()
     out: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="quantgym-mb-trusted-") as tmp:
         inputs = write_inputs(rnd, tmp)
@@ -179,7 +179,7 @@ def trusted_maes(strategy: str, round_: int, task_set: str | None = None) -> dic
             res = scope["run_backtest"](inputs)
             metrics = {k: float(res[k]) for k in METRIC_KEYS[strategy]}
             out[name] = {"mae": mae(metrics, rnd.metrics, strategy),
-                         "correct": is_correct(metrics, rnd.metrics, strategy, cfg)}
+                         "correct": is_correct(metrics, rnd.metrics, strategy, config)}
     return out
 
 

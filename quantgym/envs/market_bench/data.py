@@ -129,21 +129,21 @@ def msft_hour_book(levels: int = LEVELS) -> pd.DataFrame:
     return _HOUR_CACHE[levels].copy()
 
 
-def real_pairs_book(cfg: RealPairsBook, data_dir: str | Path | None = None) -> pd.DataFrame:
+def real_pairs_book(config: RealPairsBook, data_dir: str | Path | None = None) -> pd.DataFrame:
     """Two real simultaneous books for strategy 2 (task set v2), raw sizes, in the book schema.
 
-    Reads ``cfg.file`` with :func:`quantgym.data.a_share_l2.read_snapshots` (folder ``data_dir``, see
+    Reads ``config.file`` with :func:`quantgym.data.a_share_l2.read_snapshots` (folder ``data_dir``, see
     :func:`quantgym.data.a_share_l2.data_dir`), keeps the two symbols' continuous-trading rows within
-    ``cfg.window`` (local, both ends inclusive), cleans each symbol (spec §9.2.4 a-d, top ``cfg.levels``)
+    ``config.window`` (local, both ends inclusive), cleans each symbol (spec §9.2.4 a-d, top ``config.levels``)
     and merges them in time order, **leg A first at an equal** ``ts_event`` (the v2 rule of equal
     timestamps, docs/market_bench.md).
     """
     from quantgym.data.a_share_l2 import SNAPSHOT_FILES, read_snapshots
 
-    snaps = read_snapshots(cfg.file, path=data_dir, symbols=[cfg.symbol_a, cfg.symbol_b])
+    snaps = read_snapshots(config.file, path=data_dir, symbols=[config.symbol_a, config.symbol_b])
     snaps = snaps[snaps["continuous"].to_numpy()]
-    book = _cut(snaps, SNAPSHOT_FILES[cfg.file]["date"], "Asia/Shanghai", *cfg.window, end_inclusive=True)
-    legs = [clean_book(book[book["symbol"] == s], cfg.levels) for s in (cfg.symbol_a, cfg.symbol_b)]
+    book = _cut(snaps, SNAPSHOT_FILES[config.file]["date"], "Asia/Shanghai", *config.window, end_inclusive=True)
+    legs = [clean_book(book[book["symbol"] == s], config.levels) for s in (config.symbol_a, config.symbol_b)]
     both = pd.concat(legs, ignore_index=True)
     order = np.lexsort((np.repeat([0, 1], [len(x) for x in legs]), both["ts_event"].to_numpy()))
     return both.iloc[order].reset_index(drop=True)
@@ -173,7 +173,7 @@ def paper_preprocess(book: pd.DataFrame, rng: np.random.Generator, levels: int =
     return randomise_sizes(clean_book(book, levels), rng)
 
 
-def generate_pairs_book(cfg: PairsBookConfig, rng: np.random.Generator) -> pd.DataFrame:
+def generate_pairs_book(config: PairsBookConfig, rng: np.random.Generator) -> pd.DataFrame:
     """Synthetic two-symbol book (spec §9.12.1), labelled KO (leg A) and PEP (leg B).
 
     Draw order: dt, isA, eB, es, n_draw, u, gaps, K (see the spec). Latent mids
@@ -183,18 +183,18 @@ def generate_pairs_book(cfg: PairsBookConfig, rng: np.random.Generator) -> pd.Da
 
     Returns
     -------
-    DataFrame in the book schema, ``cfg.n_rows`` rows, prices with 0.01 resolution (floats).
+    DataFrame in the book schema, ``config.n_rows`` rows, prices with 0.01 resolution (floats).
     """
-    N, L = int(cfg.n_rows), int(cfg.levels)
-    dt = rng.integers(cfg.dt_lo_ms, cfg.dt_hi_ms + 1, N)
+    N, L = int(config.n_rows), int(config.levels)
+    dt = rng.integers(config.dt_lo_ms, config.dt_hi_ms + 1, N)
     dt[0] = 0
-    ts = cfg.t0_ns + np.cumsum(dt).astype(np.int64) * 1_000_000
-    is_a = rng.random(N) < cfg.p_a
+    ts = config.t0_ns + np.cumsum(dt).astype(np.int64) * 1_000_000
+    is_a = rng.random(N) < config.p_a
     e_b = rng.standard_normal(N)
     e_s = rng.standard_normal(N)
-    m_b = cfg.mid_b0 + cfg.sigma_b * np.cumsum(e_b)
-    s = lfilter([1.0], [1.0, -cfg.phi], cfg.sigma_s * e_s)  # s_j = φ s_{j−1} + σ_s e_j, s_{−1} = 0
-    m_a = (cfg.mid_a0 - cfg.beta_star * cfg.mid_b0) + cfg.beta_star * m_b + s
+    m_b = config.mid_b0 + config.sigma_b * np.cumsum(e_b)
+    s = lfilter([1.0], [1.0, -config.phi], config.sigma_s * e_s)  # s_j = φ s_{j−1} + σ_s e_j, s_{−1} = 0
+    m_a = (config.mid_a0 - config.beta_star * config.mid_b0) + config.beta_star * m_b + s
     n_draw = rng.integers(1, 4, N)
     u = rng.random(N)
     gaps = rng.integers(1, 3, (N, L - 1, 2))
@@ -208,7 +208,7 @@ def generate_pairs_book(cfg: PairsBookConfig, rng: np.random.Generator) -> pd.Da
         prev[bool(is_a[j])] = spread[j]
     m = np.where(is_a, m_a, m_b)
     bid, ask = _ladder(m, spread, gaps, L)
-    out: dict[str, object] = {"ts_event": ts, "symbol": np.where(is_a, cfg.symbol_a, cfg.symbol_b).astype(object)}
+    out: dict[str, object] = {"ts_event": ts, "symbol": np.where(is_a, config.symbol_a, config.symbol_b).astype(object)}
     return _book_frame(out, bid, ask, K, L)
 
 
@@ -238,18 +238,18 @@ def _book_frame(out: dict, bid: np.ndarray, ask: np.ndarray, lots: np.ndarray, l
     return pd.DataFrame(out)[book_columns(levels)]
 
 
-def generate_option_delta(cfg: DeltaSeriesConfig, t0: int, t_last: int, rng: np.random.Generator) -> pd.DataFrame:
+def generate_option_delta(config: DeltaSeriesConfig, t0: int, t_last: int, rng: np.random.Generator) -> pd.DataFrame:
     """Seeded random-walk option delta (spec §9.12.2).
 
     t_j = t0 + j·step while <= ``t_last``; ``inc = rint(σ·z)`` (int), inc_0 = 0;
     option_delta_j = D0 + Σ_{i<=j} inc_i (shares-equivalent).
     """
-    J = (int(t_last) - int(t0)) // int(cfg.step_ns) + 1
-    ts = int(t0) + np.arange(J, dtype=np.int64) * int(cfg.step_ns)
+    J = (int(t_last) - int(t0)) // int(config.step_ns) + 1
+    ts = int(t0) + np.arange(J, dtype=np.int64) * int(config.step_ns)
     z = rng.standard_normal(J)
-    inc = np.rint(cfg.sigma * z).astype(np.int64)
+    inc = np.rint(config.sigma * z).astype(np.int64)
     inc[0] = 0
-    return pd.DataFrame({"ts_event": ts, "option_delta": int(cfg.d0) + np.cumsum(inc)})
+    return pd.DataFrame({"ts_event": ts, "option_delta": int(config.d0) + np.cumsum(inc)})
 
 
 def synthetic_book(n_rows: int, *, levels: int = LEVELS, n_symbols: int = 1, seed: int = 0,

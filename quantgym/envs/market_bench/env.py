@@ -132,15 +132,15 @@ class MarketBenchEnv(gym.Env):
                  data_dir: str | Path | None = None):
         if config is not None and not isinstance(config, MarketBenchConfig):
             raise TypeError(f"config must be a MarketBenchConfig, got {type(config).__name__}")
-        cfg = config if config is not None else MarketBenchConfig()
+        config = config if config is not None else MarketBenchConfig()
         # shortcuts into ``config`` (None: the config's value)
-        attempts = cfg.attempts if attempts is None else attempts
-        feedback = cfg.feedback if feedback is None else feedback
-        sandbox = cfg.sandbox if sandbox is None else sandbox
-        scoring = cfg.scoring if scoring is None else scoring
-        end_on_success = cfg.end_on_success if end_on_success is None else end_on_success
-        prompt_style = cfg.prompt_style if prompt_style is None else prompt_style
-        task_set = check_task_set(cfg.task_set if task_set is None else task_set)
+        attempts = config.attempts if attempts is None else attempts
+        feedback = config.feedback if feedback is None else feedback
+        sandbox = config.sandbox if sandbox is None else sandbox
+        scoring = config.scoring if scoring is None else scoring
+        end_on_success = config.end_on_success if end_on_success is None else end_on_success
+        prompt_style = config.prompt_style if prompt_style is None else prompt_style
+        task_set = check_task_set(config.task_set if task_set is None else task_set)
         if strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {strategy!r}; choose from {STRATEGIES}")
         if data is None and not (isinstance(round, (int, np.integer)) and 1 <= int(round) <= N_ROUNDS):
@@ -325,15 +325,15 @@ class MarketBenchEnv(gym.Env):
             rec["reason"] = f"bad_output: {reason}"
             return rec
         ref = self.round.metrics
-        cfg = self.scoring_config
-        errs = metric_errors(metrics, ref, self.strategy, cfg.rel_floor)
-        correct = is_correct(metrics, ref, self.strategy, cfg)
+        config = self.scoring_config
+        errs = metric_errors(metrics, ref, self.strategy, config.rel_floor)
+        correct = is_correct(metrics, ref, self.strategy, config)
         rec.update(status=SUCCESS, mae=mae(metrics, ref, self.strategy), metric_errors=errs,
                    max_rel_error=max(e["rel_error"] for e in errs.values()),
                    path_corr=path_correlation(value.get("path"), self.round.reference.get(PATH_KEY)),
                    path_note=value.get("path_note") if isinstance(value.get("path_note"), str) else None,
                    metrics=metrics, correct=correct, mean_rel_error=mean_clipped_rel_error(errs),
-                   reward=attempt_reward(SUCCESS, correct, errs, cfg))
+                   reward=attempt_reward(SUCCESS, correct, errs, config))
         return rec
 
     def step(self, action: Any):

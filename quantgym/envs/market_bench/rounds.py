@@ -83,7 +83,7 @@ def build_inputs(strategy: str, round_: int, shared: str | Path | None = None, t
                                                  real_book, real_pairs_book)
 
     ts_name = check_task_set(task_set)
-    cfg = round_config(strategy, round_, ts_name)
+    config = round_config(strategy, round_, ts_name)
     r = int(round_)
 
     def seed(stream: str) -> int:
@@ -91,55 +91,55 @@ def build_inputs(strategy: str, round_: int, shared: str | Path | None = None, t
 
     meta: dict[str, Any] = {"task_version": ts_name, "strategy": strategy, "strategy_number": STRATEGY_NUMBER[strategy],
                             "round": r, "levels": LEVELS}
-    if isinstance(cfg, ScheduledRound):
-        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
+    if isinstance(config, ScheduledRound):
+        book = randomise_sizes(real_book(config.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
         t0 = int(book["ts_event"].iloc[0])
-        unit = _offset_ns(cfg.offset_unit)
-        sched = pd.DataFrame({"ts_event": [t0 + off * unit for off, _, _ in cfg.schedule],
-                              "side": [s for _, s, _ in cfg.schedule], "qty": [q for _, _, q in cfg.schedule]})
+        unit = _offset_ns(config.offset_unit)
+        sched = pd.DataFrame({"ts_event": [t0 + off * unit for off, _, _ in config.schedule],
+                              "side": [s for _, s, _ in config.schedule], "qty": [q for _, _, q in config.schedule]})
         inputs = {"book.csv": book, "schedule.csv": sched}
-        params = {"c0": cfg.c0}
-        meta.update(dataset=cfg.data, seeds={"sizes": seed("sizes")}, synthetic=False, **_ds_meta(cfg.data),
-                    schedule_offsets=[[o, s, q] for o, s, q in cfg.schedule], offset_unit=cfg.offset_unit)
-    elif isinstance(cfg, PairsRound) and isinstance(cfg.book, RealPairsBook):
-        raw = real_pairs_book(cfg.book, data_dir)
+        params = {"c0": config.c0}
+        meta.update(dataset=config.data, seeds={"sizes": seed("sizes")}, synthetic=False, **_ds_meta(config.data),
+                    schedule_offsets=[[o, s, q] for o, s, q in config.schedule], offset_unit=config.offset_unit)
+    elif isinstance(config, PairsRound) and isinstance(config.book, RealPairsBook):
+        raw = real_pairs_book(config.book, data_dir)
         book = randomise_sizes(raw, np.random.default_rng(seed("sizes")))
         inputs = {"book.csv": book}
-        params = {"symbol_a": cfg.book.symbol_a, "symbol_b": cfg.book.symbol_b, "beta": cfg.beta, "window": cfg.window,
-                  "z_in": cfg.z_in, "z_out": cfg.z_out, "cooldown_ns": cfg.cooldown_ns, "k": cfg.k,
-                  "delay_ns": cfg.delay_ns, "alloc": cfg.alloc, "c0": cfg.c0}
+        params = {"symbol_a": config.book.symbol_a, "symbol_b": config.book.symbol_b, "beta": config.beta,
+                  "window": config.window, "z_in": config.z_in, "z_out": config.z_out, "cooldown_ns": config.cooldown_ns, "k": config.k,
+                  "delay_ns": config.delay_ns, "alloc": config.alloc, "c0": config.c0}
         from quantgym.data.a_share_l2 import SNAPSHOT_FILES
 
-        day, desc = SNAPSHOT_FILES[cfg.book.file]["date"], SNAPSHOT_FILES[cfg.book.file]["desc"]
+        day, desc = SNAPSHOT_FILES[config.book.file]["date"], SNAPSHOT_FILES[config.book.file]["desc"]
         ties = int((np.diff(book["ts_event"].to_numpy()) == 0).sum())
-        meta.update(dataset=f"a_share_l2/{cfg.book.file}", seeds={"sizes": seed("sizes")}, synthetic=False,
-                    currency="CNY", source=f"a_share_l2 {SNAPSHOT_FILES[cfg.book.file]['zip']}",
-                    instrument=(f"{cfg.book.symbol_a} (leg A) and {cfg.book.symbol_b} (leg B), {desc}, {day}, "
-                                f"{cfg.book.window[0]}-{cfg.book.window[1]} Asia/Shanghai "
+        meta.update(dataset=f"a_share_l2/{config.book.file}", seeds={"sizes": seed("sizes")}, synthetic=False,
+                    currency="CNY", source=f"a_share_l2 {SNAPSHOT_FILES[config.book.file]['zip']}",
+                    instrument=(f"{config.book.symbol_a} (leg A) and {config.book.symbol_b} (leg B), {desc}, {day}, "
+                                f"{config.book.window[0]}-{config.book.window[1]} Asia/Shanghai "
                                 "(continuous trading; no lunch-break rows), real prices (dolphindb/Tutorials_CN "
                                 "sample, original vendor not stated)"),
-                    window_local=list(cfg.book.window), equal_ts_rows=ties, real_book=asdict(cfg.book))
-    elif isinstance(cfg, PairsRound):
-        book = generate_pairs_book(cfg.book, np.random.default_rng(seed("book")))
+                    window_local=list(config.book.window), equal_ts_rows=ties, real_book=asdict(config.book))
+    elif isinstance(config, PairsRound):
+        book = generate_pairs_book(config.book, np.random.default_rng(seed("book")))
         inputs = {"book.csv": book}
-        params = {"symbol_a": cfg.book.symbol_a, "symbol_b": cfg.book.symbol_b, "beta": cfg.beta, "window": cfg.window,
-                  "z_in": cfg.z_in, "z_out": cfg.z_out, "cooldown_ns": cfg.cooldown_ns, "k": cfg.k,
-                  "delay_ns": cfg.delay_ns, "alloc": cfg.alloc, "c0": cfg.c0}
+        params = {"symbol_a": config.book.symbol_a, "symbol_b": config.book.symbol_b, "beta": config.beta,
+                  "window": config.window, "z_in": config.z_in, "z_out": config.z_out, "cooldown_ns": config.cooldown_ns, "k": config.k,
+                  "delay_ns": config.delay_ns, "alloc": config.alloc, "c0": config.c0}
         meta.update(dataset="synthetic_pairs", seeds={"book": seed("book")}, synthetic=True, currency="USD",
                     instrument="KO / PEP labels on a SYNTHETIC seeded book (no real KO/PEP book data exists here)",
-                    source="generator of spec §9.12.1", generator=asdict(cfg.book))
-    elif isinstance(cfg, DeltaHedgeRound):
-        book = randomise_sizes(real_book(cfg.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
+                    source="generator of spec §9.12.1", generator=asdict(config.book))
+    elif isinstance(config, DeltaHedgeRound):
+        book = randomise_sizes(real_book(config.data, LEVELS, shared), np.random.default_rng(seed("sizes")))
         ts = book["ts_event"].to_numpy()
-        delta = generate_option_delta(cfg.delta, int(ts[0]), int(ts[-1]), np.random.default_rng(seed("delta")))
+        delta = generate_option_delta(config.delta, int(ts[0]), int(ts[-1]), np.random.default_rng(seed("delta")))
         inputs = {"book.csv": book, "option_delta.csv": delta}
-        params = {"c0": cfg.c0, "interval_ns": cfg.interval_ns, "delay_ns": cfg.delay_ns, "fraction": cfg.fraction,
-                  "lot": cfg.lot, "min_gap_ns": cfg.min_gap_ns, "k": cfg.k}
-        meta.update(dataset=cfg.data, seeds={"sizes": seed("sizes"), "delta": seed("delta")}, synthetic=False,
+        params = {"c0": config.c0, "interval_ns": config.interval_ns, "delay_ns": config.delay_ns,
+                  "fraction": config.fraction, "lot": config.lot, "min_gap_ns": config.min_gap_ns, "k": config.k}
+        meta.update(dataset=config.data, seeds={"sizes": seed("sizes"), "delta": seed("delta")}, synthetic=False,
                     synthetic_parts=["option_delta.csv (seeded random walk, spec §9.12.2)", "level sizes (randomised)"],
-                    delta_series=asdict(cfg.delta), **_ds_meta(cfg.data))
+                    delta_series=asdict(config.delta), **_ds_meta(config.data))
     else:  # pragma: no cover
-        raise TypeError(cfg)
+        raise TypeError(config)
     book = inputs["book.csv"]
     meta.update(n_rows=len(book), first_ts_event=int(book["ts_event"].iloc[0]),
                 last_ts_event=int(book["ts_event"].iloc[-1]), symbols=sorted(set(book["symbol"].astype(str))))

@@ -94,15 +94,15 @@ def path_correlation(agent_path: Any, ref_path: Any) -> float | None:
 
 
 def is_correct(pred: Mapping[str, float], ref: Mapping[str, float], strategy: str,
-               cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> bool:
+               config: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> bool:
     """Tolerance-based correctness of a SUCCESS attempt (anti-stub, beyond the paper).
 
-    True iff for every metric key ``|y − ŷ| <= max(cfg.correct_atol, cfg.correct_rtol·|y|)``
+    True iff for every metric key ``|y − ŷ| <= max(config.correct_atol, config.correct_rtol·|y|)``
     (y = reference value). Defaults: 1e-6 absolute, 1e-6 relative.
     """
     for k in METRIC_KEYS[strategy]:
         y, yh = float(ref[k]), float(pred[k])
-        if not abs(y - yh) <= max(cfg.correct_atol, cfg.correct_rtol * abs(y)):
+        if not abs(y - yh) <= max(config.correct_atol, config.correct_rtol * abs(y)):
             return False
     return True
 
@@ -113,11 +113,11 @@ def mean_clipped_rel_error(errors: Mapping[str, Mapping[str, float]]) -> float:
 
 
 def attempt_reward(status: str, correct: bool | None, errors: Mapping[str, Mapping[str, float]] | None,
-                   cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> float:
+                   config: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> float:
     """Env reward of one attempt ([project choice]; spec §7 defines none).
 
     1.0 if the attempt is correct; 0.0 if it FAILED; else (ran, but wrong)
-    ``cfg.reward_incorrect_max · exp(−mean_clipped_rel_error / cfg.reward_rel_scale)``, which
+    ``config.reward_incorrect_max · exp(−mean_clipped_rel_error / config.reward_rel_scale)``, which
     is in [0, 0.5) and decreases with the mean (clipped) relative error. A stub answer gets ≈ 0.
     """
     if status != SUCCESS:
@@ -125,7 +125,7 @@ def attempt_reward(status: str, correct: bool | None, errors: Mapping[str, Mappi
     if correct:
         return 1.0
     m = mean_clipped_rel_error(errors or {})
-    return float(cfg.reward_incorrect_max * math.exp(-m / cfg.reward_rel_scale))
+    return float(config.reward_incorrect_max * math.exp(-m / config.reward_rel_scale))
 
 
 @dataclass
@@ -233,14 +233,14 @@ def rank(scores: pd.DataFrame, k: int = 3) -> pd.DataFrame:
     return s
 
 
-def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], cfg: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> pd.DataFrame:
+def score_table(attempts: Iterable[AttemptRecord | Mapping[str, Any]], config: MarketBenchScoringConfig = MarketBenchScoringConfig()) -> pd.DataFrame:
     """Per-strategy and overall scores of every agent, ranked within each strategy (spec §6)."""
     att = list(attempts)
-    per = strategy_scores(att, k=cfg.attempts)
+    per = strategy_scores(att, k=config.attempts)
     if per.empty:
         return per
-    both = pd.concat([per, overall_scores(per, k=cfg.attempts)], ignore_index=True)
-    return pd.concat([rank(g, k=cfg.attempts) for _, g in both.groupby("strategy", sort=False)], ignore_index=True)
+    both = pd.concat([per, overall_scores(per, k=config.attempts)], ignore_index=True)
+    return pd.concat([rank(g, k=config.attempts) for _, g in both.groupby("strategy", sort=False)], ignore_index=True)
 
 
 def first_success_prefix(attempts: Iterable[AttemptRecord]) -> list[AttemptRecord]:

@@ -232,11 +232,11 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
     truth's ``config.scoring.signal_threshold``, ±0.2 by default; paper mode states ``threshold=0.15``).
     ``style``: one of ``PROMPT_STYLES`` (module docstring); ``config``: the env's config (None: the defaults)."""
     notes = notes or {}
-    cfg = _rules(config)
-    threshold = cfg.scoring.signal_threshold if threshold is None else threshold
+    config = _rules(config)
+    threshold = config.scoring.signal_threshold if threshold is None else threshold
     if style != "full":
-        return _s2_short(snap, views, notes, threshold, check_prompt_style(style), cfg.regime_ticker)
-    lines = _header(snap, "S2 SIGNAL GENERATION", cfg.regime_ticker)
+        return _s2_short(snap, views, notes, threshold, check_prompt_style(style), config.regime_ticker)
+    lines = _header(snap, "S2 SIGNAL GENERATION", config.regime_ticker)
     lines.append("[YOUR S1 VIEWS]")
     tk = snap.tickers
     vals = np.asarray(views)[snap.available].tolist()
@@ -263,8 +263,8 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     rules the prompt states (the cost model's ``describe(style)``, the regime ticker; None: the defaults)."""
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
-    cfg = _rules(config)
-    rt, costs = cfg.regime_ticker, describe_model(cfg.costs, style=check_prompt_style(style))
+    config = _rules(config)
+    rt, costs = config.regime_ticker, describe_model(config.costs, style=check_prompt_style(style))
     if style != "full":
         return _s3_short(snap, signals, profile_block, nav_units, strengths, style, cache, rt, costs)
 

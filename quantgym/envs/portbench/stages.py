@@ -282,7 +282,7 @@ class RiskReport:
 
 
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
-                cfg: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
+                config: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
 
     ``p_t = Σ_i w_i r_{i,t}`` (missing = 0); ``VaR = q_0.05(p)``, ``DD`` = clean-mode MDD (``P_0 = 1``)
@@ -298,10 +298,10 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
     avail = snap.available
     p = r @ np.where(avail, weights, 0.0)
     w = np.asarray(weights, dtype=np.float64)
-    ok, var, dd, drift = _risk_numbers(p, w, avail, 0.05, cfg.s5_min_obs, include_start)
+    ok, var, dd, drift = _risk_numbers(p, w, avail, 0.05, config.s5_min_obs, include_start)
     if not ok:  # a non-finite portfolio return: numpy's own functions (their rules for NaN)
-        var = quantile_linear(p, 0.05) if p.size > cfg.s5_min_obs else 0.0
-        dd = max_drawdown(p, include_start=include_start) if p.size > cfg.s5_min_obs else 0.0
+        var = quantile_linear(p, 0.05) if p.size > config.s5_min_obs else 0.0
+        dd = max_drawdown(p, include_start=include_start) if p.size > config.s5_min_obs else 0.0
         n = int(avail.sum())
         drift = float(np.abs(weights[avail] - 1.0 / n).max()) if n else 0.0
     var, dd, drift = round(var, 6), round(dd, 6), round(drift, 6)
@@ -310,7 +310,7 @@ def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProf
         alerts.append("var_breach")
     if dd < -tol:
         alerts.append("drawdown")
-    if drift > cfg.drift_limit:
+    if drift > config.drift_limit:
         alerts.append("weight_drift")
     trigger = "drawdown" in alerts or "weight_drift" in alerts
     return RiskReport(var, dd, drift, alerts, trigger)

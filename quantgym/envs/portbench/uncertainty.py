@@ -44,9 +44,9 @@ def daily_returns(nav: Any) -> "Any":
 
 def _settings(result: Any) -> tuple[float, bool]:
     """(rf, include_start) of a run, from its recorded PortBench config (defaults: 4 %, start peak)."""
-    cfg = (getattr(result, "config", None) or {}).get("config") or {}
-    paper = cfg.get("paper") or {}
-    return float(cfg.get("rf", RISK_FREE)), not bool(paper.get("mdd_no_start_peak", False))
+    config = (getattr(result, "config", None) or {}).get("config") or {}
+    paper = config.get("paper") or {}
+    return float(config.get("rf", RISK_FREE)), not bool(paper.get("mdd_no_start_peak", False))
 
 
 def run_uncertainty(result: Any, eqw: Any | None, config: BootstrapConfig = DEFAULT_BOOTSTRAP) -> dict[str, Any]:

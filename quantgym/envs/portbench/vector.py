@@ -230,8 +230,8 @@ class BatchCore:
         self.template = PortBenchEnv(profile=profile, period=period, scoring=False, reward="log_return",
                                      data=data, config=config)
         self.view: MarketView = self.template.view
-        self.cfg = self.template.config
-        if not isinstance(self.cfg.costs, PortBenchCostModel):
+        self.config = self.template.config
+        if not isinstance(self.config.costs, PortBenchCostModel):
             raise ValueError("the batched env charges the spec's proportional costs in one kernel; a user fee model "
                              "(config.costs) runs in PortBenchEnv (vectorization_mode='sync')")
         self.B, self.N = int(num_envs), self.view.n_assets
@@ -242,8 +242,8 @@ class BatchCore:
             self.fixed = EpisodeSpec(sim.first_row - 1, np.asarray(sim.decision_rows), sim.last_row)
         self.g0 = np.ascontiguousarray(1.0 + self.view.returns0)  # gross daily returns (the day loop's 1 + r)
         self.profile_vec = profile_onehot(self.template.profile.name)
-        self.nav0 = self.cfg.initial_nav
-        self.par = np.array([self.cfg.costs.rate, self.cfg.costs.min_trade, self.nav0, self.risk_penalty,
+        self.nav0 = self.config.initial_nav
+        self.par = np.array([self.config.costs.rate, self.config.costs.min_trade, self.nav0, self.risk_penalty,
                              float(reward == "risk_adjusted")])
         self.lmax = episode_len if self.sampler else self.fixed.decision_rows.size
         B, N = self.B, self.N

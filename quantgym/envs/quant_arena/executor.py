@@ -113,7 +113,7 @@ class WindowResult:
         return out
 
 
-def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, cfg: ArenaConfig | None = None,
+def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, config: ArenaConfig | None = None,
                     features: np.ndarray | None = None, sample_days: np.ndarray | None = None) -> dict[str, Any]:
     """Account, metrics and score of a validated score matrix (host only, no agent code).
 
@@ -136,9 +136,9 @@ def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, cfg: 
         (:class:`~quantgym.envs.quant_arena.metrics.ScoreBreakdown`), ``years``,
         ``reference`` (path), ``signal`` (incl. daily IC), ``diversity``.
     """
-    cfg = cfg or ArenaConfig()
-    sc = cfg.scoring
-    acct = run_account(ds, d0, n, scores, execution=cfg.execution, cost=cfg.cost, impact=cfg.impact)
+    config = config or ArenaConfig()
+    sc = config.scoring
+    acct = run_account(ds, d0, n, scores, execution=config.execution, cost=config.cost, impact=config.impact)
     ref = reference_path(ds, d0, n)
     am = account_metrics(acct.nav, acct.position_value, acct.bought, acct.sold, acct.nav_open, ref, sc.n_ann)
     y = labels(ds, d0, n)
@@ -150,7 +150,7 @@ def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, cfg: 
         div = {"K": 0, "D": 0.0, "n_features": 0, "n_clusters": 0, "labels": [], "rho_score": []}
     sb = score_window(am["excess_arr"], am["sharpe"], sm["rankic_mean"], sm["rankic_ir"], sm["ls_sharpe"],
                       am["turnover"], div["K"], sc)
-    cap = cfg.execution.initial_capital
+    cap = config.execution.initial_capital
     metrics = {**am, **{k: v for k, v in sm.items() if not k.startswith("_")},
                "fees_cny": float(acct.fees.sum()), "fees_pct": float(acct.fees.sum() / cap * 100),
                "stamp_cny": float(acct.stamp.sum()), "impact_cny": float(acct.impact.sum()),
@@ -164,7 +164,7 @@ def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, cfg: 
             "years": yearly_returns(acct.dates, acct.nav, ref), "signal": sm, "diversity": div}
 
 
-def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> tuple[str, str, Any, dict]:
+def _run_child(source: str, payload: dict, config: ArenaConfig, executor: str) -> tuple[str, str, Any, dict]:
     """Run :func:`score_days` on ``source``; returns (sandbox status, message, value, record)."""
     if executor == "inprocess":
         # Trusted code only (tests of the evaluator, benchmarks of example strategies).
@@ -176,7 +176,7 @@ def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> t
         return "ok", "ok", score_days(ns, payload), {"executor": "inprocess"}
     from quantgym.sandbox import SandboxLimits, run_in_sandbox
 
-    sb = cfg.sandbox
+    sb = config.sandbox
     limits = SandboxLimits(cpu_seconds=float(sb.cpu_seconds), wall_seconds=float(sb.eval_seconds + sb.import_seconds),
                            memory_mb=int(sb.memory_mb), max_output_bytes=int(sb.max_output_bytes),
                            allow_frame_introspection=bool(sb.frame_introspection))
@@ -188,7 +188,7 @@ def _run_child(source: str, payload: dict, cfg: ArenaConfig, executor: str) -> t
     return res.status, res.message, res.value, rec
 
 
-def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg: ArenaConfig | None = None, *,
+def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, config: ArenaConfig | None = None, *,
                         phase: str = "research", executor: str = "sandbox") -> WindowResult:
     """Evaluate one submission on one window (spec §10.2–§10.4, §10.11–§10.13).
 
@@ -202,7 +202,7 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
         read (research).
     start, end : date-like
         The window.
-    cfg : ArenaConfig
+    config : ArenaConfig
     phase : str
         Label written into the result.
     executor : {"sandbox", "inprocess"}
@@ -213,7 +213,7 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     WindowResult
         Never raises for anything the agent does; every failure is a status.
     """
-    cfg = cfg or ArenaConfig()
+    config = config or ArenaConfig()
     if not isinstance(source, str):
         raise TypeError(f"source must be str, got {type(source).__name__}")
     d0, n = window_rows(ds, start, end)
@@ -221,17 +221,17 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     key = secrets.token_bytes(32) if executor == "sandbox" else None
     base = dict(phase=phase, start=str(ds.dates[d0 + 1]), end=str(ds.dates[d0 + n]), n_days=n)
     try:
-        payload = build_payload(ds, d0, n, max_lookback=cfg.windows.max_lookback,
-                            max_features=cfg.scoring.max_features, sample_every=cfg.scoring.sample_every,
-                            day_seconds=cfg.sandbox.day_seconds, import_seconds=cfg.sandbox.import_seconds,
-                            max_output_bytes=cfg.sandbox.max_output_bytes,
-                            key=key, warmup_start=cfg.windows.warmup_start,
-                            inf_score_error=cfg.scoring.inf_score_is_day_error)
+        payload = build_payload(ds, d0, n, max_lookback=config.windows.max_lookback,
+                            max_features=config.scoring.max_features, sample_every=config.scoring.sample_every,
+                            day_seconds=config.sandbox.day_seconds, import_seconds=config.sandbox.import_seconds,
+                            max_output_bytes=config.sandbox.max_output_bytes,
+                            key=key, warmup_start=config.windows.warmup_start,
+                            inf_score_error=config.scoring.inf_score_is_day_error)
     except Exception as exc:  # noqa: BLE001 - quantgym's own failure: its own status, with the traceback
         return _host_error(exc, "building the payload", base, {"payload_s": time.perf_counter() - t0})
     t_payload = time.perf_counter() - t0
     try:
-        status, message, value, rec = _run_child(source, payload, cfg, executor)
+        status, message, value, rec = _run_child(source, payload, config, executor)
     except Exception as exc:  # noqa: BLE001 - the host side of the sandbox failed, not the submission
         return _host_error(exc, "running the sandbox", base, {"payload_s": t_payload})
     del payload
@@ -239,7 +239,7 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     timings = {"payload_s": t_payload, "child_s": t_child}
     if status == "ok" and rec.get("output_truncated"):
         status = "output_limit"
-        message = (f"output_limit: the submission printed more than {cfg.sandbox.max_output_bytes:,} bytes "
+        message = (f"output_limit: the submission printed more than {config.sandbox.max_output_bytes:,} bytes "
                    "(stdout and stderr of one evaluation; ArenaSandboxLimits.max_output_bytes)")
     if status != "ok":
         qa = _SANDBOX_TO_ARENA.get(status, "failed")
@@ -251,12 +251,12 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
         return WindowResult(status=qa, message=str(message)[:500], errors=[err], n_errors=1, timings=timings,
                             sandbox=rec, **base)
     in_view = ds.has_row[d0:d0 + n]
-    n_samples = len(range(0, n, cfg.scoring.sample_every))
+    n_samples = len(range(0, n, config.scoring.sample_every))
     try:
         F = len(value.get("feature_names") or []) if isinstance(value, dict) else 0
         if isinstance(value, dict) and value.get("status") == "ok":
             names = value.get("feature_names")
-            if not isinstance(names, list) or len(names) > cfg.scoring.max_features:
+            if not isinstance(names, list) or len(names) > config.scoring.max_features:
                 raise ChildOutputError("malformed feature_names")
         clean, bad_days = validate_child_value(value, n, ds.N, in_view, F, n_samples, key=key)
     except ChildOutputError as exc:
@@ -274,7 +274,7 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
                        "message": "scores outside view.symbols or infinite; the date's scores were dropped"})
     n_err = int(clean["n_errors"])
     t1 = time.perf_counter()
-    ev = evaluate_scores(ds, d0, n, clean["scores"], cfg, clean["features"], clean["sample_days"])
+    ev = evaluate_scores(ds, d0, n, clean["scores"], config, clean["features"], clean["sample_days"])
     timings["evaluator_s"] = time.perf_counter() - t1
     acct = ev["account"]
     daily = {"dates": [str(d) for d in acct.dates], "nav": acct.nav.tolist(), "reference": ev["reference"].tolist(),
@@ -285,8 +285,8 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
         errors.insert(0, {"date": None, "phase": "compute_features", "type": "UndeclaredFeatures",
                           "message": f"features not in FEATURES were dropped: {', '.join(extra)[:400]}"})
         errors = errors[:20]
-    if n_err > cfg.scoring.failed_day_fraction * n:
-        msg = f"failed: day errors on {n_err} of {n} decision dates (> {cfg.scoring.failed_day_fraction:.0%})"
+    if n_err > config.scoring.failed_day_fraction * n:
+        msg = f"failed: day errors on {n_err} of {n} decision dates (> {config.scoring.failed_day_fraction:.0%})"
         return WindowResult(status="failed", message=msg, S=0.0, metrics=None, years=ev["years"], errors=errors,
                             n_errors=n_err, extra_keys=extra, timings=timings, sandbox=rec, account=acct,
                             daily=daily, **base)
@@ -295,7 +295,7 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
     if no_signal:
         why = (f"coverage 0: score() returned no finite value on any of the {n} decision dates, so the account "
                "never traded (all cash)")
-        if cfg.scoring.zero_coverage_status == "no_signal":
+        if config.scoring.zero_coverage_status == "no_signal":
             msg = f"no_signal: {why}; not scored (S = 0)"
             errors.insert(0, {"date": None, "phase": "evaluation", "type": "NoSignal", "message": msg})
             return WindowResult(status="no_signal", message=msg[:500], S=0.0, metrics=None, years=ev["years"],
@@ -315,18 +315,18 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, cfg
                         **base)
 
 
-def reference_only(ds: ArenaDataset, start: Any, end: Any, cfg: ArenaConfig | None = None) -> dict[str, float]:
+def reference_only(ds: ArenaDataset, start: Any, end: Any, config: ArenaConfig | None = None) -> dict[str, float]:
     """Metrics of the cost-free market reference on a window (ARR, Sharpe, MaxDD, total return)."""
     from quantgym import metrics as qm
 
-    cfg = cfg or ArenaConfig()
+    config = config or ArenaConfig()
     d0, n = window_rows(ds, start, end)
     ref = reference_path(ds, d0, n)
     r = ref[1:] / ref[:-1] - 1.0
-    a = (ref[-1] / ref[0]) ** (cfg.scoring.n_ann / n) - 1.0
-    return {"arr": float(a), "excess_arr": 0.0, "sharpe": qm.sharpe(r, rf=0.0, periods_per_year=cfg.scoring.n_ann),
+    a = (ref[-1] / ref[0]) ** (config.scoring.n_ann / n) - 1.0
+    return {"arr": float(a), "excess_arr": 0.0, "sharpe": qm.sharpe(r, rf=0.0, periods_per_year=config.scoring.n_ann),
             "max_drawdown": qm.max_drawdown(r, include_start=True), "total_return": float(ref[-1] - 1.0),
-            "volatility": qm.volatility(r, cfg.scoring.n_ann), "n_days": n, "path": ref.tolist(),
+            "volatility": qm.volatility(r, config.scoring.n_ann), "n_days": n, "path": ref.tolist(),
             "dates": [str(d) for d in ds.dates[d0:d0 + n + 1]]}
 
 

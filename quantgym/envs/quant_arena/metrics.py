@@ -251,7 +251,7 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 
 
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
-                   cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
+                   config: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -263,17 +263,17 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
     """
-    cfg = cfg or ArenaScoringConfig()
+    config = config or ArenaScoringConfig()
     labels = np.asarray(labels, dtype=np.float64)
-    ic, ls, qmeans = _signal(scores[: labels.shape[0]], labels, cfg.ic_min_pairs, cfg.quantiles)
+    ic, ls, qmeans = _signal(scores[: labels.shape[0]], labels, config.ic_min_pairs, config.quantiles)
     cov, act = coverage(scores, in_view)
     valid = np.isfinite(ic)
     with np.errstate(invalid="ignore"):
-        qbp = np.nanmean(qmeans, axis=0) * 1e4 if np.isfinite(qmeans).any() else np.full(cfg.quantiles, np.nan)
+        qbp = np.nanmean(qmeans, axis=0) * 1e4 if np.isfinite(qmeans).any() else np.full(config.quantiles, np.nan)
     return {
         "rankic_mean": float(ic[valid].mean()) if valid.any() else 0.0,
-        "rankic_ir": information_ratio(ic, cfg.n_ann),
-        "ls_sharpe": qm.sharpe(ls, rf=0.0, periods_per_year=cfg.n_ann, finite_only=True, form="ratio"),
+        "rankic_ir": information_ratio(ic, config.n_ann),
+        "ls_sharpe": qm.sharpe(ls, rf=0.0, periods_per_year=config.n_ann, finite_only=True, form="ratio"),
         "coverage": cov,
         "active_days": act,
         "n_ic_days": int(valid.sum()),
@@ -300,9 +300,9 @@ def logistic(x: float, c: float) -> float:
 
 
 def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                     cfg: ArenaScoringConfig | None = None) -> dict[str, float]:
+                     config: ArenaScoringConfig | None = None) -> dict[str, float]:
     """The six logistic scores s_R, s_L, s_IC, s_A, s_LS, s_TO (spec §10.12)."""
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     return {
         "s_R": logistic(excess_arr, c.scale_r),
         "s_L": logistic(sharpe, c.scale_sr),
@@ -314,21 +314,21 @@ def component_scores(excess_arr: float, sharpe: float, rankic: float, a: float, 
     }
 
 
-def quality(s: dict[str, float], cfg: ArenaScoringConfig | None = None) -> float:
+def quality(s: dict[str, float], config: ArenaScoringConfig | None = None) -> float:
     """``Q = 0.60·s_R + 0.20·s_L + 0.05·(s_IC + s_A + s_LS + s_TO)`` (spec §6)."""
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     return c.w_r * s["s_R"] + c.w_l * s["s_L"] + c.w_sig * (s["s_IC"] + s["s_A"] + s["s_LS"] + s["s_TO"])
 
 
-def window_score(q: float, d: float, cfg: ArenaScoringConfig | None = None) -> float:
+def window_score(q: float, d: float, config: ArenaScoringConfig | None = None) -> float:
     """``S = 100·Q·(0.9 + 0.1·D)`` (spec §6)."""
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     return 100.0 * q * (c.diversity_base + c.diversity_weight * d)
 
 
-def total_score(s_in: float, s_out: float, cfg: ArenaScoringConfig | None = None) -> float:
+def total_score(s_in: float, s_out: float, config: ArenaScoringConfig | None = None) -> float:
     """``S = 0.5·S_in + 0.5·S_out`` (spec §6)."""
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     return c.w_in * s_in + c.w_out * s_out
 
 
@@ -351,7 +351,7 @@ def _u(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return u, measured
 
 
-def diversity(features: np.ndarray, scores: np.ndarray, cfg: ArenaScoringConfig | None = None) -> dict[str, Any]:
+def diversity(features: np.ndarray, scores: np.ndarray, config: ArenaScoringConfig | None = None) -> dict[str, Any]:
     """Feature diversity D (spec §6, §10.13).
 
     Parameters
@@ -368,7 +368,7 @@ def diversity(features: np.ndarray, scores: np.ndarray, cfg: ArenaScoringConfig 
         ``n_clusters``, ``labels`` (cluster id per feature, −1 = dropped),
         ``rho_score`` (ρ̄ of each feature with the score).
     """
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     features = np.asarray(features, dtype=np.float64)
     if features.ndim != 3 or features.shape[1] == 0 or features.shape[0] == 0:
         F = features.shape[1] if features.ndim == 3 else 0
@@ -419,9 +419,9 @@ class ScoreBreakdown:
 
 
 def score_window(excess_arr: float, sharpe: float, rankic: float, a: float, ls_sharpe: float, turnover: float,
-                 K: int, cfg: ArenaScoringConfig | None = None) -> ScoreBreakdown:
+                 K: int, config: ArenaScoringConfig | None = None) -> ScoreBreakdown:
     """Components, Q, D and S of one window (spec §6, §10.12). Worked example F in tests."""
-    c = cfg or ArenaScoringConfig()
+    c = config or ArenaScoringConfig()
     s = component_scores(excess_arr, sharpe, rankic, a, ls_sharpe, turnover, c)
     q = quality(s, c)
     d = min(K / c.diversity_scale, 1.0)

@@ -171,7 +171,7 @@ _LIMITS_TEXT = {
 }
 
 
-def trading_rules(cfg: ArenaConfig, style: str = "full") -> dict[str, str]:
+def trading_rules(config: ArenaConfig, style: str = "full") -> dict[str, str]:
     """The brief's trading rules rendered from the config the run is scored with (spec §9, §10.5–§10.9).
 
     ``fees``: the cost model's ``describe(style)`` (:func:`quantgym.models.describe_model`; ``"no fees (costs
@@ -181,19 +181,19 @@ def trading_rules(cfg: ArenaConfig, style: str = "full") -> dict[str, str]:
     """
     from quantgym.models import describe_model
 
-    fees, impact = describe_model(cfg.cost, style=style), describe_model(cfg.impact, style=style)
+    fees, impact = describe_model(config.cost, style=style), describe_model(config.impact, style=style)
     off = fees.startswith("no ") and impact.startswith("no ")
-    return {"fees": fees, "impact": impact, "limits": _LIMITS_TEXT[style][0 if cfg.execution.limits else 1],
+    return {"fees": fees, "impact": impact, "limits": _LIMITS_TEXT[style][0 if config.execution.limits else 1],
             "costs": "no trading costs (no fees; fills in full at the open)" if off else f"costs ({fees}, {impact})"}
 
 
-def _final_score(cfg: ArenaConfig) -> str:
+def _final_score(config: ArenaConfig) -> str:
     """``0.5*S_in (research) + 0.5*S_out (sealed)`` with the scoring config's weights (spec §10.12)."""
-    s = cfg.scoring
+    s = config.scoring
     return f"{s.w_in:g}*S_in (research) + {s.w_out:g}*S_out (sealed)"
 
 
-def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset,
+def task_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset,
                style: str = "full") -> tuple[str, dict]:
     """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict.
 
@@ -202,20 +202,20 @@ def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDatase
     API, the example); ``minimal`` also drops the example. The facts dict does not depend on it.
     Raises ``ValueError`` for an unknown style.
     """
-    w = cfg.windows
+    w = config.windows
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
 
     if check_prompt_style(style) != "full":
-        return _short_brief(cfg, mode, max_candidates, ds, style), task_brief(cfg, mode, max_candidates, ds)[1]
+        return _short_brief(config, mode, max_candidates, ds, style), task_brief(config, mode, max_candidates, ds)[1]
 
     budget = max_candidates if mode == "iterative" else 1
-    rules = trading_rules(cfg, "full")
+    rules = trading_rules(config, "full")
     facts = {
         "task": "quant_arena", "version": ARENA_VERSION, "mode": mode, "budget": budget,
         "windows": {"warmup_start": w.warmup_start, "research": [w.research_start, w.research_end],
                     "sealed": [w.sealed_start, w.sealed_end]},
         "allowed_imports": list(DEFAULT_ALLOWED_IMPORTS), "view_fields": list(VIEW_FIELDS),
-        "max_lookback": w.max_lookback, "max_features": cfg.scoring.max_features, "top_n": cfg.execution.top_n,
+        "max_lookback": w.max_lookback, "max_features": config.scoring.max_features, "top_n": config.execution.top_n,
         "dataset": ds.name, "n_symbols": ds.N, "intraday_days": ds.intraday_days(), "data_notes": list(ds.notes),
     }
     feedback_txt = ("After each candidate you see: calendar-year returns of the account and the market "
@@ -228,9 +228,9 @@ def task_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDatase
 
 ## Objective
 Write a Python module that scores every stock every trading day; higher = more attractive.
-Each day the top {cfg.execution.top_n} scores are bought at the next day's open (each slot = 1/{cfg.execution.top_n} of
+Each day the top {config.execution.top_n} scores are bought at the next day's open (each slot = 1/{config.execution.top_n} of
 the account's value; fewer eligible names leave the rest in cash), long only, in a cash account
-with lots of {cfg.execution.lot} shares, {rules["fees"]},
+with lots of {config.execution.lot} shares, {rules["fees"]},
 {rules["impact"]}, and {rules["limits"]}.
 Goal: beat the equal-weight market after costs in the sealed window that you never see.
 Score 0-100: mostly excess annual return over the market, then Sharpe, RankIC, its IR,
@@ -243,17 +243,17 @@ long-short Sharpe, low turnover, scaled up a little by feature diversity.
 - {feedback_txt}
 - Iterative track: action = source text (a candidate) or {{"freeze": k}} (k = 1-based candidate
   index, None = latest). Freezing runs the sealed evaluation once and ends the episode.
-  Final score S = {_final_score(cfg)}.
+  Final score S = {_final_score(config)}.
 
 ## Submission interface
 The module must define:
-- FEATURES: list of at most {cfg.scoring.max_features} unique feature names (strings).
+- FEATURES: list of at most {config.scoring.max_features} unique feature names (strings).
 - compute_features(view) -> dict[name, pandas.Series]   (index = stock symbols, names from FEATURES)
 - score(features, view) -> pandas.Series                  (index = view.symbols; NaN = not eligible;
   ±inf is invalid: the date becomes a day error)
 Your code runs once per decision date, after its close, and sees only rows up to that date.
 Allowed imports: {", ".join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access.
-Limits: {cfg.sandbox.day_seconds:g} s wall per decision date, {cfg.sandbox.memory_mb} MiB memory.
+Limits: {config.sandbox.day_seconds:g} s wall per decision date, {config.sandbox.memory_mb} MiB memory.
 
 ## The view (point in time)
 - view.date: the decision date (pandas.Timestamp); view.symbols: stocks with a row that day
@@ -337,25 +337,25 @@ def intraday_text(ds: ArenaDataset) -> str:
     return "; ".join(parts) or "none"
 
 
-def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset, style: str) -> str:
+def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset, style: str) -> str:
     """The compact / minimal brief (see :func:`task_brief`)."""
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
 
-    w, n, lot = cfg.windows, cfg.execution.top_n, cfg.execution.lot
-    rules = trading_rules(cfg, style)
+    w, n, lot = config.windows, config.execution.top_n, config.execution.lot
+    rules = trading_rules(config, style)
     budget = max_candidates if mode == "iterative" else 1
     if mode == "iterative" and style == "compact":
         track = (f"Budget: {budget} candidate(s); every submission uses one. After each you see only: research-window "
                  "calendar-year returns (account, market reference), ARR, excess ARR, mean RankIC, its IR, long-short "
                  "quintile Sharpe, turnover, coverage, active days, execution errors (with tracebacks).\n"
                  'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate index, None = latest); '
-                 f"freezing runs the sealed evaluation once and ends the episode. S = {_final_score(cfg)}.")
+                 f"freezing runs the sealed evaluation once and ends the episode. S = {_final_score(config)}.")
     elif mode == "iterative":
         track = (f"Budget: {budget} candidates, one per submission. Feedback: research-window yearly returns "
                  "(account, market), ARR, excess ARR, RankIC mean and IR, long-short Sharpe, turnover, coverage, "
                  "active days, errors.\n"
                  'Action: source text (a candidate) or {"freeze": k} (k = 1-based candidate, None = latest): runs '
-                 f"the sealed evaluation once, ends the episode. S = {_final_score(cfg)}.")
+                 f"the sealed evaluation once, ends the episode. S = {_final_score(config)}.")
     else:
         track = ("Budget: 1 candidate (one-shot track): your single submission is evaluated on the research and "
                  "sealed windows without feedback; the episode then ends with the final scores.")
@@ -378,12 +378,12 @@ def _short_brief(cfg: ArenaConfig, mode: str, max_candidates: int, ds: ArenaData
         f"Windows: warm-up from {w.warmup_start}; research {w.research_start}..{w.research_end}; sealed "
         f"{w.sealed_start}..{w.sealed_end} (evaluated once, after you freeze).",
         track,
-        f"Interface: FEATURES = list of <= {cfg.scoring.max_features} unique names (str); "
+        f"Interface: FEATURES = list of <= {config.scoring.max_features} unique names (str); "
         "compute_features(view) -> dict[name, pandas.Series] (index = stock symbols, names from FEATURES); "
         "score(features, view) -> pandas.Series (index = view.symbols; NaN = not eligible; +-inf = a day error). "
         "Runs once per decision date after its close; sees rows up to that date only.",
         f"Allowed imports: {', '.join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access. "
-        f"Limits: {cfg.sandbox.day_seconds:g} s wall per date, {cfg.sandbox.memory_mb} MiB.",
+        f"Limits: {config.sandbox.day_seconds:g} s wall per date, {config.sandbox.memory_mb} MiB.",
         "View: view.date (pandas.Timestamp); view.symbols (stocks with a row that day, suspended included, "
         "ascending, e.g. 'SH600519'); view.history(field, lookback) -> DataFrame (dates x view.symbols, last "
         f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "

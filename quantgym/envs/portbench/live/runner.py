@@ -207,7 +207,7 @@ def _load_data(data: Any) -> PortBenchData:
     return load_portbench_data(data)
 
 
-def _replay_check(recorded: list[dict], replayed: list[dict], vintage: dict, cfg: LiveConfig) -> dict[str, Any]:
+def _replay_check(recorded: list[dict], replayed: list[dict], vintage: dict, config: LiveConfig) -> dict[str, Any]:
     nav_diff, score_diff, first_bad = 0.0, 0.0, None
     for rec, env_rec in zip(recorded, replayed):
         a, b = rec.get("nav_after_trade"), env_rec.get("nav_after_trade")
@@ -217,7 +217,7 @@ def _replay_check(recorded: list[dict], replayed: list[dict], vintage: dict, cfg
             ra, rb = rec.get("stage_scores") or {}, env_rec.get("stage_scores") or {}
             vals = [(rec.get("ceps"), env_rec.get("ceps"))] + [(ra.get(k), rb.get(k)) for k in set(ra) | set(rb)]
             s = max((abs(x - y) if x is not None and y is not None else float("inf")) for x, y in vals)
-        if first_bad is None and (d > cfg.replay_nav_rtol or s > cfg.replay_score_atol):
+        if first_bad is None and (d > config.replay_nav_rtol or s > config.replay_score_atol):
             first_bad = rec["date"]
         nav_diff, score_diff = max(nav_diff, d), max(score_diff, s)
     fps = sorted({(r.get("data") or {}).get("fingerprint") for r in recorded} - {None})
@@ -321,10 +321,10 @@ def run_live(
         Inconsistent run folder (other agent/profile), ``as_of`` before the window or before the last
         recorded decision, a data calendar that lacks the recorded dates, a locked folder.
     """
-    cfg = config or LiveConfig()
-    if cfg.no_answer not in ("retry", "score"):
-        raise LiveError(f"LiveConfig.no_answer must be 'retry' or 'score', got {cfg.no_answer!r}")
-    profile = (profile or cfg.profile).lower()
+    config = config or LiveConfig()
+    if config.no_answer not in ("retry", "score"):
+        raise LiveError(f"LiveConfig.no_answer must be 'retry' or 'score', got {config.no_answer!r}")
+    profile = (profile or config.profile).lower()
     if profile not in ENV_IDS:
         raise LiveError(f"unknown profile {profile!r}; choose one of {sorted(ENV_IDS)}")
     if isinstance(agent, str):
@@ -343,16 +343,16 @@ def run_live(
     except JournalError as exc:
         raise LiveError(str(exc)) from None
     try:
-        return _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, plots, on_decision)
+        return _run_locked(policy, name, spec, run_dir, config, profile, data, days, as_of, plots, on_decision)
     finally:
         lock.__exit__(None, None, None)
         if isinstance(agent, str) and callable(getattr(policy, "close", None)):
             policy.close()  # e.g. flush an LLM agent's transcript
 
 
-def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, plots, on_decision) -> LiveResult:
+def _run_locked(policy, name, spec, run_dir, config, profile, data, days, as_of, plots, on_decision) -> LiveResult:
     t_start = time.perf_counter()
-    journal = Journal(run_dir / cfg.journal)
+    journal = Journal(run_dir / config.journal)
     try:
         entries = journal.read()
     except JournalError as exc:
@@ -361,7 +361,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
     pbdata = _load_data(data)
     vintage = data_vintage(pbdata)
     dates = pbdata.dates
-    header_path = run_dir / cfg.header
+    header_path = run_dir / config.header
     header: dict[str, Any] | None = None
     if header_path.exists():
         header = json.loads(header_path.read_text(encoding="utf-8"))
@@ -370,10 +370,10 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
                             f"{header.get('profile')!r}, not {spec!r} / {profile!r}; use another --run-dir")
         start = pd.Timestamp(header["start"])
     elif decisions:
-        raise LiveError(f"{run_dir}: {cfg.journal} has decisions but {cfg.header} is missing; restore it or use a "
-                        "new run folder")
+        raise LiveError(f"{run_dir}: {config.journal} has decisions but {config.header} is missing; restore it or "
+                        "use a new run folder")
     else:
-        n0 = int(days if days is not None else cfg.days)
+        n0 = int(days if days is not None else config.days)
         try:
             start = pd.Timestamp(resolve_live(LivePeriod(n0, as_of), dates).start)
         except ValueError as exc:
@@ -425,17 +425,17 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
             "protocol": "spec portbench §2.5 clean mode: daily decisions, data through the previous close, "
                         "lookback-oracle CEPS, full §6 sandbox (drift, costs, NAV)",
             "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "period"},
-            "config": base.config.to_dict(), "live_config": cfg.to_dict(), "data_at_start": vintage,
+            "config": base.config.to_dict(), "live_config": config.to_dict(), "data_at_start": vintage,
         }
         write_json_atomic(header_path, header)
     tap = ActionTap(base)
     tap.replay = [(d["date"], d.get("actions") or []) for d in decisions]
     env = policy.wrap_env(tap) if callable(getattr(policy, "wrap_env", None)) else tap
     try:
-        obs, info = env.reset(seed=cfg.seed)
+        obs, info = env.reset(seed=config.seed)
     except (ValueError, KeyError, TypeError) as exc:
         raise LiveError(f"cannot replay the journal: {_one_line(exc)}") from None
-    replay = _replay_check(decisions, base.records, vintage, cfg)
+    replay = _replay_check(decisions, base.records, vintage, config)
     if hasattr(policy, "reset"):
         policy.reset(env)
     act = policy.act if hasattr(policy, "act") else policy
@@ -476,7 +476,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
             if extra:
                 agent_io.append({"stage": stage, **extra})
             txt = info.get("text")
-            if (cfg.no_answer == "retry" and isinstance(txt, dict) and txt.get("status") == "unparseable"
+            if (config.no_answer == "retry" and isinstance(txt, dict) and txt.get("status") == "unparseable"
                     and txt.get("answers") and all(a is None for a in txt["answers"])):
                 msg = (f"no answer from agent {name!r} on {date} at {stage} after {len(txt['answers'])} attempt(s) "
                        f"(API failure); the decision is not recorded")
@@ -516,7 +516,7 @@ def _run_locked(policy, name, spec, run_dir, cfg, profile, data, days, as_of, pl
     live_info = {
         "agent_spec": spec, "start": str(start.date()), "as_of": str(as_of_ts.date()),
         "n_decisions": len(base.records), "new_dates": new_dates, "replayed": len(decisions),
-        "replay_check": replay, "data": vintage, "journal": cfg.journal,
+        "replay_check": replay, "data": vintage, "journal": config.journal,
         "ceps_per_decision": [{"date": r["date"], "ceps": r.get("ceps"), "stage_scores": r.get("stage_scores")}
                               for r in base.records],
         "journal_repaired": journal.repaired, "elapsed_s": time.perf_counter() - t_start,

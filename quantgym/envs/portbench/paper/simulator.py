@@ -105,20 +105,20 @@ class DirectResult:
                 "first_decision": self.first_decision}
 
 
-def make_view(data, cfg: PortBenchConfig):
-    """The market view for ``cfg``: the paper view when a snapshot flag is on, else the clean one."""
+def make_view(data, config: PortBenchConfig):
+    """The market view for ``config``: the paper view when a snapshot flag is on, else the clean one."""
     from quantgym.envs.portbench.market import MarketView
     from quantgym.envs.portbench.paper.market import PaperMarketView
 
-    if cfg.paper.own_calendar_windows or cfg.paper.nan_corr_propagate:
-        return PaperMarketView(data, cfg)
-    return MarketView(data, cfg)
+    if config.paper.own_calendar_windows or config.paper.nan_corr_propagate:
+        return PaperMarketView(data, config)
+    return MarketView(data, config)
 
 
-def make_simulator(view, period: Period, cfg: PortBenchConfig) -> PaperSimulator:
+def make_simulator(view, period: Period, config: PortBenchConfig) -> PaperSimulator:
     """A :class:`PaperSimulator` over ``view`` (initial weights: EW over ``A`` before the start, §6.1)."""
-    return PaperSimulator(view.dates, view.returns0, period, equal_weight_start(view), cfg.costs, cfg.initial_nav,
-                          view.tickers, cfg.paper)
+    return PaperSimulator(view.dates, view.returns0, period, equal_weight_start(view), config.costs, config.initial_nav,
+                          view.tickers, config.paper)
 
 
 #: paper flags that change the market data itself (they are applied when the data are built)
@@ -178,11 +178,11 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
 
     t0 = time.perf_counter()
     flags = flags or PaperFidelity()
-    cfg = (config or PortBenchConfig()).replace(paper=flags, fidelity="paper" if flags.any else "clean")
+    config = (config or PortBenchConfig()).replace(paper=flags, fidelity="paper" if flags.any else "clean")
     per = resolve_period(period)
     data = paper_data_for(flags, data)
-    view = make_view(data, cfg)
-    sim = make_simulator(view, per, cfg)
+    view = make_view(data, config)
+    sim = make_simulator(view, per, config)
     pol = make_baseline(agent)
     pol.tickers = tuple(view.tickers)
     pol.paper = flags
@@ -196,7 +196,7 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
         sim.trade(w)
     sim.advance_to(sim.last_row)
     r = sim.daily_returns()
-    perf = dict(performance_summary(r, include_start=not flags.mdd_no_start_peak, rf=cfg.rf))
+    perf = dict(performance_summary(r, include_start=not flags.mdd_no_start_peak, rf=config.rf))
     perf.update({"ret_pct": 100 * perf["total_return"], "maxdd_pct": 100 * perf["max_drawdown"],
                  "vol_pct": 100 * perf["volatility"]})
     first = str(view.dates[sim.decision_rows[0]].date()) if sim.decision_rows.size else None

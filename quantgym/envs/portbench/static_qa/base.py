@@ -102,9 +102,9 @@ class TemplateOutput:
     metadata: dict
 
 
-def pick_single(rng: random.Random, pools: dict[str, tuple[str, ...]], cfg: QAConfig) -> list[str] | None:
+def pick_single(rng: random.Random, pools: dict[str, tuple[str, ...]], config: QAConfig) -> list[str] | None:
     """§9.2 T1–T3 asset choice: class from equities/crypto with prob. 0.8, else a non-text class; one ticker."""
-    if rng.random() < cfg.class_major_prob:
+    if rng.random() < config.class_major_prob:
         cls = rng.choice(TEXT_CLASSES)
     else:
         cls = rng.choice(NON_TEXT_CLASSES)

@@ -29,10 +29,10 @@ def _year_end(d: _dt.date) -> _dt.date:
     return _dt.date(d.year, 12, 31)
 
 
-def compute_splits(data: PortBenchData, cfg: QAConfig) -> tuple[tuple[str, _dt.date, _dt.date], ...]:
+def compute_splits(data: PortBenchData, config: QAConfig) -> tuple[tuple[str, _dt.date, _dt.date], ...]:
     """The train/val/test windows (spec §9.1).
 
-    Rule: from the span ``[start, end]`` (``start`` = ``max(cfg.data_start, first data date)``,
+    Rule: from the span ``[start, end]`` (``start`` = ``max(config.data_start, first data date)``,
     ``end`` = last data date), train ends at the year end of ``start + 70 %`` of the span, val at
     the year end of ``start + 85 %``, test runs to ``end`` (the repo's ``QAConfig.from_date_range``).
     On the bundle: train 2015-01-01..2022-12-31, val 2023-01-01..2024-12-31, test 2025-01-01..2025-12-31.
@@ -41,16 +41,16 @@ def compute_splits(data: PortBenchData, cfg: QAConfig) -> tuple[tuple[str, _dt.d
     -------
     tuple of (name, start, end) with :class:`datetime.date` bounds (inclusive).
     """
-    if cfg.splits is not None:
-        return tuple((str(n), pd.Timestamp(s).date(), pd.Timestamp(e).date()) for n, s, e in cfg.splits)
+    if config.splits is not None:
+        return tuple((str(n), pd.Timestamp(s).date(), pd.Timestamp(e).date()) for n, s, e in config.splits)
     first = data.dates[0].date()
-    start = first if cfg.data_start is None else max(pd.Timestamp(cfg.data_start).date(), first)
+    start = first if config.data_start is None else max(pd.Timestamp(config.data_start).date(), first)
     end = data.dates[-1].date()
     total = (end - start).days
     if total < 3 * 365:
         raise ValueError(f"QA splits need at least 3 years of data; got {start}..{end}")
-    tr_raw = start + _dt.timedelta(days=int(total * cfg.train_frac))
-    va_raw = start + _dt.timedelta(days=int(total * (cfg.train_frac + cfg.val_frac)))
+    tr_raw = start + _dt.timedelta(days=int(total * config.train_frac))
+    va_raw = start + _dt.timedelta(days=int(total * (config.train_frac + config.val_frac)))
     tr_end, va_end = _year_end(tr_raw), _year_end(va_raw)
     return (
         ("train", start, tr_end),
@@ -59,12 +59,12 @@ def compute_splits(data: PortBenchData, cfg: QAConfig) -> tuple[tuple[str, _dt.d
     )
 
 
-def candidate_order(data: PortBenchData, cfg: QAConfig) -> list[tuple[_dt.date, str]]:
+def candidate_order(data: PortBenchData, config: QAConfig) -> list[tuple[_dt.date, str]]:
     """§9.1 candidate decision dates in generation order.
 
     Weekdays (Mon–Fri) of each split; the paper puts dates with SPY or BTC text first, but the
     bundle has no text (§11.8), so each split is a single bucket; each bucket is shuffled with
-    ``random.Random(cfg.shuffle_seed + split_index)``; the splits are interleaved round-robin
+    ``random.Random(config.shuffle_seed + split_index)``; the splits are interleaved round-robin
     (train, val, test, train, ...), a split that runs out is skipped.
 
     Returns
@@ -72,9 +72,9 @@ def candidate_order(data: PortBenchData, cfg: QAConfig) -> list[tuple[_dt.date, 
     list of (date, split name)
     """
     buckets = []
-    for k, (name, s, e) in enumerate(compute_splits(data, cfg)):
+    for k, (name, s, e) in enumerate(compute_splits(data, config)):
         days = [ts.date() for ts in pd.bdate_range(s, e)]
-        random.Random(cfg.shuffle_seed + k).shuffle(days)
+        random.Random(config.shuffle_seed + k).shuffle(days)
         buckets.append((name, days))
     out: list[tuple[_dt.date, str]] = []
     longest = max((len(b) for _, b in buckets), default=0)
@@ -88,9 +88,9 @@ def candidate_order(data: PortBenchData, cfg: QAConfig) -> list[tuple[_dt.date, 
 class QAData:
     """Read-only arrays of a :class:`PortBenchData` prepared for QA contexts (one per data object)."""
 
-    def __init__(self, data: PortBenchData, cfg: QAConfig):
+    def __init__(self, data: PortBenchData, config: QAConfig):
         self.data = data
-        self.cfg = cfg
+        self.config = config
         self.dates64 = pd.DatetimeIndex(data.dates).as_unit("ns").asi8
         self.prices = np.asarray(data.prices, dtype=np.float64)
         self.returns = np.asarray(data.returns, dtype=np.float64)
@@ -100,9 +100,9 @@ class QAData:
         self.pools: dict[str, tuple[str, ...]] = {
             c: tuple(t for t, k in zip(data.tickers, data.asset_class) if k == c) for c in ASSET_CLASSES
         }
-        # §1.9: the regime is labelled on SPY (cfg.regime_ticker); a universe without it is refused
-        check_regime_ticker(cfg.regime_ticker, self.tickers, data.asset_class, config_name="QAConfig")
-        self.regime_ticker = cfg.regime_ticker
+        # §1.9: the regime is labelled on SPY (config.regime_ticker); a universe without it is refused
+        check_regime_ticker(config.regime_ticker, self.tickers, data.asset_class, config_name="QAConfig")
+        self.regime_ticker = config.regime_ticker
         self._regime_cache: dict[int, str] = {}
 
     # -- rows ----------------------------------------------------------------------------------
@@ -113,8 +113,8 @@ class QAData:
     def window_rows(self, d: _dt.date) -> tuple[int, int]:
         """Rows ``[lo, hi)`` dated in ``[d - 1 - window_days, d - 1]``, at most ``lookback`` of them."""
         hi = int(np.searchsorted(self.dates64, self._ns(d), side="left"))
-        first = self._ns(d - _dt.timedelta(days=1 + self.cfg.window_days))
-        lo = max(int(np.searchsorted(self.dates64, first, side="left")), hi - self.cfg.lookback)
+        first = self._ns(d - _dt.timedelta(days=1 + self.config.window_days))
+        lo = max(int(np.searchsorted(self.dates64, first, side="left")), hi - self.config.lookback)
         return lo, hi
 
     def regime_at_row(self, t: int) -> str:
@@ -131,7 +131,8 @@ class QAData:
         """Finite prices of ``ticker`` on rows dated in ``[d, d + horizon_days]`` (T1 truth only, §9.2)."""
         j = self.index[ticker]
         lo = int(np.searchsorted(self.dates64, self._ns(d), side="left"))
-        hi = int(np.searchsorted(self.dates64, self._ns(d + _dt.timedelta(days=self.cfg.horizon_days)), side="right"))
+        end = self._ns(d + _dt.timedelta(days=self.config.horizon_days))
+        hi = int(np.searchsorted(self.dates64, end, side="right"))
         p = self.prices[lo:hi, j]
         return p[np.isfinite(p)]
 
@@ -195,7 +196,7 @@ class QAContext:
 
     def has_prices(self, tickers) -> bool:
         """§9.1: every question asset has at least ``min_prices`` context prices."""
-        need = self.qd.cfg.min_prices
+        need = self.qd.config.min_prices
         return all(t in self.qd.index and np.isfinite(self.price_rows(t)).sum() >= need for t in tickers)
 
     def macro_dict(self) -> dict[str, float]:

@@ -69,20 +69,20 @@ class QAGenerator:
     ----------
     data : PortBenchData
         Market data (clean-mode arrays; the QA layer uses them in both fidelities).
-    cfg : QAConfig
+    config : QAConfig
     fidelity : {"clean", "paper"}
         ``paper``: T4 positional alignment with ddof-0 stds, gradient-free T5 SLSQP, the repo's T7
         wording. The paper-mode prompt leak is applied by :func:`~.prompt.render_prompt`.
     """
 
-    def __init__(self, data: PortBenchData, cfg: QAConfig | None = None, fidelity: str = "clean"):
+    def __init__(self, data: PortBenchData, config: QAConfig | None = None, fidelity: str = "clean"):
         if fidelity not in FIDELITIES:
             raise ValueError(f"fidelity must be one of {FIDELITIES}, got {fidelity!r}")
-        self.cfg = cfg or QAConfig()
+        self.config = config or QAConfig()
         self.fidelity = fidelity
-        self.qd = QAData(data, self.cfg)
-        self.splits = compute_splits(data, self.cfg)
-        self.order = candidate_order(data, self.cfg)
+        self.qd = QAData(data, self.config)
+        self.splits = compute_splits(data, self.config)
+        self.order = candidate_order(data, self.config)
         self._streams = {t: _Stream() for t in TEMPLATES}
         self._ctx: dict[_dt.date, object] = {}
         self._ids: dict[str, QAPair] = {}
@@ -100,20 +100,20 @@ class QAGenerator:
         """Produce the template's next pair (None when the cap is reached or the dates run out)."""
         st = self._streams[template]
         mod = TEMPLATE_MODULES[template]
-        cfg = self.cfg
+        config = self.config
         while not st.done:
-            if len(st.pairs) >= cfg.cap or st.pos >= len(self.order):
+            if len(st.pairs) >= config.cap or st.pos >= len(self.order):
                 st.done = True
                 break
             d, split = self.order[st.pos]
             st.pos += 1
             rng = random.Random(d.toordinal() + mod.SEED_OFFSET)
-            assets = mod.select(rng, self.qd.pools, cfg)
+            assets = mod.select(rng, self.qd.pools, config)
             if not assets:
                 continue
             ctx = self._context(d)
             seq = len(st.pairs)
-            out = mod.build(ctx, list(assets), seq, cfg, self.fidelity)
+            out = mod.build(ctx, list(assets), seq, config, self.fidelity)
             if out is None:
                 continue
             pair = QAPair(
@@ -238,11 +238,11 @@ class QAGenerator:
 
 
 @functools.lru_cache(maxsize=8)
-def _cached_generator(data: PortBenchData, cfg: QAConfig, fidelity: str) -> QAGenerator:
-    return QAGenerator(data, cfg, fidelity)
+def _cached_generator(data: PortBenchData, config: QAConfig, fidelity: str) -> QAGenerator:
+    return QAGenerator(data, config, fidelity)
 
 
-def get_generator(data: PortBenchData | None = None, cfg: QAConfig | None = None,
+def get_generator(data: PortBenchData | None = None, config: QAConfig | None = None,
                   fidelity: str = "clean") -> QAGenerator:
     """The process-wide cached :class:`QAGenerator` for (data object, config, fidelity).
 
@@ -250,7 +250,7 @@ def get_generator(data: PortBenchData | None = None, cfg: QAConfig | None = None
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity must be one of {FIDELITIES}, got {fidelity!r}")
-    return _cached_generator(load_portbench_data() if data is None else data, cfg or QAConfig(), fidelity)
+    return _cached_generator(load_portbench_data() if data is None else data, config or QAConfig(), fidelity)
 
 
 def dumps_jsonl(pairs: Iterable[QAPair]) -> bytes:

@@ -29,7 +29,7 @@ def direction_label(g: float, band: float = 0.01) -> str:
     return "flat"
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
     """Build the T1 pair for ``assets[0]`` at ``ctx.decision_date``; None if the date fails."""
     a = assets[0]
     if not ctx.has_prices([a]):
@@ -37,15 +37,15 @@ def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
     fut = ctx.qd.future_prices(a, ctx.decision_date)
     if fut.size < 2:
         return None
-    if fidelity == "clean" and fut.size <= cfg.horizon_rows:
+    if fidelity == "clean" and fut.size <= config.horizon_rows:
         # [project choice] clean mode: a horizon cut short by the END OF THE DATA (not by the 31-day
         # window) is no ground truth; the repo labels such dates from the few rows left
         last = ctx.qd.data.dates[-1].date()
-        if last < ctx.decision_date + _dt.timedelta(days=cfg.horizon_days):
+        if last < ctx.decision_date + _dt.timedelta(days=config.horizon_days):
             return None
-    k = min(cfg.horizon_rows, fut.size - 1)
+    k = min(config.horizon_rows, fut.size - 1)
     g = float(fut[k] / fut[0] - 1.0)
-    answer = direction_label(g, cfg.flat_band)
+    answer = direction_label(g, config.flat_band)
     p, r = ctx.prices(a), ctx.returns(a)
     hist = float(p[-1] / p[0] - 1.0)
     vol = ann_vol(r)
@@ -56,13 +56,13 @@ def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
         f"cumulative_return={hist:+.1%}, annualized_volatility={vol:.1%}\n"
         f"Macro context: {fmt_macro(ctx.macro_dict())}\n"
         f"Market regime: {ctx.regime}\n\n"
-        f"Predict whether the return of {a} over the next {cfg.horizon_rows} trading days will be: "
+        f"Predict whether the return of {a} over the next {config.horizon_rows} trading days will be: "
         f"positive (>+1%), negative (<-1%), or flat (within ±1%)."
     )
     summary = (f"{a} over past {n} days: cumulative return {hist:+.1%}, annualized vol {vol:.1%}. "
                f"Market regime: {ctx.regime}.")
     explanation = (f"P_0={fut[0]:.4f} (first price on/after {ctx.decision_date}), P_{k}={fut[k]:.4f}; "
-                   f"forward return {g:+.4%} -> '{answer}' (band ±{cfg.flat_band:.0%}).")
+                   f"forward return {g:+.4%} -> '{answer}' (band ±{config.flat_band:.0%}).")
     return TemplateOutput(question, answer, rnd(g), summary, explanation,
                           {"future_return": rnd(g), "horizon_rows": k, "hist_return": rnd(hist),
                            "annualized_vol": rnd(vol), "direction": answer})

@@ -16,15 +16,15 @@ SEED_OFFSET = 1
 select = pick_single
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
-    """Build the T2 pair; None if fewer than ``cfg.min_var_returns`` returns."""
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
+    """Build the T2 pair; None if fewer than ``config.min_var_returns`` returns."""
     a = assets[0]
     if not ctx.has_prices([a]):
         return None
     r = ctx.returns(a)
-    if r.size < cfg.min_var_returns:
+    if r.size < config.min_var_returns:
         return None
-    q = float(np.quantile(r, cfg.var_level))
+    q = float(np.quantile(r, config.var_level))
     question = (
         f"Asset: {a}\n"
         f"Daily returns (past {ctx.n_rows} trading days): count={r.size}, mean={r.mean():.6f}, "

@@ -22,26 +22,26 @@ def position_fraction(q01: float, limit: float = 0.10) -> float:
     return round(f, 4)
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
-    """Build the T3 pair; None if fewer than ``cfg.t3_min_returns`` returns."""
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
+    """Build the T3 pair; None if fewer than ``config.t3_min_returns`` returns."""
     a = assets[0]
     if not ctx.has_prices([a]):
         return None
     r = ctx.returns(a)
-    if r.size < cfg.t3_min_returns:
+    if r.size < config.t3_min_returns:
         return None
-    q01 = float(np.quantile(r, cfg.t3_var_level))
-    f = position_fraction(q01, cfg.t3_dd_limit)
+    q01 = float(np.quantile(r, config.t3_var_level))
+    f = position_fraction(q01, config.t3_dd_limit)
     question = (
         f"Asset: {a}\n"
         f"Daily returns (past {ctx.n_rows} trading days): mean={r.mean():.6f}, std={np.std(r, ddof=1):.6f}, "
         f"worst day={r.min():.6f}\n"
-        f"Maximum drawdown limit: {cfg.t3_dd_limit:.0%}\n"
+        f"Maximum drawdown limit: {config.t3_dd_limit:.0%}\n"
         f"Market regime: {ctx.regime}\n\n"
         f"What is the maximum fraction of capital (between 0 and 1) to put into {a} so that a loss equal to "
         f"its 99% one-day historical VaR stays within the drawdown limit?"
     )
-    summary = f"{a}: VaR99={q01:.4f}, max position size={f:.4f} (limit {cfg.t3_dd_limit:.0%})."
-    explanation = f"q_0.01 = {q01:.6f}; f = min(1, {cfg.t3_dd_limit} / |q_0.01|) = {f:.4f}."
+    summary = f"{a}: VaR99={q01:.4f}, max position size={f:.4f} (limit {config.t3_dd_limit:.0%})."
+    explanation = f"q_0.01 = {q01:.6f}; f = min(1, {config.t3_dd_limit} / |q_0.01|) = {f:.4f}."
     return TemplateOutput(question, f"{f:.4f}", f, summary, explanation,
                           {"var99": rnd(q01, 8), "fraction": f, "n_returns": int(r.size)})

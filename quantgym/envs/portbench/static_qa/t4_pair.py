@@ -5,7 +5,7 @@ minimum-variance weights. Truth: ``w_1 = (s_2² - c) / (s_1² + s_2² - 2c)`` (0
 below 1e-12), ``w_2 = 1 - w_1``, each clamped at 0, renormalised, round 4.
 
 - clean mode [project choice, Appendix A]: the two return series aligned **by date** (rows where both
-  exist, at least ``cfg.t4_min_common``), ``s`` and ``c`` both with ddof 1;
+  exist, at least ``config.t4_min_common``), ``s`` and ``c`` both with ddof 1;
 - paper mode: the two series aligned **by position** (equal lengths required), ``s`` population std
   (ddof 0), ``c`` sample covariance (ddof 1).
 
@@ -31,10 +31,10 @@ def restrict(question: str) -> str:
     return "\n".join(ln for ln in question.split("\n") if not ln.startswith("Covariance("))
 
 
-def select(rng, pools, cfg):
+def select(rng, pools, config):
     """§9.2 T4: one of equities/crypto, then (50 %) any other class or (50 %) a non-text class."""
     c1 = rng.choice(TEXT_CLASSES)
-    if rng.random() < cfg.t4_other_prob:
+    if rng.random() < config.t4_other_prob:
         c2 = rng.choice([c for c in ASSET_CLASSES if c != c1])
     else:
         c2 = rng.choice(NON_TEXT_CLASSES)
@@ -70,17 +70,17 @@ def min_variance_pair(s1: float, s2: float, c: float, degenerate: float = 1e-12)
     return round(w1, 4), round(w2, 4)
 
 
-def pair_moments(ctx, a1: str, a2: str, cfg, fidelity: str):
+def pair_moments(ctx, a1: str, a2: str, config, fidelity: str):
     """Aligned returns and (s1, s2, c) per the mode's rule; None if the pair fails."""
     if fidelity == "paper":
         x1, x2 = ctx.returns(a1), ctx.returns(a2)
-        if x1.size != x2.size or x1.size < cfg.t4_min_common:
+        if x1.size != x2.size or x1.size < config.t4_min_common:
             return None
         s1, s2 = float(np.std(x1, ddof=0)), float(np.std(x2, ddof=0))
     else:
         r1, r2 = ctx.return_rows(a1), ctx.return_rows(a2)
         m = np.isfinite(r1) & np.isfinite(r2)
-        if m.sum() < cfg.t4_min_common:
+        if m.sum() < config.t4_min_common:
             return None
         x1, x2 = r1[m], r2[m]
         s1, s2 = float(np.std(x1, ddof=1)), float(np.std(x2, ddof=1))
@@ -88,17 +88,17 @@ def pair_moments(ctx, a1: str, a2: str, cfg, fidelity: str):
     return x1, x2, s1, s2, c
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
     """Build the T4 pair; None if the context or the alignment fails."""
     a1, a2 = assets
     if a1 == a2 or not ctx.has_prices(assets):
         return None
-    mom = pair_moments(ctx, a1, a2, cfg, fidelity)
+    mom = pair_moments(ctx, a1, a2, config, fidelity)
     if mom is None:
         return None
     x1, x2, s1, s2, c = mom
     corr = c / (s1 * s2) if s1 * s2 > 0 else 0.0
-    w1, w2 = min_variance_pair(s1, s2, c, cfg.t4_degenerate)
+    w1, w2 = min_variance_pair(s1, s2, c, config.t4_degenerate)
     answer = fmt_weights(assets, (w1, w2))
     if fidelity == "paper":  # the repo's precision (a cash ETF's covariance prints as 0.000000)
         sf, mf, cf = f"{s1:.4f}", f"{x1.mean():.4f}", f"{c:.6f}"

@@ -39,7 +39,7 @@ def restrict(question: str) -> str:
     return "\n".join(out)
 
 
-def select(rng, pools, cfg):
+def select(rng, pools, config):
     """§9.2 T5: one ticker each from equities, crypto and two random other classes."""
     return pick_four(rng, pools)
 
@@ -89,18 +89,18 @@ def max_sharpe_rf(mu: np.ndarray, cov: np.ndarray, rf: float = 0.04, fidelity: s
     return (ew, False) if w is None else (w, True)
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
-    """Build the T5 pair; None if fewer than ``cfg.t5_min_common`` common dates."""
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
+    """Build the T5 pair; None if fewer than ``config.t5_min_common`` common dates."""
     if len(set(assets)) != len(assets) or not ctx.has_prices(assets):
         return None
     R = np.column_stack([ctx.return_rows(a) for a in assets])
     R = R[np.isfinite(R).all(axis=1)]
-    if R.shape[0] < cfg.t5_min_common:
+    if R.shape[0] < config.t5_min_common:
         return None
     mu = R.mean(axis=0) * 252.0
     cov = np.cov(R, rowvar=False, ddof=1) * 252.0
-    rf = cfg.t5_rf
-    w_opt, solved = max_sharpe_rf(mu, cov, rf, fidelity, cfg.t5_nonpositive_ew)
+    rf = config.t5_rf
+    w_opt, solved = max_sharpe_rf(mu, cov, rf, fidelity, config.t5_nonpositive_ew)
     w4 = [round(float(x), 4) for x in w_opt]
     port_ret = float(w_opt @ mu)
     port_vol = float(np.sqrt(max(float(w_opt @ cov @ w_opt), 0.0)))  # round-off on a singular Σ

@@ -18,10 +18,10 @@ TEMPLATE = "T7"
 SEED_OFFSET = 6  # unused: T7 always uses the regime ticker (QAConfig.regime_ticker, SPY)
 
 
-def select(rng, pools, cfg):
+def select(rng, pools, config):
     """§9.2 T7 uses the regime ticker (``QAConfig.regime_ticker``, SPY; the context refuses a universe
     without it)."""
-    return [cfg.regime_ticker]
+    return [config.regime_ticker]
 
 
 def allocation_string(regime: str) -> str:
@@ -29,7 +29,7 @@ def allocation_string(regime: str) -> str:
     return ", ".join(f"{c}: {d}" for c, d in T7_DIRECTIONS[regime].items())
 
 
-def build(ctx, assets, seq, cfg, fidelity) -> TemplateOutput | None:
+def build(ctx, assets, seq, config, fidelity) -> TemplateOutput | None:
     """Build the T7 pair; None if the indicator lacks context prices."""
     a = assets[0]
     if not ctx.has_prices([a]):
