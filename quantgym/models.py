@@ -26,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from quantgym.config import Config
 
-__all__ = ["FeeModel", "ImportableModel", "FlatFee", "load_model", "build_model", "describe_model", "fee_parts",
-           "BUILTIN_MODELS"]
+__all__ = ["FeeModel", "MarketImpactModel", "ImportableModel", "FlatFee", "load_model", "build_model",
+           "describe_model", "fee_parts", "impact_fill", "BUILTIN_MODELS"]
 
 
 @runtime_checkable
@@ -47,6 +47,31 @@ class FeeModel(Protocol):
     """
 
     def order_fee(self, value: float, side: int, day: str) -> Any: ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class MarketImpactModel(Protocol):
+    """What an impact (fill) model implements (Quant-Arena's ``impact`` field, in place of spec §10.8's book).
+
+    ``fill(side, qty, price, sigma, adv, limit, day)`` -> ``(filled, value)``: the shares of an order of
+    ``qty`` shares that fill (``0 <= filled <= qty``; the rest is dropped) and their value in CNY (the
+    impact is ``value − filled·price`` for a buy, ``filled·price − value`` for a sell).
+
+    - ``side``: +1 buy, −1 sell; ``price``: the raw open of the execution day (the reference price).
+    - ``sigma``, ``adv``: the order's daily log-return volatility and average daily volume (shares) up to
+      the decision date, as spec §10.8 computes them for the simulated book.
+    - ``limit``: the day's up-limit (buy) or down-limit (sell) in CNY, NaN for none.
+    - ``day``: execution day, ISO ``YYYY-MM-DD``.
+
+    A buy asks for the fill of the affordable quantity, rounds it down to lots and prices that quantity
+    (one lot less at a time until it fits the cash): a model should fill any smaller quantity in full.
+    ``describe()``: one line for the brief.
+    """
+
+    def fill(self, side: int, qty: float, price: float, sigma: float, adv: float, limit: float,
+             day: str) -> tuple[float, float]: ...
 
     def describe(self) -> str: ...
 
@@ -137,23 +162,28 @@ class ImportableModel(Config, version="importable-1"):
         return describe_model(self.build(), self.class_path, self.kwargs, style)
 
 
-def build_model(model: Any, builtin: type) -> Any:
+_PROTOCOLS = {"order_fee": ("fee", "order_fee(value, side, day)", "FeeModel"),
+              "fill": ("impact", "fill(side, qty, price, sigma, adv, limit, day)", "MarketImpactModel")}
+
+
+def build_model(model: Any, builtin: type, method: str = "order_fee") -> Any:
     """``model`` ready to run: an :class:`ImportableModel` is built, anything else returned as is.
 
-    ``builtin`` is the task's own model class (its kernels run it); any other object must implement
-    :class:`FeeModel`'s ``order_fee``.
+    ``builtin`` is the task's own model class (its kernels run it); any other object must have the
+    protocol's ``method``: ``"order_fee"`` (:class:`FeeModel`) or ``"fill"`` (:class:`MarketImpactModel`).
 
     Raises
     ------
     ValueError
-        One line: a bad class path, or an object without ``order_fee``.
+        One line: a bad class path, or an object without the method.
     """
     obj = model.build() if isinstance(model, ImportableModel) else model
     if isinstance(obj, builtin):
         return obj
-    if not callable(getattr(obj, "order_fee", None)):
+    if not callable(getattr(obj, method, None)):
+        kind, sig, proto = _PROTOCOLS[method]
         where = model.class_path if isinstance(model, ImportableModel) else type(obj).__name__
-        raise ValueError(f"fee model {where}: has no order_fee(value, side, day) method (quantgym.models.FeeModel)")
+        raise ValueError(f"{kind} model {where}: has no {sig} method (quantgym.models.{proto})")
     return obj
 
 
@@ -171,6 +201,26 @@ def fee_parts(model: Any, value: float, side: int, day: str) -> tuple[float, flo
         raise ValueError(f"fee model {type(model).__name__}: order_fee({value}, {side}, {day!r}) returned {out!r} "
                          "(a fee >= 0, or (commission, transfer, stamp))")
     return parts  # type: ignore[return-value]
+
+
+def impact_fill(model: Any, side: int, qty: float, price: float, sigma: float, adv: float, limit: float,
+                day: str) -> tuple[float, float]:
+    """``model.fill(...)`` (:class:`MarketImpactModel`) as two floats.
+
+    Raises
+    ------
+    ValueError
+        One line: ``filled`` outside ``[0, qty]`` or a value that is not finite and >= 0.
+    """
+    out = model.fill(int(side), float(qty), float(price), float(sigma), float(adv), float(limit), day)
+    try:
+        filled, value = (float(x) for x in out)
+    except (TypeError, ValueError):
+        filled = value = math.nan
+    if not (0.0 <= filled <= qty + 1e-9 and math.isfinite(value) and value >= 0):
+        raise ValueError(f"impact model {type(model).__name__}: fill({side}, {qty}, {price}, ..., {day!r}) returned "
+                         f"{out!r} (filled in [0, qty] and a value >= 0)")
+    return filled, value
 
 
 def describe_model(obj: Any, class_path: str = "", kwargs: dict | None = None, style: str | None = None) -> str:

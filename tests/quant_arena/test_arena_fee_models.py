@@ -23,6 +23,24 @@ class SpecFeesInPython:
         return ArenaCostModel().order_fee(value, side, day)
 
 
+class FullFillAtOpen:
+    """An impact model of this module: every order fills in full at the open (what ImpactModel.off() does)."""
+
+    def fill(self, side, qty, price, sigma, adv, limit, day):
+        return qty, qty * price
+
+
+class TenBpSpread:
+    """An impact model of this module: every order fills in full, 10 bp worse than the open."""
+
+    def fill(self, side, qty, price, sigma, adv, limit, day):
+        assert sigma > 0 and adv >= 0 and len(day) == 10  # the §10.8 inputs reach the model
+        return qty, qty * price * (1 + side * 0.001)
+
+    def describe(self):
+        return "fills 10 bp worse than the open"
+
+
 FLAT = ImportableModel("quantgym.models:FlatFee", {"per_order": 7.0, "currency": "CNY"})
 
 
@@ -118,3 +136,24 @@ def test_the_cost_model_example_of_docs_quant_arena_md_runs_as_written(tmp_path,
                       impact=ImpactModel.off(), cost=env.config.cost)
     assert acc.fees.tolist() == [7.0] and acc.nav[-1] == 10_000.0 - 7.0
     sys.modules.pop("my_fees", None)
+
+
+def test_a_user_impact_model_fills_the_orders(small_real, tmp_path):
+    d0, n = window_rows(small_real, "2024-01-01", "2024-02-29")
+    sc = np.random.default_rng(5).normal(size=(n, small_real.N))
+    off = run_account(small_real, d0, n, sc, impact=ImpactModel.off(), record_trades=True)
+    full = run_account(small_real, d0, n, sc, impact=ImportableModel(f"{__name__}:FullFillAtOpen"), record_trades=True)
+    assert np.array_equal(full.nav, off.nav) and full.trades == off.trades
+    spread = run_account(small_real, d0, n, sc, impact=ImportableModel(f"{__name__}:TenBpSpread"), cost=FLAT,
+                         record_trades=True)
+    assert spread.trades and all(t["filled"] == t["want"] or t["side"] == "buy" for t in spread.trades)
+    expected = sum(t["filled"] * t["price"] * 0.001 for t in spread.trades)  # 10 bp of each fill at the open
+    assert spread.impact.sum() == pytest.approx(expected, rel=1e-9)
+    assert spread.fees.sum() == 7.0 * len(spread.trades)
+    env = QuantArenaEnv("oneshot", small_real, record_dir=tmp_path, executor="inprocess",
+                        impact=ImportableModel(f"{__name__}:TenBpSpread"), **SMALL_WINDOWS)
+    text, _ = env.reset(seed=0)
+    assert "fills 10 bp worse than the open" in text
+    assert read_record(env.record_path)[0]["config"]["impact"]["class_path"] == f"{__name__}:TenBpSpread"
+    with pytest.raises(ValueError, match="has no fill\\(side, qty, price, sigma, adv, limit, day\\) method"):
+        run_account(small_real, d0, n, sc, impact=ImportableModel(f"{__name__}:SpecFeesInPython"))

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.jit import interpreted, njit
-from quantgym.models import ImportableModel, build_model, fee_parts
+from quantgym.models import ImportableModel, build_model, fee_parts, impact_fill
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel
 from .data import ArenaDataset
@@ -117,8 +117,8 @@ class AccountResult:
 
 
 def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
-                cost: ArenaCostModel | ImportableModel | None = None, impact: ImpactModel | None = None,
-                record_trades: bool = False) -> AccountResult:
+                cost: ArenaCostModel | ImportableModel | None = None,
+                impact: ImpactModel | ImportableModel | None = None, record_trades: bool = False) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
     The selections (§10.5) are made here, vectorised per day; the day loop itself is
@@ -139,7 +139,8 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         Defaults = spec (``qa-v1``). ``cost`` may also be an :class:`~quantgym.models.ImportableModel` (or
         any object with :class:`~quantgym.models.FeeModel`'s ``order_fee``): the day loop then runs
         interpreted with that model pricing each order (slower; the book walk stays compiled), and a
-        float fee is booked as commission.
+        float fee is booked as commission. ``impact`` likewise (:class:`~quantgym.models.MarketImpactModel`'s
+        ``fill``): it fills each order in place of the simulated book, given the book's σ and ADV.
     record_trades : bool
         Keep a per-order log in ``AccountResult.trades`` (tests, diagnostics).
 
@@ -156,7 +157,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     """
     ex = execution or ExecutionModel()
     cost = build_model(cost or ArenaCostModel(), ArenaCostModel)
-    impact = impact or ImpactModel()
+    impact = build_model(impact or ImpactModel(), ImpactModel, "fill")
     scores = np.asarray(scores, dtype=np.float64)
     if scores.shape != (n, ds.N):
         raise ValueError(f"scores must have shape {(n, ds.N)}, got {scores.shape}")
@@ -175,18 +176,22 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     sel_ptr[1:] = np.cumsum([s.size for s in sels])
     sel_idx = np.concatenate(sels).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
     days = ds.dates[d0 + 1:d0 + n + 1]
-    kernel = _account_days
+    user = {}  # the kernel's helpers that a user model replaces (the loop then runs interpreted)
     if isinstance(cost, ArenaCostModel):  # the spec's fees (§10.9), compiled
         rates = np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
                          dtype=np.float64).reshape(n, 2)
         fee_args = (bool(cost.enabled), float(cost.commission_rate), float(cost.commission_min))
-    else:  # a user fee model: the same loop, interpreted, each order priced by the model
+    else:  # a user fee model prices each order
         rates, fee_args = np.zeros((n, 2)), (True, 0.0, 0.0)
-        kernel = interpreted(_account_days, _day_fees=_model_fees(cost, [str(d) for d in days]))
+        user["_day_fees"] = _model_fees(cost, [str(d) for d in days])
+    imp_args = impact_args(impact if isinstance(impact, ImpactModel) else ImpactModel())
+    if not isinstance(impact, ImpactModel):  # a user impact model fills each order (σ, ADV of §10.8 given)
+        user["_order_book"], user["_book_fill"] = _model_book(impact, [str(d) for d in ds.dates])
+    kernel = interpreted(_account_days, **user) if user else _account_days
     daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = kernel(
         d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
         ds.has_row, up, down, base, lr, vol, rates, top_n, float(ex.rebalance_band), float(ex.lot),
-        float(ex.initial_capital), impact_args(impact), fee_args, bool(record_trades))
+        float(ex.initial_capital), imp_args, fee_args, bool(record_trades))
     if err:
         day = ds.dates[d0 + err_day]
         raise AssertionError(f"cash went negative ({path[1, err_day]}) on {day}" if err == 1
@@ -223,6 +228,40 @@ def _model_fees(model: object, days: list[str]):
         return fee_parts(model, value, side, days[kk]) if value > 0 else (0.0, 0.0, 0.0)
 
     return day_fees
+
+
+@njit
+def _order_book(side: int, P: float, limit: float, t: int, j: int, lr: np.ndarray, vol: np.ndarray,
+                imp: tuple) -> tuple[float, float, float]:
+    """The simulated book ``(Δ, q, L)`` of one order of column ``j`` decided at row ``t`` (spec §10.8;
+    ``imp`` = :func:`~quantgym.envs.quant_arena.exchange.impact_args`); ``(0, 0, 0)`` with impact off."""
+    imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
+    if not imp_on:
+        return 0.0, 0.0, 0.0
+    sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+    return book_levels_kernel(side, P, sig, adv, limit, levels, k_s, k_d, tick)
+
+
+@njit
+def _book_fill(side: int, qty: float, P: float, book: tuple, imp: tuple) -> tuple[float, float]:
+    """Shares filled and their value (CNY) for ``qty`` shares on the book of :func:`_order_book`."""
+    return fill_kernel(side, qty, P, book[0], book[1], book[2], imp[0])
+
+
+def _model_book(model: object, dates: list[str]):
+    """:func:`_order_book` and :func:`_book_fill` of a user impact model
+    (:class:`quantgym.models.MarketImpactModel`): the "book" is the order's σ, ADV, limit and execution
+    row, and ``model.fill(side, qty, price, sigma, adv, limit, day)`` fills it."""
+    W, min_obs, vol_default, Wa = impact_args(ImpactModel())[5:]
+
+    def order_book(side, P, limit, t, j, lr, vol, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
+        sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+        return sig, adv, limit, t + 1
+
+    def book_fill(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
+        return impact_fill(model, side, qty, P, book[0], book[1], book[2], dates[book[3]]) if qty > 0 else (0.0, 0.0)
+
+    return order_book, book_fill
 
 # Field indices of the kernel's outputs.
 _NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
@@ -295,7 +334,6 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     stale, n_stale             (k, column, shares) of held names whose rows ended, and how many
     err, err_day : int         0, or 1 (cash negative) / 2 (T+1) and the day k where it happened
     """
-    imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
     N = O.shape[1]
     daily = np.zeros((6, n))
     counts = np.zeros((6, n), dtype=np.int64)
@@ -353,11 +391,8 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     continue
                 if bought_day[j] >= k:
                     return daily, counts, path, shares, trades, n_trades, stale, n_stale, 2, k
-                delta = q = L = 0.0
-                if imp_on:
-                    sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
-                    delta, q, L = book_levels_kernel(-1, P, sig, adv, dn, levels, k_s, k_d, tick)
-                filled, value = fill_kernel(-1, want, P, delta, q, L, imp_on)
+                book = _order_book(-1, P, dn, t, j, lr, vol, imp)
+                filled, value = _book_fill(-1, want, P, book, imp)
                 if filled <= 0:
                     counts[_PARTIAL, kk] += 1
                     continue
@@ -390,12 +425,9 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             if not room:
                 continue
             need = vstar - value_held
-            delta = q = L = 0.0
-            if imp_on:
-                sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
-                delta, q, L = book_levels_kernel(+1, P, sig, adv, u, levels, k_s, k_d, tick)
+            book = _order_book(+1, P, u, t, j, lr, vol, imp)
             want = nan_maximum(lot * np.floor(nan_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
-            f1 = (nan_minimum(want, L * q) if imp_on else want) if want > 0 else 0.0  # the walk's fill
+            f1 = _book_fill(+1, want, P, book, imp)[0]  # the walk's fill
             top = lot * np.floor(f1 / lot + 1e-12)
             lots = int(round(top / lot))
             filled = top
@@ -404,7 +436,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                 if not filled > 0:
                     filled = 0.0
                     break
-                value = fill_kernel(+1, filled, P, delta, q, L, imp_on)[1]
+                value = _book_fill(+1, filled, P, book, imp)[1]
                 c1, c2, c3 = _day_fees(value, +1, kk, fee, rates)
                 total = value + c1 + c2 + c3
                 if total <= cash + 1e-9:

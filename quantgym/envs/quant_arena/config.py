@@ -390,7 +390,9 @@ class ArenaConfig(Config, version=ARENA_VERSION):
     #: the fee model: the spec's :class:`ArenaCostModel` (compiled), or an :class:`~quantgym.models.ImportableModel`
     #: naming a class that implements :class:`quantgym.models.FeeModel` (docs/quant_arena.md, "Your own cost model")
     cost: ArenaCostModel | ImportableModel = field(default_factory=ArenaCostModel)
-    impact: ImpactModel = field(default_factory=ImpactModel)
+    #: the impact (fill) model: the spec's simulated book :class:`ImpactModel` (compiled), or an
+    #: :class:`~quantgym.models.ImportableModel` naming a :class:`quantgym.models.MarketImpactModel` class
+    impact: ImpactModel | ImportableModel = field(default_factory=ImpactModel)
     execution: ExecutionModel = field(default_factory=ExecutionModel)
     scoring: ArenaScoringConfig = field(default_factory=ArenaScoringConfig)
     sandbox: ArenaSandboxLimits = field(default_factory=ArenaSandboxLimits)

@@ -92,7 +92,7 @@ class QuantArenaEnv(gym.Env):
         (or ``windows=Windows(...)``).
     cost, impact, execution, scoring, sandbox : config objects (``ArenaCostModel.off()`` and
         ``ImpactModel.off()`` switch costs/impact off): aliases that set the fields of ``config`` of the same
-        name. ``cost`` may name a user fee model (:class:`~quantgym.models.ImportableModel`).
+        name. ``cost`` and ``impact`` may name user models (:class:`~quantgym.models.ImportableModel`).
     record_dir : path — folder of the JSONL run records (default: system temp); ``False``: no record.
     max_candidates : int — research budget (5).
     executor : {"sandbox", "inprocess"} — ``inprocess`` is for trusted code only (tests).
@@ -150,7 +150,8 @@ class QuantArenaEnv(gym.Env):
             import dataclasses
 
             w = dataclasses.replace(w, **over)
-        for name, obj, typ in (("cost", cost, (ArenaCostModel, ImportableModel)), ("impact", impact, ImpactModel),
+        for name, obj, typ in (("cost", cost, (ArenaCostModel, ImportableModel)),
+                               ("impact", impact, (ImpactModel, ImportableModel)),
                                ("execution", execution, ExecutionModel), ("scoring", scoring, ArenaScoringConfig),
                                ("sandbox", sandbox, ArenaSandboxLimits)):
             if obj is not None and not isinstance(obj, typ):
