@@ -99,8 +99,7 @@ class FlatFee:
 #: same class path builds, and what runs when a config keeps its default
 BUILTIN_MODELS: dict[str, dict[str, str]] = {
     "quant_arena": {"fee": "quantgym.envs.quant_arena.config:ArenaCostModel",
-                    "impact": "quantgym.envs.quant_arena.config:ImpactModel",
-                    "fill": "quantgym.envs.quant_arena.config:ExecutionModel"},
+                    "impact": "quantgym.envs.quant_arena.config:ImpactModel"},
     "portbench": {"fee": "quantgym.envs.portbench.config:PortBenchCostModel"},
 }
 
