@@ -136,7 +136,7 @@ class Task:
     schemes : agent spec scheme -> ``"module:function"`` of a factory ``f(argument, task=..., **options)``
         that only this task has (PortBench: ``sb3:PATH``); ``openai:`` and ``replay:`` are generic.
     sweep : ``"module:attribute"`` of the task's sweep hooks (shared data, per-run evaluation, gates),
-        or None: the sweep then runs a generic episode (total reward, steps, last info).
+        or None: each run is then one :func:`quantgym.evaluation.evaluate` episode (its ``EvalResult``).
     columns : extra result columns the task writes (documentation of its results).
     sharpe_note : ``"module:attribute"`` of a one-line text starting with ``"Sharpe = "``: how the task computes
         the Sharpe ratio of ``summary.csv`` (risk-free rate, days a year); tables that show Sharpes of several

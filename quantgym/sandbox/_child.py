@@ -365,6 +365,30 @@ def _prune_sys_path(code_roots, excluded) -> None:
     sys.path_importer_cache.clear()
 
 
+def _install_kernel_layers(code_roots, excluded, package_roots, readable) -> dict:
+    """Install the optional kernel layers (Landlock, seccomp); the run goes on without a refused one.
+
+    Returns ``{"landlock": ABI version or 0, "seccomp": bool}`` plus ``"landlock_error"`` /
+    ``"seccomp_error"`` (``"<ExceptionType>: <text>"``, one line) for a layer whose install raised, so
+    the run's ``details`` say why the layer is missing.
+    """
+    out: dict = {"landlock": 0, "seccomp": False}
+    try:
+        ll_dirs, ll_files, ll_list = _landlock_paths(code_roots, excluded, package_roots, readable)
+        out["landlock"] = int(_landlock.install(ll_dirs, ll_files, ll_list))
+    except Exception as exc:  # noqa: BLE001 - optional hardening layer: recorded, not fatal
+        out["landlock_error"] = _layer_error(exc)
+    try:
+        out["seccomp"] = bool(_seccomp.install())
+    except Exception as exc:  # noqa: BLE001 - optional hardening layer: recorded, not fatal
+        out["seccomp_error"] = _layer_error(exc)
+    return out
+
+
+def _layer_error(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+
+
 def _landlock_paths(code_roots, excluded, package_roots, readable) -> tuple[list, list, list]:
     """(readable dirs, readable files, list-only dirs) for the Landlock layer.
 
@@ -580,21 +604,12 @@ def main() -> None:  # noqa: C901 - one linear protocol
         _set_rlimits(limits)
     except (OSError, ValueError) as exc:
         send("crashed", f"crashed: sandbox could not set resource limits: {exc}")
-    try:
-        ll_dirs, ll_files, ll_list = _landlock_paths(code_roots, excluded, package_roots, readable)
-        landlock_abi = _landlock.install(ll_dirs, ll_files, ll_list)
-    except Exception:  # noqa: BLE001 - optional hardening layer
-        landlock_abi = 0
-    try:
-        seccomp_ok = _seccomp.install()
-    except Exception:  # noqa: BLE001 - optional hardening layer
-        seccomp_ok = False
+    extra = _install_kernel_layers(code_roots, excluded, package_roots, readable)
     _disable_unaudited(violations)
     _policy.guard_stat()
     _policy.install(hook, allowed)
     cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
-    extra = {"seccomp": bool(seccomp_ok), "landlock": int(landlock_abi), "frame_policy": not allow_frames,
-             "startup_seconds": round(time.monotonic() - t_child0, 4)}
+    extra.update(frame_policy=not allow_frames, startup_seconds=round(time.monotonic() - t_child0, 4))
 
     # ---- untrusted phase
     value = None

@@ -254,6 +254,21 @@ def _reap_group(leader: int) -> None:
         _killpg(leader)  # a grandchild re-parented meanwhile
 
 
+def _child_details(extra: dict) -> dict:
+    """The child's diagnostics that enter ``SandboxResult.details``, type-checked (the child is untrusted):
+    the kernel layers in force and their timings, and the one-line reason of a layer whose install failed."""
+    out = {}
+    for k in ("seccomp", "landlock", "frame_policy", "startup_seconds", "agent_cpu_seconds"):
+        v = extra.get(k)
+        if type(v) in (bool, int, float):
+            out[k] = v
+    for k in ("landlock_error", "seccomp_error"):
+        v = extra.get(k)
+        if isinstance(v, str):
+            out[k] = " ".join(v.split())[:500]
+    return out
+
+
 def run_in_sandbox(
     source: str,
     runner: str,
@@ -465,10 +480,7 @@ def run_in_sandbox(
         truncated = True
     extra = env.get("extra")
     if isinstance(extra, dict):
-        for k in ("seccomp", "landlock", "frame_policy", "startup_seconds", "agent_cpu_seconds"):
-            v = extra.get(k)
-            if type(v) in (bool, int, float):
-                details[k] = v
+        details.update(_child_details(extra))
     if status == "ok":
         return result("ok", "ok", None, env.get("value"))
     return result(status, message, tb)

@@ -40,6 +40,12 @@ def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
 
+def _refused(libc, step: str):
+    """Raise the OSError of a refused kernel call (its errno, read right after the call)."""
+    err = ctypes.get_errno()
+    raise OSError(err, f"{step} refused: {os.strerror(err)}")
+
+
 def abi_version() -> int:
     """Landlock ABI version of the running kernel (0 when unavailable)."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64", "aarch64", "arm64"):
@@ -65,7 +71,13 @@ def install(read_dirs: list[str], read_files: list[str], list_dirs: list[str] = 
     Returns
     -------
     int
-        The Landlock ABI version enforced, or 0 when Landlock is unavailable or the kernel refused.
+        The Landlock ABI version enforced, or 0 when Landlock is unavailable.
+
+    Raises
+    ------
+    OSError
+        The kernel refused a step (ruleset creation, ``no_new_privs`` or ``landlock_restrict_self``):
+        the error names the step and carries its errno.
     """
     abi = abi_version()
     if abi <= 0:
@@ -84,7 +96,7 @@ def install(read_dirs: list[str], read_files: list[str], list_dirs: list[str] = 
     rfd = libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size),
                        ctypes.c_uint32(0))
     if rfd < 0:
-        return 0
+        _refused(libc, "landlock_create_ruleset")
     try:
         for paths, access in ((read_dirs, _READ_FILE | _READ_DIR), (read_files, _READ_FILE), (list_dirs, _READ_DIR)):
             for p in paths:
@@ -105,9 +117,9 @@ def install(read_dirs: list[str], read_files: list[str], list_dirs: list[str] = 
                     os.close(fd)
         pr_set_no_new_privs = 38
         if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-            return 0
+            _refused(libc, "prctl(PR_SET_NO_NEW_PRIVS)")
         if libc.syscall(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(rfd), ctypes.c_uint32(0)) != 0:
-            return 0
+            _refused(libc, "landlock_restrict_self")
         return abi
     finally:
         os.close(rfd)

@@ -124,7 +124,8 @@ def supported() -> bool:
 def install() -> bool:
     """Install the filter on every thread of this process; True when installed.
 
-    Returns False (and changes nothing) on unsupported platforms or when the kernel refuses.
+    Returns False (and changes nothing) on unsupported platforms. Raises ``OSError`` (the refused
+    call and its errno) when the kernel refuses ``no_new_privs`` or the filter.
     """
     if not supported():
         return False
@@ -139,8 +140,12 @@ def install() -> bool:
     fprog = SockFprog(n, ctypes.cast(buf, ctypes.c_void_p))
     pr_set_no_new_privs = 38
     if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_NO_NEW_PRIVS) refused: {os.strerror(err)}")
     seccomp_set_mode_filter, filter_flag_tsync = 1, 1
     rc = libc.syscall(ctypes.c_long(_X86_64["seccomp"]), ctypes.c_uint(seccomp_set_mode_filter),
                       ctypes.c_uint(filter_flag_tsync), ctypes.byref(fprog))
-    return rc == 0
+    if rc != 0:  # with TSYNC a positive rc is the id of a thread that could not be synchronised
+        err = ctypes.get_errno()
+        raise OSError(err, f"seccomp(SECCOMP_SET_MODE_FILTER) refused (rc {rc}): {os.strerror(err)}")
+    return True

@@ -103,3 +103,48 @@ def test_sandbox_reports_the_layers_it_installed():
     assert r.ok
     assert r.details["seccomp"] is _seccomp.supported()
     assert r.details["landlock"] == _landlock.abi_version()
+    assert "landlock_error" not in r.details and "seccomp_error" not in r.details
+
+
+@pytest.mark.skipif(not _seccomp.supported(), reason="seccomp filter is encoded for Linux x86-64 only")
+def test_a_refused_seccomp_install_raises_with_the_kernels_reason(tmp_path):
+    """The filter forbids stacking another filter: a second install is a real kernel refusal (EPERM)."""
+    res = _child(
+        """
+        import json
+        from quantgym.sandbox import _seccomp
+        out = {"first": _seccomp.install()}
+        try:
+            _seccomp.install()
+        except OSError as exc:
+            out["second"] = [type(exc).__name__, exc.errno, str(exc)]
+        print(json.dumps(out))
+        """, tmp_path)
+    assert res["first"] is True
+    name, errno_, text = res["second"]
+    assert name == "PermissionError" and errno_ == 1
+    assert "seccomp(SECCOMP_SET_MODE_FILTER) refused" in text and "Operation not permitted" in text
+
+
+def test_a_layer_whose_install_fails_is_recorded_with_its_exception_text(monkeypatch):
+    """The child keeps the exception line of a failed layer; the host passes it on in ``details``."""
+    from quantgym.sandbox import _child, _host
+
+    def refused_landlock(*a, **k):
+        raise PermissionError(1, "landlock_restrict_self refused: Operation not permitted")
+
+    def broken_seccomp():
+        raise RuntimeError("libc has no\nsyscall symbol")
+
+    monkeypatch.setattr(_landlock, "install", refused_landlock)
+    monkeypatch.setattr(_seccomp, "install", broken_seccomp)
+    extra = _child._install_kernel_layers([], [], [], [])
+    assert extra == {"landlock": 0, "seccomp": False,
+                     "landlock_error": "PermissionError: [Errno 1] landlock_restrict_self refused: "
+                                       "Operation not permitted",
+                     "seccomp_error": "RuntimeError: libc has no syscall symbol"}
+    details = _host._child_details({**extra, "startup_seconds": 0.1, "seccomp_error": "x\n" * 400,
+                                    "landlock_error": 5, "pid": 7})
+    assert details["seccomp"] is False and details["landlock"] == 0 and details["startup_seconds"] == 0.1
+    assert details["seccomp_error"] == ("x " * 250)[:500] and "landlock_error" not in details  # typed, bounded
+    assert "pid" not in details  # only the fields the child may report
