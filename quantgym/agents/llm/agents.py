@@ -332,7 +332,7 @@ def build_agent(model: str, task: str | None = None, *, api_key: str | None = No
     prices = options.pop("prices", None)
     if prices is not None and options.get("price_in") is None and options.get("price_out") is None:
         options["price_in"], options["price_out"] = price_for(model, prices)
-    cfg = LLMConfig(model=model, **{k: v for k, v in options.items()
+    config = LLMConfig(model=model, **{k: v for k, v in options.items()
                                     if k in _ENGINE_OPTS and (v is not None or k == "max_tokens")})
     adapter = {k: options[k] for k in own if options.get(k) is not None}
     if transcript is None:
@@ -344,7 +344,7 @@ def build_agent(model: str, task: str | None = None, *, api_key: str | None = No
     if isinstance(cache_from, (str, os.PathLike)):
         cache_from = [cache_from]
     label = name or f"openai:{model}"
-    engine = ChatEngine(cfg, api_key=api_key, transcript=transcript, cache=cache, cache_from=cache_from,
+    engine = ChatEngine(config, api_key=api_key, transcript=transcript, cache=cache, cache_from=cache_from,
                         header_extra={**(header or {}), "task": task, "agent_name": label,
                                       "adapter_options": adapter})
     return adapter_cls(engine, name=label, **adapter)

@@ -136,26 +136,26 @@ def validate(options: dict[str, Any]) -> None:
 def run_section(ctx) -> SectionResult:
     """Bench entry point (``quantgym bench``): see the module docstring. ``ctx.options["task_set"]``
     (``quantgym bench --task-set v2``) selects the rounds (default v1)."""
-    cfg = MarketBenchScoringConfig()
+    config = MarketBenchScoringConfig()
     task_set = check_task_set(ctx.options.get("task_set"))
     jobs = default_jobs()
     tid = ctx.progress.add_task(f"Market-Bench {task_set}", total=len(jobs))
-    records = run_jobs(jobs, workers=2, attempts=cfg.attempts, on_done=lambda: ctx.progress.advance(tid),
+    records = run_jobs(jobs, workers=2, attempts=config.attempts, on_done=lambda: ctx.progress.advance(tid),
                        task_set=task_set)
     attempts = records_to_attempts(records)
-    scores = score_table(attempts, cfg)
+    scores = score_table(attempts, config)
     unbiased = unbiased_table(attempts, not_samples=BENCH_NOT_SAMPLES)
     extras = extras_table(records)
     table = scores.merge(extras, on=["agent", "strategy"], how="left")
-    k = cfg.attempts
-    print_bench_tables(ctx.console, table, k, cfg, task_set=task_set)
+    k = config.attempts
+    print_bench_tables(ctx.console, table, k, config, task_set=task_set)
     agents = list(dict.fromkeys(r["agent"] for r in records))
     rows = [SummaryRow(task=TASK, agent=a, period=task_set, extra=summary_extra(attempts, unbiased, a))
             for a in agents]
     if ctx.options.get("plots", False):
         _plot(table, ctx.out_dir / "market_bench_mae.png", k)
     return SectionResult(task=TASK, rows=rows, runs=records, extra={
-        "task_version": task_set, "scoring": cfg, "sandbox": MarketBenchSandboxLimits(),
+        "task_version": task_set, "scoring": config, "sandbox": MarketBenchSandboxLimits(),
         "scores": table.to_dict(orient="records"),
         "unbiased": unbiased.to_dict(orient="records"), "unbiased_note": BENCH_NOT_SAMPLES,
         "mutant_rounds": list(MUTANT_ROUNDS),
@@ -180,13 +180,13 @@ def _e(x: float) -> str:
     return f"{x:g}".replace("e-0", "e-")
 
 
-def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), stub: bool = True,
+def legend(k: int, config: MarketBenchScoringConfig = MarketBenchScoringConfig(), stub: bool = True,
            extras: bool = True) -> str:
     """What the score columns mean, printed under the Market-Bench tables."""
     text = (f"p@{k} / p@1 (pass@k, the paper's, spec §6): share of rounds solved within the first {k} attempts / on "
             "the first; solved = the attempt ran in the sandbox and returned every required metric as a finite "
             f"number, whatever its value. c@{k} / c@1 (correct@k, beyond the paper): share of rounds with an attempt "
-            f"whose every metric is within max({_e(cfg.correct_atol)}, {_e(cfg.correct_rtol)}·|reference|) of the "
+            f"whose every metric is within max({_e(config.correct_atol)}, {_e(config.correct_rtol)}·|reference|) of the "
             "reference. MAE: mean |metric − reference| over the strategy's metrics, averaged over solved rounds; "
             "att.: mean first successful attempt" + ("; corr: equity-path correlation with the reference; rel: "
                                                        "largest per-metric relative error." if extras else "."))
@@ -198,7 +198,7 @@ def legend(k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(), s
     return text
 
 
-def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfig = MarketBenchScoringConfig(),
+def print_bench_tables(console: Any, table, k: int, config: MarketBenchScoringConfig = MarketBenchScoringConfig(),
                        width: int | None = None, task_set: str = "v1") -> None:
     """One score table per strategy and one overall (``table``: :func:`score_table` merged with
     :func:`extras_table`), fitted to the terminal, then the legend of the columns."""
@@ -219,7 +219,7 @@ def print_bench_tables(console: Any, table, k: int, cfg: MarketBenchScoringConfi
                 cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
             rows.append(cells)
         print_table(console, f"Market-Bench {task_set} - {strategy}", score_cols(k, strategy != "overall"), rows,
-                    keys=2, width=width, caption=(legend(k, cfg) + " Mutants run on rounds "
+                    keys=2, width=width, caption=(legend(k, config) + " Mutants run on rounds "
                                                   + ", ".join(map(str, MUTANT_ROUNDS)) + ".")
                     if i == len(strategies) - 1 else None)
 

@@ -114,11 +114,11 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     status = combined_status([run["status"] for run in runs])  # the row sums up every round's episode
     records = [r for run in runs for r in run["records"]]
     task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
-    cfg = ScoringConfig(attempts=mb.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
+    config = ScoringConfig(attempts=mb.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
     attempts = records_to_attempts(records)
     # the paper's sequential metrics from what its protocol would have run (up to each round's first success)
     sequential = first_success_prefix(attempts)
-    scores = score_table(sequential, cfg)
+    scores = score_table(sequential, config)
     why = not_samples_reason(runs, mb.feedback)
     unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
@@ -139,7 +139,7 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
         rows = [[str(row["strategy"]), *[fmt(row.get(c)) for c in (f"pass@{k}", "pass@1", "mean_mae_solved",
                                                                      "avg_attempt", f"correct@{k}", "correct@1")]]
                 for _, row in scores.iterrows()]
-        caption = legend(k, cfg, stub=False, extras=False)
+        caption = legend(k, config, stub=False, extras=False)
         note = None if status == "ok" else f"{status_agent(agent.name, status)}: {STATUS_NOTE}"
         print_table(console, f"Market-Bench {task_set} — {status_agent(agent.name, status)} "
                     f"({'repair' if mb.feedback else 'independent'} attempts, K={k})", cols, rows, keys=1,

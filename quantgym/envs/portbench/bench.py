@@ -100,10 +100,10 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
                      f"{', ...' if len(data.tickers) > 5 else ''}); {len(absent)} of PortBench's "
                      f"{len(CANONICAL_TICKERS)} absent")
     notes += not_traded_notes(data, limit=6)
-    cfg = PortBenchConfig()
-    check_regime_ticker(cfg.regime_ticker, data.tickers, data.asset_class)
+    config = PortBenchConfig()
+    check_regime_ticker(config.regime_ticker, data.tickers, data.asset_class)
     dates = pd.DatetimeIndex(data.dates)
-    lb = cfg.lookback
+    lb = config.lookback
     first, last = dates[0].date(), dates[-1].date()
     uncovered = []
     for given in options.get("periods") or BENCH_PERIODS:

@@ -310,10 +310,10 @@ class MarketView:
 
     def window_rows(self, t: int) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
-        cfg = self.config
+        config = self.config
         hi = t + 1
-        lo = max(0, hi - cfg.lookback)
-        first_allowed = self._dates64[t] - np.timedelta64(cfg.window_days, "D")
+        lo = max(0, hi - config.lookback)
+        first_allowed = self._dates64[t] - np.timedelta64(config.window_days, "D")
         lo = max(lo, int(np.searchsorted(self._dates64, first_allowed, side="left")))
         return lo, hi
 
@@ -348,8 +348,8 @@ class MarketView:
         return parts
 
     def _compute_row_parts(self, t: int) -> dict:
-        cfg = self.config
-        td = t - 1 if cfg.as_of == "previous_close" else t
+        config = self.config
+        td = t - 1 if config.as_of == "previous_close" else t
         if td < 0:
             raise ValueError("no data before the first decision date")
         lo, hi = self.window_rows(td)

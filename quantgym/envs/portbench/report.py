@@ -137,7 +137,7 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
                      "{} [{}, {}]".format(*(fmt(number(t.get(k)), missing=MISSING) for k in ("delta", "lo", "hi"))),
                      p_cell(p), fmt(beats, missing=MISSING)]
                     + ([str(r.get("_source"))] if multi else []))
-    cfg = (with_u[0]["uncertainty"].get("config") or {})
+    boot = (with_u[0]["uncertainty"].get("config") or {})
     return Table("PortBench — uncertainty of each run (95 % intervals; Sharpe difference vs Equal-Weight)",
                  ["period", "agent", "profile", "Sharpe", "Ret%", "Vol%", "MaxDD%", "Δ Sharpe vs EqW", "p",
                   "beats EqW (strict)"] + (["source"] if multi else []), body, anchor="pb-uncertainty",
@@ -147,7 +147,7 @@ def uncertainty_table(runs: list[dict[str, Any]]) -> Table | None:
                       "studentised circular block bootstrap interval and two-sided p-value. 'beats EqW (strict)' is "
                       "the spec's rule (Sharpe strictly greater, §7.3); p says whether that difference is "
                       "distinguishable from noise. Baselines (profile 'all') are profile-independent. "
-                      f"Seed {cfg.get('seed')}, B = {cfg.get('n_boot')}. See docs/uncertainty.md.")
+                      f"Seed {boot.get('seed')}, B = {boot.get('n_boot')}. See docs/uncertainty.md.")
 
 
 def plot_nav_periods(runs: list[dict[str, Any]]) -> Figure | None:

@@ -66,14 +66,14 @@ class PaperMarketView(MarketView):
         Each column keeps its last ``lookback`` finite own returns dated in ``[d − window_days, d]``;
         union rows without any kept entry are dropped.
         """
-        cfg = self.config
+        config = self.config
         d = self._dates64[t]
-        lo = int(np.searchsorted(self._own_dates64, d - np.timedelta64(cfg.window_days, "D"), side="left"))
+        lo = int(np.searchsorted(self._own_dates64, d - np.timedelta64(config.window_days, "D"), side="left"))
         hi = int(np.searchsorted(self._own_dates64, d, side="right"))
         r = self._own_r[lo:hi]
         fin = np.isfinite(r)
         from_end = np.cumsum(fin[::-1], axis=0)[::-1]  # number of finite entries at or after each row
-        keep = fin & (from_end <= cfg.lookback)
+        keep = fin & (from_end <= config.lookback)
         rows = keep.any(axis=1)
         win = np.where(keep, r, np.nan)[rows]
         px = self._own_p[lo:hi]
@@ -94,8 +94,8 @@ class PaperMarketView(MarketView):
             cache.pop(t, None)
             parts["returns"] = self.window_returns(parts)
         else:
-            cfg = self.config
-            td = t - 1 if cfg.as_of == "previous_close" else t
+            config = self.config
+            td = t - 1 if config.as_of == "previous_close" else t
             if td < 0:
                 raise ValueError("no data before the first decision date")
             wdates, win, last = self.own_window(td)
