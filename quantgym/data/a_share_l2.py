@@ -1,5 +1,7 @@
 """Readers of the real A-share Level-2 samples: the 10-level **snapshot** files as tidy book tables
 (:func:`read_snapshots`), and every file (orders, trades, trade tapes, snapshots) in the intraday schema.
+One module on purpose: both reader families read the same zip files through the same folder lookup
+(:func:`data_dir`) and Shanghai-clock helpers (:func:`continuous_mask`).
 
 Source: the public repository dolphindb/Tutorials_CN, commit 35282f623b8f (Apache-2.0 for the
 repository; **the original data vendor is not stated there**). The readers take the folder of the

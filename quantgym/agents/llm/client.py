@@ -1,5 +1,9 @@
 """Chat engine of the LLM agents: the official ``openai`` client, transcripts, cache, replay, budget.
 
+One module on purpose: :class:`ChatEngine`'s retry, budget, cache and capability-ladder state is one
+object; its stateless parts live in :mod:`~quantgym.agents.llm.endpoint` and
+:mod:`~quantgym.agents.llm.transcript`.
+
 :class:`ChatEngine` sends ``chat.completions`` requests to any OpenAI-compatible endpoint and
 returns a :class:`CallResult` — never raises for a failed call (429/5xx/timeouts after the retries,
 a 400, an exhausted budget): the failure is returned and recorded. Only configuration errors that

@@ -1,5 +1,8 @@
 """Quant-Arena data: the panel and its loaders.
 
+One module on purpose: :class:`ArenaDataset` and every loader that builds one (parquet, Qlib folder,
+bundled panel, real intraday days) check the one schema that the class defines.
+
 Spec: quant_arena.md §2, §10.1 (data facts), §10.3 (adjusted prices), §10.10 (market
 reference). The rules priced off the panel live elsewhere: price limits and the σ/ADV
 inputs of the simulated book in :mod:`~quantgym.envs.quant_arena.exchange` (§10.6,

@@ -1,5 +1,8 @@
 """The PortBench real-time (live) runner: one decision per trading day, persisted and resumable.
 
+One module on purpose: the run folder's write-ahead protocol (lock, run.json, decisions.jsonl, resume,
+replay check, atomic outputs) is one state machine, reviewed as a whole.
+
 Protocol (spec ``portbench.md`` §2.5 with the clean-mode choice of §2.5/§1.7): the decision dates
 are the trading days of a live window; at each decision date ``d`` the agent sees only data through
 the close of the previous trading day (``as_of="previous_close"``); the S1–S3 answers are scored
