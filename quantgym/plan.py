@@ -124,7 +124,9 @@ class EvalAdapter(Protocol):
     :class:`~quantgym.results.SectionResult` and prints its table to ``ctx.console``. Optionally
     ``reference_jobs(env_ids, agent, plan)`` returns ``[(label, key, fn), ...]`` run after the agent's
     episodes (PortBench: Equal-Weight beside the agent), results in ``ctx.references[key]``, and
-    ``reference_name`` labels them in the progress lines.
+    ``reference_name`` labels them in the progress lines. Optionally ``validate(plan)`` refuses bad options
+    (``ValueError``, one line) and returns the options it resolved (PortBench: its periods as ``Period``
+    objects), which :func:`validate_plan` puts into the plan the jobs get.
     """
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]: ...
