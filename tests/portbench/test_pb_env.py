@@ -103,7 +103,7 @@ def test_point_in_time_garbage_after_decision_date(oracle):
         else:
             np.testing.assert_array_equal(o1[k], o2[k], err_msg=k)
     for attr in ("v_star", "s_star", "w_star"):
-        np.testing.assert_array_equal(getattr(envs[0], attr), getattr(envs[1], attr), err_msg=attr)
+        np.testing.assert_array_equal(getattr(envs[0].truth, attr), getattr(envs[1].truth, attr), err_msg=attr)
     # NAV up to the decision close is identical too
     assert envs[0].sim.nav == envs[1].sim.nav
 
@@ -244,7 +244,7 @@ def test_paper_mode_s3_truth_is_the_solvers_answer_when_every_mean_is_negative()
         env = PortBenchEnv(data=data, period=period, stagewise=True, paper=paper)
         env.reset(seed=0)
         assert env.snapshot.returns[:, env.snapshot.available].mean(axis=0).max() <= 0
-        w[mode] = np.asarray(env.w_star)
+        w[mode] = np.asarray(env.truth.w_star)
         assert env.config.fidelity == mode
     np.testing.assert_array_equal(w["clean"], [round(1 / 3, 4)] * 3)
     assert w["paper"].sum() == pytest.approx(1.0, abs=1e-3) and not np.allclose(w["paper"], w["clean"])

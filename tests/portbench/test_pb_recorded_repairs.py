@@ -68,10 +68,11 @@ def test_the_fallback_weights_are_equal_weight_on_the_truth_buys(monkeypatch):
     env = PortBenchEnv(profile="balanced", period="covid_2020", data=_fresh_data())
     env.reset(seed=0)
     for _ in range(env.sim.decision_rows.size):
-        if env.oracle_fallback is not None:
-            b = env.snapshot.available & (env.s_star == BUY)
+        truth = env.truth
+        if truth.oracle_fallback is not None:
+            b = env.snapshot.available & (truth.s_star == BUY)
             b = b if b.any() else env.snapshot.available  # no truth buy: B is every available asset
-            assert np.all(env.w_star[b] == round(1.0 / b.sum(), 4)) and np.all(env.w_star[~b] == 0)
+            assert np.all(truth.w_star[b] == round(1.0 / b.sum(), 4)) and np.all(truth.w_star[~b] == 0)
             return
         env.step(_equal_weights(env))
     pytest.fail("no decision reached the solver")

@@ -61,7 +61,7 @@ def test_s2_prompt_threshold_changes_prompt_not_truth():
     pc, pp = clean.render_prompt(1), paper.render_prompt(1)
     assert "above +0.2," in pc and "above +0.15," in pp and "below -0.15," in pp
     assert pc.replace("0.2", "0.15") == pp
-    np.testing.assert_array_equal(clean.s_star, paper.s_star)  # truth keeps ±0.2
+    np.testing.assert_array_equal(clean.truth.s_star, paper.truth.s_star)  # truth keeps ±0.2
 
 
 def test_short_prompts_and_no_profile_in_s3():

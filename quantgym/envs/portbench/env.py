@@ -1,6 +1,7 @@
 """The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode): the simulator glue and
 the Gymnasium API. The jobs beside it: :mod:`.actions` (the action decoder), :mod:`.observation` (the
-observation view), :mod:`.records` (the decision records), :mod:`.paper.mode` (every paper-mode rule)."""
+observation view), :mod:`.scorer` (ground truth and S1–S5 scores), :mod:`.records` (the decision records),
+:mod:`.paper.mode` (every paper-mode rule)."""
 
 from __future__ import annotations
 
@@ -16,24 +17,20 @@ from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.actions import (
     ACTION_KEYS, STAGES, STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE, ActionDecoder, DecisionLog, action_space,
 )
-from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import (
-    STRESS_PERIODS, LivePeriod, PortBenchConfig, proportional_costs, resolve_live, resolve_period, within_tolerance,
+    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
 )
-from quantgym.envs.portbench.execution import turnover
 from quantgym.envs.portbench.market import MarketSnapshot
 from quantgym.envs.portbench.observation import OBS_KEYS, ObservationView, check_obs_keys, observation_space
 from quantgym.envs.portbench.optimize import _single_thread_blas
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.paper.mode import fidelity_mode, resolve_fidelity
-from quantgym.envs.portbench.profiles import get_profile, pas_step
-from quantgym.envs.portbench.records import S3_PARTS, DecisionRecords, flat, report_fields
+from quantgym.envs.portbench.profiles import get_profile
+from quantgym.envs.portbench.records import DecisionRecords, flat
+from quantgym.envs.portbench.scorer import DecisionScorer
 from quantgym.envs.portbench.simulator import PortfolioSimulator, TickerWeights
-from quantgym.envs.portbench.stages import (
-    BUY, HOLD, SIGNAL_NAMES, RiskReport, risk_report, s1_score, s1_truth, s12_parts, s2_score, s2_truth, s3_oracle,
-    s3_score, s4_score, s5_score,
-)
+from quantgym.envs.portbench.stages import BUY, HOLD, SIGNAL_NAMES, s1_score, s12_parts, s2_score
 from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.metrics import performance_summary
 from quantgym.spaces import check_prompt_style
@@ -224,6 +221,7 @@ class PortBenchEnv(gym.Env):
         self._observer = ObservationView(self.view, self.obs_keys, mode.cached_observation,
                                          self.scoring or self.text_obs or self.stagewise)
         self._decoder = ActionDecoder(self.view.tickers, mode.all_zero_weights)
+        self._scorer = DecisionScorer(self.view, self.profile, cfg, mode)
         self._profile_block = self.profile.prompt_block()
         self._ticker_array = np.array(self.view.tickers, dtype=object)
         self._uses_future_data = cfg.scoring.oracle == "ex_post" or mode.s45_ex_post
@@ -276,44 +274,8 @@ class PortBenchEnv(gym.Env):
         self.prev_signals = self._hold_signals
         self.log = DecisionLog()
         self.stage_notes = {}
-        self.oracle_fallback: str | None = None
-        if self.scoring:
-            self._begin_scoring(snap, parts)
-
-    def _begin_scoring(self, snap: MarketSnapshot, parts) -> None:
-        """The decision's ground truth: S1/S2 truth, the S3 oracle's weights (and the S4/S5 truth's)."""
-        sc, mode = self.config.scoring, self.mode
-        key = ("truth", sc.view_scale, sc.signal_threshold)
-        truth = parts.get(key)
-        if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
-            v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
-            truth = parts.put(key, (v_star, s2_truth(v_star, sc.signal_threshold)))
-        self.v_star, self.s_star = truth
-        self.w_star_s45 = None
-        self._w_star_key = None
-        ew_mu = mode.ew_if_nonpositive_mu
-        notes = []
-        if mode.s45_ex_post:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
-            with _single_thread_blas():
-                self.w_star_s45, note = s3_oracle(snap, self.s_star, "ex_post", self._forward_returns(),
-                                                  ew_if_nonpositive_mu=ew_mu)
-            notes.append(note)
-        if sc.oracle == "ex_post":
-            with _single_thread_blas():
-                self.w_star, note = s3_oracle(snap, self.s_star, sc.oracle, self._forward_returns(),
-                                              ew_if_nonpositive_mu=ew_mu)
-        else:
-            # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
-            key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
-            cached = parts.get(key)
-            if cached is None:
-                with _single_thread_blas():
-                    cached = parts.put(key, s3_oracle(snap, self.s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu))
-            self.w_star, note = cached
-            self._w_star_key = key  # the truth's S5 report is cached with it (_star_report)
-        notes.append(note)
-        if any(notes):  # spec §4.3: the oracle's equal-weight fallback on a solver failure, recorded
-            self.oracle_fallback = "; ".join(dict.fromkeys(n for n in notes if n))
+        #: the decision's ground truth (scoring on; :class:`~quantgym.envs.portbench.scorer.DecisionTruth`)
+        self.truth = self._scorer.truth(snap, parts, self._forward_returns) if self.scoring else None
 
     def _forward_returns(self) -> np.ndarray:
         """Ex-post oracle data: returns after ``d`` up to the next decision, at most 21/5/1 rows (§11.7)."""
@@ -361,7 +323,7 @@ class PortBenchEnv(gym.Env):
         if stage == 0 or not self.stagewise:
             return mode.render_s1(snap, cfg, style, cache)
         if stage == 1:
-            return mode.render_s2(snap, self.prev_views, self.stage_notes, style)
+            return mode.render_s2(snap, self.prev_views, self.stage_notes, style, cfg)
         return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), cfg.initial_nav,
                                  self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache,
                                  config=cfg)
@@ -437,7 +399,7 @@ class PortBenchEnv(gym.Env):
             if fast is not None:
                 w_hat, self._w_positive, views, signals = fast
                 if self.scoring:  # s1_score and s2_score, their means in one kernel
-                    k, mae, share = s12_parts(views, self.v_star, signals, self.s_star, snap.available)
+                    k, mae, share = s12_parts(views, self.truth.v_star, signals, self.truth.s_star, snap.available)
                     log.scores["S1"] = clip_float(1.0 - mae / 2.0, 0.0, 1.0) if k else 1.0
                     log.scores["S2"] = share if k else 1.0
                 if echo:  # handed out as obs["prev_views"/"prev_signals"]
@@ -447,7 +409,7 @@ class PortBenchEnv(gym.Env):
         if "views" in needed:
             views = decoder.views(act["views"], status, snap.available, log)
             if self.scoring:
-                log.scores["S1"] = 0.0 if "S1" in log.invalid else s1_score(views, self.v_star, snap.available)
+                log.scores["S1"] = 0.0 if "S1" in log.invalid else s1_score(views, self.truth.v_star, snap.available)
             views.flags.writeable = False  # handed out as obs["prev_views"]
             self.prev_views = views
             if self.stagewise:
@@ -456,7 +418,7 @@ class PortBenchEnv(gym.Env):
         if "signals" in needed:
             signals = decoder.signals(act["signals"], status, snap.available, log)
             if self.scoring:
-                log.scores["S2"] = 0.0 if "S2" in log.invalid else s2_score(signals, self.s_star, snap.available)
+                log.scores["S2"] = 0.0 if "S2" in log.invalid else s2_score(signals, self.truth.s_star, snap.available)
             signals.flags.writeable = False  # handed out as obs["prev_signals"]
             self.prev_signals = signals
             if self.stagewise:
@@ -478,28 +440,11 @@ class PortBenchEnv(gym.Env):
         return obs, 0.0, False, True, self._note_clipped(info)
 
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
-        snap, sim, sc, mode, log = self.snapshot, self.sim, self.config.scoring, self.mode, self.log
-        w0 = snap.current_weights
-        ceps_val = scored = None
+        snap, sim, log = self.snapshot, self.sim, self.log
         if self.scoring:
-            costs = proportional_costs(self.config.costs)  # a user fee model: the spec's min_trade, no rate
-            tau_hat = turnover(w_hat, w0, costs.min_trade)
-            w_exec = mode.executed(w_hat, tau_hat, costs.rate, self.view)
-            s3 = s3_score(w_hat, self.w_star, snap, sc.alpha)
-            log.scores["S3"] = s3["score"] if valid else 0.0
-            w_truth = self.w_star if self.w_star_s45 is None else self.w_star_s45
-            tau_star = turnover(w_truth, w0, costs.min_trade)
-            log.scores["S4"] = s4_score(tau_hat, tau_star)
-            star_exec = mode.executed(w_truth, tau_star, costs.commission_bps / 1e4, self.view)
-            rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=mode.include_start)
-            rep_star = self._star_report(star_exec, snap, sc, mode.include_start)
-            log.scores["S5"] = s5_score(rep_hat, rep_star)
-            ceps_val = ceps_fn([log.scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
-            pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile, mode.pas_equity_classes)
-            scored = (flat(log.scores), ceps_val, pas, tuple([s3[k] for k in S3_PARTS]), tau_hat, tau_star,
-                      *report_fields(rep_hat), *report_fields(rep_star), self.oracle_fallback)
+            w_exec, scored, scores_info = self._scorer.score(w_hat, valid, snap, self.truth, log)
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
-            w_exec = w_hat
+            w_exec, scored, scores_info = w_hat, None, None
         # trade at d's close, then mark to market up to the next decision date (or the period end)
         terminated = self.decision_k + 1 >= sim.decision_rows.size
         trade = sim.trade_and_advance(w_exec, sim.last_row if terminated else int(sim.decision_rows[self.decision_k + 1]))
@@ -517,16 +462,12 @@ class PortBenchEnv(gym.Env):
         info["weights"] = (TickerWeights(w_hat, self._ticker_array, w_pos, row_info["available_tickers"])
                            if w_exec is w_hat else TickerWeights(w_exec, self._ticker_array))
         info["orders"] = trade.orders  # an Orders sequence (arrays; order dicts built when read)
-        if self.scoring:
-            info.update({"ceps": ceps_val, "pas": pas, "tau": tau_hat, "tau_star": tau_star,
-                         "var": rep_hat.var, "drawdown": rep_hat.drawdown, "drift": rep_hat.drift,
-                         "alerts": list(rep_hat.alerts), "trigger": rep_hat.trigger})
-            if self.oracle_fallback is not None:
-                info["oracle_fallback"] = self.oracle_fallback
+        if scores_info is not None:
+            info.update(scores_info)
         nav_pre = self.nav_pre
         self.decision_k += 1
         if self.reward_kind == "ceps":
-            reward = float(ceps_val) if ceps_val is not None else 0.0
+            reward = float(scores_info["ceps"]) if scores_info is not None else 0.0
         else:
             reward = float(math.log(sim.nav / nav_pre)) if nav_pre > 0 and sim.nav > 0 else 0.0
         info["nav"] = float(sim.nav)
@@ -552,18 +493,6 @@ class PortBenchEnv(gym.Env):
         ``weights`` (``{ticker: S3 weight}`` of the positive weights). The same list object for the whole
         episode (a new one after ``reset``), brought up to date on each read."""
         return self._records.dicts()
-
-    def _star_report(self, w: np.ndarray, snap: MarketSnapshot, sc, include_start: bool) -> RiskReport:
-        """S5 report of the truth's executed weights ``w``. When ``w`` is the row's cached oracle weights (a
-        lookback or equal-weight oracle, no paper S4/S5 truth, no cash drag), the report depends on the row, the
-        profile's limits and the config only, so it is cached with them (speed only; the same report)."""
-        key = self._w_star_key
-        if key is None or w is not self.w_star or self.w_star_s45 is not None:
-            return risk_report(w, snap, self.profile, sc, include_start=include_start)
-        key = ("rep_star", *key, self.profile.var_limit, self.profile.max_drawdown, sc.s5_min_obs, sc.drift_limit,
-               include_start)
-        return self.view.row_cache(int(snap.t)).value(
-            key, lambda: risk_report(w, snap, self.profile, sc, include_start=include_start))
 
     # ------------------------------------------------------------------------------ results
     def episode_metrics(self) -> dict[str, Any]:

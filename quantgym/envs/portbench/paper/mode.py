@@ -84,10 +84,10 @@ class CleanMode:
         return w
 
     def render_s1(self, snap, config: PortBenchConfig, style: str, cache) -> str:
-        return prompts.render_s1(snap, MACRO_KEYS, config.corr_table, style=style, cache=cache)
+        return prompts.render_s1(snap, MACRO_KEYS, config.corr_table, style=style, cache=cache, config=config)
 
-    def render_s2(self, snap, prev_views, notes, style: str) -> str:
-        return prompts.render_s2(snap, prev_views, notes, style=style)
+    def render_s2(self, snap, prev_views, notes, style: str, config: PortBenchConfig) -> str:
+        return prompts.render_s2(snap, prev_views, notes, style=style, config=config)
 
     def s3_profile_block(self, profile) -> str:
         """The investor profile block of the S3 prompt (§3.1)."""
@@ -146,13 +146,13 @@ class PaperMode(CleanMode):
     def render_s1(self, snap, config: PortBenchConfig, style: str, cache) -> str:
         if self.flags.short_prompts:  # §4.1: first 8 assets, 6×6 pairwise table
             return prompts.render_s1(snap, MACRO_KEYS, config.corr_table, max_assets=8, max_corr_assets=6,
-                                     style=style, cache=cache)
+                                     style=style, cache=cache, config=config)
         return super().render_s1(snap, config, style, cache)
 
-    def render_s2(self, snap, prev_views, notes, style: str) -> str:
+    def render_s2(self, snap, prev_views, notes, style: str, config: PortBenchConfig) -> str:
         if self.flags.s2_prompt_threshold:  # §4.2: the prompt says ±0.15, the truth uses ±0.2
-            return prompts.render_s2(snap, prev_views, notes, threshold=0.15, style=style)
-        return super().render_s2(snap, prev_views, notes, style)
+            return prompts.render_s2(snap, prev_views, notes, threshold=0.15, style=style, config=config)
+        return super().render_s2(snap, prev_views, notes, style, config)
 
     def s3_profile_block(self, profile) -> str:
         return "" if self.flags.no_profile_in_s3 else profile.prompt_block()  # §3.1: no profile in S3

@@ -1,0 +1,117 @@
+"""The PortBench decision scorer: a decision date's ground truth and its S1–S5 scores, CEPS and PAS (spec §4,
+§5, §3.2), from the functions of :mod:`.stages`. The values that depend on the decision row only (the S1/S2
+truth, the lookback and equal-weight oracles, the truth's S5 report) are kept in the row's
+:class:`~quantgym.envs.portbench.market.RowCache` (speed only: the same values)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from quantgym.envs.portbench.actions import DecisionLog
+from quantgym.envs.portbench.ceps import ceps as ceps_fn
+from quantgym.envs.portbench.config import proportional_costs
+from quantgym.envs.portbench.execution import turnover
+from quantgym.envs.portbench.market import MarketSnapshot, RowCache
+from quantgym.envs.portbench.optimize import _single_thread_blas
+from quantgym.envs.portbench.profiles import pas_step
+from quantgym.envs.portbench.records import S3_PARTS, flat, report_fields
+from quantgym.envs.portbench.stages import (
+    RiskReport, risk_report, s1_truth, s2_truth, s3_oracle, s3_score, s4_score, s5_score,
+)
+
+
+class DecisionTruth:
+    """The ground truth of one decision date: ``v_star`` (S1), ``s_star`` (S2), ``w_star`` (the S3 oracle),
+    ``w_star_s45`` (the S4/S5 truth when it is not ``w_star``: paper ``ex_post_s4s5``, else None),
+    ``oracle_fallback`` (the note of an oracle that fell back to equal weight on a solver failure, spec §4.3,
+    else None) and ``cache_key`` (the row-cache key of ``w_star`` when it depends on the row only)."""
+
+    __slots__ = ("v_star", "s_star", "w_star", "w_star_s45", "oracle_fallback", "cache_key")
+
+    def __init__(self, v_star, s_star, w_star, w_star_s45, oracle_fallback, cache_key):
+        self.v_star, self.s_star, self.w_star = v_star, s_star, w_star
+        self.w_star_s45, self.oracle_fallback, self.cache_key = w_star_s45, oracle_fallback, cache_key
+
+
+class DecisionScorer:
+    """Scores the decisions of an env: ``view`` (its market view), ``profile``, ``config``, ``mode`` (its
+    :mod:`~quantgym.envs.portbench.paper.mode` object)."""
+
+    def __init__(self, view, profile, config, mode):
+        self.view, self.profile, self.config, self.mode = view, profile, config, mode
+
+    def truth(self, snap: MarketSnapshot, parts: RowCache, forward_returns: Callable[[], np.ndarray]) -> DecisionTruth:
+        """The ground truth of the decision of ``snap`` (``parts``: its row cache; ``forward_returns()``: the
+        ex-post oracle's data, read only when that oracle is asked for)."""
+        sc, mode = self.config.scoring, self.mode
+        key = ("truth", sc.view_scale, sc.signal_threshold)
+        truth = parts.get(key)
+        if truth is None:  # S1/S2 truth depend on the row only: cached per dataset, read-only (speed only)
+            v_star = s1_truth(snap.trailing_return, snap.available, sc.view_scale)
+            truth = parts.put(key, (v_star, s2_truth(v_star, sc.signal_threshold)))
+        v_star, s_star = truth
+        ew_mu = mode.ew_if_nonpositive_mu
+        w_s45 = note_s45 = cache_key = None
+        if mode.s45_ex_post:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
+            with _single_thread_blas():
+                w_s45, note_s45 = s3_oracle(snap, s_star, "ex_post", forward_returns(), ew_if_nonpositive_mu=ew_mu)
+        if sc.oracle == "ex_post":
+            with _single_thread_blas():
+                w_star, note = s3_oracle(snap, s_star, sc.oracle, forward_returns(), ew_if_nonpositive_mu=ew_mu)
+        else:
+            # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
+            cache_key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
+            cached = parts.get(cache_key)
+            if cached is None:
+                with _single_thread_blas():
+                    cached = parts.put(cache_key, s3_oracle(snap, s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu))
+            w_star, note = cached
+        notes = [n for n in (note_s45, note) if n]
+        return DecisionTruth(v_star, s_star, w_star, w_s45, "; ".join(dict.fromkeys(notes)) or None, cache_key)
+
+    def score(self, w_hat: np.ndarray, valid: bool, snap: MarketSnapshot, truth: DecisionTruth,
+              log: DecisionLog) -> tuple[np.ndarray, tuple, dict[str, Any]]:
+        """S3–S5, CEPS and PAS of the S3 weights ``w_hat`` (``valid``: the answer was not a fallback), written to
+        ``log.scores``. Returns the executed weights (§4.4), the scored columns of the decision's record
+        (:data:`~quantgym.envs.portbench.records.COL`) and the step's score entries of ``info``."""
+        sc, mode, view = self.config.scoring, self.mode, self.view
+        costs = proportional_costs(self.config.costs)  # a user fee model: the spec's min_trade, no rate
+        w0 = snap.current_weights
+        tau_hat = turnover(w_hat, w0, costs.min_trade)
+        w_exec = mode.executed(w_hat, tau_hat, costs.rate, view)
+        s3 = s3_score(w_hat, truth.w_star, snap, sc.alpha)
+        log.scores["S3"] = s3["score"] if valid else 0.0
+        w_truth = truth.w_star if truth.w_star_s45 is None else truth.w_star_s45
+        tau_star = turnover(w_truth, w0, costs.min_trade)
+        log.scores["S4"] = s4_score(tau_hat, tau_star)
+        star_exec = mode.executed(w_truth, tau_star, costs.commission_bps / 1e4, view)
+        rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=mode.include_start)
+        rep_star = self._star_report(star_exec, snap, truth)
+        log.scores["S5"] = s5_score(rep_hat, rep_star)
+        ceps_val = ceps_fn([log.scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
+        pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile, mode.pas_equity_classes)
+        scored = (flat(log.scores), ceps_val, pas, tuple([s3[k] for k in S3_PARTS]), tau_hat, tau_star,
+                  *report_fields(rep_hat), *report_fields(rep_star), truth.oracle_fallback)
+        info = {"ceps": ceps_val, "pas": pas, "tau": tau_hat, "tau_star": tau_star, "var": rep_hat.var,
+                "drawdown": rep_hat.drawdown, "drift": rep_hat.drift, "alerts": list(rep_hat.alerts),
+                "trigger": rep_hat.trigger}
+        if truth.oracle_fallback is not None:
+            info["oracle_fallback"] = truth.oracle_fallback
+        return w_exec, scored, info
+
+    def _star_report(self, w: np.ndarray, snap: MarketSnapshot, truth: DecisionTruth) -> RiskReport:
+        """S5 report of the truth's executed weights ``w``. When ``w`` is the row's cached oracle weights (a
+        lookback or equal-weight oracle, no paper S4/S5 truth, no cash drag), the report depends on the row, the
+        profile's limits and the config only, so it is cached with them (speed only; the same report)."""
+        sc, profile, include_start = self.config.scoring, self.profile, self.mode.include_start
+        if truth.cache_key is None or w is not truth.w_star or truth.w_star_s45 is not None:
+            return risk_report(w, snap, profile, sc, include_start=include_start)
+        key = ("rep_star", *truth.cache_key, profile.var_limit, profile.max_drawdown, sc.s5_min_obs,
+               sc.drift_limit, include_start)
+        return self.view.row_cache(int(snap.t)).value(
+            key, lambda: risk_report(w, snap, profile, sc, include_start=include_start))
+
+
+__all__ = ["DecisionScorer", "DecisionTruth"]
