@@ -242,11 +242,15 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes():
     """``config=MarketBenchConfig(...)`` is the composed form; the six kwargs are shortcuts into it."""
     from quantgym.envs.market_bench.config import MarketBenchConfig, MarketBenchScoringConfig
 
-    kw = dict(attempts=2, feedback=True, end_on_success=False, prompt_style="compact",
+    kw = dict(feedback=True, end_on_success=False, prompt_style="compact",
               sandbox=MarketBenchSandboxLimits(cpu_seconds=60.0), scoring=MarketBenchScoringConfig(correct_atol=1e-3))
-    envs = [MarketBenchEnv("scheduled", 1, **kw), MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw))]
-    assert envs[0].config == envs[1].config == MarketBenchConfig(**kw)
-    assert MarketBenchEnv("scheduled", 1, config=MarketBenchConfig(**kw), attempts=1).config.attempts == 1
+    composed = MarketBenchConfig(**{**kw, "scoring": MarketBenchScoringConfig(correct_atol=1e-3, attempts=2)})
+    envs = [MarketBenchEnv("scheduled", 1, attempts=2, **kw), MarketBenchEnv("scheduled", 1, config=composed)]
+    assert envs[0].config == envs[1].config == composed
+    # K has one place, scoring.attempts: the attempts alias sets it, the episode length follows it
+    one = MarketBenchEnv("scheduled", 1, config=composed, attempts=1)
+    assert one.config.scoring.attempts == one.attempts == 1 and not hasattr(one.config, "attempts")
+    assert MarketBenchEnv("scheduled", 1, config=composed).attempts == 2
 
     def norm(env, x):
         return json.loads(json.dumps(x, default=str).replace(str(env.workdir), "<workdir>"))

@@ -320,6 +320,8 @@ class MarketBenchScoringConfig(Config):
     """
 
     version: str = f"market_bench-scoring-{TASK_VERSION}.1"
+    #: K attempts per episode (3, spec §6): the episode's length and the k of pass@k, in this one place
+    #: (``MarketBenchEnv(attempts=...)`` sets it)
     attempts: int = 3
     decimals: int = 2
     #: relative error denominator floor: |y - y_hat| / max(|y|, rel_floor) (beyond the paper, §6)
@@ -352,9 +354,8 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
     sandbox : MarketBenchSandboxLimits
         Limits of one attempt (CPU 120 s, wall 150 s, 2 GiB).
     scoring : MarketBenchScoringConfig
-        Correctness tolerances, reward, table rounding (spec §6).
-    attempts : int
-        K attempts per episode (3, spec §6).
+        K attempts per episode (``scoring.attempts``, 3, spec §6), correctness tolerances, reward, table
+        rounding (spec §6).
     feedback : bool
         False (the paper's independent one-shot attempts); True: repair mode, the observation carries
         the failure reason and trace, or the per-metric errors.
@@ -368,7 +369,6 @@ class MarketBenchConfig(Config, version=TASK_VERSION):
 
     sandbox: MarketBenchSandboxLimits = field(default_factory=MarketBenchSandboxLimits)
     scoring: MarketBenchScoringConfig = field(default_factory=MarketBenchScoringConfig)
-    attempts: int = 3
     feedback: bool = False
     end_on_success: bool = True
     prompt_style: str = "full"

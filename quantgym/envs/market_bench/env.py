@@ -82,9 +82,10 @@ class MarketBenchEnv(gym.Env):
       ``a_share_l2`` in the maintainers' raw-data folder, else the shipped extract of the pair;
       :func:`quantgym.data.a_share_l2.read_snapshots`).
     - ``config``: a :class:`~quantgym.envs.market_bench.config.MarketBenchConfig` (sandbox, scoring,
-      attempts, feedback, end_on_success, prompt_style, task_set). Those seven kwargs are shortcuts into it:
-      None (default) keeps the config's value, a value replaces it (``env.config`` is the result).
-    - ``attempts``: K, default 3.
+      feedback, end_on_success, prompt_style, task_set). Those six kwargs and ``attempts`` are shortcuts into
+      it: None (default) keeps the config's value, a value replaces it (``env.config`` is the result).
+    - ``attempts``: K, default 3: an alias of ``config.scoring.attempts`` (K's one place: the episode's
+      length and the k of pass@k).
     - ``feedback``: False (paper, independent one-shot attempts) or True (error trace back).
     - ``data``: optional user round instead of a shipped one: ``{"book": DataFrame|path,
       "schedule" | "option_delta": DataFrame|path, "params": dict, "meta": dict (optional)}``.
@@ -134,7 +135,7 @@ class MarketBenchEnv(gym.Env):
             raise TypeError(f"config must be a MarketBenchConfig, got {type(config).__name__}")
         config = config if config is not None else MarketBenchConfig()
         # shortcuts into ``config`` (None: the config's value)
-        attempts = config.attempts if attempts is None else attempts
+        attempts = config.scoring.attempts if attempts is None else attempts  # K: scoring.attempts
         feedback = config.feedback if feedback is None else feedback
         sandbox = config.sandbox if sandbox is None else sandbox
         scoring = config.scoring if scoring is None else scoring
@@ -154,7 +155,8 @@ class MarketBenchEnv(gym.Env):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.prompt_style = check_prompt_style(prompt_style)
-        self.config = MarketBenchConfig(sandbox=sandbox, scoring=scoring, attempts=int(attempts), feedback=bool(feedback),
+        scoring = scoring if scoring.attempts == int(attempts) else scoring.replace(attempts=int(attempts))
+        self.config = MarketBenchConfig(sandbox=sandbox, scoring=scoring, feedback=bool(feedback),
                                         end_on_success=bool(end_on_success), prompt_style=self.prompt_style,
                                         task_set=task_set)
         self.task_set = task_set
