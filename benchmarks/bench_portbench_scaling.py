@@ -118,7 +118,7 @@ def measure(n: int, obs: str, max_steps: int, seed: int) -> dict:
         done = env.step(acts[k % 64])[2]
         k += 1
     rate, rate_cpu = k / (time.perf_counter() - t0), k / max(time.process_time() - c0, 1e-9)
-    arrays = market._SHARED[env.view.data][("arrays", *env.view._row_cache_key)]
+    arrays = market.SHARED_CACHES[env.view.data][("arrays", *env.view._row_cache_key)]
     c, cc = np.asarray(cold), np.asarray(cold_cpu)
     return {"n": n, "obs": obs, "steps": i, "cold_ms_median": float(np.median(c)), "cold_ms_mean": float(c.mean()),
             "cold_ms_p95": float(np.percentile(c, 95)), "cold_cpu_ms_median": float(np.median(cc)),

@@ -209,23 +209,23 @@ def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[f
     """ms per full S1–S5 scored allocation step on the bench periods: cold (fresh caches) and warm.
 
     ``blas_default=True`` measures the cold steps without the single-threaded BLAS context of
-    :func:`quantgym.envs.portbench.optimize._single_thread_blas` (numpy's multi-threaded default).
+    :func:`quantgym.envs.portbench.optimize.single_thread_blas` (numpy's multi-threaded default).
     """
     import contextlib
 
     from quantgym.envs.portbench import env as env_mod
     from quantgym.envs.portbench import market, optimize
 
-    market._SHARED.clear()
-    saved = (optimize._single_thread_blas, env_mod._single_thread_blas)
+    market.SHARED_CACHES.clear()
+    saved = (optimize.single_thread_blas, env_mod.single_thread_blas)
     if blas_default:
-        optimize._single_thread_blas = env_mod._single_thread_blas = contextlib.nullcontext
+        optimize.single_thread_blas = env_mod.single_thread_blas = contextlib.nullcontext
     out = {"cold": [], "warm": []}
     try:
         return _scored(seed, out, ("cold",) if blas_default else ("cold", "warm"))
     finally:
-        optimize._single_thread_blas, env_mod._single_thread_blas = saved
-        market._SHARED.clear()
+        optimize.single_thread_blas, env_mod.single_thread_blas = saved
+        market.SHARED_CACHES.clear()
 
 
 def _scored(seed: int, out: dict, kinds: tuple[str, ...]) -> dict[str, list[float]]:

@@ -18,7 +18,7 @@ from quantgym.envs.portbench.env import OBS_KEYS, PortBenchEnv
 from quantgym.envs.portbench.correlation import (
     _corr_from_sums_numpy, _pattern_sums, _pattern_sums_numpy, corr_and_obs, mask_patterns, obs_corr, pairwise_corr,
 )
-from quantgym.envs.portbench.optimize import _single_thread_blas
+from quantgym.envs.portbench.optimize import single_thread_blas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from bench_portbench_scaling import synthetic_data  # noqa: E402
@@ -49,7 +49,7 @@ def _reference(x: np.ndarray) -> np.ndarray:
     m = np.isfinite(x)
     mf = m.astype(np.float64)
     z = np.where(m, x, 0.0)
-    with _single_thread_blas():
+    with single_thread_blas():
         return _corr_from_sums_numpy(mf.T @ mf, z.T @ mf, (z * z).T @ mf, z.T @ z)
 
 
@@ -70,7 +70,7 @@ def test_correlation_and_observation_form_are_the_bits_of_before(shape, seed, ce
     x = _window(*shape, seed, cells)
     want = _reference(x)
     assert np.isnan(want).any() and (want == 1.0).any()  # the edge cases are exercised
-    with _single_thread_blas():
+    with single_thread_blas():
         both = corr_and_obs(x)
         corr_only = corr_and_obs(x, obs=False)
         obs_only = corr_and_obs(x, corr=False)
@@ -88,7 +88,7 @@ def test_elsewhere_the_pattern_sums_differ_from_the_products_in_the_last_bit_at_
     does at N = 7 and 15); the two agree to rounding, with NaN in the same places."""
     x = _window(60, n, 0, cells=False)
     want = _reference(x)
-    with _single_thread_blas():
+    with single_thread_blas():
         got = corr_and_obs(x)[0]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
@@ -98,10 +98,10 @@ def test_elsewhere_the_pattern_sums_differ_from_the_products_in_the_last_bit_at_
 def test_without_jit_the_numpy_form_gives_the_same_bits(shape, monkeypatch):
     for cells in (False, True):
         x = _window(*shape, 1, cells)
-        with _single_thread_blas():
+        with single_thread_blas():
             want = corr_and_obs(x), corr_and_obs(x, corr=False)[1]
         monkeypatch.setenv("QUANTGYM_JIT", "0")
-        with _single_thread_blas():
+        with single_thread_blas():
             got = corr_and_obs(x), corr_and_obs(x, corr=False)[1]
         monkeypatch.delenv("QUANTGYM_JIT")
         _same(got[0][0], want[0][0])
@@ -119,7 +119,7 @@ def test_pattern_sums_compiled_and_numpy_are_the_full_products():
     _same(sx, sx_np)
     _same(sxx, sxx_np)
     mf = m.astype(np.float64)
-    with _single_thread_blas():
+    with single_thread_blas():
         _same(sx[:, pid], z.T @ mf)
         _same(sxx[:, pid], (z * z).T @ mf)
 

@@ -234,13 +234,13 @@ def test_quantile_linear_is_numpys():
 
 def test_blas_limit_sets_and_restores_thread_counts():
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from quantgym.envs.portbench.optimize import _blas_limit, _single_thread_blas
+    from quantgym.envs.portbench.optimize import _blas_limit, single_thread_blas
 
     def counts():
         return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 
     before = counts()
-    with _single_thread_blas():
+    with single_thread_blas():
         assert set(counts()) <= {1}
         with _blas_limit(None):
             assert counts() == [max(before or [1])] * len(before)

@@ -23,7 +23,7 @@ from quantgym.envs.portbench.config import (
 )
 from quantgym.envs.portbench.market import MarketSnapshot
 from quantgym.envs.portbench.observation import OBS_KEYS, ObservationView, check_obs_keys, observation_space
-from quantgym.envs.portbench.optimize import _single_thread_blas
+from quantgym.envs.portbench.optimize import single_thread_blas
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.paper.mode import fidelity_mode, resolve_fidelity
 from quantgym.envs.portbench.profiles import get_profile
@@ -358,7 +358,7 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        with _single_thread_blas():
+        with single_thread_blas():
             return self._reset(seed=seed, options=options)
 
     def _reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -372,7 +372,7 @@ class PortBenchEnv(gym.Env):
         return self._obs(), self._base_info()
 
     def step(self, action: Any):
-        # the oracle's many tiny BLAS calls run single-threaded (optimize._single_thread_blas, in
+        # the oracle's many tiny BLAS calls run single-threaded (optimize.single_thread_blas, in
         # _begin_decision; the row arrays in MarketView): speed only, the same numbers
         return self._step(action)
 

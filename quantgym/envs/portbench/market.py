@@ -35,7 +35,7 @@ ROW_CACHE_MAX = 4096
 #: N = 1000 about 30 rows do (~17 MB a row), so memory stays linear in the number of trading days × N.
 ROW_CACHE_BYTES = 512 * 2**20
 #: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
-_SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+SHARED_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def obs_window(returns: np.ndarray, lookback: int) -> tuple[np.ndarray, np.ndarray]:
@@ -302,7 +302,7 @@ class MarketView:
         self._dates64 = self.dates.values
         # per-dataset caches (speed only): day-loop returns and snapshot row parts, shared by every view
         # over the same data object with the same window/availability config
-        shared = _SHARED.setdefault(data, {})
+        shared = SHARED_CACHES.setdefault(data, {})
         key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker)
         self._row_cache: dict[int, dict] = shared.setdefault(key, {})
         self._row_cache_key = key
@@ -405,12 +405,12 @@ class MarketView:
         elif name == "returns0":  # missing = 0 (the S5 risk report's window)
             v = np.nan_to_num(self.row_array(t, "returns"), nan=0.0)
         elif name in ("corr", "obs_corr"):
-            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+            from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
 
             # "corr": both forms in one pass (the observation form is corr itself when corr has no NaN);
             # "obs_corr" alone: only the observation form (the raw step's default observation)
             rets = self.row_array(t, "returns")
-            with _single_thread_blas():
+            with single_thread_blas():
                 corr, obs = corr_and_obs(rets, corr=name == "corr", obs=True)
             if corr is not None:
                 self._arrays.put(t, "obs_corr", obs)
@@ -430,10 +430,10 @@ class MarketView:
         parts = self.row_cache(t)
         cc = parts.get("class_corr")
         if cc is None:
-            from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+            from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
 
             corr = self.row_array(t, "corr")
-            with _single_thread_blas():
+            with single_thread_blas():
                 cc = class_correlations(corr, self.class_id, parts["available"])
             parts.put("class_corr", cc)
         return cc

@@ -1,7 +1,7 @@
 """PortBench's long-only max-Sharpe solver and the BLAS thread control of its hot paths (spec §4.3 step 4, §8.6).
 
 :func:`max_sharpe` is the S3 oracle's solver (:func:`quantgym.envs.portbench.stages.s3_truth`), the
-Black–Litterman baseline's and the static QA layer's; :func:`_single_thread_blas` limits BLAS to one
+Black–Litterman baseline's and the static QA layer's; :func:`single_thread_blas` limits BLAS to one
 thread around the many tiny BLAS calls of the oracle, the scorers and the snapshot (speed only).
 """
 
@@ -19,7 +19,7 @@ _BLAS_DEFAULT = 1
 _BLAS_LIBS: tuple = ()
 
 
-def _single_thread_blas():
+def single_thread_blas():
     """Context limiting BLAS to one thread (speed only; same numbers).
 
     SLSQP makes hundreds of tiny BLAS calls; with a multi-threaded OpenBLAS on a busy machine each

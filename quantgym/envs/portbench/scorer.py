@@ -14,7 +14,7 @@ from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.config import proportional_costs
 from quantgym.envs.portbench.execution import turnover
 from quantgym.envs.portbench.market import MarketSnapshot, RowCache
-from quantgym.envs.portbench.optimize import _single_thread_blas
+from quantgym.envs.portbench.optimize import single_thread_blas
 from quantgym.envs.portbench.profiles import pas_step
 from quantgym.envs.portbench.records import S3_PARTS, flat, report_fields
 from quantgym.envs.portbench.stages import (
@@ -55,17 +55,17 @@ class DecisionScorer:
         ew_mu = mode.ew_if_nonpositive_mu
         w_s45 = note_s45 = cache_key = None
         if mode.s45_ex_post:  # paper (§4.4): S4/S5 truth from the ex-post oracle always
-            with _single_thread_blas():
+            with single_thread_blas():
                 w_s45, note_s45 = s3_oracle(snap, s_star, "ex_post", forward_returns(), ew_if_nonpositive_mu=ew_mu)
         if sc.oracle == "ex_post":
-            with _single_thread_blas():
+            with single_thread_blas():
                 w_star, note = s3_oracle(snap, s_star, sc.oracle, forward_returns(), ew_if_nonpositive_mu=ew_mu)
         else:
             # lookback / equal-weight oracles depend on the row only: cached per dataset (speed only)
             cache_key = ("w_star", sc.oracle, sc.view_scale, sc.signal_threshold, ew_mu)
             cached = parts.get(cache_key)
             if cached is None:
-                with _single_thread_blas():
+                with single_thread_blas():
                     cached = parts.put(cache_key, s3_oracle(snap, s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu))
             w_star, note = cached
         notes = [n for n in (note_s45, note) if n]

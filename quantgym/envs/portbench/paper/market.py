@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from quantgym.envs.portbench.correlation import class_correlations, pairwise_corr
-from quantgym.envs.portbench.market import ASSET_CLASSES, SQRT252, MarketView, RowCache, _SHARED
+from quantgym.envs.portbench.market import ASSET_CLASSES, SQRT252, MarketView, RowCache, SHARED_CACHES
 
 
 def class_correlations_propagate(corr: np.ndarray, class_id: np.ndarray, available: np.ndarray):
@@ -55,7 +55,7 @@ class PaperMarketView(MarketView):
             self._own_dates64 = data.own_dates.values
             self._own_r = np.ascontiguousarray(data.own_returns, dtype=np.float64)
             self._own_p = np.ascontiguousarray(data.own_prices, dtype=np.float64)
-        shared = _SHARED.setdefault(data, {})
+        shared = SHARED_CACHES.setdefault(data, {})
         key = ("paper", config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker,
                self.flags.own_calendar_windows, self.flags.nan_corr_propagate)
         self._row_cache = shared.setdefault(key, {})
@@ -124,9 +124,9 @@ class PaperMarketView(MarketView):
                 "macro_mask": mmask,
                 "regime": self.regime_at(td),
             })
-        from quantgym.envs.portbench.optimize import _single_thread_blas  # lazy: optimize imports scipy
+        from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
 
-        with _single_thread_blas():  # as the clean view computes it (speed only)
+        with single_thread_blas():  # as the clean view computes it (speed only)
             parts["corr"] = pairwise_corr(parts["returns"])
         if self.flags.nan_corr_propagate:
             parts["intra"], parts["inter"] = class_correlations_propagate(parts["corr"], self.class_id,
