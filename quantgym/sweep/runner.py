@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from quantgym.results import SectionResult, SummaryRow, write_results
 from quantgym.sweep.grid import Grid, RunSpec
-from quantgym.sweep.runs import (RECORD_SCHEMA, _init_worker, error_record, execute_run, load_record,  # noqa: F401
+from quantgym.sweep.runs import (RECORD_SCHEMA, init_worker, error_record, execute_run, load_record,  # noqa: F401
                                  read_record, runs_dir, sweep_hooks, task_of, write_record)
 
 BACKENDS = ("local", "ray")
@@ -87,7 +87,7 @@ def _run_local(todo: Sequence[RunSpec], data: Any, workers: int | None, on_resul
                transcript_dir: str | None = None) -> None:
     n = max(1, min(workers or _default_workers(), len(todo)))
     ctx = _pool_context()
-    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=_init_worker, initargs=(data, dict(os.environ))) as pool:
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init_worker, initargs=(data, dict(os.environ))) as pool:
         futs = {pool.submit(execute_run, s.to_dict(), None, transcript_dir): s for s in todo}
         for fut in cf.as_completed(futs):
             spec = futs[fut]

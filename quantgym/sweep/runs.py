@@ -127,7 +127,7 @@ def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
             "timing": {"wall_s": None, "host": platform.node(), "pid": None}}
 
 
-def _init_worker(data: Any, environ: dict[str, str] | None = None) -> None:
+def init_worker(data: Any, environ: dict[str, str] | None = None) -> None:
     """Pool initializer: the shared data, and the driver's environment at pool start (the fork server
     may be older than a variable such as ``OPENAI_API_KEY`` set later in the driver)."""
     global _WORKER_DATA
