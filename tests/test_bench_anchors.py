@@ -141,3 +141,44 @@ def test_baseline_metrics_equal_a_numpy_backtest_of_the_raw_prices(market, key, 
     assert got["n_days"] == want["n_days"] and got["n_rebalances"] == want["n_rebalances"]
     for k in ("sharpe", "total_return", "max_drawdown", "volatility"):
         assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-12), k
+
+
+# ---------------------------------------------------------------------------------------- Quant-Arena
+@pytest.mark.shared_data("quant_arena/daily.parquet")
+def test_quant_arena_market_reference_2024_from_the_full_daily_panel():
+    """Spec quant_arena §10.10: ``ref_k`` = mean over the stocks tradable on day k (a row, volume > 0, not
+    suspended) with a row on the previous panel day of ``adj_close_k / adj_close_{k-1} - 1``, compounded from
+    1 at the last day before 2024. Recomputed from the full raw panel (the shipped series and every run's
+    market column derive from it) and compared with the spec's anchors and with the bench's reference."""
+    from quantgym._util import shared_data_dir
+    from quantgym.envs.quant_arena.data import load_dataset
+    from quantgym.envs.quant_arena.executor import reference_only
+
+    cols = ["date", "symbol", "close", "adj_factor", "volume", "suspended"]
+    p = pd.read_parquet(shared_data_dir() / "quant_arena" / "daily.parquet", columns=cols)
+    p = p.sort_values(["symbol", "date"], kind="mergesort")
+    days, code = np.unique(pd.to_datetime(p["date"]).to_numpy(), return_inverse=True)
+    sym = p["symbol"].to_numpy()
+    adj = p["close"].to_numpy(np.float64) * p["adj_factor"].to_numpy().astype(np.float64)
+    prev = np.zeros(len(p), bool)
+    prev[1:] = (sym[1:] == sym[:-1]) & (code[1:] == code[:-1] + 1)
+    ret = np.full(len(p), np.nan)
+    ret[1:] = adj[1:] / adj[:-1] - 1.0
+    ok = prev & ~p["suspended"].to_numpy() & (p["volume"].to_numpy() > 0) & np.isfinite(ret)
+    n = np.bincount(code[ok], minlength=len(days))
+    ref = np.bincount(code[ok], weights=ret[ok], minlength=len(days)) / np.maximum(n, 1)
+    inside = (days >= np.datetime64("2024-01-01")) & (days <= np.datetime64("2024-12-31"))
+    path = np.concatenate([[1.0], np.cumprod(1.0 + ref[inside])])
+    r = path[1:] / path[:-1] - 1.0
+    want = {"total_return": path[-1] - 1.0, "arr": path[-1] ** (242 / r.size) - 1.0,
+            "max_drawdown": (path / np.maximum.accumulate(path) - 1.0).min(),
+            "sharpe": r.mean() / r.std(ddof=1) * np.sqrt(242)}
+    # the spec's anchors (§10.10): end 1.0434, low 0.7022 on 2024-02-05, max drawdown -29.88 %, ARR 4.34 %
+    assert round(path[-1], 4) == 1.0434 and round(path.min(), 4) == 0.7022
+    assert str(days[inside][np.argmin(path[1:])])[:10] == "2024-02-05"
+    assert round(100 * want["max_drawdown"], 2) == -29.88 and round(100 * want["arr"], 2) == 4.34
+    assert 5005 <= n[inside].min() and n[inside].max() <= 5075
+    got = reference_only(load_dataset(), "2024-01-01", "2024-12-31")
+    assert got["n_days"] == r.size
+    for k, v in want.items():  # the shipped series keeps 10 significant digits a day
+        assert got[k] == pytest.approx(v, rel=1e-8, abs=1e-10), k
