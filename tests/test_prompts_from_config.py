@@ -121,6 +121,7 @@ PB_CASES = [  # (config, stages that state it, texts told, texts gone)
     (PortBenchConfig(costs=PortBenchCostModel.off()), (2,), ["no trading costs"], ["bps"]),
     (PortBenchConfig(scoring=PortBenchScoringConfig(signal_threshold=0.3)), (1,), ["+0.3", "-0.3"], ["0.2"]),
     (PortBenchConfig(regime_ticker="QQQ"), (0, 1, 2), ["QQQ 126"], ["SPY 126"]),
+    (PortBenchConfig(regime_days=63), (0, 1, 2), ["SPY 63"], ["126"]),
     (PortBenchConfig(initial_nav=2_000_000.0), (2,), ["[NAV] 2,0"], ["[NAV] 1,0"]),
 ]
 
@@ -148,6 +149,24 @@ def test_portbench_profile_limits_are_rendered_from_the_profile():
         assert "within 15%" in text and "65%" not in text
     with pytest.raises(ValueError, match="must state max_drawdown as '30%'"):
         dataclasses.replace(PROFILES["balanced"], max_drawdown=0.30)
+
+
+def test_portbench_regime_look_back_is_the_scored_one():
+    """``regime_days`` is what labels the regime (§1.9), not only what the prompt says."""
+    from quantgym.envs.portbench.availability import market_regime
+    from quantgym.envs.portbench.data import load_portbench_data
+
+    data = load_portbench_data()
+    regimes = {}
+    for days in (20, 126):
+        env = gym.make("PortBench-Balanced-v0", stagewise=True, period="2020-04-13:2020-04-30:weekly",
+                       config=PortBenchConfig(regime_days=days))
+        env.reset(seed=0)
+        snap = env.unwrapped.snapshot
+        regimes[days] = snap.regime
+        assert snap.regime == market_regime(data, int(snap.t), "SPY", days)
+        assert f"SPY {days}-day rule" in env.unwrapped.render_prompt(stage=0)
+    assert regimes == {20: "sideways", 126: "bear"}  # SPY in April 2020: off the March low, below its level of 126 days before
 
 
 def test_portbench_period_is_the_one_given():

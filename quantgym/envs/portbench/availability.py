@@ -80,10 +80,11 @@ def available_mask(
     return np.isfinite(data.prices[t]) & (n_valid >= int(min_obs))
 
 
-def market_regime(data: PortBenchData, t_index: int, ticker: str = "SPY") -> str:
+def market_regime(data: PortBenchData, t_index: int, ticker: str = "SPY", days: int = 126) -> str:
     """§1.9 market regime label at trading-day row ``t_index``.
 
-    ``g = P(last <= d) / P(first >= d - 126 calendar days) - 1`` on ``ticker``'s prices;
+    ``g = P(last <= d) / P(first >= d - days calendar days) - 1`` on ``ticker``'s prices (``days`` =
+    ``PortBenchConfig.regime_days``, 126);
     ``crisis`` if ``g < -0.20``, ``bear`` if ``g < -0.05``, ``bull`` if ``g > 0.10``,
     else ``sideways``. Returns ``"sideways"`` if no price is available (g undefined).
     """
@@ -93,7 +94,9 @@ def market_regime(data: PortBenchData, t_index: int, ticker: str = "SPY") -> str
     t = int(t_index) % data.n_dates
     px = data.prices[: t + 1, j]
     d = data.dates[t]
-    lo = int(data.dates.searchsorted(d - pd.Timedelta(days=126), side="left"))
+    if int(days) < 1:
+        raise ValueError(f"regime_days must be >= 1, got {days!r}")
+    lo = int(data.dates.searchsorted(d - pd.Timedelta(days=int(days)), side="left"))
     seg = px[lo:]
     fin = np.flatnonzero(np.isfinite(seg))
     if fin.size == 0:

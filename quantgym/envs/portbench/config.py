@@ -238,7 +238,8 @@ class PortBenchConfig(Config):
     window_days : calendar-day bound of the window, ``[d − 90 days, d]`` (§1.6).
     min_obs : a ticker is available at ``d`` with ≥ this many valid returns in the window (§11.6).
     initial_nav : starting NAV (§2.2), reported in currency units; the observation shows NAV/initial.
-    regime_ticker : the ticker whose 126-calendar-day return labels the regime (§1.9).
+    regime_ticker, regime_days : the ticker whose ``regime_days``-calendar-day return (126) labels the regime
+        (§1.9); the prompts state both.
     corr_table : "upper" | "full" | "none": the pairwise table in prompts (§11.9).
     prompt_style : "full" | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the rendering
         of the stage prompts (``full`` = the reference prompt; ``compact`` ≤ 5,000 and ``minimal`` ≤ 2,000

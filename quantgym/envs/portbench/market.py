@@ -303,7 +303,8 @@ class MarketView:
         # per-dataset caches (speed only): day-loop returns and snapshot row parts, shared by every view
         # over the same data object with the same window/availability config
         shared = SHARED_CACHES.setdefault(data, {})
-        key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker)
+        key = (config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker,
+               config.regime_days)
         self._row_cache: dict[int, dict] = shared.setdefault(key, {})
         self._row_cache_key = key
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
@@ -323,7 +324,8 @@ class MarketView:
 
     def regime_at(self, t: int) -> str:
         """§1.9 regime label at row ``t`` (sideways without an equity to measure it on)."""
-        return market_regime(self.data, t, self.regime_ticker) if self.regime_ticker else "sideways"
+        return (market_regime(self.data, t, self.regime_ticker, self.config.regime_days) if self.regime_ticker
+                else "sideways")
 
     def row_cache(self, t: int) -> RowCache:
         """The :class:`RowCache` of decision row ``t``: the O(N) row-dependent parts of its snapshot (cached per

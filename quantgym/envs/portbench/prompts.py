@@ -181,14 +181,20 @@ def _rules(config: PortBenchConfig | None) -> PortBenchConfig:
     return PortBenchConfig() if config is None else config
 
 
-def _header(snap: MarketSnapshot, stage: str, regime_ticker: str) -> list[str]:
+def _regime(config: PortBenchConfig | None) -> tuple[str, int]:
+    """The §1.9 regime rule a prompt states: the config's ticker and look-back in calendar days."""
+    config = _rules(config)
+    return config.regime_ticker, int(config.regime_days)
+
+
+def _header(snap: MarketSnapshot, stage: str, regime: tuple[str, int]) -> list[str]:
     return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through the close of this date).",
-            f"Market regime ({regime_ticker} 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
+            f"Market regime ({regime[0]} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
 
 
-def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None, regime_ticker: str) -> str:
+def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None, regime: tuple[str, int]) -> str:
     """Full-style S1 header, asset lines and macro lines (row-dependent only)."""
-    lines = _header(snap, "S1 MARKET INTERPRETATION", regime_ticker)
+    lines = _header(snap, "S1 MARKET INTERPRETATION", regime)
     # adjusted closes embed later distributions: a level for returns, never "the price that day" (docs/data.md §1)
     lines.append("[ASSETS] ticker (class): adj. close (split- and dividend-adjusted level, not the traded price), "
                  "trailing return over the window, annualised volatility")
@@ -207,8 +213,8 @@ def render_s1(snap: MarketSnapshot, macro_keys, corr_table: str = "upper", max_a
     ``max_assets``/``max_corr_assets`` (paper mode: 8 and 6) keep only the first assets of the
     per-asset lines and of the pairwise table. ``style``: one of ``PROMPT_STYLES``; ``cache``: None or
     the row's block cache (module docstring); ``config``: the env's config, whose rules the prompt
-    states (the regime ticker; None: the defaults)."""
-    rt = _rules(config).regime_ticker
+    states (the regime ticker and look-back; None: the defaults)."""
+    rt = _regime(config)
     if style != "full":
         return _s1_short(snap, macro_keys, check_prompt_style(style), max_assets, max_corr_assets, cache, rt)
     lines = [_block(cache, snap, ("s1_head", tuple(macro_keys), max_assets, rt),
@@ -235,8 +241,8 @@ def render_s2(snap: MarketSnapshot, views: np.ndarray, notes: dict | None = None
     config = _rules(config)
     threshold = config.scoring.signal_threshold if threshold is None else threshold
     if style != "full":
-        return _s2_short(snap, views, notes, threshold, check_prompt_style(style), config.regime_ticker)
-    lines = _header(snap, "S2 SIGNAL GENERATION", config.regime_ticker)
+        return _s2_short(snap, views, notes, threshold, check_prompt_style(style), _regime(config))
+    lines = _header(snap, "S2 SIGNAL GENERATION", _regime(config))
     lines.append("[YOUR S1 VIEWS]")
     tk = snap.tickers
     vals = np.asarray(views)[snap.available].tolist()
@@ -260,11 +266,11 @@ def render_s3(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     """S3 (weight optimisation) prompt: signals, current weights, NAV, correlations, constraints,
     and (clean mode) the investor profile (spec §4.3, §3.1). ``style``: one of ``PROMPT_STYLES``;
     ``cache``: None or the row's block cache (module docstring); ``config``: the env's config, whose
-    rules the prompt states (the cost model's ``describe(style)``, the regime ticker; None: the defaults)."""
+    rules the prompt states (the cost model's ``describe(style)``, the regime rule; None: the defaults)."""
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     config = _rules(config)
-    rt, costs = config.regime_ticker, describe_model(config.costs, style=check_prompt_style(style))
+    rt, costs = _regime(config), describe_model(config.costs, style=check_prompt_style(style))
     if style != "full":
         return _s3_short(snap, signals, profile_block, nav_units, strengths, style, cache, rt, costs)
 
@@ -310,12 +316,12 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(n - 3, 0)].rstrip() + "..."
 
 
-def _short_header(snap: MarketSnapshot, stage: str, style: str, regime_ticker: str) -> list[str]:
+def _short_header(snap: MarketSnapshot, stage: str, style: str, regime: tuple[str, int]) -> list[str]:
     if style == "compact":
         return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through its close).",
-                f"Regime ({regime_ticker} 126-day rule): {REGIME_DISPLAY[snap.regime]}"]
+                f"Regime ({regime[0]} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
     return [f"[PORTBENCH {stage}] Date {snap.decision_date.date()} (data to its close). "
-            f"Regime ({regime_ticker} 126d): {REGIME_DISPLAY[snap.regime]}"]
+            f"Regime ({regime[0]} {regime[1]}d): {REGIME_DISPLAY[snap.regime]}"]
 
 
 def _by_class(snap: MarketSnapshot, idx) -> list[tuple[str, list[int]]]:
@@ -384,9 +390,9 @@ def _short_news(snap: MarketSnapshot, style: str) -> list[str]:
 
 
 def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
-              max_corr_assets: int | None, cache: dict | None, regime_ticker: str) -> str:
-    head = _block(cache, snap, ("s1_short", style, tuple(macro_keys), max_assets, max_corr_assets, regime_ticker),
-                  lambda: _s1_short_head(snap, macro_keys, style, max_assets, max_corr_assets, regime_ticker))
+              max_corr_assets: int | None, cache: dict | None, regime: tuple[str, int]) -> str:
+    head = _block(cache, snap, ("s1_short", style, tuple(macro_keys), max_assets, max_corr_assets, regime),
+                  lambda: _s1_short_head(snap, macro_keys, style, max_assets, max_corr_assets, regime))
     lines = [head] + _short_news(snap, style)
     if style == "compact":
         lines.append("[TASK] For every asset listed above give a view in [-1, 1] on its outlook (-1 very negative, "
@@ -401,10 +407,10 @@ def _s1_short(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | No
 
 
 def _s1_short_head(snap: MarketSnapshot, macro_keys, style: str, max_assets: int | None,
-                   max_corr_assets: int | None, regime_ticker: str) -> str:
+                   max_corr_assets: int | None, regime: tuple[str, int]) -> str:
     """Short-style S1 header, asset lines, macro line and correlation lines (row-dependent only)."""
     idx = snap.avail_idx[:max_assets]
-    lines = _short_header(snap, "S1 MARKET INTERPRETATION", style, regime_ticker)
+    lines = _short_header(snap, "S1 MARKET INTERPRETATION", style, regime)
     if style == "compact":
         lines.append("[ASSETS] ticker class ret% vol% (return over the window, annualised volatility)")
         lines += [f"{snap.tickers[i]} {snap.classes[i]} {100 * snap.trailing_return[i]:+.1f} "
@@ -420,9 +426,9 @@ def _s1_short_head(snap: MarketSnapshot, macro_keys, style: str, max_assets: int
 
 
 def _s2_short(snap: MarketSnapshot, views: np.ndarray, notes: dict, threshold: float, style: str,
-              regime_ticker: str) -> str:
+              regime: tuple[str, int]) -> str:
     idx = snap.avail_idx
-    lines = _short_header(snap, "S2 SIGNAL GENERATION", style, regime_ticker)
+    lines = _short_header(snap, "S2 SIGNAL GENERATION", style, regime)
     summary = _cut(str(notes.get("macro_summary", "n/a")), SUMMARY_CHARS[style])
     if style == "compact":
         lines.append("[YOUR S1 VIEWS] ticker view")
@@ -451,12 +457,12 @@ def _w3(x: float) -> str:
 
 
 def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav_units: float,
-              strengths: np.ndarray | None, style: str, cache: dict | None, regime_ticker: str, costs: str) -> str:
+              strengths: np.ndarray | None, style: str, cache: dict | None, regime: tuple[str, int], costs: str) -> str:
     from quantgym.envs.portbench.stages import SIGNAL_NAMES
 
     idx = snap.avail_idx
-    lines = [_block(cache, snap, ("s3_short_header", style, regime_ticker),
-                    lambda: "\n".join(_short_header(snap, "S3 WEIGHT OPTIMISATION", style, regime_ticker)))]
+    lines = [_block(cache, snap, ("s3_short_header", style, regime),
+                    lambda: "\n".join(_short_header(snap, "S3 WEIGHT OPTIMISATION", style, regime)))]
     if profile_block:  # paper mode (§3.1): no profile block in S3
         lines.append(profile_block)
     cw = snap.current_weights

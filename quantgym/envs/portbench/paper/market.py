@@ -57,7 +57,7 @@ class PaperMarketView(MarketView):
             self._own_p = np.ascontiguousarray(data.own_prices, dtype=np.float64)
         shared = SHARED_CACHES.setdefault(data, {})
         key = ("paper", config.lookback, config.window_days, config.min_obs, config.as_of, self.regime_ticker,
-               self.flags.own_calendar_windows, self.flags.nan_corr_propagate)
+               config.regime_days, self.flags.own_calendar_windows, self.flags.nan_corr_propagate)
         self._row_cache = shared.setdefault(key, {})
 
     def own_window(self, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
