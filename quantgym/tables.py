@@ -11,6 +11,9 @@ Every command prints its tables through :func:`print_table`. Given the console's
 Columns never shrink below their widest cell (``min_width``, ``no_wrap``), so rich has nothing to
 cut: a number or an agent name is shown whole or, if a single column is wider than the terminal,
 folded onto the next line, never replaced by ``…``.
+
+Every cell of a terminal table and of the leaderboard (:mod:`quantgym.leaderboard`) is written by
+:func:`fmt`; an agent cell carries its run's status (:func:`status_agent`, legend :data:`STATUS_NOTE`).
 """
 
 from __future__ import annotations
