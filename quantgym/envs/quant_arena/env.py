@@ -38,7 +38,6 @@ EXPECTED_ACTIONS = "source text (str) or {'freeze': k} (dict; k = 1-based candid
 
 def dataset_until(ds: ArenaDataset, end: str) -> ArenaDataset:
     """``ds.truncate(end)``: the dataset up to ``end`` (a window's last day), cached per (dataset, end)."""
-    """``ds.truncate(end)``: the dataset up to ``end`` (a window's last day), cached per (dataset, end)."""
     key = (id(ds), end)
     if key not in _TRUNC_CACHE:
         if len(_TRUNC_CACHE) > 8:
