@@ -186,7 +186,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         user["_day_fees"] = _model_fees(cost, [str(d) for d in days])
     imp_args = impact_args(impact if isinstance(impact, ImpactModel) else ImpactModel())
     if not isinstance(impact, ImpactModel):  # a user impact model fills each order (σ, ADV of §10.8 given)
-        user["_order_book"], user["_book_fill"] = _model_book(impact, [str(d) for d in ds.dates])
+        user["_order_book"], user["_book_fill"], user["_book_depth"] = _model_book(impact, [str(d) for d in ds.dates])
     kernel = interpreted(_account_days, **user) if user else _account_days
     daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = kernel(
         d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
@@ -248,8 +248,15 @@ def _book_fill(side: int, qty: float, P: float, book: tuple, imp: tuple) -> tupl
     return fill_kernel(side, qty, P, book[0], book[1], book[2], imp[0])
 
 
+@njit
+def _book_depth(side: int, qty: float, P: float, book: tuple, imp: tuple) -> float:
+    """Shares of ``qty`` the book of :func:`_order_book` fills (:func:`_book_fill`'s first value, without
+    pricing them)."""
+    return (nan_minimum(qty, book[1] * book[2]) if imp[0] else qty) if qty > 0 else 0.0
+
+
 def _model_book(model: object, dates: list[str]):
-    """:func:`_order_book` and :func:`_book_fill` of a user impact model
+    """:func:`_order_book`, :func:`_book_fill` and :func:`_book_depth` of a user impact model
     (:class:`quantgym.models.MarketImpactModel`): the "book" is the order's σ, ADV, limit and execution
     row, and ``model.fill(side, qty, price, sigma, adv, limit, day)`` fills it."""
     W, min_obs, vol_default, Wa = impact_args(ImpactModel())[5:]
@@ -261,7 +268,10 @@ def _model_book(model: object, dates: list[str]):
     def book_fill(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
         return impact_fill(model, side, qty, P, book[0], book[1], book[2], dates[book[3]]) if qty > 0 else (0.0, 0.0)
 
-    return order_book, book_fill
+    def book_depth(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
+        return book_fill(side, qty, P, book, _imp)[0]
+
+    return order_book, book_fill, book_depth
 
 # Field indices of the kernel's outputs.
 _NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
@@ -427,7 +437,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             need = vstar - value_held
             book = _order_book(+1, P, u, t, j, lr, vol, imp)
             want = nan_maximum(lot * np.floor(nan_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
-            f1 = _book_fill(+1, want, P, book, imp)[0]  # the walk's fill
+            f1 = _book_depth(+1, want, P, book, imp)  # the walk's fill
             top = lot * np.floor(f1 / lot + 1e-12)
             lots = int(round(top / lot))
             filled = top
