@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.market_bench.config import METRIC_KEYS, MarketBenchScoringConfig
+from quantgym.tables import fmt as table_fmt
 
 SUCCESS, FAILED = "SUCCESS", "FAILED"
 
@@ -361,12 +362,13 @@ def summary_extra(attempts: Iterable[AttemptRecord | Mapping[str, Any]], unbiase
 
 
 def fmt(x: Any, decimals: int = 2) -> str:
-    """Table cell: numbers rounded to ``decimals`` (spec §6: 2 decimals), NaN/None as '-'."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
+    """Market-Bench's table cell (spec §6: 2 decimals): :func:`quantgym.tables.fmt` with ``-`` for None or NaN;
+    an integer (a rank, a count) as is."""
     if isinstance(x, (int, np.integer)):
         return str(int(x))
-    return f"{float(x):.{decimals}f}"
+    if isinstance(x, float) and not math.isfinite(x):
+        x = None
+    return table_fmt(x, decimals, missing="-")
 
 
 __all__ = ["SUCCESS", "FAILED", "validate_metrics", "mae", "metric_errors", "path_correlation", "is_correct",
