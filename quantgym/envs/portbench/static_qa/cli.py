@@ -127,17 +127,14 @@ def _qa_score(run) -> float:
     return sum(vals) / len(vals) if vals else math.nan
 
 
-def _fmt(x: float) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{x:.3f}"
-
-
 def print_qa_table(console, runs: list, title: str) -> None:
     """The paper's §10.4 table (one row per agent), split to fit the terminal (agent in every part)."""
     from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
-    from quantgym.tables import Col, print_table
+    from quantgym.tables import Col, fmt, print_table
 
     cols = [Col("agent", "left"), *[Col(c) for c in TABLE_COLUMNS]]
-    rows = [[r.agent, *[_fmt(r.table.get(c, math.nan)) for c in TABLE_COLUMNS]] for r in runs]
+    rows = [[r.agent, *[fmt(v if v is not None and math.isfinite(v) else None, 3, missing="—")
+                        for v in (r.table.get(c) for c in TABLE_COLUMNS)]] for r in runs]
     print_table(console, title, cols, rows, keys=1)
 
 
