@@ -98,3 +98,15 @@ def test_nested_from_dict_and_replace():
     assert (p.lookback, p.costs.rate) == (30, 0.0)
     with pytest.raises(ValueError, match=r"^ArenaCostModel\.from_dict: unknown key 'bogus'"):
         ArenaConfig.from_dict({"cost": {"bogus": 1}})
+
+
+def test_a_config_object_is_named_config_never_cfg():
+    """One name for the config objects across the package: attributes, parameters and locals are ``config``
+    (an env's ``config`` is what ``evaluate()`` records)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "quantgym"
+    hits = [f"{p.relative_to(root.parent)}:{i}" for p in sorted(root.rglob("*.py"))
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if re.search(r"\bcfg\b", line)]
+    assert not hits, hits

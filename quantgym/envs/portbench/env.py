@@ -165,12 +165,12 @@ class PortBenchEnv(gym.Env):
         prompt_style: str | None = None,
         obs_keys: Sequence[str] | None = None,
     ):
-        cfg = config or PortBenchConfig()
+        config = config or PortBenchConfig()
         # shortcuts into ``config`` (None: the config's value)
-        fidelity = cfg.fidelity if fidelity is None else fidelity
-        oracle = cfg.scoring.oracle if oracle is None else oracle
-        alpha = cfg.scoring.alpha if alpha is None else alpha
-        lam = cfg.scoring.lam if lam is None else lam
+        fidelity = config.fidelity if fidelity is None else fidelity
+        oracle = config.scoring.oracle if oracle is None else oracle
+        alpha = config.scoring.alpha if alpha is None else alpha
+        lam = config.scoring.lam if lam is None else lam
         if reward is None:  # CEPS needs the scores: without scoring the default is the NAV's log return
             reward = "ceps" if scoring else "log_return"
         if reward not in ("ceps", "log_return"):
@@ -189,19 +189,19 @@ class PortBenchEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if prompt_style is not None:
-            cfg = cfg.replace(prompt_style=check_prompt_style(prompt_style))
-        check_prompt_style(cfg.prompt_style)
+            config = config.replace(prompt_style=check_prompt_style(prompt_style))
+        check_prompt_style(config.prompt_style)
         period = resolve_period(period)
-        cfg = resolve_fidelity(cfg, fidelity, paper)
-        cfg = cfg.replace(scoring=dataclasses.replace(cfg.scoring, alpha=alpha, lam=lam, oracle=oracle))
+        config = resolve_fidelity(config, fidelity, paper)
+        config = config.replace(scoring=dataclasses.replace(config.scoring, alpha=alpha, lam=lam, oracle=oracle))
         self.profile = get_profile(profile)
         #: clean or paper rules (:mod:`quantgym.envs.portbench.paper.mode`)
-        self.mode = mode = fidelity_mode(cfg)
+        self.mode = mode = fidelity_mode(config)
         self.data = mode.data(data)
         if isinstance(period, LivePeriod):  # §2.5: daily decisions on data through the previous close
             period = resolve_live(period, self.data.dates)
-            cfg = cfg.replace(as_of="previous_close")
-        self.config = cfg
+            config = config.replace(as_of="previous_close")
+        self.config = config
         self.period = period
         self.stagewise = bool(stagewise)
         self.reward_kind = reward
@@ -209,22 +209,22 @@ class PortBenchEnv(gym.Env):
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
         self.text_provider = text_provider
         self.render_mode = render_mode
-        self.view = mode.view(self.data, cfg)
+        self.view = mode.view(self.data, config)
         n, m = self.view.n_assets, len(MACRO_KEYS)
         self.n_assets = n
         if self.data.macro.shape[1] != m:
             raise ValueError(f"data.macro must have {m} columns (MACRO_KEYS), got {self.data.macro.shape[1]}")
         # validate the period against the data once (clear error at construction)
         self._new_simulator()
-        self.observation_space = observation_space(n, cfg.lookback, m, self.obs_keys, self.text_obs)
+        self.observation_space = observation_space(n, config.lookback, m, self.obs_keys, self.text_obs)
         self.action_space = action_space(n)
         self._observer = ObservationView(self.view, self.obs_keys, mode.cached_observation,
                                          self.scoring or self.text_obs or self.stagewise)
         self._decoder = ActionDecoder(self.view.tickers, mode.all_zero_weights)
-        self._scorer = DecisionScorer(self.view, self.profile, cfg, mode)
+        self._scorer = DecisionScorer(self.view, self.profile, config, mode)
         self._profile_block = self.profile.prompt_block()
         self._ticker_array = np.array(self.view.tickers, dtype=object)
-        self._uses_future_data = cfg.scoring.oracle == "ex_post" or mode.s45_ex_post
+        self._uses_future_data = config.scoring.oracle == "ex_post" or mode.s45_ex_post
         # the echoes shown before an answer (read-only: observations hand them out without copying)
         self._zero_views = np.zeros(n)
         self._hold_signals = np.full(n, HOLD, dtype=np.int64)
@@ -316,17 +316,17 @@ class PortBenchEnv(gym.Env):
         if self.snapshot is None:
             raise RuntimeError("call reset() before render_prompt()")
         stage = self.stage if stage is None else stage
-        snap, cfg, mode = self.snapshot, self.config, self.mode
+        snap, config, mode = self.snapshot, self.config, self.mode
         # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision row
         # and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
         cache = self.view.row_cache(int(snap.t))
         if stage == 0 or not self.stagewise:
-            return mode.render_s1(snap, cfg, style, cache)
+            return mode.render_s1(snap, config, style, cache)
         if stage == 1:
-            return mode.render_s2(snap, self.prev_views, self.stage_notes, style, cfg)
-        return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), cfg.initial_nav,
-                                 self.stage_notes.get("strengths"), cfg.corr_table, style=style, cache=cache,
-                                 config=cfg)
+            return mode.render_s2(snap, self.prev_views, self.stage_notes, style, config)
+        return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), config.initial_nav,
+                                 self.stage_notes.get("strengths"), config.corr_table, style=style, cache=cache,
+                                 config=config)
 
     def _base_info(self) -> dict[str, Any]:
         log = self.log
