@@ -91,9 +91,36 @@ def test_the_sweep_gates_with_period_gate():
                for p, m in MDDS.items()]
     assert HOOKS.gates(records) == {"normal_2024": period_gate("normal_2024", MDDS, tol)}
     assert HOOKS.gates(records) == {"normal_2024": False}  # crypto_2022 exceeds it
-    assert HOOKS.gates(records[:-1]) == {}  # a stress window missing: no gate
+    assert HOOKS.gates(records[:-1]) == {}  # a stress window missing, none failed: no gate
+    assert HOOKS.gates([r for r in records if r["run_id"] != "china_2015"]) == {"normal_2024": False}
     assert HOOKS.gates([{**r, "result": {**r["result"], "metrics": {"max_drawdown": -0.01}}}
                         for r in records]) == {"normal_2024": True}
+
+
+def test_the_normal_period_gate_is_known_false_as_soon_as_a_stress_window_fails():
+    tol = 0.10
+    assert period_gate("normal_2024", {"covid_2020": -0.30}, tol) is False  # the others cannot make it pass
+    assert period_gate("normal_2024", {"covid_2020": -0.05}, tol) is None  # two windows not run
+    assert period_gate("normal_2024", {p: -0.05 for p in STRESS_PERIODS}, tol) is True
+    assert period_gate("normal_2024", MDDS, tol) is False and period_gate("china_2015", MDDS, tol) is True
+    assert period_gate("2020-03-02_2020-03-31_weekly", MDDS, tol) is None
+
+
+def test_the_report_gate_follows_the_rows_gates():
+    """The leaderboard's gate of an agent is §7.2 over its rows' recorded gates: the same as period_gate's
+    normal_2024 gate over the drawdowns, whichever windows were run."""
+    from quantgym.envs.portbench.report import portbench_tables
+    from quantgym.leaderboard import MISSING, fmt
+
+    def table_gate(mdds):
+        rows = [{"task": "portbench", "agent": "a", "profile": "conservative", "period": p, "sharpe": 0.5,
+                 "maxdd_pct": 100 * m, "ceps": None, "gate": period_gate(p, mdds, 0.10)} for p, m in mdds.items()]
+        table = portbench_tables(rows)[0]
+        return table.rows[0][table.columns.index("gate")]
+
+    for mdds in (MDDS, {p: -0.05 for p in MDDS}, {"normal_2024": -0.3, "covid_2020": -0.3},
+                 {"normal_2024": -0.3, "covid_2020": -0.05}):
+        assert table_gate(mdds) == fmt(period_gate("normal_2024", mdds, 0.10), missing=MISSING), mdds
 
 
 def test_eval_rows_are_gated_with_period_gate(tmp_path):

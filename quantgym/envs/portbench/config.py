@@ -114,16 +114,27 @@ def within_tolerance(mdd: float, tolerance: float) -> bool:
     return bool(abs(mdd) <= tolerance + 1e-12)
 
 
+def stress_verdict(passed: dict[str, bool]) -> bool | None:
+    """§7.2 over the stress windows' verdicts (``passed[window]``: ``|MDD| ≤ tolerance`` there): False as
+    soon as one window failed (the others cannot make it pass), True when all three passed, None while a
+    window is missing and none failed. :func:`stress_gate` from drawdowns, the report from recorded gates."""
+    given = [bool(passed[p]) for p in STRESS_PERIODS if p in passed]
+    if not all(given):
+        return False
+    return True if len(given) == len(STRESS_PERIODS) else None
+
+
 def stress_gate(mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
-    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows; None if one is missing."""
-    if not all(p in mdd_by_period for p in STRESS_PERIODS):
-        return None
-    return all(within_tolerance(mdd_by_period[p], tolerance) for p in STRESS_PERIODS)
+    """§7.2: pass iff ``|MDD_s| ≤ tolerance`` in each of the three stress windows (:func:`stress_verdict`
+    of the windows in ``mdd_by_period``)."""
+    return stress_verdict({p: within_tolerance(m, tolerance) for p, m in mdd_by_period.items()
+                           if p in STRESS_PERIODS})
 
 
 def period_gate(period: str, mdd_by_period: dict[str, float], tolerance: float) -> bool | None:
-    """§7.2 ``gate`` of a result row: a stress window's own :func:`within_tolerance`; ``normal_2024``'s
-    :func:`stress_gate` over ``mdd_by_period``; None for any other period (and a missing window)."""
+    """§7.2 ``gate`` of a result row (bench, eval and sweep rows; the report combines these recorded gates by
+    the same rule, :func:`stress_verdict`): a stress window's own :func:`within_tolerance`; ``normal_2024``'s :func:`stress_gate` over ``mdd_by_period`` (max drawdowns
+    by period name, decimals); None for any other period."""
     if period in STRESS_PERIODS:
         return within_tolerance(mdd_by_period[period], tolerance)
     return stress_gate(mdd_by_period, tolerance) if period == NORMAL_PERIOD else None

@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 from typing import Any, Sequence
 
-from quantgym.envs.portbench.config import BENCH_PERIODS, SHARPE_NOTE
+from quantgym.envs.portbench.config import BENCH_PERIODS, NORMAL_PERIOD, SHARPE_NOTE, stress_verdict
 from quantgym.leaderboard import MISSING, Figure, Section, Source, Table, fmt, mean, number, ordered, png, pyplot
 
 #: ordering of PortBench profiles in tables and plots (periods: BENCH_PERIODS; others follow, sorted)
@@ -73,16 +73,13 @@ def portbench_tables(rows: list[dict[str, Any]]) -> list[Table]:
             rel = mean(sh[p] - eqw[p] for p in periods if sh[p] is not None and eqw[p] is not None)
             mdds = [x["maxdd_pct"] for p in periods if p in stress for x in per.get(p, [])]
             worst = min((m for m in mdds if m is not None), default=None)
-            sgates = [x["gate"] for p in periods if p in stress for x in per.get(p, [])]
-            ngates = [x["gate"] for x in per.get("normal_2024", []) if x["gate"] is not None]
-            if sgates and stress <= set(per) and all(g is not None for g in sgates):
-                gate = all(sgates)
-            elif ngates:
+            # §7.2 (config.stress_verdict) over the stress windows' recorded gates (config.period_gate's,
+            # every run of a window); without them, the normal_2024 rows' recorded gates
+            passed = {p: all(g) for p in stress if (g := [x["gate"] for x in per.get(p, [])]) and None not in g}
+            gate = stress_verdict(passed)
+            ngates = [x["gate"] for x in per.get(NORMAL_PERIOD, []) if x["gate"] is not None]
+            if gate is None and ngates:
                 gate = all(ngates)
-            elif any(g is False for g in sgates):
-                gate = False
-            else:
-                gate = None
             ceps = mean(x["ceps"] for p in per for x in per[p])
             n = sum(len(v) for v in per.values())
             entries.append((agent, sh, mean_sh, rel, worst, gate, ceps, n))

@@ -54,8 +54,9 @@ class PortBenchSweep:
         return res.to_dict(), res.summary_row(gate=gate)
 
     def gates(self, records: list[dict[str, Any]]) -> dict[str, bool]:
-        """§7.2 gate of ``normal_2024`` rows: the same (agent, env, other kwargs, seed) passes all three
-        stress windows. ``records`` are this task's ok run records; returns run id -> gate."""
+        """§7.2 gate of ``normal_2024`` rows (:func:`~quantgym.envs.portbench.config.period_gate`): the same
+        (agent, env, other kwargs, seed) passes all three stress windows (False as soon as one of its windows
+        fails). ``records`` are this task's ok run records; returns run id -> gate (none while unknown)."""
         from quantgym.envs.portbench.config import NORMAL_PERIOD, period_gate
         from quantgym.envs.portbench.profiles import PROFILES
 
