@@ -15,7 +15,7 @@ from quantgym.evaluation import EvalResult, evaluate
 from quantgym.tables import STATUS_NOTE, status_agent
 from quantgym.tables import fmt as _fmt
 from quantgym.envs.portbench.baselines import BASELINES, make_baseline
-from quantgym.agents.registry import make_agent
+from quantgym.agents.registry import AgentSpec, make_agent
 from quantgym.envs.portbench.config import (BENCH_PERIODS, NORMAL_PERIOD, PERIODS, SHARPE_NOTE, period_gate,
                                            resolve_period)
 from quantgym.envs.portbench.plots import plot_nav
@@ -121,7 +121,8 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
                          f"whole window in the data and {lb} trading days before it): {hint}START:END:FREQ, e.g. "
                          f"--periods {start}:{last}:weekly")
     keys = [_baseline_key(a) for a in (options.get("agents") or list(BASELINES))]
-    extra = [a for a in options.get("extra_agents") or () if ":" not in a and _baseline_key(a) == "sixty_forty"]
+    extra = [a for a in options.get("extra_agents") or ()
+             if AgentSpec.parse(a).scheme is None and _baseline_key(a) == "sixty_forty"]
     if "sixty_forty" in keys or extra:
         empty, short = sixty_forty_gaps(data.tickers)
         if empty:
@@ -146,7 +147,7 @@ def run_section(ctx) -> SectionResult:
     periods = list(specs)
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [a.key for a in agents]
-    extra_specs = list(opts.get("extra_agents") or [])
+    extra_specs = [AgentSpec.parse(s) for s in opts.get("extra_agents") or []]  # --agent, parsed once
     extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
     tid = ctx.progress.add_task("PortBench", total=total)
@@ -160,7 +161,7 @@ def run_section(ctx) -> SectionResult:
                 res[(agent.name, prof, per)] = base[(key, per)]
     try:
         for spec, agent in zip(extra_specs, extra):
-            label = getattr(agent, "name", spec)
+            label = getattr(agent, "name", None) or str(spec)
             labels.append(label)
             for prof in profiles:
                 for per in periods:
@@ -219,7 +220,8 @@ def run_section(ctx) -> SectionResult:
         if lab not in [a.name for a in agents]:
             section.runs.append({**r.to_dict(), "uncertainty": unc[id(r)]})
     section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
-    usage = {getattr(a, "name", spec): a.usage() for spec, a in zip(extra_specs, extra) if hasattr(a, "usage")}
+    usage = {getattr(a, "name", None) or str(spec): a.usage() for spec, a in zip(extra_specs, extra)
+             if hasattr(a, "usage")}
     if usage:
         section.extra["agent_usage"] = usage  # tokens, calls and cost of LLM agents
     for a in extra:
