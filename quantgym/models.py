@@ -1,15 +1,16 @@
 """Swappable simulation models: a protocol per model kind and a config that names the class to build.
 
-A task's config holds its fee, impact and fill models as config objects. A built-in model is the task's
-own dataclass (``ArenaCostModel``, ``ImpactModel``, ``ExecutionModel``, ``PortBenchCostModel``) and runs in
-the task's compiled kernels. Any other model is an :class:`ImportableModel`: the import path of a class
+A task's config holds its fee and impact (fill) models as config objects. A built-in model is the task's
+own dataclass (:data:`BUILTIN_MODELS`: ``ArenaCostModel``, ``ImpactModel``, ``PortBenchCostModel``) and runs
+in the task's compiled kernels. Any other model is an :class:`ImportableModel`: the import path of a class
 (``"package.module:Class"``) and the keyword arguments to build it with, the idea of nautilus_trader's
 ``ImportableFeeModelConfig`` (https://nautilustrader.io/docs/latest/api_reference/config). The class is
 imported and built when the simulation starts, and the config's ``to_dict()`` (written into every
 result) holds ``class_path`` and ``kwargs``, so a result names the model that produced it.
 
 A fee model implements :class:`FeeModel`: ``order_fee(value, side, day)`` gives the fee of one order in
-the task's currency, and ``describe()`` one line of rule text for the agent's prompt. A user model runs
+the task's currency, and ``describe()`` one line of rule text for the agent's prompt; an impact model
+implements :class:`MarketImpactModel` (``fill(...)``, ``describe()``). A user model runs
 in the interpreted form of the task's loop (slower, the same arithmetic otherwise); see
 docs/quant_arena.md and docs/portbench.md, "Your own cost model".
 
