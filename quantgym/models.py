@@ -54,7 +54,7 @@ class FeeModel(Protocol):
 
 @runtime_checkable
 class MarketImpactModel(Protocol):
-    """What an impact (fill) model implements (Quant-Arena's ``impact`` field, in place of spec §10.8's book).
+    """What an impact (fill) model implements (Quant-Arena's ``impact`` field; replaces the Quant-Arena §10.8 book).
 
     ``fill(side, qty, price, sigma, adv, limit, day)`` -> ``(filled, value)``: the shares of an order of
     ``qty`` shares that fill (``0 <= filled <= qty``; the rest is dropped) and their value in CNY (the
@@ -62,7 +62,7 @@ class MarketImpactModel(Protocol):
 
     - ``side``: +1 buy, −1 sell; ``price``: the raw open of the execution day (the reference price).
     - ``sigma``, ``adv``: the order's daily log-return volatility and average daily volume (shares) up to
-      the decision date, as spec §10.8 computes them for the simulated book.
+      the decision date, as Quant-Arena §10.8 computes them for the simulated book.
     - ``limit``: the day's up-limit (buy) or down-limit (sell) in CNY, NaN for none.
     - ``day``: execution day, ISO ``YYYY-MM-DD``.
 
