@@ -346,7 +346,9 @@ class PortBenchEnv(gym.Env):
             "n_available": self._row_info["n_available"],
             "prompt_style": self.config.prompt_style,
         }
-        return self._note_clipped(info)
+        if self._clipped:
+            info["clipped"] = dict(self._clipped)
+        return info
 
     def _note_clipped(self, info: dict[str, Any]) -> dict[str, Any]:
         """``info["clipped"]``: per observation entry, the number of values of the observation returned with
@@ -482,7 +484,9 @@ class PortBenchEnv(gym.Env):
             self._begin_decision()
             self._obs_views = True  # a new decision row: its arrays as read-only views (see _obs)
             obs = self._obs()
-        return obs, reward, terminated, False, self._note_clipped(info)
+        if self._clipped or "clipped" in info:
+            self._note_clipped(info)
+        return obs, reward, terminated, False, info
 
     @property
     def records(self) -> list[dict]:

@@ -118,6 +118,7 @@ class ObservationView:
         self.dropped = tuple(k for k in OBS_KEYS if k not in obs_keys)
         self.cached = cached
         self.corr_with_snapshot = corr_with_snapshot
+        self._clipped_key = ("obs_clipped", "returns" in obs_keys)  # the row cache's key of the clip counts
 
     def row(self, snap, parts=None) -> tuple[dict[str, Any], dict[str, int]]:
         """The row-dependent entries of the decision of ``snap`` (read-only arrays) in the order of the
@@ -143,11 +144,10 @@ class ObservationView:
             if self.corr_with_snapshot:  # the snapshot's corr is read too: both at once
                 view.row_array(t, "corr")
             row["corr"] = view.row_array(t, "obs_corr").view()
-        key = ("obs_clipped", observe_returns)
-        clipped = parts.get(key)
+        clipped = parts.get(self._clipped_key)
         if clipped is None:
-            clipped = self._row_clipped(snap, view.row_array(t, "returns") if observe_returns else None)
-            parts.put(key, clipped)
+            clipped = parts.put(self._clipped_key, self._row_clipped(
+                snap, view.row_array(t, "returns") if observe_returns else None))
         return row, clipped
 
     def _row_clipped(self, snap, returns: np.ndarray | None) -> dict[str, int]:

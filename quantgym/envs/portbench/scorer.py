@@ -68,8 +68,9 @@ class DecisionScorer:
                 with single_thread_blas():
                     cached = parts.put(cache_key, s3_oracle(snap, s_star, sc.oracle, None, ew_if_nonpositive_mu=ew_mu))
             w_star, note = cached
-        notes = [n for n in (note_s45, note) if n]
-        return DecisionTruth(v_star, s_star, w_star, w_s45, "; ".join(dict.fromkeys(notes)) or None, cache_key)
+        if note_s45 is not None and note_s45 != note:  # the S4/S5 truth's oracle fell back too
+            note = note_s45 if note is None else f"{note_s45}; {note}"
+        return DecisionTruth(v_star, s_star, w_star, w_s45, note, cache_key)
 
     def score(self, w_hat: np.ndarray, valid: bool, snap: MarketSnapshot, truth: DecisionTruth,
               log: DecisionLog) -> tuple[np.ndarray, tuple, dict[str, Any]]:
@@ -110,8 +111,9 @@ class DecisionScorer:
             return risk_report(w, snap, profile, sc, include_start=include_start)
         key = ("rep_star", *truth.cache_key, profile.var_limit, profile.max_drawdown, sc.s5_min_obs,
                sc.drift_limit, include_start)
-        return self.view.row_cache(int(snap.t)).value(
-            key, lambda: risk_report(w, snap, profile, sc, include_start=include_start))
+        parts = self.view.row_cache(int(snap.t))
+        rep = parts.get(key)
+        return rep if rep is not None else parts.put(key, risk_report(w, snap, profile, sc, include_start=include_start))
 
 
 __all__ = ["DecisionScorer", "DecisionTruth"]
