@@ -21,9 +21,10 @@
 3. **Writes** the generated blocks ``perf-headline`` (speed ratios against the issue's targets),
    ``perf-scaling``, ``perf-pb-scaling``, ``perf-details`` and (with ``--before``) ``perf-before-after`` of
    docs/performance.md, with the date, the load average and the versions. A figure that a script did not
-   deliver is written as "not measured" with the reason, never estimated. Timings are not checked by CI
-   (they differ from run to run); the blocks are only ever written by this command (``perf-pb-scaling``
-   also by ``bench_portbench_scaling.py`` run alone).
+   deliver is written as "not measured" with the reason, never estimated. The figures are saved with the
+   command and the commit to ``benchmarks/results/run_all.json``; CI renders the blocks again from that file
+   (``python benchmarks/docs_tables.py --check``) and never re-measures (timings differ from run to run).
+   ``perf-pb-scaling`` is also written by ``bench_portbench_scaling.py`` run alone.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
 PEERS_PY = BENCH / ".venv-peers" / "bin" / "python"
 DOC = ROOT / "docs" / "performance.md"
+RESULTS = BENCH / "results" / "run_all.json"  # the figures of the last written run (checked by CI)
 FULL_PANEL = ROOT.parent / "shared" / "data" / "quant_arena" / "daily.parquet"  # the development layout
 sys.path.insert(0, str(BENCH))
 
@@ -347,6 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {name} ==\n{body}")
         if not (a.no_write or a.from_json):  # a re-rendered run is printed only: its command is not this one
             write_or_check(str(DOC), name, body, check=False)
+    if not (a.no_write or a.from_json):
+        # the figures the blocks were rendered from: python benchmarks/docs_tables.py --check renders them again
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        RESULTS.write_text(json.dumps({"command": "python benchmarks/run_all.py" + "".join(f" {x}" for x in shown),
+                                       "argv": shown, "commit": commit, "figures": res}, indent=1) + "\n")
+        log(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0
 
 

@@ -9,6 +9,9 @@
 - docs/uncertainty.md 'uncertainty-2024': ``python benchmarks/uncertainty_table.py --check`` (the six
   baselines and 40 seeded random-weights policies on normal_2024, about 30 s);
 - docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
+
+Speed figures are never re-measured here: their blocks are rendered from the committed result files in
+benchmarks/results/ (each names its command and commit) and compared with the docs.
 """
 
 from __future__ import annotations
@@ -61,3 +64,55 @@ def test_uncertainty_docs_numbers_are_current():
     r = _run("benchmarks/uncertainty_table.py", "--check")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "up to date" in r.stdout
+
+
+def _docs_tables():
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "benchmarks" / "docs_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _block(doc: str, name: str) -> str:
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    begin, end = f"<!-- generated:{name} begin -->\n", f"<!-- generated:{name} end -->"
+    return text[text.index(begin) + len(begin):text.index(end)]
+
+
+def test_measured_speed_blocks_show_their_committed_result_files():
+    """The speed blocks equal the rendering of benchmarks/results/<block>.json, which names the command that
+    measured it and the commit; the figures in the docs are those of the file."""
+    import json
+
+    dt = _docs_tables()
+    for block in dt.MEASURED:
+        res = json.loads((dt.RESULTS / f"{block}.json").read_text())
+        assert res["command"] == dt.MEASURED[block] and res["commit"] and res["measured_utc"]
+        doc, make = dt.BLOCKS[block]
+        body = make()
+        assert _block(doc, block) == body
+        assert res["commit"] in body and res["command"] in body
+    qa = json.loads((dt.RESULTS / "perf-quant-arena.json").read_text())["figures"]
+    assert f"{qa['rows'][0][1] * 1000:,.0f} ms" in _block("docs/performance.md", "perf-quant-arena")
+
+
+def test_run_all_blocks_are_rendered_from_its_saved_figures(tmp_path, monkeypatch):
+    """docs_tables checks run_all.py's blocks against the figures run_all.py saved (never a new run);
+    perf-pb-scaling is left to its own script."""
+    import json
+
+    from tests.test_run_all import _result, _run_all
+
+    dt = _docs_tables()
+    res = _result(vectorbt=True)
+    (tmp_path / "run_all.json").write_text(json.dumps({"argv": ["--rounds", "3"], "commit": "abc1234",
+                                                      "command": "python benchmarks/run_all.py --rounds 3",
+                                                      "figures": res}))
+    monkeypatch.setattr(dt, "RESULTS", tmp_path)
+    blocks = dt.run_all_blocks()
+    assert set(blocks) == {"perf-headline", "perf-scaling", "perf-details"}
+    expected = _run_all().render(res, ["--rounds", "3"])
+    assert all(make() == expected[name] for name, (_, make) in blocks.items())
+    monkeypatch.setattr(dt, "RESULTS", tmp_path / "none")
+    assert dt.run_all_blocks() == {}
+
