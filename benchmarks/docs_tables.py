@@ -19,6 +19,14 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
   sealed 2024 / research metrics and scores, their PSR and the DSR / PBO of the four as one research loop
   (the episodes of ``quantgym bench --tasks quant_arena``, sandboxed, two at a time; about 30 s on 2 idle
   cores).
+- ``rl-ppo`` in docs/rl.md: the committed evaluation rows of the two PPO training runs
+  (benchmarks/results/rl/: each run's ``summary.csv`` and ``rl_meta.json``, ``PROVENANCE.json`` with the
+  commands and the commit; training never runs here) beside Equal-Weight evaluated on the same env (about 20 s).
+- ``perf-quant-arena`` and ``perf-market-bench`` in docs/performance.md: speed figures rendered from the
+  committed result files benchmarks/results/<block>.json (``--measure BLOCK`` runs the benchmark and writes
+  the file with the command, the commit, the date and the load average); never re-measured by ``--check``.
+- the blocks of ``python benchmarks/run_all.py`` in docs/performance.md (except ``perf-pb-scaling``),
+  rendered from the figures it saved to benchmarks/results/run_all.json, when that file exists.
 """
 
 from __future__ import annotations
@@ -342,7 +350,10 @@ def rl_ppo() -> str:
         lines.append(f"| {per} | {cell(a['sharpe'], a['ret_pct'], a['maxdd_pct'])} | "
                      f"{cell(b['sharpe'], b['ret_pct'], b['maxdd_pct'])} | {cell(e.sharpe, e.ret_pct, e.maxdd_pct)} |")
     ceps = [" / ".join(_m(float(rows[run][per]["ceps"]), 3) for per in periods) for run in RL_RUNS]
-    return "\n".join(lines) + f"\n\nRun CEPS of the two PPO policies ({', '.join(periods)}): {ceps[0]} and {ceps[1]}.\n"
+    gates = ["; ".join(per for per in periods if rows[run][per]["gate"] == "false") or "none" for run in RL_RUNS]
+    return "\n".join(lines) + (f"\n\nRun CEPS of the two PPO policies ({', '.join(periods)}): {ceps[0]} and "
+                                f"{ceps[1]}. Periods failing the Balanced stress gate (§7.2): {gates[0]} and "
+                                f"{gates[1]}.\n")
 
 
 #: speed measurements rendered from committed result files (timings differ from run to run, so CI checks that
@@ -438,6 +449,7 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "market-bench-bench": ("docs/market_bench.md", market_bench_bench),
           "quant-arena-bench": ("docs/quant_arena.md", quant_arena_bench),
           "quant-arena-loop": ("docs/quant_arena.md", quant_arena_loop),
+          "rl-ppo": ("docs/rl.md", rl_ppo),
           "perf-quant-arena": ("docs/performance.md", perf_quant_arena),
           "perf-market-bench": ("docs/performance.md", perf_market_bench)}
 

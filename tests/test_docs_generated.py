@@ -116,3 +116,18 @@ def test_run_all_blocks_are_rendered_from_its_saved_figures(tmp_path, monkeypatc
     monkeypatch.setattr(dt, "RESULTS", tmp_path / "none")
     assert dt.run_all_blocks() == {}
 
+
+
+def test_rl_block_shows_the_committed_training_runs():
+    """docs/rl.md's PPO rows are the committed summary.csv rows of the two training runs (no training in CI)."""
+    import csv
+
+    dt = _docs_tables()
+    block = _block("docs/rl.md", "rl-ppo")
+    for run in dt.RL_RUNS:
+        with (dt.RL_RESULTS / run / "summary.csv").open() as fh:
+            rows = list(csv.DictReader(fh))
+        assert len(rows) == 4
+        for r in rows:
+            assert f"| {r['period']} |" in block
+            assert f"{float(r['sharpe']):.3f}".replace("-", "−") in block
