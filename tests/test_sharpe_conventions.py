@@ -70,7 +70,7 @@ def test_quant_arena_eval_table_states_no_risk_free_rate():
     from quantgym.envs.quant_arena.eval import _section
 
     fin = {"S": 50.0, "S_in": 40.0, "S_out": 60.0, "sealed": {"sharpe": 1.2, "excess_arr": 0.05, "rankic_mean": 0.02}}
-    run = {"env_id": "QuantArena-v0", "final": fin, "feedback": [{}], "usage": {}}
+    run = {"env_id": "QuantArena-v0", "period": "sealed_2024", "final": fin, "feedback": [{}], "usage": {}}
     con, buf = _console()
     _section([run], NS(name="agentX", usage=lambda: {}), con)
     assert QA_NOTE in _flat(buf.getvalue())

@@ -277,7 +277,7 @@ def test_quant_arena_eval_table_fits(width):
 
     from quantgym.envs.quant_arena.eval import EVAL_COLS, _section
 
-    run = {"env_id": "QuantArena-OneShot-v0", "final": {"frozen_candidate": 3, "S_in": 12.345, "S_out": 67.891,
+    run = {"env_id": "QuantArena-OneShot-v0", "period": "sealed_2024", "final": {"frozen_candidate": 3, "S_in": 12.345, "S_out": 67.891,
                                                         "S": 40.118, "sealed": {"arr": -1.2345, "sharpe": -12.345}},
            "feedback": [{}, {}, {}], "usage": {"calls": 123, "total_tokens": 1234567}}
     con, buf = _console(width)

@@ -100,7 +100,7 @@ def test_eval_rows_and_report_show_the_diagnostics(loop_run, tmp_path):
     from quantgym.sweep.report import build_report
 
     _, _, fin = loop_run
-    run = {"env_id": "QuantArena-v0", "final": fin, "S": fin["S"], "feedback": [{}, {}, {}], "usage": {}}
+    run = {"env_id": "QuantArena-v0", "period": "sealed_2024", "final": fin, "S": fin["S"], "feedback": [{}, {}, {}], "usage": {}}
     sec = _section([run], SimpleNamespace(name="agentX", usage=lambda: {}), None)
     row = sec.rows[0]
     cols = extra_columns(sec.rows)
