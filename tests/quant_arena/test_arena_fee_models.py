@@ -157,3 +157,15 @@ def test_a_user_impact_model_fills_the_orders(small_real, tmp_path):
     assert read_record(env.record_path)[0]["config"]["impact"]["class_path"] == f"{__name__}:TenBpSpread"
     with pytest.raises(ValueError, match="has no fill\\(side, qty, price, sigma, adv, limit, day\\) method"):
         run_account(small_real, d0, n, sc, impact=ImportableModel(f"{__name__}:SpecFeesInPython"))
+
+
+def test_cost_and_impact_given_as_dicts_as_a_sweep_file_gives_them():
+    env = QuantArenaEnv(mode="oneshot", record_dir=False,
+                        cost={"class_path": "quantgym.models:FlatFee", "kwargs": {"per_order": 7.0}},
+                        impact={"enabled": False})
+    assert env.config.cost == ImportableModel("quantgym.models:FlatFee", {"per_order": 7.0})
+    assert env.config.impact.enabled is False
+    env = QuantArenaEnv(mode="oneshot", record_dir=False, cost={"commission_rate": 0.0003})
+    assert env.config.cost == ArenaCostModel(commission_rate=0.0003)
+    with pytest.raises(ValueError, match="unknown key 'commision_rate'"):
+        QuantArenaEnv(mode="oneshot", record_dir=False, cost={"commision_rate": 0.0003})

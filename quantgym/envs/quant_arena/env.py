@@ -91,7 +91,9 @@ class QuantArenaEnv(gym.Env):
         (or ``windows=Windows(...)``).
     cost, impact, execution, scoring, sandbox : config objects (``ArenaCostModel.off()`` and
         ``ImpactModel.off()`` switch costs/impact off): aliases that set the fields of ``config`` of the same
-        name. ``cost`` and ``impact`` may name user models (:class:`~quantgym.models.ImportableModel`).
+        name. ``cost`` and ``impact`` may name user models (:class:`~quantgym.models.ImportableModel`). Each may
+        also be a dict, as a sweep file or ``--env-kwargs`` gives it: ``{"class_path": ..., "kwargs": ...}`` for a
+        user model, else the fields of the built-in config (``{"commission_rate": 0.0003}``).
     record_dir : path — folder of the JSONL run records (default: system temp); ``False``: no record.
     max_candidates : int — research budget (5).
     executor : {"sandbox", "inprocess"} — ``inprocess`` is for trusted code only (tests).
@@ -149,6 +151,12 @@ class QuantArenaEnv(gym.Env):
             import dataclasses
 
             w = dataclasses.replace(w, **over)
+        # a sweep or JSON config gives a dict: a user model by its class path, else the built-in config's fields
+        cost, impact, execution, scoring, sandbox = (
+            (ImportableModel.from_dict(obj) if "class_path" in obj else kind.from_dict(obj))
+            if isinstance(obj, dict) else obj
+            for obj, kind in ((cost, ArenaCostModel), (impact, ImpactModel), (execution, ExecutionModel),
+                              (scoring, ArenaScoringConfig), (sandbox, ArenaSandboxLimits)))
         for name, obj, typ in (("cost", cost, (ArenaCostModel, ImportableModel)),
                                ("impact", impact, (ImpactModel, ImportableModel)),
                                ("execution", execution, ExecutionModel), ("scoring", scoring, ArenaScoringConfig),
