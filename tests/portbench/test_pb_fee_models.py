@@ -79,3 +79,16 @@ def test_paper_mode_and_the_batched_env_refuse_a_user_fee_model():
         PortBenchVectorEnv(2, period="covid_2020", config=PortBenchConfig(costs=FLAT))
     with pytest.raises(ValueError, match="cannot import 'no_such_module_xyz'"):
         PortBenchEnv(period="covid_2020", config=PortBenchConfig(costs=ImportableModel("no_such_module_xyz:Fee")))
+
+
+def test_config_given_as_a_dict_as_a_sweep_file_gives_it():
+    import gymnasium as gym
+
+    from quantgym.envs.portbench.config import PortBenchCostModel
+    from quantgym.models import ImportableModel
+
+    env = gym.make("PortBench-Balanced-v0", config={"costs": {"class_path": "quantgym.models:FlatFee",
+                                                              "kwargs": {"per_order": 7.0}}})
+    assert env.unwrapped.config.costs == ImportableModel("quantgym.models:FlatFee", {"per_order": 7.0})
+    env = gym.make("PortBench-Balanced-v0", config={"costs": {"slippage_bps": 0.0, "commission_bps": 0.0}})
+    assert env.unwrapped.config.costs == PortBenchCostModel.off()

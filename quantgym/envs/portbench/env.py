@@ -106,7 +106,8 @@ class PortBenchEnv(gym.Env):
     - ``alpha`` (0.5), ``lam`` (0.1): S3 mix and CEPS penalty. ``reward``: "ceps" | "log_return" (default:
       "ceps" with scoring on, "log_return" with ``scoring=False``; "ceps" without scoring is refused).
     - ``data``: None (bundled real data), a :class:`~quantgym.envs.portbench.data.PortBenchData` or a directory in the
-      documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...).
+      documented schema (docs/data.md). ``config``: a :class:`PortBenchConfig` (costs, lookback, ...), or its
+      ``to_dict()`` form (a sweep file).
     - ``scoring``: False skips S1–S5 scoring (direct allocation, as the classical baselines of §8 run).
     - ``text_provider``: optional callable ``(decision_date) -> str`` returning news strictly before ``d``.
     - ``prompt_style``: "full" | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`; default: the
@@ -165,7 +166,8 @@ class PortBenchEnv(gym.Env):
         prompt_style: str | None = None,
         obs_keys: Sequence[str] | None = None,
     ):
-        config = config or PortBenchConfig()
+        # a sweep file or --env-kwargs gives the config as a dict (PortBenchConfig.to_dict's form)
+        config = PortBenchConfig.from_dict(config) if isinstance(config, dict) else (config or PortBenchConfig())
         # shortcuts into ``config`` (None: the config's value)
         fidelity = config.fidelity if fidelity is None else fidelity
         oracle = config.scoring.oracle if oracle is None else oracle
