@@ -223,12 +223,26 @@ def impact_fill(model: Any, side: int, qty: float, price: float, sigma: float, a
     return filled, value
 
 
+_TAKES_STYLE: dict[Any, bool] = {}
+
+
+def _takes_style(fn: Any) -> bool:
+    """Whether the ``describe`` callable ``fn`` takes a prompt style; cached per underlying function (every S3
+    prompt asks, and a signature costs about 0.1 ms)."""
+    key = getattr(fn, "__func__", fn)
+    if key not in _TAKES_STYLE:
+        try:
+            _TAKES_STYLE[key] = len(inspect.signature(fn).parameters) > 0
+        except (TypeError, ValueError):
+            _TAKES_STYLE[key] = False
+    return _TAKES_STYLE[key]
+
+
 def describe_model(obj: Any, class_path: str = "", kwargs: dict | None = None, style: str | None = None) -> str:
     """One line of rule text for a model: its ``describe()`` (``describe(style)`` if it takes a prompt style,
     :data:`quantgym.spaces.PROMPT_STYLES`), else its class path and arguments."""
     fn = getattr(obj, "describe", None)
     if callable(fn):
-        takes_style = len(inspect.signature(fn).parameters) > 0
-        return str(fn(style) if takes_style and style is not None else fn())
+        return str(fn(style) if style is not None and _takes_style(fn) else fn())
     args = ", ".join(f"{k}={v!r}" for k, v in (kwargs or {}).items())
     return f"fees by the model {class_path or type(obj).__qualname__}({args})"
