@@ -143,6 +143,8 @@ class Task:
         tasks state it in their footer (:func:`sharpe_notes`). None: the task reports no Sharpe.
     docs : the task's docs page (relative to the repository).
     commands : modules exposing ``register(app)`` that add the task's own CLI commands.
+    blind_vocabulary : ``"module:function"`` returning the task's bundled ``tickers``, ``names``, ``codes`` and
+        ``period_names`` (a mapping) for the leak scanner (:func:`quantgym.blind.bundled_vocabulary`), or None.
     """
 
     name: str
@@ -163,6 +165,7 @@ class Task:
     docs: str = ""
     commands: tuple[str, ...] = ()
     sharpe_note: str | None = None
+    blind_vocabulary: str | None = None
 
     @property
     def classical(self) -> bool:

@@ -36,6 +36,7 @@ TASK = Task(
     sweep="quantgym.envs.portbench.sweep:HOOKS",
     docs="docs/portbench.md",
     sharpe_note="quantgym.envs.portbench.config:SHARPE_NOTE",
+    blind_vocabulary="quantgym.envs.portbench.blinding:blind_vocabulary",
     commands=("quantgym.envs.portbench.rl.cli", "quantgym.envs.portbench.live.cli", "quantgym.envs.portbench.paper.cli"),
 )
 
