@@ -20,6 +20,7 @@ This module names no task. It provides
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -164,7 +165,8 @@ def zscore(series: np.ndarray, axis: int = 0) -> np.ndarray:
     valid = np.isfinite(s)
     any_valid = valid.any(axis=0)
     last = np.take_along_axis(s, (s.shape[0] - 1 - np.argmax(valid[::-1], axis=0))[None, ...], axis=0)[0]
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN series: NaN below, no warning
         mean = np.nanmean(np.where(valid, s, np.nan), axis=0) if s.size else np.nan
         std = np.nanstd(np.where(valid, s, np.nan), axis=0) if s.size else np.nan
         z = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), (last - mean) / np.where(std > 0, std, 1.0), 0.0)

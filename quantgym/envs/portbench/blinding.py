@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 
 def blind_vocabulary() -> dict[str, Any]:
     """The bundled PortBench words the leak scanner looks for: every ticker of the universe (clean and
@@ -24,3 +26,119 @@ def blind_vocabulary() -> dict[str, Any]:
     periods |= {p.label.split(",")[0].strip() for p in PERIODS.values() if p.label}
     return {"tickers": set(CANONICAL_TICKERS) | {VIX_TICKER, PortBenchConfig.regime_ticker},
             "period_names": periods}
+
+
+class BlindView:
+    """The blind side of one PortBench episode: the alias map and the blinded snapshots of its decision rows.
+
+    ``view``: the env's :class:`~quantgym.envs.portbench.market.MarketView`; ``seed``: the episode seed the
+    aliases are drawn from; ``regime_ticker``: the §1.9 ticker the prompts name (shown by its alias).
+    The blinded row fields (aliases, rebased closes, macro z-scores) are built once per row and episode and
+    kept, so the prompt block cache (:mod:`quantgym.envs.portbench.prompts`) serves S1 and S3 of a decision.
+    """
+
+    def __init__(self, view, seed: Any, n_decisions: int, regime_ticker: str):
+        from quantgym.blind import AliasMap
+
+        self.view = view
+        self.aliases = AliasMap(view.tickers, view.classes, seed)
+        self.tickers: tuple[str, ...] = self.aliases.aliases
+        self.n_decisions = int(n_decisions)
+        self.regime_alias = self.aliases.alias(regime_ticker)
+        #: the prompt's asset order: by class (universe order of the classes), then by alias number, so the
+        #: listing order says nothing about the canonical order
+        cls = {c: i for i, c in enumerate(dict.fromkeys(view.classes))}
+        self.order = np.array(sorted(range(len(self.tickers)), key=lambda i: (cls[view.classes[i]], self.tickers[i])),
+                              dtype=np.int64)
+        self._rows: dict[int, dict] = {}
+        #: the prompt block cache of the blind rows (one dict per row, this episode only)
+        self.caches: dict[int, dict] = {}
+
+    def record(self) -> dict[str, Any]:
+        """The evaluator-side record of the episode (results, never the agent): the alias map."""
+        return self.aliases.to_dict()
+
+    def _row(self, snap, k: int) -> dict:
+        """The blinded row fields of ``snap`` (built once per row): universe order (``price``, ``macro``: the
+        observation's entries) and the prompt's alias order (``fields``)."""
+        from quantgym.blind import decision_label, zscore
+
+        t = int(snap.t)
+        row = self._rows.get(t)
+        if row is None:
+            view, perm = self.view, self.order
+            lo, hi = view.row_cache(t)["window"]
+            rebased = np.where(snap.available, 100.0 * (1.0 + snap.trailing_return), np.nan)
+            z = zscore(view.macro[lo:hi])
+            mask = snap.macro_mask & np.isfinite(z)
+            macro = np.where(mask, z, 0.0)
+            fields = {"tickers": tuple(self.tickers[i] for i in perm), "classes": tuple(snap.classes[i] for i in perm),
+                      "class_id": snap.class_id[perm], "available": snap.available[perm], "price": rebased[perm],
+                      "trailing_return": snap.trailing_return[perm], "ann_vol": snap.ann_vol[perm],
+                      "macro": macro, "macro_mask": mask}
+            for a in (rebased, macro, mask, *fields.values()):
+                if isinstance(a, np.ndarray):
+                    a.flags.writeable = False
+            row = self._rows[t] = {"price": rebased, "macro": macro, "fields": fields, "lazy": {},
+                                   "label": decision_label(k, self.n_decisions)}
+        return row
+
+    def observation(self, snap, k: int) -> dict[str, np.ndarray]:
+        """The blinded observation entries in universe order: ``price`` (rebased) and ``macro`` (z-scores)."""
+        row = self._row(snap, k)
+        return {"price": row["price"], "macro": row["macro"]}
+
+    def permute(self, values):
+        """Per-asset values in universe order → the prompt's alias order (None stays None)."""
+        return None if values is None else np.asarray(values)[self.order]
+
+    def snapshot(self, snap, k: int):
+        """The blinded copy of ``snap`` (decision ``k``, 0-based), its assets in alias order (class, then
+        alias number): aliases for tickers, the rebased close for the price, macro z-scores for the levels,
+        ``extra["blind"]`` with the decision label and the regime ticker's alias. Returns, correlations,
+        weights and NAV are those of ``snap``, permuted."""
+        from quantgym.envs.portbench.market import LAZY_FIELDS, MarketSnapshot
+
+        row = self._row(snap, k)
+        lazy, perm = row["lazy"], self.order
+
+        def load(name: str):
+            v = lazy.get(name)
+            if v is None:
+                v = getattr(snap, name)
+                if name == "returns":
+                    v = v[:, perm]
+                elif name == "corr":
+                    v = v[np.ix_(perm, perm)]
+                v = lazy[name] = np.asarray(v)
+                v.flags.writeable = False
+            return v
+
+        out = object.__new__(MarketSnapshot)
+        d = out.__dict__
+        d.update({k2: v for k2, v in snap.__dict__.items() if k2 not in LAZY_FIELDS})
+        d.update(row["fields"])
+        d.update({name: lazy[name] for name in LAZY_FIELDS if name in lazy})
+        d["current_weights"] = np.asarray(snap.current_weights)[perm]
+        d["loader"] = load
+        d["extra"] = {**snap.extra, "blind": {"label": row["label"], "regime_ticker": self.regime_alias}}
+        return out
+
+    def cache(self, t: int) -> dict:
+        """The prompt block cache of blind row ``t`` (this episode's aliases only)."""
+        c = self.caches.get(int(t))
+        if c is None:
+            c = self.caches[int(t)] = {}
+        return c
+
+
+def check_blind(data, text_provider) -> None:
+    """Refuse what blind mode cannot blind, in one line: data without an asset class per ticker (the alias
+    keeps the class, so the class must be there) and free news text (``text_provider``)."""
+    classes = tuple(getattr(data, "asset_class", ()) or ())
+    if len(classes) != len(tuple(data.tickers)) or not all(str(c).strip() for c in classes):
+        raise ValueError("blind=True needs the asset class of every ticker: the data lacks the 'asset_class' "
+                         "column (assets.csv, docs/data.md)")
+    if text_provider is not None:
+        raise ValueError("blind=True does not take a text_provider: free news text names dates and assets "
+                         "and is not blinded (docs/blind.md)")

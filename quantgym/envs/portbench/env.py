@@ -17,6 +17,7 @@ from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.actions import (
     ACTION_KEYS, STAGES, STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE, ActionDecoder, DecisionLog, action_space,
 )
+from quantgym.envs.portbench.blinding import BlindView, check_blind
 from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import (
     STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
@@ -117,6 +118,13 @@ class PortBenchEnv(gym.Env):
       observation (and ``observation_space``) holds these entries in :data:`OBS_KEYS` order (``prompt``
       follows ``text_obs``). E.g. ``obs_keys=[k for k in OBS_KEYS if k != "corr"]`` for an agent that
       does not read the (N, N) correlation matrix. An unknown key raises ``ValueError``.
+    - ``blind``: True renders every prompt blind (docs/blind.md): assets by alias of their class
+      (``EQ07``, drawn from the reset seed, answered with the aliases), the decision's number and relative
+      trading days instead of dates, closes rebased to 100 at the window start and macro series as z-scores
+      over the window; the observation's ``price`` and ``macro`` entries are blinded the same way. Scores,
+      truth and simulation are those of named mode. ``info["blind"]`` is True; the alias map is in
+      :meth:`episode_metrics` (``blind_aliases``, evaluator side). Refused with ``text_provider`` (free
+      news text cannot be blinded).
 
     ## Costs & Execution
     Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
@@ -165,6 +173,7 @@ class PortBenchEnv(gym.Env):
         paper: PaperFidelity | dict | None = None,
         prompt_style: str | None = None,
         obs_keys: Sequence[str] | None = None,
+        blind: bool = False,
     ):
         # a sweep file or --env-kwargs gives the config as a dict (PortBenchConfig.to_dict's form)
         config = PortBenchConfig.from_dict(config) if isinstance(config, dict) else (config or PortBenchConfig())
@@ -212,6 +221,11 @@ class PortBenchEnv(gym.Env):
         self.text_provider = text_provider
         self.render_mode = render_mode
         self.view = mode.view(self.data, config)
+        #: blind mode (docs/blind.md); the episode's :class:`~quantgym.envs.portbench.blinding.BlindView` after reset
+        self.blind = bool(blind)
+        self._blind = None
+        if self.blind:
+            check_blind(self.data, text_provider)
         n, m = self.view.n_assets, len(MACRO_KEYS)
         self.n_assets = n
         if self.data.macro.shape[1] != m:
@@ -293,6 +307,10 @@ class PortBenchEnv(gym.Env):
         views, self._obs_views = self._obs_views, False
         obs, self._clipped = self._observer.observe(self._obs_row, self._obs_row_clipped, views, self.snapshot,
                                                     self.stage, self.prev_views, self.prev_signals)
+        if self._blind is not None:  # rebased closes and macro z-scores instead of the levels
+            for key, value in self._blind.observation(self.snapshot, self.decision_k).items():
+                if key in obs:
+                    obs[key] = np.nan_to_num(value, nan=0.0)
         if self.text_obs:
             obs["prompt"] = self.render_prompt()
         return obs
@@ -301,6 +319,12 @@ class PortBenchEnv(gym.Env):
     def prompt_style(self) -> str:
         """The env's own prompt style (``config.prompt_style``): the rendering of ``obs["prompt"]``."""
         return self.config.prompt_style
+
+    @property
+    def prompt_tickers(self) -> tuple[str, ...]:
+        """The asset names the prompts show and the answers use: the aliases in blind mode, else the tickers
+        (universe order either way)."""
+        return self._blind.tickers if self._blind is not None else self.view.tickers
 
     def render_prompt(self, stage: int | None = None, style: str | None = None) -> str:
         """The text view of the current state for ``stage`` in ``style``.
@@ -319,16 +343,21 @@ class PortBenchEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         stage = self.stage if stage is None else stage
         snap, config, mode = self.snapshot, self.config, self.mode
-        # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision row
-        # and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
-        cache = self.view.row_cache(int(snap.t))
+        views, signals, strengths = self.prev_views, self.prev_signals, self.stage_notes.get("strengths")
+        if self._blind is not None:  # the same renderers over the blinded snapshot (alias order), own cache
+            b = self._blind
+            snap, cache = b.snapshot(snap, self.decision_k), b.cache(int(snap.t))
+            views, signals, strengths = b.permute(views), b.permute(signals), b.permute(strengths)
+        else:
+            # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision
+            # row and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
+            cache = self.view.row_cache(int(snap.t))
         if stage == 0 or not self.stagewise:
             return mode.render_s1(snap, config, style, cache)
         if stage == 1:
-            return mode.render_s2(snap, self.prev_views, self.stage_notes, style, config)
-        return prompts.render_s3(snap, self.prev_signals, mode.s3_profile_block(self.profile), config.initial_nav,
-                                 self.stage_notes.get("strengths"), config.corr_table, style=style, cache=cache,
-                                 config=config)
+            return mode.render_s2(snap, views, self.stage_notes, style, config)
+        return prompts.render_s3(snap, signals, mode.s3_profile_block(self.profile), config.initial_nav,
+                                 strengths, config.corr_table, style=style, cache=cache, config=config)
 
     def _base_info(self) -> dict[str, Any]:
         log = self.log
@@ -348,6 +377,8 @@ class PortBenchEnv(gym.Env):
             "n_available": self._row_info["n_available"],
             "prompt_style": self.config.prompt_style,
         }
+        if self.blind:
+            info["blind"] = True
         if self._clipped:
             info["clipped"] = dict(self._clipped)
         return info
@@ -368,6 +399,9 @@ class PortBenchEnv(gym.Env):
     def _reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.sim = self._new_simulator()
+        if self.blind:  # aliases drawn from the episode seed (a fresh draw per episode without one)
+            alias_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+            self._blind = BlindView(self.view, alias_seed, self.sim.decision_rows.size, self.config.regime_ticker)
         self._aborted = False
         self.decision_k = 0
         self._records = DecisionRecords(self._ticker_array)  # one flat row per traded decision
@@ -516,6 +550,9 @@ class PortBenchEnv(gym.Env):
             "dd_score": max(0.0, 1.0 - abs(mdd) / tol), "is_stress_period": self.period.name in STRESS_PERIODS,
             "profile": self.profile.name, "period": self.period.name,
         })
+        if self._blind is not None:  # evaluator side: the alias map of the episode (docs/blind.md)
+            out["blind"] = True
+            out["blind_aliases"] = self._blind.record()
         if self.scoring:
             out.update(self._records.score_summary(STATUS_REFUSED))
         else:

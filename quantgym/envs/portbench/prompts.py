@@ -170,7 +170,21 @@ def correlation_block(snap: MarketSnapshot, table: str = "upper", max_assets: in
     return "\n".join(lines)
 
 
+def _blind(snap: MarketSnapshot) -> dict | None:
+    """The blind-mode labels of a snapshot (:class:`quantgym.envs.portbench.blinding.BlindView`), None when named."""
+    return snap.extra.get("blind") if snap.extra else None
+
+
+#: blind mode: what the macro values are (docs/blind.md)
+BLIND_MACRO_NOTE = "z-scores over the window (latest value vs the window mean, in standard deviations; never levels)"
+
+
 def _macro_lines(snap: MarketSnapshot, macro_keys) -> list[str]:
+    if _blind(snap):
+        first5 = ", ".join(f"{k}={snap.macro[i]:+.1f}" for i, k in enumerate(macro_keys[:5]) if snap.macro_mask[i])
+        labelled = [f"  {k}: {snap.macro[i]:+.1f}" for i, k in enumerate(macro_keys)
+                    if snap.macro_mask[i] and snap.macro[i] != 0]
+        return [f"[MACRO] {BLIND_MACRO_NOTE}: {first5}", "[MACRO INDICATORS] (publication lags applied)"] + labelled
     first5 = ", ".join(f"{k}={snap.macro[i]:.4g}" for i, k in enumerate(macro_keys[:5]) if snap.macro_mask[i])
     labelled = [f"  {k}: {snap.macro[i]:.4g}" for i, k in enumerate(macro_keys) if snap.macro_mask[i] and snap.macro[i] != 0]
     return [f"[MACRO] {first5}", "[MACRO INDICATORS] (publication lags applied)"] + labelled
@@ -188,6 +202,11 @@ def _regime(config: PortBenchConfig | None) -> tuple[str, int]:
 
 
 def _header(snap: MarketSnapshot, stage: str, regime: tuple[str, int]) -> list[str]:
+    b = _blind(snap)
+    if b:  # blind mode: the decision's number and relative trading days, the regime ticker's alias
+        return [f"[PORTBENCH {stage}] {b['label'].capitalize()}, day 0 (data through the close of this day; "
+                "earlier trading days are day -1, -2, ...).",
+                f"Market regime ({b['regime_ticker']} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
     return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through the close of this date).",
             f"Market regime ({regime[0]} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
 
@@ -195,6 +214,13 @@ def _header(snap: MarketSnapshot, stage: str, regime: tuple[str, int]) -> list[s
 def _s1_head(snap: MarketSnapshot, macro_keys, max_assets: int | None, regime: tuple[str, int]) -> str:
     """Full-style S1 header, asset lines and macro lines (row-dependent only)."""
     lines = _header(snap, "S1 MARKET INTERPRETATION", regime)
+    if _blind(snap):  # blind mode: aliases, the close rebased to 100 at the window start (docs/blind.md)
+        lines.append("[ASSETS] asset (class): close rebased to 100 at the window start, trailing return over the "
+                     "window, annualised volatility")
+        lines += [f"{snap.tickers[i]} ({snap.classes[i]}): rebased {snap.price[i]:.1f}, "
+                  f"return {100 * snap.trailing_return[i]:+.2f}%, vol {100 * snap.ann_vol[i]:.1f}%"
+                  for i in snap.avail_idx[:max_assets]]
+        return "\n".join(lines + _macro_lines(snap, macro_keys))
     # adjusted closes embed later distributions: a level for returns, never "the price that day" (docs/data.md §1)
     lines.append("[ASSETS] ticker (class): adj. close (split- and dividend-adjusted level, not the traded price), "
                  "trailing return over the window, annualised volatility")
@@ -317,6 +343,13 @@ def _cut(text: str, n: int) -> str:
 
 
 def _short_header(snap: MarketSnapshot, stage: str, style: str, regime: tuple[str, int]) -> list[str]:
+    b = _blind(snap)
+    if b:  # blind mode: the decision's number, day 0, the regime ticker's alias
+        if style == "compact":
+            return [f"[PORTBENCH {stage}] {b['label'].capitalize()}, day 0 (data through its close).",
+                    f"Regime ({b['regime_ticker']} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
+        return [f"[PORTBENCH {stage}] {b['label'].capitalize()}, day 0 (data to its close). "
+                f"Regime ({b['regime_ticker']} {regime[1]}d): {REGIME_DISPLAY[snap.regime]}"]
     if style == "compact":
         return [f"[PORTBENCH {stage}] Decision date: {snap.decision_date.date()} (data through its close).",
                 f"Regime ({regime[0]} {regime[1]}-day rule): {REGIME_DISPLAY[snap.regime]}"]
@@ -382,6 +415,8 @@ def _short_macro(snap: MarketSnapshot, macro_keys, style: str) -> str:
     else:
         sel = [i for i, k in enumerate(keys) if k in MINIMAL_MACRO_KEYS and snap.macro_mask[i]]
         head = "[MACRO] "
+    if _blind(snap):
+        return head + "z-scores over the window: " + ", ".join(f"{keys[i]} {snap.macro[i]:+.1f}" for i in sel)
     return head + ", ".join(f"{keys[i]} {snap.macro[i]:.4g}" for i in sel)
 
 

@@ -86,7 +86,7 @@ class TextStageAction(gym.Wrapper):
         return self._attempt
 
     def _tickers(self) -> tuple[str, ...]:
-        return tuple(self.env.unwrapped.view.tickers)
+        return tuple(self.env.unwrapped.prompt_tickers)  # the aliases in blind mode (docs/blind.md)
 
     def _available(self) -> np.ndarray:
         return np.asarray(self._obs["available"], bool)
