@@ -19,6 +19,7 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, ArenaSandboxLimits, ArenaScoringConfig,
                      Windows)
+from .blinding import ArenaBlinding, blind_years
 from .data import ArenaDataset, load_dataset
 from .executor import ArenaHostError, WindowResult, evaluate_submission, source_hash
 from .metrics import research_overfitting, total_score
@@ -102,6 +103,10 @@ class QuantArenaEnv(gym.Env):
         feedback text (:data:`quantgym.spaces.PROMPT_STYLES`; :func:`task_brief`, :func:`feedback_text`;
         ``info["prompt_style"]``); ``info["feedback"]`` and the record keep the full dict.
         :meth:`render_prompt` re-renders the current observation in any style.
+    blind : bool — blind evaluation (docs/blind.md): the brief, the feedback and the sandboxed view carry no
+        date, year, period name, stock code or price level (aliases that keep the board, relative trading days,
+        prices and volumes rebased per stock by powers of two); the alias map is drawn from the episode seed
+        and kept in the run record only. Scores are computed on the real panel exactly as named.
 
     ## Costs & Execution
     Top-75 slots of NAV_open/75, next-day open, lots of 100, cash account, band 0.25,
@@ -131,7 +136,7 @@ class QuantArenaEnv(gym.Env):
                  sandbox: ArenaSandboxLimits | None = None, record_dir: Any = None, max_candidates: int = 5,
                  executor: str = "sandbox", agent: str | None = None, model: str | None = None,
                  framework: str | None = None, render_mode: str | None = None, prompt_style: str = "full",
-                 config: ArenaConfig | None = None):
+                 config: ArenaConfig | None = None, blind: bool = False):
         if mode not in ("iterative", "oneshot"):
             raise ValueError(f"mode must be 'iterative' or 'oneshot', got {mode!r}")
         if executor not in ("sandbox", "inprocess"):
@@ -140,6 +145,8 @@ class QuantArenaEnv(gym.Env):
             raise ValueError("max_candidates must be a positive int")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if not isinstance(blind, bool):
+            raise TypeError(f"blind must be True or False, got {type(blind).__name__}")
         if config is not None and not isinstance(config, ArenaConfig):
             raise TypeError(f"config must be an ArenaConfig, got {type(config).__name__}")
         base = config if config is not None else ArenaConfig()  # the kwargs below are shortcuts into it
@@ -169,6 +176,8 @@ class QuantArenaEnv(gym.Env):
                                   sandbox=sandbox or base.sandbox, windows=w)
         self.mode = mode
         self.prompt_style = check_prompt_style(prompt_style)
+        self.blind = blind
+        self._blinding: ArenaBlinding | None = None
         self._data_arg = data
         self.dataset = load_dataset(data)
         self.max_candidates = max_candidates
@@ -218,10 +227,10 @@ class QuantArenaEnv(gym.Env):
         w = self.config.windows
         if phase == "research":
             res = evaluate_submission(source, self._research_data(), w.research_start, w.research_end, self.config,
-                                      phase="research", executor=self.executor)
+                                      phase="research", executor=self.executor, blind=self._blinding)
         else:
             res = evaluate_submission(source, self._sealed_data(), w.sealed_start, w.sealed_end, self.config,
-                                      phase="sealed", executor=self.executor)
+                                      phase="sealed", executor=self.executor, blind=self._blinding)
         if res.status == "host_error":  # quantgym failed, not the agent: recorded, never scored
             self._record("host_error", phase=phase, message=res.message, traceback=res.errors[0]["traceback"])
             raise ArenaHostError(res)
@@ -260,14 +269,24 @@ class QuantArenaEnv(gym.Env):
         self._final = None
         self._sealed_result = None
         self._recorder = None if self.record_dir is False else RunRecorder(self.record_dir)
-        text, facts = task_brief(self.config, self.mode, self.max_candidates, self.dataset, self.prompt_style)
+        blind_rec = {}
+        if self.blind:  # the alias map of this episode, drawn from its seed; evaluator side only (the record)
+            ep_seed = int(self.np_random.integers(2**63)) if seed is None else int(seed)
+            boards = self.dataset.info["board"].reindex(self.dataset.symbols).fillna("other")
+            self._blinding = ArenaBlinding.draw(self.dataset.symbols, boards, ep_seed)
+            blind_rec = {"blind": True, "blind_seed": ep_seed,
+                         "aliases": self._blinding.alias_map(self.dataset.symbols)}
+        text, facts = task_brief(self.config, self.mode, self.max_candidates, self.dataset, self.prompt_style,
+                                 blind=self.blind)
         self._brief = (text, facts)
         self._current = ("brief", None)
         self._record("brief", mode=self.mode, seed=seed, labels=self.labels, config=self.config.to_dict(), brief=text,
-                     facts=facts, dataset=self.dataset.name, prompt_style=self.prompt_style)
+                     facts=facts, dataset=self.dataset.name, prompt_style=self.prompt_style, **blind_rec)
         info = {"brief": facts, "budget_left": self.budget_left,
                 "record_path": None if self._recorder is None else str(self._recorder.path),
                 "prompt_style": self.prompt_style}
+        if self.blind:
+            info["blind"] = True
         return text, info
 
     def render_prompt(self, style: str | None = None) -> str:
@@ -283,7 +302,7 @@ class QuantArenaEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         kind, payload = self._current
         if kind == "brief":
-            return task_brief(self.config, self.mode, self.max_candidates, self.dataset, style)[0]
+            return task_brief(self.config, self.mode, self.max_candidates, self.dataset, style, blind=self.blind)[0]
         if kind == "feedback":
             return feedback_text(payload, style)
         return json.dumps(payload, ensure_ascii=False)
@@ -311,7 +330,7 @@ class QuantArenaEnv(gym.Env):
         res = self._evaluate(action, "research")
         cand = {"index": k, "source": action, "sha256": source_hash(action), "research": res}
         self._candidates.append(cand)
-        fb = research_feedback(res, k, self.budget_left)
+        fb = research_feedback(res, k, self.budget_left, blind=self.blind)
         reward = float(res.S) if res.status == "ok" else 0.0
         self._record("candidate", candidate=k, source=action, source_sha256=cand["sha256"], feedback=fb,
                      reward=reward, research=res.to_record())
@@ -359,8 +378,9 @@ class QuantArenaEnv(gym.Env):
                  "status_research": res_in.status, "status_sealed": res_out.status,
                  "message_research": res_in.message, "message_sealed": res_out.message,
                  "research": res_in.metrics, "sealed": res_out.metrics,
-                 "research_years": res_in.years, "sealed_years": res_out.years,
-                 "sealed_errors": research_feedback(res_out, cand["index"], 0)["errors"],
+                 "research_years": blind_years(res_in.years) if self.blind else res_in.years,
+                 "sealed_years": blind_years(res_out.years) if self.blind else res_out.years,
+                 "sealed_errors": research_feedback(res_out, cand["index"], 0, blind=self.blind)["errors"],
                  "version": self.config.scoring.version,
                  # diagnostics of the research loop: not part of S
                  "overfitting": research_overfitting(self._candidates, cand["index"], self.config.scoring)}
@@ -369,6 +389,8 @@ class QuantArenaEnv(gym.Env):
 
     def _end(self, final: dict) -> tuple[str, float, bool, bool, dict]:
         self._done = True
+        if self.blind:
+            final["blind"] = True
         final = round6(final)
         self._final = final
         self._current = ("final", final)
@@ -390,6 +412,8 @@ class QuantArenaEnv(gym.Env):
         pct = {k: None if sealed.get(src) is None else 100 * sealed[src]
                for k, src in (("ret_pct", "total_return"), ("maxdd_pct", "max_drawdown"), ("vol_pct", "volatility"))}
         m.update(sharpe=sealed.get("sharpe"), **pct)
+        if self.blind:  # the agent saw the blinded view (docs/blind.md); scores are on the real data
+            m["blind"] = True
         return {"metrics": m, "period": self.config.windows.period_label,
                 "records": [{"candidate": c["index"], "sha256": c["sha256"], "status": c["research"].status,
                              "research": c["research"].metrics} for c in self.candidates]}

@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from quantgym.blind import day_label
+
 from .config import ArenaConfig
 from .account import AccountResult, labels, reference_path, run_account, window_rows
 from .child.harness import score_days
+from .blinding import ArenaBlinding
 from .data import ArenaDataset
 from .handoff import RUNNER, ChildOutputError, build_payload, validate_child_value
 from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
@@ -189,7 +192,8 @@ def _run_child(source: str, payload: dict, config: ArenaConfig, executor: str) -
 
 
 def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, config: ArenaConfig | None = None, *,
-                        phase: str = "research", executor: str = "sandbox") -> WindowResult:
+                        phase: str = "research", executor: str = "sandbox",
+                        blind: "ArenaBlinding | None" = None) -> WindowResult:
     """Evaluate one submission on one window (spec §10.2–§10.4, §10.11–§10.13).
 
     Parameters
@@ -207,6 +211,10 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, con
         Label written into the result.
     executor : {"sandbox", "inprocess"}
         ``inprocess`` runs the code in this process: for trusted code only.
+    blind : ArenaBlinding, optional
+        Blind evaluation (docs/blind.md): the payload is blinded before it reaches the submission
+        (:meth:`~quantgym.envs.quant_arena.blinding.ArenaBlinding.blind_payload`) and its scores are
+        mapped back to the real columns before the account and the metrics run on the real panel.
 
     Returns
     -------
@@ -227,6 +235,8 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, con
                             max_output_bytes=config.sandbox.max_output_bytes,
                             key=key, warmup_start=config.windows.warmup_start,
                             inf_score_error=config.scoring.inf_score_is_day_error)
+        if blind is not None:
+            payload = blind.blind_payload(payload)
     except Exception as exc:  # noqa: BLE001 - quantgym's own failure: its own status, with the traceback
         return _host_error(exc, "building the payload", base, {"payload_s": time.perf_counter() - t0})
     t_payload = time.perf_counter() - t0
@@ -258,7 +268,11 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, con
             names = value.get("feature_names")
             if not isinstance(names, list) or len(names) > config.scoring.max_features:
                 raise ChildOutputError("malformed feature_names")
-        clean, bad_days = validate_child_value(value, n, ds.N, in_view, F, n_samples, key=key)
+        seen = in_view if blind is None else blind.in_blind_order(in_view)
+        clean, bad_days = validate_child_value(value, n, ds.N, seen, F, n_samples, key=key)
+        if blind is not None and clean["status"] == "ok":  # alias columns back to the real codes
+            clean["scores"] = blind.unblind_scores(clean["scores"])
+            clean["features"] = blind.unblind_scores(clean["features"])
     except ChildOutputError as exc:
         msg = f"violation: invalid result from the child: {exc}"
         return WindowResult(status="violation", message=msg, errors=[{"date": None, "phase": "evaluation",
@@ -270,7 +284,8 @@ def evaluate_submission(source: str, ds: ArenaDataset, start: Any, end: Any, con
                             "message": msg}], n_errors=1, timings=timings, sandbox=rec, **base)
     errors = list(clean["errors"])[:20]
     for j in bad_days[: max(0, 20 - len(errors))]:
-        errors.append({"date": str(ds.dates[d0 + j]), "phase": "host_check", "type": "InvalidOutput",
+        when = day_label(j) if blind is not None else str(ds.dates[d0 + j])  # blind: relative day
+        errors.append({"date": when, "phase": "host_check", "type": "InvalidOutput",
                        "message": "scores outside view.symbols or infinite; the date's scores were dropped"})
     n_err = int(clean["n_errors"])
     t1 = time.perf_counter()

@@ -97,7 +97,8 @@ class ViewBuffer:
             raise RuntimeError("view buffer full")
         for k in BLOCK_ARRAYS:
             self._arr[k][self._n] = row[k]
-        self._dates.append(str(date))
+        date = int(date) if isinstance(date, (int, np.integer)) else str(date)  # int: a blind relative day
+        self._dates.append(date)
         if intraday:
             self._intraday[str(date)] = intraday
         self._n += 1
@@ -112,8 +113,9 @@ class PITView:
 
     Attributes
     ----------
-    date : pandas.Timestamp
-        The decision date t (the agent runs after its close).
+    date : pandas.Timestamp or int
+        The decision date t (the agent runs after its close); in blind mode the relative trading
+        day (0 = the window's first decision date, negative = warm-up; docs/blind.md).
     symbols : pandas.Index
         Symbols with a row on ``date`` (suspended ones included), ascending.
     info : DataFrame
@@ -135,7 +137,8 @@ class PITView:
         if self._t < 0:
             raise LookAheadError("the view has no rows yet")
         self._cols = np.flatnonzero(buf._arr["has_row"][self._t])
-        self.date = pd.Timestamp(buf._dates[self._t])
+        d = buf._dates[self._t]
+        self.date = d if isinstance(d, int) else pd.Timestamp(d)
         self.symbols = pd.Index(buf._symbols[self._cols], name="symbol")
 
     @property
@@ -195,7 +198,9 @@ class PITView:
             vals = raw * (f / f[-1][None, :])
         else:
             vals = A[field][rows][:, cols].copy()
-        idx = pd.DatetimeIndex(self._buf._dates[lo:self._t + 1], name="date")
+        days = self._buf._dates[lo:self._t + 1]
+        idx = (pd.Index(days, dtype=np.int64, name="day") if isinstance(self.date, int)
+               else pd.DatetimeIndex(days, name="date"))
         return pd.DataFrame(vals, index=idx, columns=self.symbols, copy=False)
 
     def intraday(self, table: str, date: Any = None) -> pd.DataFrame:
@@ -214,6 +219,8 @@ class PITView:
         KeyError
             No such table for that date in this dataset.
         """
+        if isinstance(self.date, int):
+            raise KeyError("intraday tables are not served in blind mode (docs/blind.md)")
         d = self.date if date is None else pd.Timestamp(date)
         if d.normalize() > self.date:
             raise LookAheadError(f"intraday read of {d.date()} is after the decision date {self.date.date()}")
@@ -226,7 +233,8 @@ class PITView:
         return day[table].copy()
 
     def __repr__(self) -> str:
-        return f"PITView(date={self.date.date()}, symbols={len(self.symbols)})"
+        day = self.date if isinstance(self.date, int) else self.date.date()
+        return f"PITView(date={day}, symbols={len(self.symbols)})"
 
 
 def make_view(ds: ArenaDataset, date: Any, max_lookback: int = 242) -> PITView:

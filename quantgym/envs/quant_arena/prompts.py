@@ -19,6 +19,7 @@ import numpy as np
 
 from quantgym.spaces import check_prompt_style
 
+from .blinding import blind_years
 from .config import ARENA_VERSION, ArenaConfig
 from .data import ArenaDataset
 from .executor import WindowResult
@@ -43,14 +44,15 @@ def round6(x: Any) -> Any:
     return x
 
 
-def research_feedback(res: WindowResult, candidate: int, budget_left: int) -> dict:
+def research_feedback(res: WindowResult, candidate: int, budget_left: int, blind: bool = False) -> dict:
     """The bounded feedback of one research candidate (spec §5, §10.14).
 
     Keys: ``candidate, budget_left, status, years, window, errors, n_errors``. ``years``
     and ``window`` are ``None`` when the status is not ``ok``. Errors: the first 20
     ``{date, phase, type, message (≤ 500 chars)}``, the first 3 with ``traceback``
     (last 2,000 chars). Floats rounded to 6 decimals. Nothing else (no Sharpe,
-    drawdown, exposure, daily path, per-stock data or stdout).
+    drawdown, exposure, daily path, per-stock data or stdout). ``blind`` (docs/blind.md): the calendar
+    years of ``years`` become ``year 1``, ``year 2``, ... (the error dates are relative days already).
     """
     errs = []
     for i, e in enumerate(res.errors[:20]):
@@ -64,7 +66,7 @@ def research_feedback(res: WindowResult, candidate: int, budget_left: int) -> di
         "candidate": candidate,
         "budget_left": budget_left,
         "status": res.status,
-        "years": res.years if ok else None,
+        "years": (blind_years(res.years) if blind else res.years) if ok else None,
         "window": {k: res.metrics[k] for k in FEEDBACK_WINDOW_KEYS} if ok else None,
         "errors": errs,
         "n_errors": res.n_errors,
@@ -194,19 +196,21 @@ def _final_score(config: ArenaConfig) -> str:
 
 
 def task_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset,
-               style: str = "full") -> tuple[str, dict]:
+               style: str = "full", blind: bool = False) -> tuple[str, dict]:
     """The task brief returned by ``reset()`` (spec §9): text and the same facts as a dict.
 
     ``style`` (:data:`quantgym.spaces.PROMPT_STYLES`): ``full`` is the reference brief; ``compact`` says
     the same in terser wording (objective, windows, budget, track, interface, imports, limits, the view
     API, the example); ``minimal`` also drops the example. The facts dict does not depend on it.
-    Raises ``ValueError`` for an unknown style.
+    ``blind`` (docs/blind.md): no date, year, period or dataset name, no stock code; the windows as
+    trading-day counts and the blinded view (:func:`_blind_view`). Raises ``ValueError`` for an unknown style.
     """
     w = config.windows
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
 
     if check_prompt_style(style) != "full":
-        return _short_brief(config, mode, max_candidates, ds, style), task_brief(config, mode, max_candidates, ds)[1]
+        return (_short_brief(config, mode, max_candidates, ds, style, blind),
+                task_brief(config, mode, max_candidates, ds, blind=blind)[1])
 
     budget = max_candidates if mode == "iterative" else 1
     rules = trading_rules(config, "full")
@@ -218,6 +222,8 @@ def task_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDat
         "max_lookback": w.max_lookback, "max_features": config.scoring.max_features, "top_n": config.execution.top_n,
         "dataset": ds.name, "n_symbols": ds.N, "intraday_days": ds.intraday_days(), "data_notes": list(ds.notes),
     }
+    if blind:
+        facts.update(windows=window_days(config, ds), dataset="blind", intraday_days={}, data_notes=[], blind=True)
     feedback_txt = ("After each candidate you see: calendar-year returns of the account and the market "
                     "reference in the research window, ARR, excess ARR, mean RankIC, its IR, long-short quintile "
                     "Sharpe, turnover, coverage, active days, and the execution errors (with tracebacks). "
@@ -237,8 +243,7 @@ Score 0-100: mostly excess annual return over the market, then Sharpe, RankIC, i
 long-short Sharpe, low turnover, scaled up a little by feature diversity.
 
 ## Windows and budget
-- Warm-up history from {w.warmup_start}; research window {w.research_start} .. {w.research_end};
-  sealed window {w.sealed_start} .. {w.sealed_end} (evaluated once, after you freeze).
+- {_windows_line(config, ds, blind)}
 - Budget: {budget} candidate(s). Every submission consumes one, whatever its outcome.
 - {feedback_txt}
 - Iterative track: action = source text (a candidate) or {{"freeze": k}} (k = 1-based candidate
@@ -256,14 +261,7 @@ Allowed imports: {", ".join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or proce
 Limits: {config.sandbox.day_seconds:g} s wall per decision date, {config.sandbox.memory_mb} MiB memory.
 
 ## The view (point in time)
-- view.date: the decision date (pandas.Timestamp); view.symbols: stocks with a row that day
-  (suspended included), ascending, e.g. 'SH600519', 'SZ000001'.
-- view.history(field, lookback) -> DataFrame (dates x view.symbols, last row = view.date),
-  lookback 1..{w.max_lookback}. Fields: {", ".join(VIEW_FIELDS)}.
-  open/high/low/close are raw CNY; volume in shares; adj_* are forward-adjusted as of view.date
-  (last row = raw); suspended and in_csi300 are 1.0/0.0; up_limit/down_limit in CNY.
-- view.info: DataFrame (index = view.symbols) with industry (2026 snapshot), board, list_date.
-{_intraday_api_full(ds)}
+{_blind_view(w.max_lookback, "full") if blind else _named_view_full(w.max_lookback, ds)}
 
 ## Example
 ```python
@@ -281,9 +279,80 @@ def compute_features(view):
 def score(features, view):
     return -features["vol_20d"]
 ```
-Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are absent.
+{_data_line(ds, blind)}
 """
     return text, facts
+
+
+def window_days(config: ArenaConfig, ds: ArenaDataset) -> dict[str, int]:
+    """The windows of a blind brief as trading-day counts: warm-up rows before the research window,
+    research and sealed decision days (docs/blind.md)."""
+    from .account import window_rows
+
+    w = config.windows
+    d_in, n_in = window_rows(ds, w.research_start, w.research_end)
+    _, n_out = window_rows(ds, w.sealed_start, w.sealed_end)
+    warm = int(np.searchsorted(ds.dates, np.datetime64(str(w.warmup_start)[:10], "D")))
+    return {"warmup_days": int(max(0, d_in - warm)), "research_days": int(n_in), "sealed_days": int(n_out)}
+
+
+def _windows_line(config: ArenaConfig, ds: ArenaDataset, blind: bool, short: bool = False) -> str:
+    """The brief's windows sentence: dates when named, trading-day counts when blind (``short``: compact/minimal)."""
+    w = config.windows
+    d = window_days(config, ds) if blind else {}
+    if short and not blind:
+        return (f"Windows: warm-up from {w.warmup_start}; research {w.research_start}..{w.research_end}; sealed "
+                f"{w.sealed_start}..{w.sealed_end} (evaluated once, after you freeze).")
+    if short:
+        return (f"Windows (blind: dates hidden): warm-up {d['warmup_days']} trading days; research "
+                f"{d['research_days']} decision days; sealed {d['sealed_days']} decision days after it (evaluated "
+                "once, after you freeze).")
+    if not blind:
+        return (f"Warm-up history from {w.warmup_start}; research window {w.research_start} .. {w.research_end};\n"
+                f"  sealed window {w.sealed_start} .. {w.sealed_end} (evaluated once, after you freeze).")
+    return (f"Blind mode: dates, stock codes and price levels are hidden. Warm-up history of {d['warmup_days']}\n"
+            f"  trading days; research window of {d['research_days']} decision days; sealed window of "
+            f"{d['sealed_days']} decision days\n  after it (evaluated once, after you freeze).")
+
+
+def _named_view_full(max_lookback: int, ds: ArenaDataset) -> str:
+    return f"""- view.date: the decision date (pandas.Timestamp); view.symbols: stocks with a row that day
+  (suspended included), ascending, e.g. 'SH600519', 'SZ000001'.
+- view.history(field, lookback) -> DataFrame (dates x view.symbols, last row = view.date),
+  lookback 1..{max_lookback}. Fields: {", ".join(VIEW_FIELDS)}.
+  open/high/low/close are raw CNY; volume in shares; adj_* are forward-adjusted as of view.date
+  (last row = raw); suspended and in_csi300 are 1.0/0.0; up_limit/down_limit in CNY.
+- view.info: DataFrame (index = view.symbols) with industry (2026 snapshot), board, list_date.
+{_intraday_api_full(ds)}"""
+
+
+def _blind_view(max_lookback: int, style: str) -> str:
+    """The view section of a blind brief (docs/blind.md)."""
+    if style == "full":
+        return f"""- view.date: the decision day (int: trading days from the window's first decision day, 0;
+  warm-up history is negative); view.symbols: stocks with a row that day (suspended included),
+  ascending aliases that keep the board, e.g. 'MB417' (main), 'GE023' (ChiNext), 'SR004' (STAR).
+- view.history(field, lookback) -> DataFrame (days x view.symbols, index = day, last row =
+  view.date), lookback 1..{max_lookback}. Fields: {", ".join(VIEW_FIELDS)}.
+  open/high/low/close and up_limit/down_limit are rebased: one constant factor per stock and window,
+  so returns, ratios and ranks are exact but price levels mean nothing; volume is in relative units
+  (one factor per stock); adj_* are forward-adjusted as of view.date (last row = the rebased raw row);
+  suspended and in_csi300 are 1.0/0.0.
+- view.info: DataFrame (index = view.symbols) with industry and board.
+- view.intraday is not served in blind mode (KeyError)."""
+    return ("View (blind: dates, codes and price levels hidden): view.date (int trading day, 0 = the window's first "
+            "decision day, warm-up negative); view.symbols (stocks with a row that day, suspended included, "
+            "ascending aliases keeping the board, e.g. 'MB417'); view.history(field, lookback) -> DataFrame (days x "
+            f"view.symbols, last row = view.date), lookback 1..{max_lookback}, fields {', '.join(VIEW_FIELDS)}; "
+            "prices and limits rebased by one factor per stock (returns and ranks exact, levels meaningless), "
+            "volume relative, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0. view.info: "
+            "DataFrame (index view.symbols): industry, board. No view.intraday in blind mode.")
+
+
+def _data_line(ds: ArenaDataset, blind: bool) -> str:
+    if blind:
+        return f"Data: {ds.N} A-share stocks; survivorship: stocks delisted before the data's end are absent."
+    return f"Data: {ds.name} ({ds.N} stocks); survivorship: stocks delisted before 2026 are absent."
 
 
 def _shipped_only(ds: ArenaDataset) -> bool:
@@ -337,7 +406,8 @@ def intraday_text(ds: ArenaDataset) -> str:
     return "; ".join(parts) or "none"
 
 
-def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset, style: str) -> str:
+def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaDataset, style: str,
+                 blind: bool = False) -> str:
     """The compact / minimal brief (see :func:`task_brief`)."""
     from quantgym.sandbox import DEFAULT_ALLOWED_IMPORTS
 
@@ -375,8 +445,7 @@ def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaD
     lines = [
         f"# Quant-Arena ({ARENA_VERSION}, {mode} track)",
         task,
-        f"Windows: warm-up from {w.warmup_start}; research {w.research_start}..{w.research_end}; sealed "
-        f"{w.sealed_start}..{w.sealed_end} (evaluated once, after you freeze).",
+        _windows_line(config, ds, blind, short=True),
         track,
         f"Interface: FEATURES = list of <= {config.scoring.max_features} unique names (str); "
         "compute_features(view) -> dict[name, pandas.Series] (index = stock symbols, names from FEATURES); "
@@ -384,12 +453,13 @@ def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaD
         "Runs once per decision date after its close; sees rows up to that date only.",
         f"Allowed imports: {', '.join(DEFAULT_ALLOWED_IMPORTS)}. No file, network or process access. "
         f"Limits: {config.sandbox.day_seconds:g} s wall per date, {config.sandbox.memory_mb} MiB.",
+        _blind_view(w.max_lookback, style) if blind else (
         "View: view.date (pandas.Timestamp); view.symbols (stocks with a row that day, suspended included, "
         "ascending, e.g. 'SH600519'); view.history(field, lookback) -> DataFrame (dates x view.symbols, last "
         f"row = view.date), lookback 1..{w.max_lookback}, fields {', '.join(VIEW_FIELDS)}; open/high/low/close "
         "raw CNY, volume shares, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0, "
         "up_limit/down_limit CNY. view.info: DataFrame (index view.symbols): industry, board, list_date. "
-        + _intraday_api_short(ds),
+        + _intraday_api_short(ds)),
     ]
     if style == "compact":
         lines.append("Example:\n```python\nimport numpy as np\n\nFEATURES = [\"vol_20d\"]\n\n"
@@ -398,7 +468,8 @@ def _short_brief(config: ArenaConfig, mode: str, max_candidates: int, ds: ArenaD
                      "    vol[view.history(\"suspended\", 1).iloc[-1] == 1.0] = np.nan\n"
                      "    return {\"vol_20d\": vol}\n\ndef score(features, view):\n"
                      "    return -features[\"vol_20d\"]\n```")
-    lines.append(f"Data: {ds.name} ({ds.N} stocks); stocks delisted before 2026 are absent.")
+    lines.append(f"Data: {ds.N} A-share stocks; stocks delisted before the data's end are absent." if blind
+                 else f"Data: {ds.name} ({ds.N} stocks); stocks delisted before 2026 are absent.")
     return "\n".join(lines) + "\n"
 
 

@@ -19,4 +19,5 @@ TASK = Task(
     report="quantgym.envs.quant_arena.report:section",
     docs="docs/quant_arena.md",
     sharpe_note="quantgym.envs.quant_arena.config:SHARPE_NOTE",
+    blind_vocabulary="quantgym.envs.quant_arena.blinding:blind_vocabulary",
 )

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from quantgym.blind import day_label
+
 from ..pit import BLOCK_ARRAYS, ViewBuffer
 
 #: Per-day arrays of a payload block (one row per panel day).
@@ -219,7 +221,7 @@ def run_days(agent: dict, payload: dict, feeder: Any) -> dict:
             nxt = feeder.reveal()
             buf.append_row(nxt["row"], nxt["date"], nxt.get("intraday"))
         view = buf.view()
-        date = str(view.date.date())
+        date = day_label(view.date) if isinstance(view.date, int) else str(view.date.date())  # int: blind
         cols = view._cols
         pos = {s: k for k, s in enumerate(view.symbols)}
         phase = "compute_features"

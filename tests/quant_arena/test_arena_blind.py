@@ -1,0 +1,264 @@
+"""Blind Quant-Arena (docs/blind.md): no date, year, period name, stock code or price level reaches the agent or
+the sandboxed view; scores are computed on the real panel, so return/rank submissions score the same."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import quantgym  # noqa: F401 - registers the ids
+from quantgym.blind import scan
+from quantgym.envs.quant_arena.blinding import ArenaBlinding, blind_vocabulary
+from quantgym.envs.quant_arena.config import ArenaConfig
+from quantgym.envs.quant_arena.env import QuantArenaEnv, dataset_until
+from quantgym.envs.quant_arena.examples import EXAMPLES, example_source
+from quantgym.envs.quant_arena.executor import evaluate_submission
+from quantgym.envs.quant_arena.handoff import build_payload
+from quantgym.envs.quant_arena.account import window_rows
+from quantgym.envs.quant_arena.pit import VIEW_FIELDS, ViewBuffer
+from quantgym.envs.quant_arena.prompts import feedback_text, task_brief
+from quantgym.envs.quant_arena.records import read_record
+from quantgym.spaces import PROMPT_STYLES
+
+from .conftest import SMALL_WINDOWS
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return blind_vocabulary()
+
+
+def leaks(text: str, vocab: dict, **kw) -> list:
+    return scan(text, tickers=vocab["codes"], period_names=vocab["period_names"], **kw)
+
+
+def view_at_d0(ds, start, end, blinding=None, config=None):
+    """The sandbox's view at D_0 of a window, built from the payload exactly as the child builds it."""
+    config = config or ArenaConfig()
+    d0, n = window_rows(ds, start, end)
+    payload = build_payload(ds, d0, n, max_lookback=config.windows.max_lookback)
+    if blinding is not None:
+        payload = blinding.blind_payload(payload)
+    blk, first = payload["block"], payload["first"]
+    buf = ViewBuffer(blk["symbols"], first + 1, payload["info"], payload["max_lookback"])
+    for i in range(first + 1):
+        buf.append(blk, i, (payload.get("intraday") or {}).get(blk["dates"][i]))
+    return buf.view(), payload
+
+
+def view_text(view) -> str:
+    """Every field the view serves, as text (the repr a submission could print or return)."""
+    parts = [repr(view), str(view.date), " ".join(map(str, view.symbols)), view.info.to_csv()]
+    for f in VIEW_FIELDS:
+        h = view.history(f, view.max_lookback)
+        parts.append(" ".join(map(str, h.index)))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------- (a) the leak scanner
+@pytest.mark.parametrize("mode", ["iterative", "oneshot"])
+def test_blind_brief_has_no_leak_and_the_named_brief_has(bundled, vocab, mode):
+    for style in PROMPT_STYLES:
+        text, facts = task_brief(ArenaConfig(), mode, 5, bundled, style, blind=True)
+        both = text + json.dumps(facts, ensure_ascii=False)
+        assert leaks(both, vocab) == [], (style, leaks(both, vocab)[:3])
+        assert facts["blind"] is True and facts["windows"]["research_days"] > 0
+        named, nfacts = task_brief(ArenaConfig(), mode, 5, bundled, style)
+        kinds = {k.kind for k in leaks(named + json.dumps(nfacts, ensure_ascii=False), vocab)}
+        assert {"date", "ticker"} <= kinds, (style, kinds)
+
+
+def test_blind_view_fields_have_no_leak_and_the_named_view_has(bundled, vocab):
+    w = ArenaConfig().windows
+    ds = dataset_until(bundled, w.research_end)
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=11)
+    view, payload = view_at_d0(ds, w.research_start, w.research_end, b)
+    text = view_text(view)
+    assert leaks(text, vocab) == []
+    assert isinstance(view.date, int) and view.date == 0 and list(view.info.columns) == ["industry", "board"]
+    assert set(payload) >= {"block", "info"} and payload["intraday"] == {}
+    with pytest.raises(KeyError, match="blind"):
+        view.intraday("snapshots")
+    named, _ = view_at_d0(ds, w.research_start, w.research_end)
+    kinds = {k.kind for k in leaks(view_text(named), vocab)}
+    assert {"date", "ticker"} <= kinds
+    # no price or volume level equals the real one; the scanner finds the real closes in the named text only
+    real = {s: named.history("close", 5)[s] for s in b.alias_map(ds.symbols)}
+    amap = b.alias_map(ds.symbols)
+    for f in ("open", "high", "low", "close", "volume", "up_limit", "down_limit", "adj_close"):
+        hb, hn = view.history(f, view.max_lookback), named.history(f, named.max_lookback)
+        hn = hn.rename(columns=amap)[hb.columns]
+        both = np.isfinite(hn.to_numpy()) & (hn.to_numpy() != 0)
+        assert both.any() and not (hb.to_numpy()[both] == hn.to_numpy()[both]).any(), f
+    some = list(real)[:: 80]
+    for s in some:
+        levels = [f"{x:.2f}" for x in real[s].dropna()]
+        assert scan(named.history("close", 5)[s].to_string(), levels=levels)
+        assert not scan(view.history("close", 5)[amap[s]].to_string(), levels=levels)
+
+
+def test_rebasing_keeps_every_ratio_bit_for_bit(bundled):
+    w = ArenaConfig().windows
+    ds = dataset_until(bundled, w.research_end)
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=5)
+    view, _ = view_at_d0(ds, w.research_start, w.research_end, b)
+    named, _ = view_at_d0(ds, w.research_start, w.research_end)
+    amap = b.alias_map(ds.symbols)
+    for f in ("adj_close", "close", "volume", "up_limit"):
+        hb = view.history(f, 21).to_numpy()
+        hn = named.history(f, 21).rename(columns=amap)[view.symbols].to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            np.testing.assert_array_equal(hb[1:] / hb[:-1], hn[1:] / hn[:-1])
+    hb = view.history("close", 1).iloc[-1] / view.history("up_limit", 1).iloc[-1]
+    hn = (named.history("close", 1).iloc[-1] / named.history("up_limit", 1).iloc[-1]).rename(index=amap)
+    np.testing.assert_array_equal(hb.to_numpy(), hn[view.symbols].to_numpy())
+    first = view.history("close", view.max_lookback).bfill().iloc[0].dropna()
+    assert ((first >= 100) & (first < 400)).all()  # levels: the first visible close in [100, 400)
+
+
+# ---------------------------------------------------------------------- (b) the examples score the same
+@pytest.mark.parametrize("name", list(EXAMPLES))
+def test_classical_examples_score_the_same_blind_and_named(bundled, name):
+    """The four classical submissions use returns and ranks only: every metric is identical."""
+    c = ArenaConfig()
+    ds = dataset_until(bundled, "2023-12-31")
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=3)
+    src = example_source(name)
+    named = evaluate_submission(src, ds, "2023-07-01", "2023-12-31", c, executor="inprocess")
+    blind = evaluate_submission(src, ds, "2023-07-01", "2023-12-31", c, executor="inprocess", blind=b)
+    assert named.status == blind.status == "ok"
+    assert blind.S == named.S and blind.metrics == named.metrics and blind.years == named.years
+
+
+LEVEL_FILTER = '''
+import numpy as np
+import pandas as pd
+FEATURES = ["cheap"]
+def compute_features(view):
+    c = view.history("close", 1).iloc[-1]
+    return {"cheap": (c < 5.0).astype(float)}
+def score(features, view):
+    return features["cheap"].where(features["cheap"] > 0)
+'''
+
+
+def test_a_price_level_filter_sees_rebased_levels(small_real):
+    """``close < 5 CNY`` reads a level: blind, the first visible close of every stock is at least 100."""
+    ds = dataset_until(small_real, SMALL_WINDOWS["research_end"])
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=1)
+    args = (ds, SMALL_WINDOWS["research_start"], SMALL_WINDOWS["research_end"], ArenaConfig())
+    named = evaluate_submission(LEVEL_FILTER, *args, executor="inprocess")
+    blind = evaluate_submission(LEVEL_FILTER, *args, executor="inprocess", blind=b)
+    assert named.status == "ok" and named.metrics["coverage"] > 0
+    assert blind.status == "no_signal" or blind.metrics["coverage"] != named.metrics["coverage"]
+
+
+# ---------------------------------------------------------------------- (d) hard-coded real codes
+HARD_CODED = '''
+import numpy as np
+import pandas as pd
+FEATURES = ["pick"]
+PICKS = {picks!r}
+def compute_features(view):
+    s = pd.Series(np.nan, index=view.symbols)
+    for code in PICKS:
+        if code in s.index:
+            s[code] = 1.0
+    return {{"pick": s}}
+def score(features, view):
+    return features["pick"]
+'''
+
+HARD_CODED_INDEX = '''
+import numpy as np
+import pandas as pd
+FEATURES = ["pick"]
+PICKS = {picks!r}
+def compute_features(view):
+    return {{"pick": pd.Series(1.0, index=pd.Index(PICKS))}}
+def score(features, view):
+    return features["pick"]
+'''
+
+
+def test_hard_coded_real_codes_select_nothing_blind(small_real):
+    ds = dataset_until(small_real, SMALL_WINDOWS["research_end"])
+    picks = [str(s) for s in ds.symbols[:10]]
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=2)
+    args = (ds, SMALL_WINDOWS["research_start"], SMALL_WINDOWS["research_end"], ArenaConfig())
+    for tmpl in (HARD_CODED, HARD_CODED_INDEX):
+        src = tmpl.format(picks=picks)
+        named = evaluate_submission(src, *args, executor="inprocess")
+        assert named.status == "ok" and named.metrics["coverage"] > 0
+        blind = evaluate_submission(src, *args, executor="inprocess", blind=b)
+        # nothing selected: no finite score on any day (all cash), or a day error on every day
+        assert blind.status == "failed" or (blind.metrics["no_signal"] and blind.metrics["coverage"] == 0)
+        assert blind.account is None or float(np.abs(blind.account.position_value).sum()) == 0.0
+        assert all(str(e["date"]).startswith("day ") for e in blind.errors if e.get("date"))
+
+
+# ---------------------------------------------------------------------- the env, (c) the checker
+@pytest.mark.parametrize("env_id", ["QuantArena-v0", "QuantArena-OneShot-v0"])
+def test_blind_ids_pass_the_env_checker(env_id):
+    env = gym.make(env_id, blind=True)
+    check_env(env.unwrapped)
+    brief, info = env.reset(seed=0)
+    assert info["blind"] is True and "Blind mode" in brief
+
+
+def test_blind_episode_feedback_record_and_scores(small_real, tmp_path, vocab):
+    kw = dict(data=small_real, executor="inprocess", **SMALL_WINDOWS)
+    named = QuantArenaEnv(record_dir=False, **kw)
+    env = QuantArenaEnv(record_dir=tmp_path, blind=True, **kw)
+    brief, info = env.reset(seed=7)
+    named.reset(seed=7)
+    codes = [str(s) for s in small_real.symbols]
+    assert not scan(brief, tickers=codes) and info["blind"]
+    src = example_source("momentum_20d")
+    obs, r, *_ , fb_info = env.step(src)
+    obs_n, r_n, *_ = named.step(src)
+    assert r == r_n
+    fb = json.loads(obs)
+    assert fb["years"] and all(k.startswith("year ") for k in fb["years"])
+    for style in PROMPT_STYLES:
+        assert leaks(feedback_text(fb_info["feedback"], style), vocab) == []
+        assert not scan(env.render_prompt(style), tickers=codes)
+    assert {k.kind for k in leaks(obs_n, vocab)} >= {"year"}
+    final_obs, S, term, _, fin = env.step({"freeze": 1})
+    _, S_n, *_ = named.step({"freeze": 1})
+    assert term and S == S_n and fin["blind"] is True
+    assert all(k.startswith("year ") for k in fin["sealed_years"])
+    assert env.episode_result()["metrics"]["blind"] is True
+    rec = read_record(env.record_path)
+    first = rec[0]
+    assert first["blind"] is True and first["blind_seed"] == 7
+    assert set(first["aliases"]) == set(codes)  # evaluator side: real code -> alias
+    assert not (set(first["aliases"].values()) & set(codes))
+    # drawn from the episode seed: the same seed gives the same map, another seed another one
+    env.reset(seed=7)
+    again = env._blinding.aliases
+    env.reset(seed=8)
+    assert again == tuple(first["aliases"][c] for c in codes) and env._blinding.aliases != again
+
+
+def test_blind_must_be_a_bool(small_real):
+    with pytest.raises(TypeError, match="blind"):
+        QuantArenaEnv(data=small_real, blind="yes", **SMALL_WINDOWS)
+
+
+def test_blind_through_the_sandbox_scores_the_same(small_real):
+    """The sandbox child (commit-reveal keeper) serves the blinded rows; the scores map back to the real codes."""
+    from .test_arena_env import FAST
+
+    c = ArenaConfig(sandbox=FAST)
+    ds = dataset_until(small_real, SMALL_WINDOWS["research_end"])
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=4)
+    args = (example_source("reversal_5d"), ds, SMALL_WINDOWS["research_start"], SMALL_WINDOWS["research_end"], c)
+    named, blind = evaluate_submission(*args), evaluate_submission(*args, blind=b)
+    assert named.status == blind.status == "ok" and blind.sandbox["isolation"] == "commit-reveal"
+    assert blind.S == named.S and blind.metrics == named.metrics
