@@ -131,12 +131,13 @@ def blind_years(years: dict | None) -> dict | None:
 
 def blind_vocabulary() -> dict[str, list[str]]:
     """What :func:`quantgym.blind.scan` looks for in Quant-Arena's bundled data: the stock codes of the
-    bundled panel (``SH600519`` and ``600519``) and the period label of the default sealed window."""
+    bundled panel (``SH600519``; bare six-digit codes are found by the scanner's A-share code pattern) and the
+    period label of the default sealed window."""
     from .config import ArenaConfig
     from .data import load_dataset
 
     syms = [str(s) for s in load_dataset(None).symbols]
-    return {"codes": syms + [s[2:] for s in syms], "period_names": [ArenaConfig().windows.period_label]}
+    return {"codes": syms, "period_names": [ArenaConfig().windows.period_label]}
 
 
 __all__ = ["ArenaBlinding", "BOARD_PREFIX", "PRICE_ARRAYS", "blind_years", "blind_vocabulary"]
