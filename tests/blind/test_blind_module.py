@@ -131,6 +131,6 @@ def test_vocabulary_scans_with_its_words():
 
 def test_bundled_vocabulary_collects_the_task_records_words():
     v = blind.bundled_vocabulary(["portbench"])
-    assert {"SPY", "BTC-USD", "^VIX"} <= v.tickers
+    assert {"SPY", "BTC-USD", "^VIX", "AAPL"} <= v.tickers
     assert {"covid_2020", "COVID Crash", "2020_covid_flash_crash"} <= v.period_names
     assert [lk.kind for lk in v.scan("SPY in the COVID Crash")] == ["ticker", "period"]

@@ -41,9 +41,9 @@ def _step_stage(env: PortBenchEnv, rng: np.random.Generator):
     return env.step({"weights": w / w.sum()})
 
 
-def _all_prompts(period: str, blind: bool, seed: int = 0):
+def _all_prompts(period: str, blind: bool, seed: int = 0, **kwargs):
     """Every stage prompt in every style at the first, a middle and the last decision of ``period``."""
-    env = PortBenchEnv(profile="balanced", period=period, stagewise=True, blind=blind)
+    env = PortBenchEnv(profile="balanced", period=period, stagewise=True, blind=blind, **kwargs)
     env.reset(seed=seed)
     rng = np.random.default_rng(1)
     n_dec = int(env.sim.decision_rows.size)
@@ -62,6 +62,17 @@ def test_blind_prompts_have_no_leak(period):
     for env, text in _all_prompts(period, blind=True):
         leaks = VOCAB.scan(text, levels=_levels(env))
         assert leaks == [], (period, env.decision_k, env.stage, [str(lk) for lk in leaks[:5]])
+        n += 1
+    assert n == 3 * 3 * len(PROMPT_STYLES)
+
+
+def test_blind_paper_mode_prompts_have_no_leak():
+    """Paper mode: its own universe (18 large-cap stocks, the VIX as an asset), short prompts."""
+    n = 0
+    for env, text in _all_prompts("covid_2020", blind=True, fidelity="paper"):
+        assert "AAPL" in env.view.tickers
+        leaks = VOCAB.scan(text, levels=_levels(env))
+        assert leaks == [], (env.decision_k, env.stage, [str(lk) for lk in leaks[:5]])
         n += 1
     assert n == 3 * 3 * len(PROMPT_STYLES)
 

@@ -20,11 +20,12 @@ def blind_vocabulary() -> dict[str, Any]:
     """The bundled PortBench words the leak scanner looks for: every ticker of the universe (clean and
     paper), the regime ticker, the period names, aliases and labels (:func:`quantgym.blind.bundled_vocabulary`)."""
     from quantgym.envs.portbench.config import PERIOD_ALIASES, PERIODS, PortBenchConfig
+    from quantgym.envs.portbench.paper.config import PAPER_STOCKS
     from quantgym.envs.portbench.universe import CANONICAL_TICKERS, VIX_TICKER
 
     periods = set(PERIODS) | set(PERIOD_ALIASES)
     periods |= {p.label.split(",")[0].strip() for p in PERIODS.values() if p.label}
-    return {"tickers": set(CANONICAL_TICKERS) | {VIX_TICKER, PortBenchConfig.regime_ticker},
+    return {"tickers": set(CANONICAL_TICKERS) | set(PAPER_STOCKS) | {VIX_TICKER, PortBenchConfig.regime_ticker},
             "period_names": periods}
 
 
@@ -50,6 +51,11 @@ class BlindView:
         cls = {c: i for i, c in enumerate(dict.fromkeys(view.classes))}
         self.order = np.array(sorted(range(len(self.tickers)), key=lambda i: (cls[view.classes[i]], self.tickers[i])),
                               dtype=np.int64)
+        perm = self.order
+        #: the row-independent fields of the blinded snapshots (alias order)
+        self._universe = {"tickers": tuple(self.tickers[i] for i in perm),
+                          "classes": tuple(view.classes[i] for i in perm), "class_id": view.class_id[perm]}
+        self._universe["class_id"].flags.writeable = False
         self._rows: dict[int, dict] = {}
         #: the prompt block cache of the blind rows (one dict per row, this episode only)
         self.caches: dict[int, dict] = {}
@@ -67,13 +73,12 @@ class BlindView:
         row = self._rows.get(t)
         if row is None:
             view, perm = self.view, self.order
-            lo, hi = view.row_cache(t)["window"]
+            rows = view.dates.get_indexer(snap.window_dates)  # the macro rows of the snapshot's window
             rebased = np.where(snap.available, 100.0 * (1.0 + snap.trailing_return), np.nan)
-            z = zscore(view.macro[lo:hi])
+            z = zscore(view.macro[rows[rows >= 0]])
             mask = snap.macro_mask & np.isfinite(z)
             macro = np.where(mask, z, 0.0)
-            fields = {"tickers": tuple(self.tickers[i] for i in perm), "classes": tuple(snap.classes[i] for i in perm),
-                      "class_id": snap.class_id[perm], "available": snap.available[perm], "price": rebased[perm],
+            fields = {**self._universe, "available": snap.available[perm], "price": rebased[perm],
                       "trailing_return": snap.trailing_return[perm], "ann_vol": snap.ann_vol[perm],
                       "macro": macro, "macro_mask": mask}
             for a in (rebased, macro, mask, *fields.values()):
