@@ -82,7 +82,7 @@ class PortBenchQAEnv(gym.Env):
     def __init__(self, split: str = "test", templates=None, n_per_template: int | None = 50,
                  restricted: bool | str = False, fidelity: str = "clean", data: Any = None,
                  complexity=None, regime=None, config: QAConfig | None = None, render_mode: str | None = None,
-                 prompt_style: str = "full"):
+                 prompt_style: str = "full", blind: bool = False):
         if fidelity not in FIDELITIES:
             raise ValueError(f"fidelity must be one of {FIDELITIES}, got {fidelity!r}")
         if split not in ("train", "val", "test", "all"):
@@ -99,6 +99,12 @@ class PortBenchQAEnv(gym.Env):
         self.split = split
         self.render_mode = render_mode
         gen = get_generator(as_portbench_data(data), self.config, fidelity)
+        #: blind mode (docs/blind.md): aliases, rebased prices, macro z-scores; the question's QABlinding
+        self.blind = bool(blind)
+        if self.blind and fidelity == "paper":
+            raise ValueError("blind=True runs in clean mode only: the paper-mode context summary is not blinded")
+        self._qd = gen.qd if self.blind else None
+        self._blinding = None
         self.items: list[QAItem] = gen.items(split, templates, None if n_per_template is None else int(n_per_template),
                                              restricted, complexity, regime)
         if not self.items:
@@ -126,7 +132,7 @@ class PortBenchQAEnv(gym.Env):
     def _obs(self, item: QAItem) -> dict:
         p = item.pair
         return {
-            "prompt": render_prompt(item, self.fidelity, self.prompt_style),
+            "prompt": self._render(item, self.prompt_style),
             "template": TEMPLATES.index(p.template),
             "complexity": COMPLEXITY[p.template],
             "regime": REGIMES.index(p.market_regime),
@@ -140,7 +146,11 @@ class PortBenchQAEnv(gym.Env):
             "regime": p.market_regime, "restricted": item.restricted, "assets": list(p.assets),
             "decision_date": p.decision_date, "split": p.split, "fidelity": self.fidelity,
             "system_prompt": SYSTEM_PROMPT, "n_items": self.n_items, "prompt_style": self.prompt_style,
-        }
+        } | ({"blind": True} if self.blind else {})
+
+    def _render(self, item: QAItem, style: str) -> str:
+        text = render_prompt(item, self.fidelity, style)
+        return text if self._blinding is None else self._blinding.prompt(text)
 
     def render_prompt(self, style: str | None = None) -> str:
         """The prompt of the current question in ``style`` (None: the env's ``prompt_style``).
@@ -151,7 +161,7 @@ class PortBenchQAEnv(gym.Env):
         style = self.prompt_style if style is None else check_prompt_style(style)
         if self._item is None:
             raise RuntimeError("call reset() before render_prompt()")
-        return render_prompt(self._item, self.fidelity, style)
+        return self._render(self._item, style)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -170,6 +180,11 @@ class PortBenchQAEnv(gym.Env):
         self._cursor = (idx + 1) % self.n_items
         self._index = idx
         self._item = self.items[idx]
+        if self.blind:  # aliases drawn from the episode seed (a fresh draw without one)
+            from quantgym.envs.portbench.static_qa.blinding import QABlinding
+
+            alias_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+            self._blinding = QABlinding(self._qd, self._item.pair.decision_date, alias_seed)
         self._done = False
         self._last_info = None
         return self._obs(self._item), self._base_info(self._item)
@@ -180,7 +195,8 @@ class PortBenchQAEnv(gym.Env):
         if self._done:
             raise RuntimeError("the episode is over (one question per episode); call reset()")
         item = self._item
-        res = score_response(item.pair, action, self.fidelity)
+        answer = action if self._blinding is None else self._blinding.answer(action)  # aliases -> tickers
+        res = score_response(item.pair, answer, self.fidelity)
         self._done = True
         info = self._base_info(item)
         info.update(score=res.score, correct=res.correct, truth=item.pair.answer,
@@ -192,10 +208,12 @@ class PortBenchQAEnv(gym.Env):
         """The answered question for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): its score
         (0..1), correctness and template."""
         info = self._last_info or {}
-        return {"metrics": {k: info.get(k) for k in ("score", "correct", "template", "id", "complexity", "regime")},
-                "period": info.get("split")}
+        metrics = {k: info.get(k) for k in ("score", "correct", "template", "id", "complexity", "regime")}
+        if self._blinding is not None:  # evaluator side: the question's alias map (docs/blind.md)
+            metrics.update(blind=True, blind_aliases=self._blinding.record())
+        return {"metrics": metrics, "period": info.get("split")}
 
     def render(self):
         if self.render_mode == "ansi" and self._item is not None:
-            return render_prompt(self._item, self.fidelity, self.prompt_style)
+            return self._render(self._item, self.prompt_style)
         return None
