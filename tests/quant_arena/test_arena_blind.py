@@ -12,7 +12,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import quantgym  # noqa: F401 - registers the ids
-from quantgym.blind import scan
+from quantgym.blind import bundled_vocabulary, scan
 from quantgym.envs.quant_arena.blinding import ArenaBlinding, blind_vocabulary
 from quantgym.envs.quant_arena.config import ArenaConfig
 from quantgym.envs.quant_arena.env import QuantArenaEnv, dataset_until
@@ -30,11 +30,14 @@ from .conftest import SMALL_WINDOWS
 
 @pytest.fixture(scope="module")
 def vocab():
-    return blind_vocabulary()
+    """Quant-Arena's bundled codes and period label, through the task registry (``Task.blind_vocabulary``)."""
+    v = bundled_vocabulary(["quant_arena"])
+    assert "SH600519" in v.codes and v.period_names == set(blind_vocabulary()["period_names"])
+    return v
 
 
-def leaks(text: str, vocab: dict, **kw) -> list:
-    return scan(text, tickers=vocab["codes"], period_names=vocab["period_names"], **kw)
+def leaks(text: str, vocab, **kw) -> list:
+    return vocab.scan(text, **kw)
 
 
 def view_at_d0(ds, start, end, blinding=None, config=None):

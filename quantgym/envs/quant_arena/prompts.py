@@ -331,7 +331,7 @@ def _blind_view(max_lookback: int, style: str) -> str:
     if style == "full":
         return f"""- view.date: the decision day (int: trading days from the window's first decision day, 0;
   warm-up history is negative); view.symbols: stocks with a row that day (suspended included),
-  ascending aliases that keep the board, e.g. 'MB417' (main), 'GE023' (ChiNext), 'SR004' (STAR).
+  ascending aliases that keep the board, e.g. 'MB417' (main), 'GE023' (ChiNext), 'SR04' (STAR).
 - view.history(field, lookback) -> DataFrame (days x view.symbols, index = day, last row =
   view.date), lookback 1..{max_lookback}. Fields: {", ".join(VIEW_FIELDS)}.
   open/high/low/close and up_limit/down_limit are rebased: one constant factor per stock and window,
