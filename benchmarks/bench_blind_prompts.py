@@ -1,18 +1,17 @@
 """Cost of blind prompt rendering (docs/blind.md): the PortBench stage prompts blind vs named, per stage.
 
-Each measurement is one episode in a fresh process (cold block caches, as in a first run): a stagewise
-``PortBench-Balanced-v0`` over ``covid_2020`` with fixed random answers; the time of every prompt the env
-renders (``render_prompt``, called once per sub-step for the observation) is summed per stage. The best
-of ``--repeat`` processes is reported per mode and style, with the blind overhead in percent.
+Cold renders (the worst case: the first prompt of a decision row): at every decision of a stagewise
+``PortBench-Balanced-v0`` episode over ``--period`` (fixed random answers), each stage prompt is rendered
+named and blind with the prompt block caches emptied first; the best of ``--repeat`` renders is kept per decision,
+stage, style and mode, and summed over the episode (the blinded row is built once per decision, so it is
+rebuilt before every S1 render and counted there). Reported per style and stage with the blind overhead.
 
-Run: ``python benchmarks/bench_blind_prompts.py [--repeat 5] [--period covid_2020]``.
+Run: ``python benchmarks/bench_blind_prompts.py [--repeat 15] [--period covid_2020]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -20,68 +19,74 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
+
+from benchmarks._common import print_table  # noqa: E402
+from quantgym.envs.portbench.env import PortBenchEnv  # noqa: E402
+from quantgym.spaces import PROMPT_STYLES  # noqa: E402
+
 STAGES = ("S1", "S2", "S3")
 
 
-def one(blind: bool, style: str, period: str) -> dict[str, float]:
-    """Seconds per rendered prompt, by stage, over one episode."""
-    import numpy as np
-
-    from quantgym.envs.portbench.env import PortBenchEnv
-
-    env = PortBenchEnv(profile="balanced", period=period, stagewise=True, blind=blind, prompt_style=style)
-    total = {s: 0.0 for s in STAGES}
-    count = {s: 0 for s in STAGES}
-    render = env.render_prompt
-
-    def timed(*args, **kwargs):
+def _cold(env: PortBenchEnv, style: str, repeat: int) -> float:
+    """Best time of a cold render of the current stage prompt in ``style``."""
+    best = float("inf")
+    t = int(env.snapshot.t)
+    for _ in range(repeat):
+        if env._blind is not None:
+            env._blind.caches.clear()
+            if env.stage == 0:  # the blinded row is built once per decision: charged to S1
+                env._blind._rows.clear()
+        else:
+            cache = env.view.row_cache(t)
+            for key in [k for k in list(cache.keys()) if isinstance(k, tuple) and k[:1] == ("prompt",)]:
+                del cache[key]
         t0 = time.perf_counter()
-        out = render(*args, **kwargs)
-        dt = time.perf_counter() - t0
-        total[STAGES[env.stage]] += dt
-        count[STAGES[env.stage]] += 1
-        return out
+        env.render_prompt(style=style)
+        best = min(best, time.perf_counter() - t0)
+    return best
 
-    env.render_prompt = timed
+
+def measure(period: str, repeat: int) -> dict[tuple[str, str, str], float]:
+    """Summed best cold render times over the episode, by (mode, style, stage)."""
+    envs = {m: PortBenchEnv(profile="balanced", period=period, stagewise=True, blind=(m == "blind"))
+            for m in ("named", "blind")}
+    out: dict[tuple[str, str, str], float] = {}
     rng = np.random.default_rng(0)
-    env.reset(seed=0)
-    n, term = env.n_assets, False
+    for e in envs.values():
+        e.reset(seed=0)
+    term = False
     while not term:
-        if env.stage == 0:
+        named = envs["named"]
+        for style in PROMPT_STYLES:
+            for mode, e in envs.items():  # both modes at the same state, alternating
+                key = (mode, style, STAGES[e.stage])
+                out[key] = out.get(key, 0.0) + _cold(e, style, repeat)
+        n = named.n_assets
+        if named.stage == 0:
             a = {"views": rng.uniform(-1, 1, n)}
-        elif env.stage == 1:
+        elif named.stage == 1:
             a = {"signals": rng.integers(0, 3, n)}
         else:
             w = rng.uniform(0, 1, n)
             a = {"weights": w / w.sum()}
-        term = env.step(a)[2]
-    return {s: total[s] / max(count[s], 1) for s in STAGES}
+        for e in envs.values():
+            term = e.step(a)[2]
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--period", default="covid_2020")
-    ap.add_argument("--one", nargs=2, metavar=("MODE", "STYLE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.one:
-        print(json.dumps(one(args.one[0] == "blind", args.one[1], args.period)))
-        return
-    from benchmarks._common import print_table
-
+    out = measure(args.period, args.repeat)
     rows = []
-    for style in ("full", "compact", "minimal"):
-        best = {m: {s: float("inf") for s in STAGES} for m in ("named", "blind")}
-        for _ in range(args.repeat):
-            for mode in ("named", "blind"):  # alternating: drift of the machine hits both
-                out = subprocess.run([sys.executable, __file__, "--one", mode, style, "--period", args.period],
-                                     capture_output=True, text=True, check=True)
-                got = json.loads(out.stdout.strip().splitlines()[-1])
-                best[mode] = {s: min(best[mode][s], got[s]) for s in STAGES}
+    for style in PROMPT_STYLES:
         for s in STAGES:
-            a, b = best["named"][s], best["blind"][s]
-            rows.append((f"{style} {s}", f"{1e3 * a:.3f} ms", f"{1e3 * b:.3f} ms", f"{100 * (b / a - 1):+.1f} %"))
-    print_table(f"PortBench prompt per stage, named vs blind ({args.period}, best of {args.repeat} episodes)", rows,
+            a, b = out[("named", style, s)], out[("blind", style, s)]
+            rows.append((f"{style} {s}", f"{1e3 * a:.2f} ms", f"{1e3 * b:.2f} ms", f"{100 * (b / a - 1):+.1f} %"))
+    print_table(f"PortBench stage prompts of one {args.period} episode, cold renders, best of {args.repeat}", rows,
                 columns=("style / stage", "named", "blind", "blind overhead"))
 
 

@@ -162,15 +162,18 @@ def zscore(series: np.ndarray, axis: int = 0) -> np.ndarray:
     """The last valid value standardised over the window: ``(last − mean) / std`` (ddof 0) along
     ``axis``; 0 for a constant series, NaN without a valid value. ``|z| ≤ √(n − 1)`` over n values."""
     s = np.moveaxis(np.asarray(series, dtype=np.float64), axis, 0)
+    if s.shape[0] == 0:
+        return np.full(s.shape[1:], np.nan)
     valid = np.isfinite(s)
-    any_valid = valid.any(axis=0)
+    cnt = valid.sum(axis=0)
+    s0 = np.where(valid, s, 0.0)
+    mean = np.divide(s0.sum(axis=0), cnt, out=np.zeros(cnt.shape), where=cnt > 0)
+    var = np.divide((np.where(valid, s - mean, 0.0) ** 2).sum(axis=0), cnt, out=np.zeros(cnt.shape), where=cnt > 0)
+    std = np.sqrt(var)
     last = np.take_along_axis(s, (s.shape[0] - 1 - np.argmax(valid[::-1], axis=0))[None, ...], axis=0)[0]
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN series: NaN below, no warning
-        mean = np.nanmean(np.where(valid, s, np.nan), axis=0) if s.size else np.nan
-        std = np.nanstd(np.where(valid, s, np.nan), axis=0) if s.size else np.nan
-        z = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), (last - mean) / np.where(std > 0, std, 1.0), 0.0)
-    return np.where(any_valid, z, np.nan)
+    ok = std > 1e-12 * np.maximum(1.0, np.abs(mean))
+    z = np.divide(last - mean, std, out=np.zeros(std.shape), where=ok)
+    return np.where(cnt > 0, z, np.nan)
 
 
 def relative_volume(volume: np.ndarray, axis: int = 0) -> np.ndarray:

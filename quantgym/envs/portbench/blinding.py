@@ -29,6 +29,27 @@ def blind_vocabulary() -> dict[str, Any]:
             "period_names": periods}
 
 
+def _levels(view, snap, parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The blinded levels of a decision row, in universe order (they do not depend on the aliases, so the
+    view's row cache keeps them for every episode): the close rebased to 100 at the window start, the macro
+    z-scores over the window's rows and their mask."""
+    from quantgym.blind import zscore
+
+    window = parts.get("window")  # the window's rows (clean view); else found by its dates
+    if window is not None:
+        mrows = view.macro[window[0]:window[1]]
+    else:
+        rows = view.dates.get_indexer(snap.window_dates)
+        mrows = view.macro[rows[rows >= 0]]
+    rebased = np.where(snap.available, 100.0 * (1.0 + snap.trailing_return), np.nan)
+    z = zscore(mrows)
+    mask = snap.macro_mask & np.isfinite(z)
+    out = (rebased, np.where(mask, z, 0.0), mask)
+    for a in out:
+        a.flags.writeable = False
+    return out
+
+
 class BlindView:
     """The blind side of one PortBench episode: the alias map and the blinded snapshots of its decision rows.
 
@@ -67,21 +88,20 @@ class BlindView:
     def _row(self, snap, k: int) -> dict:
         """The blinded row fields of ``snap`` (built once per row): universe order (``price``, ``macro``: the
         observation's entries) and the prompt's alias order (``fields``)."""
-        from quantgym.blind import decision_label, zscore
+        from quantgym.blind import decision_label
 
         t = int(snap.t)
         row = self._rows.get(t)
         if row is None:
             view, perm = self.view, self.order
-            rows = view.dates.get_indexer(snap.window_dates)  # the macro rows of the snapshot's window
-            rebased = np.where(snap.available, 100.0 * (1.0 + snap.trailing_return), np.nan)
-            z = zscore(view.macro[rows[rows >= 0]])
-            mask = snap.macro_mask & np.isfinite(z)
-            macro = np.where(mask, z, 0.0)
+            parts = view.row_cache(t)
+            levels = (parts.value(("blind_levels",), lambda: _levels(view, snap, parts))
+                      if hasattr(parts, "value") else _levels(view, snap, parts))
+            rebased, macro, mask = levels
             fields = {**self._universe, "available": snap.available[perm], "price": rebased[perm],
                       "trailing_return": snap.trailing_return[perm], "ann_vol": snap.ann_vol[perm],
                       "macro": macro, "macro_mask": mask}
-            for a in (rebased, macro, mask, *fields.values()):
+            for a in fields.values():
                 if isinstance(a, np.ndarray):
                     a.flags.writeable = False
             row = self._rows[t] = {"price": rebased, "macro": macro, "fields": fields, "lazy": {},
