@@ -11,6 +11,8 @@ asset; minimal: class averages only), decimals and wording (one ``TICKER class r
 asset; minimal groups the rows by class), the macro block (minimal: :data:`MINIMAL_MACRO_KEYS`), and
 the news text (truncated to :data:`NEWS_CHARS`).
 
+Long because most of it is prompt text: five stages in three styles, named and blind.
+
 Block cache (speed only). :func:`render_s1` and :func:`render_s3` take ``cache``:
 None renders everything; a dict keeps the blocks that depend on the snapshot's row only (header,
 asset lines, macro lines, correlation block) so that S1 and S3 of one decision date, every style

@@ -6,6 +6,9 @@ dataset symbol, NaN = not eligible. Output: an :class:`AccountResult` with the N
 path and the daily trading aggregates. Agent code is not involved: this runs in the
 host on already validated scores.
 
+One module on purpose: the day loop, its compiled kernels and the interpreted path a user fee or impact
+model runs on must stay side by side, so both paths keep the same operations in the same order.
+
 Order of operations on execution day ``d = D_{k+1}`` (§10.7): corporate actions →
 ``NAV_open`` → sells (exits, then trims; symbol order) → buys (selection order,
 greedy on cash) → mark at the close. Orders are sized here in lots of
