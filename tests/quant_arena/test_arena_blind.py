@@ -4,6 +4,7 @@ the sandboxed view; scores are computed on the real panel, so return/rank submis
 from __future__ import annotations
 
 import json
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -85,6 +86,9 @@ def test_blind_view_fields_have_no_leak_and_the_named_view_has(bundled, vocab):
     assert leaks(text, vocab) == []
     assert isinstance(view.date, int) and view.date == 0 and list(view.info.columns) == ["industry", "board"]
     assert set(payload) >= {"block", "info"} and payload["intraday"] == {}
+    raw = pickle.dumps(payload)  # what crosses into the sandbox: no real code, no date, no alias map
+    assert not [c for c in map(str, ds.symbols) if c.encode() in raw]
+    assert not [y for y in ("2021-", "2022-", "2023-", "2024-") if y.encode() in raw]
     with pytest.raises(KeyError, match="blind"):
         view.intraday("snapshots")
     named, _ = view_at_d0(ds, w.research_start, w.research_end)
@@ -234,7 +238,7 @@ def test_blind_episode_feedback_record_and_scores(small_real, tmp_path, vocab):
     assert {k.kind for k in leaks(obs_n, vocab)} >= {"year"}
     final_obs, S, term, _, fin = env.step({"freeze": 1})
     _, S_n, *_ = named.step({"freeze": 1})
-    assert term and S == S_n and fin["blind"] is True
+    assert term and S == S_n and fin["blind"] is True and leaks(final_obs, vocab) == []
     assert all(k.startswith("year ") for k in fin["sealed_years"])
     assert env.episode_result()["metrics"]["blind"] is True
     rec = read_record(env.record_path)
