@@ -35,8 +35,9 @@ def _cold(env: PortBenchEnv, style: str, repeat: int) -> float:
     for _ in range(repeat):
         if env._blind is not None:
             env._blind.caches.clear()
-            if env.stage == 0:  # the blinded row is built once per decision: charged to S1
+            if env.stage == 0:  # the blinded row and snapshot are built once per decision: charged to S1
                 env._blind._rows.clear()
+                env._blind._last = None
         else:
             cache = env.view.row_cache(t)
             for key in [k for k in list(cache.keys()) if isinstance(k, tuple) and k[:1] == ("prompt",)]:

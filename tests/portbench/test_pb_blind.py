@@ -208,3 +208,15 @@ def test_blind_needs_asset_classes(tmp_path):
 def test_blind_refuses_free_news_text():
     with pytest.raises(ValueError, match="^blind=True does not take a text_provider"):
         PortBenchEnv(period="covid_2020", blind=True, text_provider=lambda d: "news")
+
+
+def test_blind_env_pickles_mid_episode():
+    import pickle
+
+    env = PortBenchEnv(profile="balanced", period="covid_2020", stagewise=True, blind=True)
+    env.reset(seed=4)
+    env.step({"views": np.zeros(env.n_assets)})
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.render_prompt() == env.render_prompt() and "EQ" in clone.render_prompt()
+    for style in PROMPT_STYLES:
+        assert clone.render_prompt(stage=0, style=style) == env.render_prompt(stage=0, style=style)

@@ -78,8 +78,15 @@ class BlindView:
                           "classes": tuple(view.classes[i] for i in perm), "class_id": view.class_id[perm]}
         self._universe["class_id"].flags.writeable = False
         self._rows: dict[int, dict] = {}
+        self._last = None  # (the named snapshot, its blinded copy) of the current decision
         #: the prompt block cache of the blind rows (one dict per row, this episode only)
         self.caches: dict[int, dict] = {}
+
+    def __getstate__(self) -> dict:
+        """Pickled without the per-row caches (rebuilt on use): an env pickles mid-episode."""
+        state = dict(self.__dict__)
+        state.update(_rows={}, caches={}, _last=None)
+        return state
 
     def record(self) -> dict[str, Any]:
         """The evaluator-side record of the episode (results, never the agent): the alias map."""
@@ -124,19 +131,23 @@ class BlindView:
         weights and NAV are those of ``snap``, permuted."""
         from quantgym.envs.portbench.market import LAZY_FIELDS, MarketSnapshot
 
+        last = self._last
+        if last is not None and last[0] is snap:  # S1, S2 and S3 of a decision share one snapshot
+            return last[1]
         row = self._row(snap, k)
         lazy, perm = row["lazy"], self.order
 
         def load(name: str):
             v = lazy.get(name)
             if v is None:
-                v = getattr(snap, name)
+                v = getattr(snap, name)  # intra, inter: class averages, in class order either way
                 if name == "returns":
-                    v = v[:, perm]
+                    v = np.take(v, perm, axis=1)
                 elif name == "corr":
-                    v = v[np.ix_(perm, perm)]
-                v = lazy[name] = np.asarray(v)
-                v.flags.writeable = False
+                    v = np.take(np.take(v, perm, axis=0), perm, axis=1)
+                if name in ("returns", "corr"):
+                    v.flags.writeable = False
+                lazy[name] = v
             return v
 
         out = object.__new__(MarketSnapshot)
@@ -147,6 +158,7 @@ class BlindView:
         d["current_weights"] = np.asarray(snap.current_weights)[perm]
         d["loader"] = load
         d["extra"] = {**snap.extra, "blind": {"label": row["label"], "regime_ticker": self.regime_alias}}
+        self._last = (snap, out)
         return out
 
     def cache(self, t: int) -> dict:
