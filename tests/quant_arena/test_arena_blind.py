@@ -269,3 +269,17 @@ def test_blind_through_the_sandbox_scores_the_same(small_real):
     named, blind = evaluate_submission(*args), evaluate_submission(*args, blind=b)
     assert named.status == blind.status == "ok" and blind.sandbox["isolation"] == "commit-reveal"
     assert blind.S == named.S and blind.metrics == named.metrics
+
+
+def test_intraday_example_blind_scores_as_low_volatility(bundled):
+    """The documented difference: blind mode serves no intraday table, so ``intraday_flow`` falls back to its
+    daily part, the low-volatility score, on the Level-2 day too (named, that day differs)."""
+    c = ArenaConfig()
+    ds = dataset_until(bundled, "2023-02-28")
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=9)
+    run = {name: evaluate_submission(example_source(name), ds, "2023-02-01", "2023-02-28", c, executor="inprocess",
+                                     blind=b) for name in ("intraday_flow", "low_volatility")}
+    assert run["intraday_flow"].status == "ok" and run["intraday_flow"].S == run["low_volatility"].S
+    named = evaluate_submission(example_source("intraday_flow"), ds, "2023-02-01", "2023-02-28", c,
+                                executor="inprocess")
+    assert named.metrics["rankic_mean"] != run["intraday_flow"].metrics["rankic_mean"]
