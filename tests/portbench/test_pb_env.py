@@ -317,3 +317,18 @@ def test_config_and_kwarg_shortcuts_give_identical_episodes():
     assert by_kw.episode_metrics() == by_cfg.episode_metrics()
     # a kwarg given with config= replaces the config's value
     assert _env(config=cfg, alpha=0.7).config.scoring == dataclasses.replace(cfg.scoring, alpha=0.7)
+
+
+def test_recent_2025_period_runs_a_monthly_episode_over_calendar_2025():
+    from quantgym.envs.portbench.config import BENCH_PERIODS
+
+    assert "recent_2025" not in BENCH_PERIODS  # an extra window, not a bench period
+    env = PortBenchEnv(profile="balanced", period="recent_2025")
+    env.reset(seed=0)
+    dates, term = [], False
+    while not term:
+        _, _, term, _, info = env.step(_ok_action(env))
+        dates.append(info["date"])
+    m = info["episode_metrics"]
+    assert 10 <= len(dates) <= 12 and all(d.startswith("2025-") for d in dates)  # monthly over 2025
+    assert np.isfinite(m["sharpe"]) and m["n_days"] > 200

@@ -116,6 +116,8 @@ def register(app: typer.Typer) -> None:
                                                         "are reused for identical requests (resume a run)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
+        blind: bool = typer.Option(False, "--blind", help="Blind mode (docs/blind.md): no date, ticker or level "
+                                   "in what the agent sees; scores unchanged. PortBench and Quant-Arena ids."),
         repeats: int = typer.Option(1, "--repeats", min=1, metavar="R", help="Run the evaluation R times (env seed and LLM "
                                     "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
                                     "mean with its interval per metric in OUT."),
@@ -165,6 +167,8 @@ def register(app: typer.Typer) -> None:
                 raise ValueError("--env-kwargs must be a JSON object")
         except ValueError as exc:
             fail(f"--env-kwargs: {exc}")
+        if blind:
+            extra_kw["blind"] = True
         plan_kw: dict = {}
         if scheme == "replay":
             from quantgym.agents.llm.client import read_transcript
@@ -189,6 +193,11 @@ def register(app: typer.Typer) -> None:
             try:
                 check_env_kwargs(e, extra_kw)
             except ValueError as exc:
+                if extra_kw.get("blind"):
+                    try:
+                        check_env_kwargs(e, {"blind": True})
+                    except ValueError:  # Market-Bench: its tasks are synthetic, no blind mode (docs/blind.md)
+                        fail(f"--blind: {e} has no blind mode (PortBench and Quant-Arena ids have one)")
                 fail(f"--env-kwargs: {exc}")
         # the tasks' own options (--period, --round, ...: their records' eval_options) arrive in task_options:
         # plan options update the recorded ones (replay), agent options go to the LLM agent

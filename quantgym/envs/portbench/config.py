@@ -94,6 +94,9 @@ PERIODS: dict[str, Period] = {
     "covid_2020": Period("covid_2020", "2020-02-01", "2020-05-31", "weekly", "COVID Crash, pandemic-driven"),
     "crypto_2022": Period("crypto_2022", "2022-05-01", "2022-12-31", "weekly",
                           "Crypto Collapse, monetary-tightening-driven"),
+    # calendar 2025, rebalanced like normal_2024: a window after the training cutoff of models trained on
+    # data up to 2024 (not a bench period: BENCH_PERIODS stays the four of spec §2.2)
+    "recent_2025": Period("recent_2025", "2025-01-01", "2025-12-31", "monthly", "Recent 2025"),
 }
 STRESS_PERIODS: tuple[str, ...] = ("china_2015", "covid_2020", "crypto_2022")
 #: the calm year whose §7.2 gate is the stress windows' (spec §2.2, §7.2)
