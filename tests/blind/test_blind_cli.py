@@ -37,3 +37,26 @@ def test_eval_blind_baseline_scores_as_named_and_the_results_say_blind(tmp_path)
 def test_eval_blind_refuses_market_bench_in_one_line(tmp_path):
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "MarketBench-Pairs-v0", "--blind",
                        "--out", str(tmp_path / "o")], "--blind", "MarketBench-Pairs-v0", "no blind mode")
+
+
+def test_eval_after_keeps_the_decision_dates_after_the_cutoff_and_drops_earlier_periods(tmp_path):
+    out = tmp_path / "after"
+    res = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--period",
+                                   "normal_2024,covid_2020,recent_2025", "--after", "2024-06-30", "--no-plots", "-q",
+                                   "--no-baseline", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "--after 2024-06-30: normal_2024: 6 of 12 decision dates remain" in res.output
+    assert "--after 2024-06-30: covid_2020: 0 of 17 decision dates remain; dropped" in res.output
+    assert "--after 2024-06-30: recent_2025: 12 of 12 decision dates remain" in res.output
+    rows = list(csv.DictReader(open(out / "summary.csv")))
+    assert [r["period"] for r in rows] == ["normal_2024_after_2024-06-30", "recent_2025"]
+    runs = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"]
+    dates = {r["period"]: [st["date"] for st in r["steps"]] for r in runs}
+    assert len(dates["normal_2024_after_2024-06-30"]) == 6 and len(dates["recent_2025"]) == 12
+    assert dates["normal_2024_after_2024-06-30"][0] == "2024-07-01"
+    assert min(d for ds in dates.values() for d in ds) > "2024-06-30"
+
+
+def test_eval_after_the_data_is_one_line(tmp_path):
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--after", "2026-01-05",
+                       "--out", str(tmp_path / "o")], "--after 2026-01-05", "2025-12-31")

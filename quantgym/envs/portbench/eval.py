@@ -76,6 +76,8 @@ class PortBenchEval:
             for period in periods:
                 if not isinstance(period, LivePeriod):
                     period_rows(dates, period)
+            if plan.get("after"):
+                periods = periods_after(periods, str(plan.get("after")), dates)
         return {"periods": periods}
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]:
@@ -94,6 +96,54 @@ class PortBenchEval:
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)
+
+
+def periods_after(periods: list[Any], after: str, dates: Any) -> list[Any]:
+    """The ``periods`` cut to their decision dates strictly after ``after`` (``quantgym eval --after``, the
+    model's training cutoff; docs/llm-agents.md): a period's start moves to its first decision date after
+    the cutoff (named ``<period>_after_<date>``), a period with none left is dropped; one line per period
+    on stderr says how many decision dates remain. Live periods are kept as they are.
+
+    Raises
+    ------
+    ValueError
+        ``after`` is no ISO date, is on or after the data's last date, or leaves no decision date at all.
+    """
+    import dataclasses
+    import sys
+
+    import pandas as pd
+
+    from quantgym.envs.portbench.config import LivePeriod
+    from quantgym.envs.portbench.simulator import period_rows
+
+    try:
+        cut = pd.Timestamp(after)
+    except ValueError:
+        raise ValueError(f"--after must be a date YYYY-MM-DD, got {after!r}") from None
+    if cut >= dates[-1]:
+        raise ValueError(f"--after {cut.date()} is not before the data's last date {dates[-1].date()}: "
+                         "no decision date remains (live mode, docs/live.md, evaluates after any date)")
+    kept = []
+    for p in periods:
+        if isinstance(p, LivePeriod):
+            kept.append(p)
+            continue
+        rows = period_rows(dates, p)[2]
+        left = [dates[r] for r in rows if dates[r] > cut]
+        if not left:
+            print(f"--after {cut.date()}: {p.name}: 0 of {len(rows)} decision dates remain; dropped",
+                  file=sys.stderr)
+            continue
+        q = p if len(left) == len(rows) else dataclasses.replace(
+            p, name=f"{p.name}_after_{cut.date()}", start=str(left[0].date()))
+        n = len(period_rows(dates, q)[2])
+        print(f"--after {cut.date()}: {p.name}: {n} of {len(rows)} decision dates remain", file=sys.stderr)
+        kept.append(q)
+    if not kept:
+        raise ValueError(f"--after {cut.date()}: every period lies before it; choose a later period "
+                         "(e.g. recent_2025)")
+    return kept
 
 
 def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: Path, plan: EvalPlan,
