@@ -26,7 +26,7 @@ TASK = Task(
     eval="quantgym.envs.portbench.eval:ADAPTER",
     eval_options=(
         TaskOption("--period", "periods", "period(s), comma-separated: normal_2024, china_2015, covid_2020, "
-                   "crypto_2022 or START:END[:FREQ] (default normal_2024).", short="-p"),
+                   "crypto_2022, recent_2025 or START:END[:FREQ] (default normal_2024).", short="-p"),
         TaskOption("--baseline", "baseline", "Equal-Weight beside the agent (default: on).", kind="flag"),
         TaskOption("--after", "after", "YYYY-MM-DD, the model's training cutoff: keep only decision dates "
                    "after it (bundled data).", kind="str", metavar="DATE"),
