@@ -86,6 +86,11 @@ class EvalPlan:
         d["env_kwargs"] = {k: v for k, v in self.env_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
         return d
 
+    def agent_label(self, name: str) -> str:
+        """``name`` with `` (blind)`` when the envs run blind (``quantgym eval --blind``, docs/blind.md): the
+        summary.csv agent label and the tables say which view the agent had."""
+        return f"{name} (blind)" if self.env_kwargs.get("blind") else name
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalPlan":
         fields = cls.__dataclass_fields__

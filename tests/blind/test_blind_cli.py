@@ -60,3 +60,18 @@ def test_eval_after_keeps_the_decision_dates_after_the_cutoff_and_drops_earlier_
 def test_eval_after_the_data_is_one_line(tmp_path):
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--after", "2026-01-05",
                        "--out", str(tmp_path / "o")], "--after 2026-01-05", "2025-12-31")
+
+
+def test_quant_arena_eval_section_labels_a_blind_run():
+    from types import SimpleNamespace
+
+    from quantgym.envs.quant_arena.eval import ADAPTER
+    from quantgym.plan import EvalPlan
+
+    run = {"env_id": "QuantArena-v0", "track": "research", "period": "sealed_2024", "final": {}, "feedback": [],
+           "usage": None}
+    agent = SimpleNamespace(name="openai:m", usage=lambda: {})
+    ctx = SimpleNamespace(console=None)
+    for kw, label in (({}, "openai:m"), ({"blind": True}, "openai:m (blind)")):
+        sec = ADAPTER.section([dict(run)], agent, EvalPlan(env_ids=["QuantArena-v0"], env_kwargs=kw), ctx)
+        assert [r.agent for r in sec.rows] == [label]

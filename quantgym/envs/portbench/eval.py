@@ -162,7 +162,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
         tol = PROFILES[r.profile].max_drawdown
         gate = period_gate(r.period, by_profile[r.profile], tol)
         row = r.summary_row(gate=gate)
-        row.agent = blind_label(row.agent, plan)
+        row.agent = plan.agent_label(row.agent)
         sec.rows.append(row)
         base = baselines.get((r.env_id, r.period))
         d = r.to_dict()
@@ -186,7 +186,7 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             if r.status == "failed":  # not a result: no number shown (they stay in results.json)
                 cells = {k: "–" for k in cells}
             cells_rows.append({
-                "profile": r.profile, "period": r.period, "agent": status_agent(blind_label(r.agent, plan), r.status), **cells,
+                "profile": r.profile, "period": r.period, "agent": status_agent(plan.agent_label(r.agent), r.status), **cells,
                 "refused": str(m.get("refused_steps", "")),
                 "unparse": str(sum(v.get("unparseable", 0) for v in run["parse_stats"].values())),
                 "calls": str(u.get("calls", "")), "tokens": str(u.get("total_tokens", "")),
@@ -207,18 +207,12 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     if console is not None:
         how = ("stagewise S1→S2→S3, text protocol" if is_llm_agent(agent) else
                "direct allocation, no stage scores" if getattr(agent, "direct_allocation", False) else "policy")
-        print_eval_table(console, f"PortBench — {blind_label(policy_name(agent), plan)} ({how})", cells_rows, llm=is_llm_agent(agent),
+        print_eval_table(console, f"PortBench — {plan.agent_label(policy_name(agent))} ({how})", cells_rows, llm=is_llm_agent(agent),
                          stage_scores=not getattr(agent, "direct_allocation", False),
                          caption=" ".join([sharpe_caption(runs)] + (
                              [STATUS_NOTE] if any(run["result"].status != "ok" for run in runs) else [])))
         _print_warnings(console, runs)
     return sec
-
-
-def blind_label(name: str, plan: EvalPlan) -> str:
-    """``name`` with `` (blind)`` when the plan's envs run blind (``quantgym eval --blind``, docs/blind.md):
-    the summary.csv agent label and the table titles say which view the agent had."""
-    return f"{name} (blind)" if plan.env_kwargs.get("blind") else name
 
 
 def sharpe_caption(runs: list[dict]) -> str:

@@ -46,11 +46,12 @@ class QuantArenaEval:
         return [(job_label(env_id), (lambda: run_quant_arena(agent, env_id, plan, rec_dir)))]
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
-        return _section(runs, agent, ctx.console)
+        return _section(runs, agent, ctx.console, plan)
 
 
-def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
+def _section(runs: list[dict], agent: Any, console: Any, plan: EvalPlan | None = None) -> SectionResult:
     sec = SectionResult(task="quant_arena")
+    name = plan.agent_label(agent.name) if plan is not None else agent.name
     rows: list[list[str]] = []
     for run in runs:
         fin = run["final"] or {}
@@ -58,7 +59,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
         status = episode_status(run.get("usage"))
         run["status"] = status
         sec.rows.append(SummaryRow(
-            task="quant_arena", agent=agent.name, profile=None, period=run["period"], status=status,
+            task="quant_arena", agent=name, profile=None, period=run["period"], status=status,
             sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
@@ -79,7 +80,7 @@ def _section(runs: list[dict], agent: Any, console: Any) -> SectionResult:
     if console is not None:
         from quantgym.tables import print_table
 
-        print_table(console, f"Quant-Arena — {agent.name}", EVAL_COLS, rows,
+        print_table(console, f"Quant-Arena — {name}", EVAL_COLS, rows,
                     caption=" ".join([f"{SHARPE_NOTE}, on the sealed window."] + (
                         [STATUS_NOTE] if any(r.get("status") != "ok" for r in runs) else [])))
         _print_warnings(console, runs)
