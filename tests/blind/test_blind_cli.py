@@ -75,3 +75,20 @@ def test_quant_arena_eval_section_labels_a_blind_run():
     for kw, label in (({}, "openai:m"), ({"blind": True}, "openai:m (blind)")):
         sec = ADAPTER.section([dict(run)], agent, EvalPlan(env_ids=["QuantArena-v0"], env_kwargs=kw), ctx)
         assert [r.agent for r in sec.rows] == [label]
+
+
+def test_qa_blind_references_score_as_named_and_are_labelled(tmp_path):
+    rows = {}
+    for name, extra in (("named", []), ("blind", ["--blind"])):
+        out = tmp_path / name
+        res = CliRunner().invoke(app, ["qa", "--agent", "oracle", "--agent", "naive", "--n", "2", "-q",
+                                       "--out", str(out), *extra])
+        assert res.exit_code == 0, res.output
+        rows[name] = list(csv.DictReader(open(out / "summary.csv")))
+        cfg = json.loads((out / "results.json").read_text())["tasks"]["portbench_qa"]["config"]
+        assert cfg.get("blind") is (True if extra else None)
+    assert "blind" in res.output  # the table title
+    assert [r["agent"] for r in rows["blind"]] == ["oracle (blind)", "naive (blind)"]
+    for a, b in zip(rows["named"], rows["blind"]):
+        assert {k: v for k, v in a.items() if k != "agent"} == {k: v for k, v in b.items() if k != "agent"}
+    assert rows["blind"][0]["qa_mean"] == "1"  # the oracle's answers, written in the question's aliases

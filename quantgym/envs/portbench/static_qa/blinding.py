@@ -55,6 +55,10 @@ class QABlinding:
         text = _START_END.sub(start_end, text)
         text = _MACRO_LINE.sub(macro, text)
         text = text.replace("Historical prices (past", "Prices rebased to 100 at the window start (past")
+        return self.to_aliases(text)
+
+    def to_aliases(self, text: str) -> str:
+        """``text`` with every real ticker written as its alias."""
         return self._real.sub(lambda m: self.aliases.alias(m.group(0)), text)
 
     def answer(self, text: Any) -> Any:

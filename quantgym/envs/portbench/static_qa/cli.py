@@ -165,6 +165,8 @@ def register(app: typer.Typer) -> None:
         workers: int = typer.Option(1, "--workers", "-j", help="Parallel policy calls (LLM agents); results do "
                                                               "not depend on it."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+        blind: bool = typer.Option(False, "--blind", help="Blind questions (docs/blind.md): tickers as aliases, "
+                                   "levels rebased; same scoring. Clean fidelity."),
     ) -> None:
         """Evaluate agents on the PortBench static QA layer and print the paper-style per-template table."""
         from rich.console import Console
@@ -192,7 +194,7 @@ def register(app: typer.Typer) -> None:
                 fail(f"--agent: {exc}")
         with cli_out_dir(out):  # a failed run removes the folder it created when nothing was written
             _run(console, agent, out, split, n, templates, restricted, fidelity, pipeline_results, data, workers,
-                 quiet)
+                 quiet, blind)
 
 
 def check_qa_agent(spec: str) -> None:
@@ -215,7 +217,7 @@ def check_qa_agent(spec: str) -> None:
 
 
 def _run(console, agent, out, split, n, templates, restricted, fidelity, pipeline_results, data, workers,
-         quiet) -> None:
+         quiet, blind=False) -> None:
     """The body of ``quantgym qa`` once every input is checked."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -231,7 +233,7 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
     try:
         env = PortBenchQAEnv(split=split, templates=tmpl, n_per_template=n,
                              restricted="both" if restricted else False, fidelity=fidelity,
-                             data=None if data is None else str(data))
+                             data=None if data is None else str(data), **({"blind": True} if blind else {}))
     except (ValueError, FileNotFoundError) as exc:
         fail(exc)
     env_data = None if data is None else str(data)
@@ -258,7 +260,7 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
                 console.print(f"[red]{spec}: {type(exc).__name__}: {exc}[/]")
                 raise typer.Exit(1) from exc
     print_qa_table(console, runs, f"PortBench static QA — split {split}, first {n} per template, "
-                                  f"fidelity {fidelity}")
+                                  f"fidelity {fidelity}" + (", blind" if blind else ""))
 
     spearman_info: dict[str, Any] | None = None
     pr = _split_list(pipeline_results)
@@ -289,7 +291,8 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
     from quantgym.envs.portbench.static_qa.aggregate import TABLE_COLUMNS
 
     # the QA accuracies as summary.csv extra columns (qa_t1 ... qa_side), after the ten fixed ones
-    rows = [SummaryRow(task=TASK, agent=r.agent, period=split,
+    label = (lambda a: f"{a} (blind)") if blind else (lambda a: a)  # docs/blind.md "Running blind"
+    rows = [SummaryRow(task=TASK, agent=label(r.agent), period=split,
                        extra={"qa_" + c.lower().rstrip("."): r.table.get(c) for c in TABLE_COLUMNS}) for r in runs]
     section = SectionResult(
         task=TASK, rows=rows,
@@ -298,7 +301,7 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
                "records": r.records} for r in runs],
         extra={"config": {**QAConfig().to_dict(), "split": split, "n_per_template": n,
                           "templates": tmpl, "restricted": restricted, "fidelity": fidelity,
-                          "data": env_data or "bundled"},
+                          "data": env_data or "bundled", **({"blind": True} if blind else {})},
                "spearman_qa_ceps": spearman_info},
     )
     write_results(out, [section], meta={"command": " ".join(sys.argv), "elapsed_s": time.perf_counter() - t0})

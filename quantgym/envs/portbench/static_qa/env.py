@@ -163,6 +163,12 @@ class PortBenchQAEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         return self._render(self._item, style)
 
+    @property
+    def blinding(self):
+        """The current question's :class:`~.blinding.QABlinding` (evaluator side: its alias map), ``None``
+        in named mode."""
+        return self._blinding
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         options = options or {}

@@ -38,6 +38,8 @@ class OraclePolicy:
     """
 
     name = "oracle"
+    #: evaluator-side: answers with the real tickers (:func:`~.runner.run_qa` writes them as aliases blind)
+    answers_real_tickers = True
 
     def __init__(self, data=None, fidelity: str = "clean", config: QAConfig | None = None):
         self._gen = get_generator(data, config, fidelity)
@@ -59,6 +61,8 @@ class NaivePolicy:
     no rebalance, sideways with every class neutral (:data:`NAIVE_ANSWERS`)."""
 
     name = "naive"
+    #: the equal weight is written over the real tickers of ``info["assets"]`` (aliases when blind, run_qa)
+    answers_real_tickers = True
 
     def act(self, observation: Any, info: dict) -> str:
         t = info["template"].split("_")[0]

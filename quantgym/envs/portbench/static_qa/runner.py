@@ -72,7 +72,10 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
     env_kwargs.setdefault("restricted", "both")
     env = env or PortBenchQAEnv(**env_kwargs)
     name = agent or getattr(policy, "name", None) or type(policy).__name__
-    episodes = [env.reset(options={"index": i}) for i in range(env.n_items)]
+    # blind (docs/blind.md): item i's aliases are drawn from seed i, the same map for the question the policy
+    # reads and for the step that scores its answer
+    blind = bool(getattr(env, "blind", False))
+    episodes = [env.reset(seed=i if blind else None, options={"index": i}) for i in range(env.n_items)]
 
     def answer_of(i: int) -> tuple[Any, str | None]:
         obs, info = episodes[i]
@@ -86,7 +89,10 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
     records = []
 
     def score(i: int, answer: Any, err: str | None) -> None:
-        env.reset(options={"index": i})
+        env.reset(seed=i if blind else None, options={"index": i})
+        aliased = blind and err is None and isinstance(answer, str) and getattr(policy, "answers_real_tickers", False)
+        if aliased:  # an evaluator-side reference (oracle, naive) writes real tickers: given in aliases
+            answer = env.blinding.to_aliases(answer)
         _, reward, _, _, out = env.step(answer if err is None else "")
         rec = {
             "id": out["id"], "template": out["template"].split("_")[0], "label": out["template"],
@@ -95,6 +101,7 @@ def run_qa(policy: Any, agent: str | None = None, env: PortBenchQAEnv | None = N
             "correct": bool(out["correct"]), "truth": out["truth"],
             "response": answer if isinstance(answer, str) else (None if answer is None else repr(answer)),
             "prediction": out["prediction"], "error": err or out["error"],
+            **({"answer_in_aliases": True} if aliased else {}),
         }
         records.append(rec)
         if on_item is not None:
