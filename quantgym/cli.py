@@ -173,6 +173,8 @@ def bench(
     ),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
+    blind: bool = typer.Option(False, "--blind", help="Blind mode (docs/blind.md) for the PortBench --agent runs "
+                               "and the Quant-Arena submissions; Market-Bench has none (give --tasks)."),
     **task_options: Any,
 ) -> None:
     """Run the benchmark's classical agents on the bundled real data (or --data) and print paper-style tables.
@@ -202,6 +204,20 @@ def bench(
     except ValueError as exc:
         fail(exc)
     options.update(plots=plots, data={t: str(p) for t, p in data_paths.items()})
+    if blind:
+        from quantgym.plan import check_env_kwargs
+        from quantgym.tasks import iter_with
+
+        envs = {t.name: next(iter(t.envs)) for t in iter_with("bench") if t.name in wanted}
+        no_blind = []
+        for t, e in envs.items():
+            try:
+                check_env_kwargs(e, {"blind": True})
+            except ValueError:
+                no_blind.append(t)
+        if no_blind:
+            fail(f"--blind: {', '.join(no_blind)} has no blind mode; choose --tasks from the others")
+        options["blind"] = True
     for task in wanted:  # validate every option before anything runs or is written
         check = getattr(sections.get(task), "validate", None)
         if check is not None:

@@ -92,3 +92,22 @@ def test_qa_blind_references_score_as_named_and_are_labelled(tmp_path):
     for a, b in zip(rows["named"], rows["blind"]):
         assert {k: v for k, v in a.items() if k != "agent"} == {k: v for k, v in b.items() if k != "agent"}
     assert rows["blind"][0]["qa_mean"] == "1"  # the oracle's answers, written in the question's aliases
+
+
+def test_bench_blind_refuses_market_bench_in_one_line(tmp_path):
+    run_bad(tmp_path, ["bench", "--blind", "--out", str(tmp_path / "o")], "--blind", "market_bench",
+            "no blind mode", "--tasks")
+
+
+def test_bench_blind_is_recorded_and_baselines_score_as_named(tmp_path):
+    rows, meta = {}, {}
+    for name, extra in (("named", []), ("blind", ["--blind"])):
+        out = tmp_path / name
+        res = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--periods", "covid_2020", "--profiles",
+                                       "balanced", "--agents", "equal_weight", "--no-plots", "-q",
+                                       "--out", str(out), *extra])
+        assert res.exit_code == 0, res.output
+        rows[name] = list(csv.DictReader(open(out / "summary.csv")))
+        meta[name] = json.loads((out / "results.json").read_text())["meta"]["options"]
+    assert meta["blind"]["blind"] is True and not meta["named"].get("blind")
+    assert rows["blind"] == rows["named"]  # a baseline reads no prompt

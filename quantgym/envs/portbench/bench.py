@@ -162,10 +162,13 @@ def run_section(ctx) -> SectionResult:
     try:
         for spec, agent in zip(extra_specs, extra):
             label = getattr(agent, "name", None) or str(spec)
+            if opts.get("blind"):  # the baselines read no prompt: they score the same blind (docs/blind.md)
+                label = f"{label} (blind)"
             labels.append(label)
             for prof in profiles:
                 for per in periods:
-                    res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw)
+                    res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw,
+                                                       **({"blind": True} if opts.get("blind") else {}))
                     ctx.progress.advance(tid)
     except Exception as exc:  # an LLM endpoint that stopped the run (docs/llm-agents.md §4, stop rules)
         from quantgym.agents.llm.client import LLMConfigError
@@ -191,6 +194,8 @@ def run_section(ctx) -> SectionResult:
                 gates[(lab, prof, per)] = row_gate = period_gate(per, mdds[lab], tol)
                 row = r.summary_row(gate=row_gate)
                 row.profile = prof
+                if opts.get("blind") and lab in labels[len(agents):]:
+                    row.agent = lab  # "<agent> (blind)"
                 row.extra.update(fields)
                 section.rows.append(row)
         if opts.get("plots", True):

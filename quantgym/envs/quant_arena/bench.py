@@ -165,7 +165,8 @@ def run_section(ctx) -> SectionResult:
     ctx.progress.advance(tid)
     runs: dict[str, dict] = {}
     with cf.ThreadPoolExecutor(max_workers=2) as pool:  # each episode's work is in its sandbox child
-        futs = {pool.submit(run_example, n, rec_dir, data=own): n for n in names}
+        blind = {"blind": True} if ctx.options.get("blind") else {}  # quantgym bench --blind (docs/blind.md)
+        futs = {pool.submit(run_example, n, rec_dir, data=own, **blind): n for n in names}
         for f in cf.as_completed(futs):
             runs[futs[f]] = f.result()
             ctx.progress.advance(tid)
@@ -174,13 +175,14 @@ def run_section(ctx) -> SectionResult:
     for name in names:
         r = runs[name]
         m, mr = r["sealed"] or {}, r["research"] or {}
-        sealed_rows.append([name, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
+        label = f"{name} (blind)" if blind else name
+        sealed_rows.append([label, _pct(m.get("arr")), _pct(m.get("excess_arr")), _num(m.get("sharpe")),
                             _pct(m.get("max_drawdown")), _num(m.get("rankic_mean"), 3), _num(r["S_out"], 1),
                             _num(r["S"], 1)])
-        research_rows.append([name, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
+        research_rows.append([label, _pct(mr.get("arr")), _pct(mr.get("excess_arr")), _num(mr.get("rankic_mean"), 3),
                               _num(mr.get("rankic_ir")), _num(mr.get("ls_sharpe")), _num(mr.get("turnover")),
                               _num((r.get("overfitting") or {}).get("psr0")), _num(r["S_in"], 1)])
-        rows.append(SummaryRow(task="quant_arena", agent=name, profile=None, period=PERIOD,
+        rows.append(SummaryRow(task="quant_arena", agent=label, profile=None, period=PERIOD,
                                sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else
                                100 * m["total_return"], maxdd_pct=None if m.get("max_drawdown") is None else
                                100 * m["max_drawdown"], vol_pct=None if m.get("volatility") is None else
