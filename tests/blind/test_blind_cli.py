@@ -111,3 +111,9 @@ def test_bench_blind_is_recorded_and_baselines_score_as_named(tmp_path):
         meta[name] = json.loads((out / "results.json").read_text())["meta"]["options"]
     assert meta["blind"]["blind"] is True and not meta["named"].get("blind")
     assert rows["blind"] == rows["named"]  # a baseline reads no prompt
+
+
+def test_eval_after_with_own_data_is_one_line(tmp_path):
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--after", "2024-06-30",
+                       "--env-kwargs", json.dumps({"data": str(tmp_path / "mine")}), "--out", str(tmp_path / "o")],
+            "--after", "--period START:END")

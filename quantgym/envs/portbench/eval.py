@@ -68,6 +68,9 @@ class PortBenchEval:
         from quantgym.envs.portbench.config import LivePeriod
 
         periods = eval_periods(plan)
+        if plan.get("after") and {"data", "universe"} & set(plan.env_kwargs):
+            raise ValueError("--after cuts the bundled data's periods; with your own data give the window "
+                             "after the cutoff as --period START:END[:FREQ]")
         if not {"data", "universe"} & set(plan.env_kwargs):  # the bundled data (loaded once, cached): refuse a
             from quantgym.envs.portbench.data import load_portbench_data  # period outside it before any run
             from quantgym.envs.portbench.simulator import period_rows
