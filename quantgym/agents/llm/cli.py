@@ -216,7 +216,7 @@ def register(app: typer.Typer) -> None:
             else:
                 plan_opts.update({o.key: value, **o.implies})
         plan = EvalPlan(env_ids=envs, options=plan_opts, seed=recorded.seed,
-                        env_kwargs=extra_kw or recorded.env_kwargs, plots=plots)
+                        env_kwargs=(extra_kw if env_kwargs else {**recorded.env_kwargs, **extra_kw}), plots=plots)
         from quantgym.evaluation import validate_plan
 
         try:
