@@ -1,0 +1,335 @@
+"""Tool mode, the generic layer: typed tools with a JSON schema, a per-stage budget and the call protocol.
+
+A task declares its toolbox once as plain typed Python functions::
+
+    @tool
+    def volatility(assets: list[str], window: int = 63) -> str:
+        '''Annualised volatility of the chosen assets over the last `window` trading days.
+
+        Parameters
+        ----------
+        assets : list[str]
+            Asset ids from the universe.
+        window : int
+            Trading days back from the decision date.
+        '''
+
+The decorator turns the annotations into the JSON schema of the OpenAI ``tools=`` format (the model reads the
+docstring's summary as the description and each numpy-style ``Parameters`` entry as that argument's
+description). ``Toolbox.call`` validates the arguments against that schema (``jsonschema``), charges the
+per-stage ``ToolBudget`` and never raises for an agent's error: an unknown tool, bad arguments, a call past
+the budget or an exception inside the tool each come back as an ``ok=False`` ``ToolResult`` whose one-line
+``content`` says what went wrong. A result longer than the characters left is cut and ends with the explicit
+marker ``[truncated: N chars]``; ``ToolResult.truncated`` records N.
+
+The names here are those of the OpenAI function-calling API (``tools``, ``function``, ``parameters``), which
+llama.cpp, vLLM, Ollama and LiteLLM serve as well.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal, Union
+
+ERROR_KINDS = ("unknown_tool", "bad_arguments", "budget_exhausted", "tool_error")
+_SECTION = re.compile(r"^(Parameters|Returns|Yields|Raises|Notes|Examples|See Also|References)\s*$")
+_JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: what the model reads (name, description, JSON-schema parameters) and the function it runs."""
+
+    name: str
+    description: str
+    parameters: dict
+    fn: Callable[..., str]
+    cost: int = 1
+
+    def schema(self) -> dict:
+        """This tool as one entry of the OpenAI ``tools=`` list."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+
+    def __call__(self, *args, **kwargs) -> str:
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ToolBudget:
+    """A per-stage tool budget: ``calls`` (each tool's ``cost`` counts) and ``chars`` (result characters)."""
+
+    calls: int
+    chars: int
+
+    def __post_init__(self):
+        for name in ("calls", "chars"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"ToolBudget.{name} must be an integer >= 0, got {v!r}")
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "chars": self.chars}
+
+
+@dataclass
+class BudgetState:
+    """What a stage has used of its ``ToolBudget``; ``reset()`` at each stage start."""
+
+    budget: ToolBudget
+    calls_used: int = 0
+    chars_used: int = 0
+
+    @property
+    def calls_left(self) -> int:
+        return max(0, self.budget.calls - self.calls_used)
+
+    @property
+    def chars_left(self) -> int:
+        return max(0, self.budget.chars - self.chars_used)
+
+    def reset(self) -> None:
+        self.calls_used = 0
+        self.chars_used = 0
+
+    def to_dict(self) -> dict:
+        return {**self.budget.to_dict(), "calls_used": self.calls_used, "chars_used": self.chars_used,
+                "calls_left": self.calls_left, "chars_left": self.chars_left}
+
+
+@dataclass
+class ToolResult:
+    """The outcome of one tool call; ``content`` is what the model reads (``error: ...`` when ``ok`` is False)."""
+
+    tool: str
+    arguments: Any
+    ok: bool
+    content: str
+    error: str | None = None
+    truncated: int = 0
+    calls_left: int = 0
+    chars_left: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------- schemas
+
+
+def _type_schema(tp: Any, where: str) -> dict:
+    """The JSON schema of one annotation (the types a tool argument may take)."""
+    if tp in _JSON_TYPES:
+        return {"type": _JSON_TYPES[tp]}
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        kinds = {_JSON_TYPES.get(type(a)) for a in args}
+        if None in kinds or len(kinds) != 1:
+            raise TypeError(f"{where}: Literal values must share one of int, float, str, bool")
+        return {"type": kinds.pop(), "enum": list(args)}
+    if origin is list or tp is list:
+        if not args:
+            raise TypeError(f"{where}: give the item type, e.g. list[str]")
+        return {"type": "array", "items": _type_schema(args[0], where)}
+    if origin in (Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1 or len(args) != 2:
+            raise TypeError(f"{where}: only Optional[X] unions are supported")
+        inner = dict(_type_schema(rest[0], where))
+        if "enum" in inner:
+            inner["enum"] = [*inner["enum"], None]
+        inner["type"] = [inner["type"], "null"]
+        return inner
+    raise TypeError(f"{where}: unsupported annotation {tp!r} (int, float, str, bool, list[...], Literal, Optional)")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(the description before the first numpy-style section, {argument: its description})."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    head: list[str] = []
+    params: dict[str, list[str]] = {}
+    i, section = 0, None
+    while i < len(lines):
+        line = lines[i]
+        if _SECTION.match(line.strip()) and i + 1 < len(lines) and set(lines[i + 1].strip()) == {"-"}:
+            section, i = line.strip(), i + 2
+            continue
+        if section is None:
+            head.append(line)
+        elif section == "Parameters" and line.strip():
+            if not line.startswith((" ", "\t")):
+                current = line.split(":")[0].strip()
+                params[current] = []
+            elif params:
+                params[next(reversed(params))].append(line.strip())
+        i += 1
+    return "\n".join(head).strip(), {k: " ".join(v) for k, v in params.items() if v}
+
+
+def tool(fn: Callable[..., str] | None = None, *, name: str | None = None, cost: int = 1):
+    """Build a ``Tool`` from a typed function (usable as ``@tool`` or ``@tool(name=..., cost=...)``).
+
+    The JSON schema comes from the annotations (int, float, str, bool, list[X], Literal[...], Optional[X]);
+    an argument with a default is not required. The description is the docstring before its first
+    numpy-style section; a ``Parameters`` block gives each argument's description.
+    """
+    if fn is None:
+        return lambda f: tool(f, name=name, cost=cost)
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost < 0:
+        raise ValueError(f"tool cost must be an integer >= 0, got {cost!r}")
+    tool_name = name or fn.__name__
+    description, arg_docs = _parse_docstring(fn.__doc__)
+    if not description:
+        raise ValueError(f"tool {tool_name!r} needs a docstring: it is what the model reads")
+    hints = typing.get_type_hints(fn)
+    properties, required = {}, []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {tool_name!r}: *args/**kwargs cannot be described by a schema")
+        if p.name not in hints:
+            raise TypeError(f"tool {tool_name!r}: argument {p.name!r} needs a type annotation")
+        prop = _type_schema(hints[p.name], f"tool {tool_name!r} argument {p.name!r}")
+        if p.name in arg_docs:
+            prop["description"] = arg_docs[p.name]
+        if p.default is p.empty:
+            required.append(p.name)
+        elif p.default is None or isinstance(p.default, (int, float, str, bool)):
+            prop["default"] = p.default
+        elif isinstance(p.default, (list, tuple)):
+            prop["default"] = list(p.default)
+        properties[p.name] = prop
+    parameters = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+    return Tool(name=tool_name, description=description, parameters=parameters, fn=fn, cost=cost)
+
+
+# --------------------------------------------------------------------------------------------- calling
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+@dataclass
+class Toolbox:
+    """A task's tools for one stage: ``schemas()`` for the model, ``call()`` for the env."""
+
+    tools: list[Tool] | tuple[Tool, ...]
+    _by_name: dict[str, Tool] = field(init=False, repr=False)
+    _validators: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self):
+        self.tools = tuple(self.tools)
+        self._by_name = {}
+        for t in self.tools:
+            if not isinstance(t, Tool):
+                raise TypeError(f"Toolbox takes Tool objects (use @tool), got {type(t).__name__}")
+            if t.name in self._by_name:
+                raise ValueError(f"two tools named {t.name!r}")
+            self._by_name[t.name] = t
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __iter__(self):
+        return iter(self.tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    def schemas(self) -> list[dict]:
+        """The OpenAI ``tools=`` list: ``{"type": "function", "function": {name, description, parameters}}``."""
+        return [t.schema() for t in self.tools]
+
+    def validate(self, name: str, arguments: Any) -> str | None:
+        """None when ``arguments`` fit the tool's schema, else a one-line reason."""
+        if not isinstance(arguments, dict):
+            return f"arguments must be a JSON object, got {type(arguments).__name__}"
+        validator = self._validators.get(name)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+
+            validator = self._validators[name] = Draft202012Validator(self._by_name[name].parameters)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+        if not errors:
+            return None
+        e = errors[0]
+        where = ".".join(str(p) for p in e.absolute_path)
+        return _one_line(f"{where}: {e.message}" if where else e.message)
+
+    def call(self, name: str, arguments: Any, state: BudgetState) -> ToolResult:
+        """Run one call against the budget ``state``; never raises for the agent's errors.
+
+        An unknown tool, bad arguments and a tool that raises each use one call of the budget (so a policy
+        cannot loop on errors for free); a call past the budget uses nothing and reads ``budget_exhausted``.
+        """
+        def fail(kind: str, message: str, charge: int = 1) -> ToolResult:
+            state.calls_used += charge
+            return ToolResult(tool=str(name), arguments=arguments, ok=False, content=f"error: {_one_line(message)}",
+                              error=kind, calls_left=state.calls_left, chars_left=state.chars_left)
+
+        t = self._by_name.get(name) if isinstance(name, str) else None
+        if state.calls_left <= 0 or (t is not None and t.cost > state.calls_left):
+            return fail("budget_exhausted", f"tool budget exhausted ({state.budget.calls} calls per stage): "
+                                            "give the stage answer", charge=0)
+        if state.chars_left <= 0:
+            return fail("budget_exhausted", f"tool budget exhausted ({state.budget.chars} result characters per "
+                                            "stage): give the stage answer", charge=0)
+        if t is None:
+            return fail("unknown_tool", f"unknown tool {name!r}; tools: {', '.join(self.names)}")
+        reason = self.validate(t.name, arguments)
+        if reason is not None:
+            return fail("bad_arguments", f"bad arguments for {t.name}: {reason}", charge=t.cost)
+        try:
+            out = t.fn(**arguments)
+        except Exception as exc:  # the tool's own error reaches the model as a result, never the policy loop
+            return fail("tool_error", f"{t.name} failed: {type(exc).__name__}: {exc}", charge=t.cost)
+        content = out if isinstance(out, str) else json.dumps(out, default=str)
+        state.calls_used += t.cost
+        cut = max(0, len(content) - state.chars_left)
+        if cut:
+            content = content[: state.chars_left] + f"\n[truncated: {cut} chars]"
+        state.chars_used += len(content) - (len(f"\n[truncated: {cut} chars]") if cut else 0)
+        return ToolResult(tool=t.name, arguments=arguments, ok=True, content=content, truncated=cut,
+                          calls_left=state.calls_left, chars_left=state.chars_left)
+
+
+def parse_tool_call(action: Any) -> tuple[str, Any] | None:
+    """``(name, arguments)`` when ``action`` is a tool call, else None (a stage answer).
+
+    A tool call is a dict ``{"tool": name, "arguments": {...}}`` or a JSON string of one; ``arguments`` may be
+    omitted (``{}``) or be a JSON string of the object (as OpenAI ``tool_calls`` carry it). Arguments that
+    are not an object are passed on, so the call is answered with ``bad_arguments`` rather than taken for a
+    stage answer.
+    """
+    if isinstance(action, (str, bytes)):
+        text = action.decode() if isinstance(action, bytes) else action
+        text = text.strip()
+        if not (text.startswith("{") and '"tool"' in text):
+            return None
+        try:
+            action = json.loads(text)
+        except ValueError:
+            return None
+    if not isinstance(action, dict) or not isinstance(action.get("tool"), str):
+        return None
+    arguments = action.get("arguments", {})
+    if arguments is None:
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            pass
+    return action["tool"], arguments
