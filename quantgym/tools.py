@@ -41,6 +41,11 @@ _SECTION = re.compile(r"^(Parameters|Returns|Yields|Raises|Notes|Examples|See Al
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 
+class ToolArgumentError(ValueError):
+    """Raised by a tool for an argument value its schema cannot rule out (an unknown asset id, a window longer
+    than the data): the call is answered with ``error="bad_arguments"`` and the message, like a schema error."""
+
+
 @dataclass(frozen=True)
 class Tool:
     """One tool: what the model reads (name, description, JSON-schema parameters) and the function it runs."""
@@ -293,6 +298,8 @@ class Toolbox:
             return fail("bad_arguments", f"bad arguments for {t.name}: {reason}", charge=t.cost)
         try:
             out = t.fn(**arguments)
+        except ToolArgumentError as exc:
+            return fail("bad_arguments", f"bad arguments for {t.name}: {exc}", charge=t.cost)
         except Exception as exc:  # the tool's own error reaches the model as a result, never the policy loop
             return fail("tool_error", f"{t.name} failed: {type(exc).__name__}: {exc}", charge=t.cost)
         content = out if isinstance(out, str) else json.dumps(out, default=str)

@@ -172,3 +172,17 @@ def test_parse_tool_call():
     r = box().call(*parse_tool_call({"tool": "returns", "arguments": "not json"}), st)
     assert r.error == "bad_arguments" and "got str" in r.content
     assert isinstance(r, ToolResult)
+
+
+def test_a_tool_refusing_a_value_gives_bad_arguments():
+    from quantgym.tools import ToolArgumentError
+
+    @tool
+    def lookup(asset: str) -> str:
+        """Look an asset up."""
+        raise ToolArgumentError(f"unknown asset {asset!r}; ids: A, B")
+
+    st = BudgetState(ToolBudget(3, 100))
+    r = Toolbox([lookup]).call("lookup", {"asset": "Z"}, st)
+    assert (r.ok, r.error) == (False, "bad_arguments")
+    assert r.content == "error: bad arguments for lookup: unknown asset 'Z'; ids: A, B" and st.calls_used == 1
