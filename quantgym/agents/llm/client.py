@@ -46,9 +46,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.agents.llm.endpoint import (UNSUPPORTED, UNSUPPORTED_5XX, connection_detail, error_body_text,
-                                         error_message, is_connect_timeout, message_content, parse_context_error,
-                                         retry_after_seconds, rung_of, truncation_warning, usage_counts)
+from quantgym.agents.llm.endpoint import (UNSUPPORTED, UNSUPPORTED_5XX, UNSUPPORTED_TOOLS_5XX, connection_detail,
+                                         error_body_text, error_message, is_connect_timeout, message_content,
+                                         message_tool_calls, parse_context_error, retry_after_seconds, rung_of,
+                                         truncation_warning, usage_counts)
 from quantgym.agents.llm.transcript import (Transcript, canonical_hash, one_line, read_transcript,  # noqa: F401
                                              utc_timestamp)
 
@@ -57,6 +58,12 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 #: structured-output rungs, richest first (see the module docstring)
 RUNGS = ("json_schema", "json_object_schema", "json_object", "text")
+#: tool-calling rungs, richest first: the server's own function calling (``tools`` / ``tool_calls``), a JSON
+#: action protocol in json mode (the model answers ``{"tool": ..., "arguments": ...}`` or the stage answer), or
+#: plain text (no tools: the agent answers from the stage brief)
+TOOL_RUNGS = ("native", "json", "text")
+#: ``tool_calls=`` values: ``auto`` (climb down :data:`TOOL_RUNGS` per endpoint) or one rung (fixed)
+TOOL_MODES = ("auto",) + TOOL_RUNGS
 #: ``structured=`` values: ``auto`` (climb down the ladder from the top), a rung (fixed), ``on`` (= json_schema,
 #: fixed), ``off`` (= text)
 STRUCTURED_MODES = ("auto", "on", "off") + RUNGS
@@ -134,6 +141,8 @@ class LLMConfig:
     max_calls, max_total_tokens : per-run budget (HTTP calls; prompt + completion tokens). A call over
         budget is not sent and becomes a recorded failure.
     price_in, price_out : optional USD per 1M prompt / completion tokens for cost accounting.
+    tool_calls : with an env in tool mode, "auto" (climb down :data:`TOOL_RUNGS` per endpoint) or a fixed
+        rung: "native" (``tools`` / ``tool_calls``), "json" (the JSON action protocol), "text" (no tools).
     """
 
     model: str
@@ -156,6 +165,7 @@ class LLMConfig:
     max_total_tokens: int | None = None
     price_in: float | None = None
     price_out: float | None = None
+    tool_calls: str = "auto"
     version: str = LLM_AGENT_VERSION
 
     def __post_init__(self):
@@ -179,6 +189,8 @@ class LLMConfig:
             raise ValueError("connect_timeout must be > 0, unreachable_tries >= 1 and unreachable_delay >= 0")
         if not isinstance(self.stop_after, int) or self.stop_after < 1:
             raise ValueError(f"stop_after must be an int >= 1; got {self.stop_after!r}")
+        if self.tool_calls not in TOOL_MODES:
+            raise ValueError(f"tool_calls must be one of {', '.join(TOOL_MODES)}; got {self.tool_calls!r}")
 
     def fixed_rung(self) -> str | None:
         """The rung a fixed ``structured`` mode names (None for ``auto``)."""
@@ -232,6 +244,10 @@ class CallResult:
     context_window: int | None = None
     prompt_tokens_needed: int | None = None
     warning: str | None = None
+    #: the reply's native tool calls ``[{"id", "name", "arguments"}]`` (``arguments``: the raw JSON text), or None
+    tool_calls: list[dict] | None = None
+    #: the request parameter the server refused (``"tools"``: the tool ladder stepped down; the caller rebuilds)
+    unsupported: str | None = None
 
 
 class _EndpointState:
@@ -242,6 +258,8 @@ class _EndpointState:
         self.send_temperature = True
         self.context_window: int | None = None  # learned from metadata or a context-length error
         self.context_source: str | None = None
+        self.tool_rung: int = 0  # index into TOOL_RUNGS of the richest tool rung not yet refused (auto mode)
+        self.tool_known = False  # a request carrying ``tools`` has succeeded
 
     @property
     def structured(self) -> bool | None:
@@ -301,6 +319,7 @@ class ChatEngine:
                 if r.get("ok") and r.get("text") is not None and asked:
                     self._cache.setdefault(r["hash"], {"text": r["text"], "usage": r.get("usage") or {},
                                                        "finish_reason": r.get("finish_reason"),
+                                                       "tool_calls": r.get("tool_calls"),
                                                        "latency_s": r.get("latency_s") or r.get("cached_latency_s"),
                                                        "source": "cache_from"})
         self.transcript = None
@@ -338,6 +357,11 @@ class ChatEngine:
         """The structured-output rung the next schema request uses (:data:`RUNGS`)."""
         fixed = self.config.fixed_rung()
         return fixed if fixed is not None else RUNGS[self.state().rung]
+
+    def tool_rung(self) -> str:
+        """The tool-calling rung the next request of an env in tool mode uses (:data:`TOOL_RUNGS`)."""
+        fixed = self.config.tool_calls
+        return fixed if fixed != "auto" else TOOL_RUNGS[self.state().tool_rung]
 
     def structured_allowed(self) -> bool:
         """A schema request would carry ``response_format`` (the rung is not ``text``)."""
@@ -433,9 +457,12 @@ class ChatEngine:
             return {"type": "json_object"}
         return None
 
-    def build_request(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None) -> dict:
+    def build_request(self, messages: list[dict], schema: dict | None, max_tokens: int | None = None,
+                      tools: list[dict] | None = None, tool_choice: str = "auto") -> dict:
         """The request body: ``max_tokens`` is the adapter's cap for this call (used when
-        ``config.max_tokens == "auto"``; an int config overrides it; None config sends no cap)."""
+        ``config.max_tokens == "auto"``; an int config overrides it; None config sends no cap). ``tools``
+        (OpenAI ``tools=`` entries) are sent at the ``native`` tool rung, with ``tool_choice="auto"`` (the
+        OpenAI default, stated: llama-cpp-python's function-calling chat format offers the tools only then)."""
         config, st = self.config, self.state()
         req: dict[str, Any] = {"model": config.model, "messages": messages}
         if config.temperature is not None and st.send_temperature:
@@ -449,12 +476,15 @@ class ChatEngine:
             rf = self.response_format(schema, self.rung())
             if rf is not None:
                 req["response_format"] = rf
+        if tools and self.tool_rung() == "native":
+            req["tools"] = list(tools)
+            req["tool_choice"] = tool_choice
         return req
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, meta: dict | None = None,
              nonce: int = 0, hash_subs: tuple[tuple[str, str], ...] = (), max_tokens: int | None = None,
-             refit: Callable[[int | None, int | None], tuple[list[dict], int | None, dict] | None] | None = None
-             ) -> CallResult:
+             refit: Callable[[int | None, int | None], tuple[list[dict], int | None, dict] | None] | None = None,
+             tools: list[dict] | None = None, tool_choice: str = "auto") -> CallResult:
         """One logical call (see class docstring). Never raises except :class:`LLMConfigError`.
 
         ``max_tokens``: the adapter's completion cap for this call (see :meth:`build_request`).
@@ -465,24 +495,32 @@ class ChatEngine:
         recorded as an adaptation (``"adapted": true``), not a failure; without ``refit``, or when the
         re-rendered prompt fails too, the call fails with ``error_kind == "context"``.
 
+        ``tools``: OpenAI ``tools=`` entries, sent at the ``native`` tool rung (:meth:`tool_rung`). A server
+        that refuses them (an error naming ``tools``) moves the tool ladder one rung down (recorded as an
+        adaptation) and the call returns with ``unsupported == "tools"`` at once: the caller rebuilds its
+        messages for the new rung (the JSON action protocol needs other messages), never a retry loop.
+
         Until the endpoint's behaviour is known (a first successful call; for a schema call, which
-        rung works) calls are serialised, so concurrent episodes probe the endpoint once and a replay
-        takes exactly the recorded path.
+        rung works; for a call with tools, whether the server takes them) calls are serialised, so
+        concurrent episodes probe the endpoint once and a replay takes exactly the recorded path.
         """
         st = self.state()
         probing = not self._basic_known or (schema is not None and self.config.structured == "auto"
-                                            and not st.rung_known and RUNGS[st.rung] != "text")
+                                            and not st.rung_known and RUNGS[st.rung] != "text") or (
+            bool(tools) and self.config.tool_calls == "auto" and not st.tool_known
+            and TOOL_RUNGS[st.tool_rung] == "native")
         if probing:
             with self._call_lock:
-                return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit)
-        return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit)
+                return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools, tool_choice)
+        return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools, tool_choice)
 
     def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int,
-              hash_subs: tuple[tuple[str, str], ...], max_tokens: int | None, refit: Any) -> CallResult:
+              hash_subs: tuple[tuple[str, str], ...], max_tokens: int | None, refit: Any,
+              tools: list[dict] | None = None, tool_choice: str = "auto") -> CallResult:
         meta = dict(meta or {})
         refitted = False
         for _ in range(len(RUNGS) + 4):  # one resend per adaptation (rungs, token param, temperature, a re-render)
-            req = self.build_request(messages, schema, max_tokens)
+            req = self.build_request(messages, schema, max_tokens, tools, tool_choice)
             h = canonical_hash(req, nonce, tuple(hash_subs))
             res, rec = self._resolve(req, h, nonce)
             res.rung = rung_of(req)
@@ -532,6 +570,10 @@ class ChatEngine:
                     fn(rec)
                 except Exception:  # noqa: BLE001 - a progress display never breaks a run
                     pass
+            if adapted and rec.get("unsupported") == "tools":
+                res.unsupported = "tools"  # the tool ladder stepped down: the caller rebuilds its messages
+                res.meta = meta
+                return res
             if adapted:
                 if refit_to is not None:
                     refitted = True
@@ -542,6 +584,8 @@ class ChatEngine:
                 self._basic_known = True
                 if "response_format" in req and self.config.structured == "auto":
                     self.state().rung_known = True
+                if "tools" in req:
+                    self.state().tool_known = True
             self._watch(res, rec)
             res.meta = meta
             return res
@@ -595,6 +639,11 @@ class ChatEngine:
 
     def _adapt(self, param: str | None, req: dict) -> bool:
         st = self.state()
+        if param == "tools" and "tools" in req and self.config.tool_calls == "auto":
+            with self._states_lock:
+                if st.tool_rung == 0 and not st.tool_known:
+                    st.tool_rung = 1  # one rung down, once: the JSON action protocol
+                return True  # (or another thread already stepped down): the caller rebuilds and resends
         if param == "response_format" and "response_format" in req and self.config.structured == "auto":
             with self._states_lock:
                 sent = RUNGS.index(rung_of(req))
@@ -679,11 +728,13 @@ class ChatEngine:
         if self.cache_enabled and h in self._cache:
             c = self._cache[h]
             res = CallResult(ok=True, text=c.get("text"), usage=dict(c.get("usage") or {}), cached=True,
-                             structured=structured, request_hash=h, finish_reason=c.get("finish_reason"))
+                             structured=structured, request_hash=h, finish_reason=c.get("finish_reason"),
+                             tool_calls=c.get("tool_calls"))
             # "run": answered earlier in this run; "cache_from": by an earlier run (its latency is kept, so a
             # resumed run's records still say what the model took)
             return res, {"ok": True, "text": res.text, "usage": res.usage, "cache_hit": True, "response": None,
                          "latency_s": 0.0, "tries": [], "finish_reason": res.finish_reason,
+                         "tool_calls": res.tool_calls,
                          "cache_source": c.get("source", "run"), "cached_latency_s": c.get("latency_s")}
         config = self.config
         with self._lock:
@@ -700,7 +751,7 @@ class ChatEngine:
         res.request_hash = h
         if res.ok and self.cache_enabled:
             self._cache[h] = {"text": res.text, "usage": res.usage, "finish_reason": res.finish_reason,
-                              "latency_s": res.latency_s, "source": "run"}
+                              "latency_s": res.latency_s, "source": "run", "tool_calls": res.tool_calls}
         return res, rec
 
     def _get_client(self):
@@ -770,7 +821,7 @@ class ChatEngine:
                 msg = one_line(error_message(exc), 1000)
                 tries.append({"status": exc.status_code, "error": msg, "latency_s": time.perf_counter() - t0})
                 ctx = parse_context_error(msg + " " + error_body_text(exc))
-                if ctx is not None and not UNSUPPORTED[0][1].search(msg):
+                if ctx is not None and not dict(UNSUPPORTED)["response_format"].search(msg):
                     # the prompt (plus the cap) does not fit the window: not retried, the caller re-renders
                     detail = msg if ctx[0] is not None else f"{msg} {error_body_text(exc)}"
                     return (CallResult(ok=False, error=one_line(detail, 1000), error_kind="context",
@@ -810,6 +861,16 @@ class ChatEngine:
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
                              "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
+                if (exc.status_code >= 500 and "tools" in req and not self.state().tool_known
+                        and UNSUPPORTED_TOOLS_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
+                    # function calling refused with a validation error dressed as a server fault: one tool rung
+                    # down, no retry loop
+                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    return (CallResult(ok=False, error=full, error_kind="unsupported",
+                                       latency_s=time.perf_counter() - t_start),
+                            {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
+                             "unsupported": "tools", "usage": {}, "tries": tries, "response": None,
+                             "latency_s": time.perf_counter() - t_start})
                 if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
                         and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
                     # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
@@ -846,10 +907,11 @@ class ChatEngine:
                     bad_dump = dump
                     break
                 usage = usage_counts(resp)
+                calls = message_tool_calls(resp)
                 res = CallResult(ok=True, text=text, usage=usage, latency_s=time.perf_counter() - t_start,
-                                 finish_reason=finish)
+                                 finish_reason=finish, tool_calls=calls)
                 return res, {"ok": True, "text": text, "usage": usage, "response": dump, "tries": tries,
-                             "latency_s": res.latency_s, "finish_reason": finish,
+                             "latency_s": res.latency_s, "finish_reason": finish, "tool_calls": calls,
                              "response_model": getattr(resp, "model", None)}
             if k < config.retries:
                 cap = min(config.backoff_max, config.backoff_base * (2 ** k))
@@ -863,5 +925,5 @@ class ChatEngine:
                  "response": bad_dump, "latency_s": lat})
 
 
-__all__ = ["RUNGS", "STRUCTURED_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "Transcript", "read_transcript",
+__all__ = ["RUNGS", "STRUCTURED_MODES", "TOOL_RUNGS", "TOOL_MODES", "parse_context_error", "rung_of", "LLMConfig", "CallResult", "ChatEngine", "Transcript", "read_transcript",
            "canonical_hash", "LLMConfigError", "ReplayMismatchError", "LLM_AGENT_VERSION"]

@@ -18,6 +18,8 @@ TRUNCATION_ESTIMATE_RATIO = 2.5
 
 # unsupported-parameter detection on a 400/422 body [project choice: the patterns]
 UNSUPPORTED = (
+    # function calling the server does not offer (checked first: only a request that carries ``tools``)
+    ("tools", re.compile(r"\btools?\b|tool[_ ]choice|tool[_ ]call|function[_ ]call", re.I)),
     ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
     ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
     ("temperature", re.compile(r"temperature", re.I)),
@@ -26,6 +28,8 @@ UNSUPPORTED = (
 )
 #: a 5xx body that names the structured-output field is a validation error, not a server fault
 UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
+#: ... and one that names the function-calling fields (a request with ``tools``)
+UNSUPPORTED_TOOLS_5XX = re.compile(r"\btools\b|tool_choice|tool_calls|function[_ ]call", re.I)
 #: context-length errors: (pattern for the window, pattern for the prompt's own token count)
 _CONTEXT_ERR = re.compile(r"context[_ ]length|context window|context size|maximum context|exceed_context|"
                           r"prompt is too long|too many tokens", re.I)
@@ -163,6 +167,21 @@ def message_content(resp: Any) -> tuple[str | None, str | None]:
     return str(text), getattr(ch, "finish_reason", None)
 
 
+def message_tool_calls(resp: Any) -> list[dict] | None:
+    """The ``tool_calls`` of a chat completion's first choice as ``[{"id", "name", "arguments"}]``
+    (``arguments``: the raw JSON text the model wrote, unparsed), None when the reply holds none."""
+    try:
+        calls = resp.choices[0].message.tool_calls
+    except (AttributeError, IndexError, TypeError):
+        return None
+    out = []
+    for c in calls or []:
+        fn = getattr(c, "function", None)
+        out.append({"id": getattr(c, "id", None), "name": str(getattr(fn, "name", "") or ""),
+                    "arguments": str(getattr(fn, "arguments", "") or "")})
+    return out or None
+
+
 def usage_counts(resp: Any) -> dict[str, int]:
     u = getattr(resp, "usage", None)
     if u is None:
@@ -177,4 +196,5 @@ def usage_counts(resp: Any) -> dict[str, int]:
 
 __all__ = ["parse_context_error", "rung_of", "TRUNCATION_BYTES_PER_TOKEN", "TRUNCATION_ESTIMATE_RATIO", "UNSUPPORTED",
            "UNSUPPORTED_5XX", "truncation_warning", "is_connect_timeout", "connection_detail", "error_message",
-           "error_body_text", "retry_after_seconds", "message_content", "usage_counts"]
+           "error_body_text", "retry_after_seconds", "message_content", "message_tool_calls", "usage_counts",
+           "UNSUPPORTED_TOOLS_5XX"]

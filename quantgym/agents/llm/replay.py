@@ -60,9 +60,10 @@ class ReplayEngine(ChatEngine):
                          error_kind=rec.get("error_kind"), usage=dict(rec.get("usage") or {}),
                          latency_s=float(rec.get("latency_s") or rec.get("cached_latency_s") or 0.0),
                          cached=bool(rec.get("cache_hit")) and not resumed,
-                         structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"))
+                         structured="response_format" in req, request_hash=h, finish_reason=rec.get("finish_reason"),
+                         tool_calls=rec.get("tool_calls"))
         out = {k: rec.get(k) for k in ("ok", "text", "error", "error_kind", "usage", "unsupported", "cache_hit",
-                                       "finish_reason", "warning")}
+                                       "finish_reason", "warning", "tool_calls")}
         return res, out
 
 
