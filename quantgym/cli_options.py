@@ -84,16 +84,44 @@ def collect(attr: str, needs: str, values: dict[str, Any], wanted: list[str],
     return out
 
 
-def plain_help_command() -> type:
+def plain_help_command(optional_values: dict[str, tuple[str, ...]] | None = None) -> type:
     """A typer command class whose ``--help`` is click's plain text (name, then the text wrapped to the
     terminal) instead of rich's boxed table, which at 80 columns left a command with many options (``eval``)
-    a 16-column text column with ids cut short."""
+    a 16-column text column with ids cut short.
+
+    ``optional_values`` maps an option (``"--blind"``) to the values it takes, the first being its value when
+    given alone: ``--blind`` reads as ``--blind=blind`` unless the next argument is a value, not an option
+    (``--blind both``). Typer has no option with an optional value; the arguments are rewritten before
+    parsing, and the command checks the value against the listed ones (a bad one is its one-line error).
+    """
     from typer.core import TyperCommand
+
+    optional = dict(optional_values or {})
 
     class PlainHelpCommand(TyperCommand):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.rich_markup_mode = None
+
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            out: list[str] = []
+            i = 0
+            while i < len(args):
+                a = args[i]
+                if a == "--":
+                    out += args[i:]
+                    break
+                if a in optional:
+                    nxt = args[i + 1] if i + 1 < len(args) else None
+                    if nxt is not None and not nxt.startswith("-"):
+                        out.append(f"{a}={nxt}")
+                        i += 2
+                        continue
+                    out.append(f"{a}={optional[a][0]}")
+                else:
+                    out.append(a)
+                i += 1
+            return super().parse_args(ctx, out)
 
     return PlainHelpCommand
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol
 
 import gymnasium as gym
 
+from quantgym.costs import DEFAULT_CAPITAL
 from quantgym.evaluation import is_llm_agent, policy_key, policy_name
 from quantgym.results import SectionResult, SummaryRow, write_results
 
@@ -61,6 +62,10 @@ class EvalPlan:
     seed : env seed.
     env_kwargs : extra env kwargs (e.g. Quant-Arena windows).
     plots : write PNGs.
+    capital : the notional the policy manages, in USD (``--capital``): the P&L net of the inference cost in
+        the results is on it (:mod:`quantgym.costs`).
+    blind_both : run every episode named and blind (``quantgym eval --blind both``; the two views of
+        :func:`quantgym.memorization.views`, same agent and seeds) and report the memorization gap.
     validated : set by :func:`validate_plan` on the plan it returns: the tasks checked ``options`` and
         hold them resolved (PortBench's periods as ``Period`` objects); not recorded.
 
@@ -73,6 +78,8 @@ class EvalPlan:
     seed: int = 0
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     plots: bool = True
+    capital: float = DEFAULT_CAPITAL
+    blind_both: bool = False
     validated: bool = field(default=False, repr=False, compare=False)
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -131,7 +138,10 @@ class EvalAdapter(Protocol):
     episodes (PortBench: Equal-Weight beside the agent), results in ``ctx.references[key]``, and
     ``reference_name`` labels them in the progress lines. Optionally ``validate(plan)`` refuses bad options
     (``ValueError``, one line) and returns the options it resolved (PortBench: its periods as ``Period``
-    objects), which :func:`validate_plan` puts into the plan the jobs get.
+    objects), which :func:`validate_plan` puts into the plan the jobs get. Optionally ``gap_series(run)``
+    (a :class:`quantgym.stats.gap.GapSeries`: the run's daily returns and per-date scores) and
+    ``gap_metrics`` (the headline summary columns) give the memorization gap of ``--blind both``
+    (:mod:`quantgym.memorization`).
     """
 
     def jobs(self, env_id: str, agent: Any, plan: EvalPlan, ctx: EvalContext) -> list[tuple[str, Callable[[], dict]]]: ...
@@ -248,16 +258,24 @@ def run_eval(agents: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: i
         return lambda: agents[task]
 
     ctxs = {task: EvalContext(out_dir, console, _new_agent(task)) for task in tasks}
+    from quantgym.memorization import BLIND_SUFFIX, views
+
+    plans = views(plan)  # [plan], or the named and the blind plan of --blind both (same agents and seeds)
     jobs: list[tuple[str, str, Callable[[], dict]]] = []
-    for env_id in plan.env_ids:
-        task = records[env_id].name
-        jobs += [(task, label, fn) for label, fn in adapters[task].jobs(env_id, agents[task], plan, ctxs[task])]
+    job_view: list[int] = []
+    for v, vplan in enumerate(plans):
+        for env_id in plan.env_ids:
+            task = records[env_id].name
+            new = adapters[task].jobs(env_id, agents[task], vplan, ctxs[task])
+            jobs += [(task, label + (BLIND_SUFFIX if len(plans) > 1 and vplan.env_kwargs.get("blind") else ""),
+                      fn) for label, fn in new]
+            job_view += [v] * len(new)
     ref_jobs: list[tuple[str, str, Any, Callable[[], Any]]] = []
     for task in tasks:
         make_refs = getattr(adapters[task], "reference_jobs", None)
         if make_refs is not None:
             env_ids = [e for e in plan.env_ids if records[e].name == task]
-            ref_jobs += [(task, label, key, fn) for label, key, fn in make_refs(env_ids, agents[task], plan)]
+            ref_jobs += [(task, label, key, fn) for label, key, fn in make_refs(env_ids, agents[task], plans[0])]
     ref_names = ", ".join(dict.fromkeys(getattr(adapters[t], "reference_name", "reference") for t, *_ in ref_jobs))
     n_total = len(jobs) + len(ref_jobs)
     tid = progress.add_task("eval", total=n_total) if progress is not None else None
@@ -321,8 +339,15 @@ def run_eval(agents: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: i
         _finished(f"{label} ({getattr(adapters[task], 'reference_name', 'reference')})", t1, None)
     sections = []
     for task in tasks:
-        runs = [r for (tt, _, _), r in zip(jobs, results) if tt == task]
-        sections.append(adapters[task].section(runs, agents[task], plan, ctxs[task]))
+        runs = [[r for (tt, _, _), v, r in zip(jobs, job_view, results) if tt == task and v == k]
+                for k in range(len(plans))]
+        parts = [adapters[task].section(rs, agents[task], vplan, ctxs[task]) for rs, vplan in zip(runs, plans)]
+        if len(parts) == 1:
+            sections.append(parts[0])
+        else:
+            from quantgym.memorization import gap_section
+
+            sections.append(gap_section(parts, runs, adapters[task], console))
     usage = {t: a.usage() if hasattr(a, "usage") else None for t, a in agents.items()}
     for s in sections:
         s.extra["usage"] = usage.get(s.task)

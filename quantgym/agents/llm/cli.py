@@ -14,6 +14,10 @@ from typing import Any, Optional
 import typer
 
 
+#: the values of ``--blind``: alone it means the first (docs/blind.md)
+BLIND_MODES = ("blind", "both", "named")
+
+
 def _split(v: Optional[str]) -> list[str]:
     return [x.strip() for x in (v or "").split(",") if x.strip()]
 
@@ -111,13 +115,17 @@ def register(app: typer.Typer) -> None:
         price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens."),
         prices: Optional[Path] = typer.Option(None, "--prices", help='Price table JSON {"model": {"input": USD/1M, '
                                               '"output": USD/1M}} (used when --price-in/--price-out are not given).'),
+        capital: Optional[float] = typer.Option(None, "--capital", help="USD the policy manages (default "
+                                                "1,000,000): the P&L net of the inference cost is on it."),
         cache_from: Optional[list[Path]] = typer.Option(None, "--cache-from", metavar="FILE",
                                                         help="Transcript(s) whose answers "
                                                         "are reused for identical requests (resume a run)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Send repeated identical requests again."),
         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="JSON object of extra env kwargs."),
-        blind: bool = typer.Option(False, "--blind", help="Blind mode (docs/blind.md): no date, ticker or level "
-                                   "in what the agent sees; scores unchanged. PortBench and Quant-Arena ids."),
+        blind: Optional[str] = typer.Option(None, "--blind", metavar="[both]", help="Blind mode (docs/blind.md): "
+                                            "no date, ticker or level in what the agent sees; scores unchanged. "
+                                            "PortBench and Quant-Arena ids. --blind both: every episode named and "
+                                            "blind (same seeds) and the memorization gap with its interval."),
         repeats: int = typer.Option(1, "--repeats", min=1, metavar="R", help="Run the evaluation R times (env seed and LLM "
                                     "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
                                     "mean with its interval per metric in OUT."),
@@ -167,7 +175,9 @@ def register(app: typer.Typer) -> None:
                 raise ValueError("--env-kwargs must be a JSON object")
         except ValueError as exc:
             fail(f"--env-kwargs: {exc}")
-        if blind:
+        if blind is not None and blind not in BLIND_MODES:
+            fail(f"--blind takes no value (blind) or one of {', '.join(BLIND_MODES)}; got {blind!r}")
+        if blind == "blind":
             extra_kw["blind"] = True
         plan_kw: dict = {}
         if scheme == "replay":
@@ -191,9 +201,9 @@ def register(app: typer.Typer) -> None:
             except ValueError as exc:
                 fail(f"--env: {exc}")
             try:
-                check_env_kwargs(e, extra_kw)
+                check_env_kwargs(e, {**extra_kw, **({"blind": True} if blind == "both" else {})})
             except ValueError as exc:
-                if extra_kw.get("blind"):
+                if extra_kw.get("blind") or blind == "both":
                     try:
                         check_env_kwargs(e, {"blind": True})
                     except ValueError:  # Market-Bench: its tasks are synthetic, no blind mode (docs/blind.md)
@@ -215,8 +225,24 @@ def register(app: typer.Typer) -> None:
                 agent_task_opts[o.key] = value
             else:
                 plan_opts.update({o.key: value, **o.implies})
-        plan = EvalPlan(env_ids=envs, options=plan_opts, seed=recorded.seed,
-                        env_kwargs=(extra_kw if env_kwargs else {**recorded.env_kwargs, **extra_kw}), plots=plots)
+        kw = extra_kw if env_kwargs else {**recorded.env_kwargs, **extra_kw}
+        # --blind both (or a replay of one): the plan runs named and blind; --blind / --blind named: one view
+        both = blind == "both" or (blind is None and recorded.blind_both)
+        if blind in ("both", "named"):
+            kw.pop("blind", None)
+        plan = EvalPlan(env_ids=envs, options=plan_opts, seed=recorded.seed, env_kwargs=kw, plots=plots,
+                        blind_both=both)
+        from dataclasses import replace
+
+        from quantgym.agents.llm.prices import check_price
+        from quantgym.costs import check_capital
+
+        try:  # the prices and the capital of the net-of-cost columns (quantgym.costs)
+            check_price(price_in, "--price-in")
+            check_price(price_out, "--price-out")
+            plan = replace(plan, capital=check_capital(capital) if capital is not None else recorded.capital)
+        except ValueError as exc:
+            fail(str(exc))
         from quantgym.evaluation import validate_plan
 
         try:
@@ -296,10 +322,14 @@ def register(app: typer.Typer) -> None:
             console.print(f"{s.task}: {u.get('calls', 0)} calls, {u.get('total_tokens', 0)} tokens"
                           + (f", ${cost:.4f}" if cost is not None else "")
                           + (f"; transcript {u['transcript']}" if u.get("transcript") else ""))
+        from quantgym.costs import print_cost_table
+
+        print_cost_table(console, sections, plan.capital)
         console.print(f"Wrote [bold]{out_dir}[/] (summary.csv, results.json"
                       + (", plots" if plots else "") + ")")
 
-    app.command("eval", cls=plain_help_command())(TaskCommand("eval", eval_cmd, "eval_options", "eval"))
+    app.command("eval", cls=plain_help_command({"--blind": BLIND_MODES}))(
+        TaskCommand("eval", eval_cmd, "eval_options", "eval"))
 
 
 __all__ = ["register"]

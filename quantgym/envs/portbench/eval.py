@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from quantgym.costs import agent_model, cost_columns, cost_record
 from quantgym.evaluation import (EvalContext, EvalPlan, evaluate, is_llm_agent, job_label, llm_summary, policy_name)
 from quantgym.results import SectionResult
 from quantgym.tables import STATUS_NOTE, Col, status_agent
@@ -100,6 +101,26 @@ class PortBenchEval:
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)
 
+    #: the memorization gap's headline metrics (``quantgym eval --blind both``, docs/blind.md)
+    gap_metrics = ("sharpe", "ret_pct", "ceps")
+
+    def gap_series(self, run: dict) -> Any:
+        """The run's daily NAV returns and per-decision CEPS (:class:`quantgym.stats.gap.GapSeries`), with
+        the Sharpe convention of its config (rf, 252 days) and its row key (profile, period)."""
+        import pandas as pd
+
+        from quantgym.envs.portbench.uncertainty import _settings, daily_returns
+        from quantgym.metrics import TRADING_DAYS
+        from quantgym.stats.gap import GapSeries
+
+        r = run["result"]
+        rf, include_start = _settings(r)
+        recs = [x for x in r.records if x.get("ceps") is not None]
+        ceps = pd.Series([float(x["ceps"]) for x in recs], index=[x["date"] for x in recs], dtype=float)
+        return GapSeries(key={"profile": r.profile, "period": r.period}, returns=daily_returns(r.nav),
+                         scores={"ceps": ceps} if len(ceps) else {}, rf=rf, periods_per_year=TRADING_DAYS,
+                         include_start=include_start)
+
 
 def periods_after(periods: list[Any], after: str, dates: Any) -> list[Any]:
     """The ``periods`` cut to their decision dates strictly after ``after`` (``quantgym eval --after``, the
@@ -166,15 +187,19 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
         gate = period_gate(r.period, by_profile[r.profile], tol)
         row = r.summary_row(gate=gate)
         row.agent = plan.agent_label(row.agent)
+        inference = cost_record(run["usage"], row.ret_pct, plan.capital, model=agent_model(agent))
+        row.extra.update(cost_columns(inference))
         sec.rows.append(row)
         base = baselines.get((r.env_id, r.period))
         d = r.to_dict()
         d.update(usage=run["usage"], episode=run["episode"], parse_stats=run["parse_stats"], llm=run.get("llm"),
-                 transcript=agent.usage().get("transcript") if hasattr(agent, "usage") else None)
+                 transcript=agent.usage().get("transcript") if hasattr(agent, "usage") else None,
+                 inference=inference)
         sec.runs.append(d)
         if base is not None:
             sec.rows.append(base.summary_row(gate=None))
             sec.rows[-1].profile = r.profile
+            sec.rows[-1].extra.update(cost_columns(cost_record(None, sec.rows[-1].ret_pct, plan.capital)))
             bd = base.to_dict()
             bd["note"] = "Equal-Weight reference for the plot (direct allocation, no stage scores)"
             sec.runs.append(bd)
@@ -203,8 +228,9 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
             from quantgym.envs.portbench.plots import plot_nav
 
             curves = [r] + ([base] if base is not None else [])
-            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{r.agent}_{r.profile}_{r.period}")
-            path = plot_nav(curves, f"PortBench {r.period} — {r.profile}: {r.agent}", out_dir / f"portbench_nav_{safe}.png",
+            label = plan.agent_label(r.agent)  # blind and named runs of --blind both: one plot each
+            safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{label}_{r.profile}_{r.period}")
+            path = plot_nav(curves, f"PortBench {r.period} — {r.profile}: {label}", out_dir / f"portbench_nav_{safe}.png",
                             tol)
             sec.extra.setdefault("plots", []).append(str(path))
     if console is not None:

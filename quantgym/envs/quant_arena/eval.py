@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from quantgym.costs import DEFAULT_CAPITAL, agent_model, cost_columns, cost_record
 from quantgym.evaluation import EvalContext, EvalPlan, evaluate, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, episode_status
 from quantgym.tables import STATUS_NOTE, Col, status_agent
@@ -35,7 +36,17 @@ def run_quant_arena(agent: Any, env_id: str, plan: EvalPlan, record_dir: Path | 
             "final": res.info, "S": res.steps[-1]["reward"],
             "feedback": [{"reward": st["reward"], **(st.get("feedback") or {})} for st in res.steps[:-1]],
             "episode": label, "usage": agent.episode_usage(label), "decisions": agent.logs.get(label, []),
-            "llm": llm_summary(agent, label), "record_path": None if u.record_path is None else str(u.record_path)}
+            "llm": llm_summary(agent, label), "record_path": None if u.record_path is None else str(u.record_path),
+            "sealed_nav": _sealed_nav(u)}
+
+
+def _sealed_nav(env: Any) -> dict[str, list] | None:
+    """The sealed window's account NAV by execution day (``dates``, ``nav`` from D_0), None without one."""
+    res = env.sealed_result
+    daily = getattr(res, "daily", None) or {}
+    if not daily.get("nav"):
+        return None
+    return {"dates": list(daily["dates"]), "nav": list(daily["nav"])}
 
 
 class QuantArenaEval:
@@ -48,6 +59,25 @@ class QuantArenaEval:
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _section(runs, agent, ctx.console, plan)
 
+    #: the memorization gap's headline metrics (``quantgym eval --blind both``, docs/blind.md): the 0-100
+    #: score (no per-date series: its point gap only) and the sealed window's Sharpe ratio
+    gap_metrics = ("S", "sharpe")
+
+    def gap_series(self, run: dict) -> Any:
+        """The sealed window's daily returns (:class:`quantgym.stats.gap.GapSeries`; Sharpe without
+        risk-free rate over 242 days, spec quant_arena §10.11), with the run's row key (period, track)."""
+        import pandas as pd
+
+        from quantgym.stats.gap import GapSeries
+
+        nav = run.get("sealed_nav")
+        returns = None
+        if nav:
+            s = pd.Series(nav["nav"], index=nav["dates"], dtype=float)
+            returns = (s / s.shift(1) - 1.0).iloc[1:]
+        return GapSeries(key={"period": run["period"], "track": run.get("track")}, returns=returns, rf=0.0,
+                         periods_per_year=242)
+
 
 def _section(runs: list[dict], agent: Any, console: Any, plan: EvalPlan | None = None) -> SectionResult:
     sec = SectionResult(task="quant_arena")
@@ -58,12 +88,16 @@ def _section(runs: list[dict], agent: Any, console: Any, plan: EvalPlan | None =
         m = fin.get("sealed") or {}
         status = episode_status(run.get("usage"))
         run["status"] = status
+        ret_pct = None if m.get("total_return") is None else 100 * m["total_return"]
+        run["inference"] = cost_record(run.get("usage"), ret_pct, plan.capital if plan is not None else
+                                       DEFAULT_CAPITAL, model=agent_model(agent))
         sec.rows.append(SummaryRow(
             task="quant_arena", agent=name, profile=None, period=run["period"], status=status,
-            sharpe=m.get("sharpe"), ret_pct=None if m.get("total_return") is None else 100 * m["total_return"],
+            sharpe=m.get("sharpe"), ret_pct=ret_pct,
             maxdd_pct=None if m.get("max_drawdown") is None else 100 * m["max_drawdown"],
             vol_pct=None if m.get("volatility") is None else 100 * m["volatility"],
-            extra={**summary_extra(fin), **({"track": run["track"]} if run.get("track") else {})}))
+            extra={**summary_extra(fin), **({"track": run["track"]} if run.get("track") else {}),
+                   **cost_columns(run["inference"])}))
         sec.runs.append({"task": "quant_arena", "agent": agent.name, **run,
                          "transcript": agent.usage().get("transcript")})
         u = run["usage"] or {}
