@@ -9,6 +9,7 @@ dataclasses that the env accepts as kwargs:
 - :class:`ArenaScoringConfig` — metric scales, weights, diversity, N_ann (§10.11–§10.13).
 - :class:`ArenaSandboxLimits` — limits of the untrusted child process (§10.4).
 - :class:`Windows`       — warm-up / research / sealed windows (§2, §10.2).
+- :class:`ArenaToolConfig` — budgets of tool mode (calls, result characters, exploration runs).
 
 Each concern can be switched off (``ArenaCostModel.off()``, ``ImpactModel.off()``) for
 experiments; the benchmark's defaults are the spec's, and the version string of
@@ -384,6 +385,41 @@ class Windows(Config, version=ARENA_VERSION):
 
 
 @dataclass(frozen=True)
+class ArenaToolConfig(Config, version=ARENA_VERSION):
+    """Budgets of tool mode (``tools=True``, docs/tools.md): what a tool-using agent may spend.
+
+    Attributes
+    ----------
+    calls : int
+        20 tool calls per stage (a stage ends at each candidate submitted or at the freeze; ``submit`` and
+        ``freeze`` themselves use none).
+    chars : int
+        20,000 characters of tool results per stage; a longer result is cut and ends with
+        ``[truncated: N chars]``.
+    explore_runs : int
+        10 runs of the ``explore`` tool per episode (the exploration budget, separate from the candidate
+        budget): each run is one sandboxed snippet on research-window data, whatever its outcome.
+    """
+
+    calls: int = 20
+    chars: int = 20_000
+    explore_runs: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("calls", "chars", "explore_runs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"ArenaToolConfig.{name} must be an integer >= 0, got {v!r}")
+
+    @property
+    def budget(self) -> "ToolBudget":
+        """The per-stage :class:`~quantgym.tools.ToolBudget` (calls, result characters)."""
+        from quantgym.tools import ToolBudget
+
+        return ToolBudget(calls=self.calls, chars=self.chars)
+
+
+@dataclass(frozen=True)
 class ArenaConfig(Config, version=ARENA_VERSION):
     """Everything that defines a Quant-Arena evaluation; serialised into every record."""
 
@@ -406,4 +442,4 @@ SHARPE_NOTE = (f"Sharpe = √{ArenaScoringConfig.n_ann}·mean/std of daily retur
 
 
 __all__ = ["ARENA_VERSION", "ArenaCostModel", "ImpactModel", "ExecutionModel", "ArenaScoringConfig", "ArenaSandboxLimits",
-           "Windows", "ArenaConfig", "SHARPE_NOTE"]
+           "Windows", "ArenaToolConfig", "ArenaConfig", "SHARPE_NOTE"]

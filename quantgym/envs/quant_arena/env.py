@@ -107,6 +107,13 @@ class QuantArenaEnv(gym.Env):
         date, year, period name, stock code or price level (aliases that keep the board, relative trading days,
         prices and volumes rebased per stock by powers of two); the alias map is drawn from the episode seed
         and kept in the run record only. Scores are computed on the real panel exactly as named.
+    tools : bool — tool mode (docs/tools.md, :mod:`.tools`): a step may also be a tool call
+        ``{"tool": name, "arguments": {...}}`` of ``describe_data``, ``explore``, ``submit`` or ``freeze``
+        (one-shot: no ``freeze``); ``describe_data``/``explore`` answer with reward 0 and leave the run where it
+        is, ``submit``/``freeze`` take the text answer's path. ``info["tools"]`` holds the schemas and
+        ``info["tool_budget"]`` the budgets; every call is in ``info["tool"]`` and the run record.
+    tool_config : ArenaToolConfig | dict — the budgets of tool mode (per-stage calls and result characters,
+        exploration runs per episode; defaults in :class:`~quantgym.envs.quant_arena.config.ArenaToolConfig`).
 
     ## Costs & Execution
     Top-75 slots of NAV_open/75, next-day open, lots of 100, cash account, band 0.25,
@@ -136,7 +143,8 @@ class QuantArenaEnv(gym.Env):
                  sandbox: ArenaSandboxLimits | None = None, record_dir: Any = None, max_candidates: int = 5,
                  executor: str = "sandbox", agent: str | None = None, model: str | None = None,
                  framework: str | None = None, render_mode: str | None = None, prompt_style: str = "full",
-                 config: ArenaConfig | None = None, blind: bool = False):
+                 config: ArenaConfig | None = None, blind: bool = False, tools: bool = False,
+                 tool_config: Any = None):
         if mode not in ("iterative", "oneshot"):
             raise ValueError(f"mode must be 'iterative' or 'oneshot', got {mode!r}")
         if executor not in ("sandbox", "inprocess"):
@@ -199,6 +207,11 @@ class QuantArenaEnv(gym.Env):
         self._brief: tuple[str, dict] | None = None
         self._sealed_result: WindowResult | None = None
         self._current: tuple[str, Any] | None = None  # ("brief", None) | ("feedback", dict) | ("final", dict)
+        if not isinstance(tools, bool):
+            raise TypeError(f"tools must be True or False, got {type(tools).__name__}")
+        from .tools import ArenaTools
+
+        self._tools: ArenaTools | None = ArenaTools(self, tool_config) if tools else None
 
     # ------------------------------------------------------------------ pickling
     def __getstate__(self) -> dict:
@@ -252,6 +265,16 @@ class QuantArenaEnv(gym.Env):
         return self._sealed_result if self._done else None
 
     @property
+    def toolbox(self):
+        """The :class:`~quantgym.tools.Toolbox` of tool mode (``tools=True``; :mod:`.tools`), else None."""
+        return None if self._tools is None else self._tools.toolbox
+
+    @property
+    def tool_budget(self):
+        """The per-stage :class:`~quantgym.tools.ToolBudget` of tool mode, else None."""
+        return None if self._tools is None else self._tools.state.budget
+
+    @property
     def budget_left(self) -> int:
         """Candidates the agent may still submit."""
         cap = self.max_candidates if self.mode == "iterative" else 1
@@ -278,6 +301,12 @@ class QuantArenaEnv(gym.Env):
                          "aliases": self._blinding.alias_map(self.dataset.symbols)}
         text, facts = task_brief(self.config, self.mode, self.max_candidates, self.dataset, self.prompt_style,
                                  blind=self.blind)
+        if self._tools is not None:
+            from .tools import tools_section
+
+            self._tools.reset()
+            text += tools_section(self.mode)
+            blind_rec["tools"] = {"names": self._tools.toolbox.names, **self._tools.config.to_dict()}
         self._brief = (text, facts)
         self._current = ("brief", None)
         self._record("brief", mode=self.mode, seed=seed, labels=self.labels, config=self.config.to_dict(), brief=text,
@@ -287,6 +316,8 @@ class QuantArenaEnv(gym.Env):
                 "prompt_style": self.prompt_style}
         if self.blind:
             info["blind"] = True
+        if self._tools is not None:
+            info.update(tools=self._tools.toolbox.schemas(), tool_budget=self._tools.budget_info())
         return text, info
 
     def render_prompt(self, style: str | None = None) -> str:
@@ -302,15 +333,33 @@ class QuantArenaEnv(gym.Env):
             raise RuntimeError("call reset() before render_prompt()")
         kind, payload = self._current
         if kind == "brief":
-            return task_brief(self.config, self.mode, self.max_candidates, self.dataset, style, blind=self.blind)[0]
+            from .tools import tools_section
+
+            text = task_brief(self.config, self.mode, self.max_candidates, self.dataset, style, blind=self.blind)[0]
+            return text + (tools_section(self.mode) if self._tools is not None else "")
         if kind == "feedback":
             return feedback_text(payload, style)
         return json.dumps(payload, ensure_ascii=False)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
-        """Submit a candidate (str) or freeze (``{"freeze": k}``); see the class docstring."""
+        """Submit a candidate (str) or freeze (``{"freeze": k}``); with ``tools=True`` also a tool call
+        ``{"tool": name, "arguments": {...}}`` (:mod:`.tools`); see the class docstring."""
         if self._done:
             raise RuntimeError("the episode has ended; call reset() first")
+        if self._tools is not None:
+            from quantgym.tools import parse_tool_call
+
+            call = parse_tool_call(action)
+            if call is not None:
+                return self._tools.call(*call)
+            out = self._answer(action)
+            self._tools.new_stage()
+            out[4]["tool_budget"] = self._tools.budget_info()
+            return out
+        return self._answer(action)
+
+    def _answer(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+        """A stage answer: a candidate's source or ``{"freeze": k}``."""
         if isinstance(action, dict):
             if set(action) != {"freeze"}:
                 raise InvalidActionError(f"action must be {EXPECTED_ACTIONS}; got a dict with keys "
