@@ -96,6 +96,8 @@ def register(app: typer.Typer) -> None:
             None, "--set", help="Without CONFIG: env kwarg NAME=V1[,V2...] (alternatives), repeatable."),
         seeds: Optional[str] = typer.Option(None, "--seeds", help="Without CONFIG: comma-separated seeds (default 0)."),
         data: Optional[str] = typer.Option(None, "--data", help="Without CONFIG: the data directory of the task whose sweep hooks load shared data (default: the bundled real data)."),
+        blind: bool = typer.Option(False, "--blind", help="Without CONFIG: every run blind (docs/blind.md; "
+                                   "PortBench and Quant-Arena ids). Named and blind: --set blind=false,true."),
         retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
                                           help="On resume, run again the runs that failed before (default)."),
         strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when a run failed."),
@@ -119,14 +121,15 @@ def register(app: typer.Typer) -> None:
         console = Console()
         try:
             if config is not None:
-                if agents or envs or sets or seeds or data:
-                    raise GridError("give either CONFIG or the grid flags (--agents/--envs/--set/--seeds/--data)")
+                if agents or envs or sets or seeds or data or blind:
+                    raise GridError("give either CONFIG or the grid flags (--agents/--envs/--set/--seeds/--data/"
+                                    "--blind; in CONFIG: blind: [false, true])")
                 grid = load_grid(config)
             else:
                 if not agents or not envs:
                     raise GridError("give a grid file CONFIG, or at least --agents and --envs")
                 grid = grid_from_flags(_split(agents), _split(envs), sets or [],
-                                       [int(s) for s in _split(seeds)] or [0], data=data)
+                                       [int(s) for s in _split(seeds)] or [0], data=data, blind=blind)
         except (GridError, OSError, ValueError) as exc:
             fail(exc)
         out_dir = Path(out) if out else default_out("sweep")

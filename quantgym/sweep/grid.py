@@ -10,11 +10,15 @@ A grid is a YAML file (or the equivalent CLI flags)::
       period: [covid_2020, china_2015]
     seeds: [0, 1]
     agent_options: {}               # passed to make_agent(spec, task=..., **options)
+    blind: [false, true]            # optional: named and blind runs (docs/blind.md; env kwarg ``blind``)
 
 Several blocks can be combined with ``grids: [{...}, {...}]``; each block inherits the
 top-level keys it does not set. An agent is a spec string of
 :func:`quantgym.agents.registry.make_agent` or ``{spec: ..., options: {...}}``. To pass a
 literal list as one env kwarg value, wrap it in another list (``weights: [[0.5, 0.5]]``).
+``blind`` (``true``, ``false`` or both) is the env kwarg ``blind`` of the PortBench and Quant-Arena ids
+(docs/blind.md); ``blind: false`` is the default and is left out of the run spec, so a named run keeps
+its run id when a grid gains ``blind: [false, true]``.
 
 Run ids: ``sha256`` of the canonical JSON of the run spec (keys sorted, no whitespace,
 with :data:`RUN_SPEC_VERSION`), first 16 hex digits. The same run in another grid,
@@ -33,7 +37,7 @@ from typing import Any, Iterable, Mapping
 #: part of every run id: bump when the meaning of a run spec changes (invalidates old run files)
 RUN_SPEC_VERSION = "sweep-run-v1"
 
-_BLOCK_KEYS = {"agents", "envs", "env_kwargs", "seeds", "agent_options"}
+_BLOCK_KEYS = {"agents", "envs", "env_kwargs", "seeds", "agent_options", "blind"}
 _TOP_KEYS = _BLOCK_KEYS | {"name", "data", "grids"}
 
 
@@ -107,8 +111,11 @@ class Grid:
             for agent in b["agents"]:
                 for env_id in b["envs"]:
                     for combo in itertools.product(*choices):
+                        kw = dict(zip(keys, combo))
+                        if kw.get("blind") is False:  # the default: a named run keeps its run id
+                            del kw["blind"]
                         for seed in b["seeds"]:
-                            spec = RunSpec(agent=agent["spec"], env_id=env_id, env_kwargs=dict(zip(keys, combo)),
+                            spec = RunSpec(agent=agent["spec"], env_id=env_id, env_kwargs=kw,
                                            seed=seed, agent_options={**b["agent_options"], **agent["options"]},
                                            data=self.data)
                             spec.canonical()  # validates JSON-ability
@@ -173,6 +180,15 @@ def _block(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: str) -> d
         raise GridError(f"{where}.env_kwargs must be a mapping of name -> value or list of values")
     if "data" in kw:
         raise GridError(f"{where}.env_kwargs: set the data directory with the top-level 'data:' key")
+    kw = dict(kw)
+    if "blind" in merged:
+        if "blind" in kw:
+            raise GridError(f"{where}: give blind either as 'blind:' or in env_kwargs, not both")
+        kw["blind"] = merged["blind"]
+    if "blind" in kw:
+        values = kw["blind"] if isinstance(kw["blind"], list) else [kw["blind"]]
+        if not values or not all(isinstance(v, bool) for v in values):
+            raise GridError(f"{where}.blind: true, false or [false, true], got {kw['blind']!r}")
     seeds_raw = merged.get("seeds", [0])
     seeds = _as_list(seeds_raw, f"{where}.seeds") if seeds_raw is not None else [None]
     for s in seeds:
@@ -182,7 +198,7 @@ def _block(raw: Mapping[str, Any], defaults: Mapping[str, Any], where: str) -> d
     if not isinstance(opts, dict):
         raise GridError(f"{where}.agent_options must be a mapping")
     _no_secrets(opts, f"{where}.agent_options")
-    return {"agents": agents, "envs": envs, "env_kwargs": dict(kw), "seeds": seeds or [0],
+    return {"agents": agents, "envs": envs, "env_kwargs": kw, "seeds": seeds or [0],
             "agent_options": dict(opts)}
 
 
@@ -235,8 +251,10 @@ def _scalar(text: str) -> Any:
 
 
 def grid_from_flags(agents: Iterable[str], envs: Iterable[str], sets: Iterable[str] = (),
-                    seeds: Iterable[int] = (0,), data: str | None = None, name: str = "sweep") -> Grid:
-    """Build a grid from CLI flags: ``--set period=covid_2020,china_2015`` gives a list of alternatives."""
+                    seeds: Iterable[int] = (0,), data: str | None = None, name: str = "sweep",
+                    blind: bool = False) -> Grid:
+    """Build a grid from CLI flags: ``--set period=covid_2020,china_2015`` gives a list of alternatives;
+    ``blind`` (``--blind``) runs every run blind (``--set blind=false,true``: named and blind)."""
     kw: dict[str, Any] = {}
     for item in sets:
         key, sep, value = item.partition("=")
@@ -244,5 +262,9 @@ def grid_from_flags(agents: Iterable[str], envs: Iterable[str], sets: Iterable[s
             raise GridError(f"--set expects NAME=VALUE[,VALUE...], got {item!r}")
         vals = [_scalar(v.strip()) for v in value.split(",")]
         kw[key.strip()] = vals if len(vals) > 1 else vals[0]
+    if blind:
+        if "blind" in kw:
+            raise GridError("give --blind or --set blind=..., not both")
+        kw["blind"] = True
     return parse_grid({"name": name, "data": data, "agents": list(agents), "envs": list(envs), "env_kwargs": kw,
                        "seeds": list(seeds)})

@@ -244,6 +244,9 @@ def check_runs(specs: Iterable[RunSpec], data: Any = None) -> Any:
                              "(or any registered Gymnasium id)")
     for env_id, key in dict.fromkeys((s.env_id, k) for s in specs for k in s.env_kwargs):
         names = _env_params(env_id)
+        if names is not None and key not in names and key == "blind":
+            raise SweepError(f"blind: {env_id} has no blind mode (docs/blind.md); blind runs are for the "
+                             "PortBench and Quant-Arena ids")
         if names is not None and key not in names:
             raise SweepError(f"env kwarg {key!r} is not accepted by {env_id}; valid: {', '.join(sorted(names))}")
     for spec, task in dict.fromkeys((s.agent, task_of(s.env_id)) for s in specs):

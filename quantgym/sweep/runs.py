@@ -67,6 +67,13 @@ def _episode(spec: RunSpec, policy: Any, data: Any) -> tuple[dict[str, Any], Sum
     return result, SummaryRow(task=res.task, agent=res.agent_key, period=res.period)
 
 
+def blind_label(name: str) -> str:
+    """``name`` with `` (blind)``, as :meth:`quantgym.plan.EvalPlan.agent_label` labels a blind run."""
+    from quantgym.plan import EvalPlan
+
+    return EvalPlan([], env_kwargs={"blind": True}).agent_label(name)
+
+
 def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str | None = None) -> dict[str, Any]:
     """Run one spec and return its JSON-only record (never raises for a failing run).
 
@@ -109,6 +116,9 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str
                 result, row = hooks.run(spec, policy, data if data is not None else _WORKER_DATA)
             else:
                 result, row = _episode(spec, policy, data)
+        if spec.env_kwargs.get("blind") is True:  # the agent saw the blind view (docs/blind.md): its label says so
+            result["agent"] = blind_label(result.get("agent") or spec.agent)
+            row.agent = blind_label(row.agent)
         rec["result"] = to_jsonable(result)
         rec["summary"] = to_jsonable(row)
         rec["status"] = "ok"
