@@ -346,6 +346,47 @@ class MarketBenchScoringConfig(Config):
 
 
 @dataclass(frozen=True)
+class MarketBenchToolConfig(Config, version=TASK_VERSION):
+    """Budgets of tool mode (``tools=True``, docs/tools.md).
+
+    Attributes
+    ----------
+    calls : int
+        12 tool calls per stage (a stage ends at each attempt; ``submit`` itself uses none).
+    chars : int
+        20,000 characters of tool results per stage; a longer result is cut and ends with
+        ``[truncated: N chars]``.
+    draft_runs : int
+        5 runs of ``run_draft`` per episode, whatever their outcome (each is one sandboxed run under the
+        attempt's limits).
+    draft_rows : int
+        300: the sample slice a draft runs on is the first 300 rows of ``book.csv`` (the other input files
+        whole).
+    peek_rows : int
+        50: the most rows one ``peek`` shows.
+    """
+
+    calls: int = 12
+    chars: int = 20_000
+    draft_runs: int = 5
+    draft_rows: int = 300
+    peek_rows: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("calls", "chars", "draft_runs", "draft_rows", "peek_rows"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"MarketBenchToolConfig.{name} must be an integer >= 0, got {v!r}")
+
+    @property
+    def budget(self) -> "ToolBudget":
+        """The per-stage :class:`~quantgym.tools.ToolBudget` (calls, result characters)."""
+        from quantgym.tools import ToolBudget
+
+        return ToolBudget(calls=self.calls, chars=self.chars)
+
+
+@dataclass(frozen=True)
 class MarketBenchConfig(Config, version=TASK_VERSION):
     """Everything that defines a Market-Bench episode besides the task (strategy, round or ``data``).
 

@@ -97,6 +97,12 @@ class MarketBenchEnv(gym.Env):
     - ``prompt_style``: "full" (default) | "compact" | "minimal" (:data:`quantgym.spaces.PROMPT_STYLES`): the
       rendering of ``prompt`` (:func:`~quantgym.envs.market_bench.prompts.render_prompt`;
       ``info["prompt_style"]``); :meth:`render_prompt` re-renders the current prompt in any style.
+    - ``tools``: tool mode (docs/tools.md, :mod:`.tools`): a step may also be a tool call
+      ``{"tool": name, "arguments": {...}}`` of ``peek``, ``run_draft`` or ``submit``; ``peek``/``run_draft``
+      answer with reward 0 and use no attempt, ``submit`` takes the text answer's path; the result is in the
+      observation's ``prompt`` and ``info["tool"]``, every call in :attr:`tool_calls` and the episode result.
+    - ``tool_config``: :class:`~quantgym.envs.market_bench.config.MarketBenchToolConfig` (or its dict): the
+      budgets of tool mode (per-stage calls and result characters, draft runs, sample rows, peek rows).
 
     ## Costs & Execution
     As stated in the prompt: synthetic book net of own consumed liquidity, level walks, FIFO
@@ -130,7 +136,7 @@ class MarketBenchEnv(gym.Env):
                  end_on_success: bool | None = None, workdir: str | Path | None = None,
                  render_mode: str | None = None, prompt_style: str | None = None,
                  config: MarketBenchConfig | None = None, task_set: str | None = None,
-                 data_dir: str | Path | None = None):
+                 data_dir: str | Path | None = None, tools: bool = False, tool_config: Any = None):
         if config is not None and not isinstance(config, MarketBenchConfig):
             raise TypeError(f"config must be a MarketBenchConfig, got {type(config).__name__}")
         config = config if config is not None else MarketBenchConfig()
@@ -191,6 +197,22 @@ class MarketBenchEnv(gym.Env):
         self._done = True
         self._last_status = ""
         self._feedback = ""
+        if not isinstance(tools, bool):
+            raise TypeError(f"tools must be True or False, got {type(tools).__name__}")
+        from quantgym.envs.market_bench.tools import MarketBenchTools
+
+        self._tools = MarketBenchTools(self, tool_config) if tools else None
+        self.tool_calls: list[dict[str, Any]] = []  # tool mode: every call's ToolResult, with the attempt it preceded
+
+    @property
+    def toolbox(self):
+        """The :class:`~quantgym.tools.Toolbox` of tool mode (``tools=True``; :mod:`.tools`), else None."""
+        return None if self._tools is None else self._tools.toolbox
+
+    @property
+    def tool_budget(self):
+        """The per-stage :class:`~quantgym.tools.ToolBudget` of tool mode, else None."""
+        return None if self._tools is None else self._tools.state.budget
 
     # ------------------------------------------------------------------ data
     @staticmethod
@@ -269,15 +291,24 @@ class MarketBenchEnv(gym.Env):
         self._last_status = ""
         self._feedback = ""
         self.records = []
+        self.tool_calls = []
         info = {"task_version": self.task_set, "strategy": self.strategy, "round": self.round_number,
                 "inputs": dict(self._inputs), "meta": copy.deepcopy(self.round.meta), "metric_keys": list(METRIC_KEYS[self.strategy]),
                 "allowed_imports": list(ALLOWED_IMPORTS), "prompt_style": self.prompt_style}
+        if self._tools is not None:
+            self._tools.reset()
+            info.update(tools=self._tools.toolbox.schemas(), tool_budget=self._tools.budget_info())
         return self._obs(), info
 
     def _render(self, style: str) -> str:
-        return render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
+        text = render_prompt(self.strategy, self.round.params, self.round.meta, self._inputs,
                              self.sandbox_config.cpu_seconds, self._levels(), style,
                              wall_limit_s=self.sandbox_config.wall_seconds)
+        if self._tools is None:
+            return text
+        return text + ("\n\n## Tools\nBefore each attempt you may call peek (the first rows of an input file), "
+                       "run_draft (a draft run on a sample slice: what it returns and prints, or its error; "
+                       "nothing is scored) and submit (the attempt in tool form).")
 
     def render_prompt(self, style: str | None = None) -> str:
         """The round's prompt in ``style`` (None: the env's ``prompt_style``), with this episode's input paths.
@@ -293,12 +324,14 @@ class MarketBenchEnv(gym.Env):
     def _levels(self) -> int:
         return sum(1 for c in self.round.inputs["book.csv"].columns if str(c).startswith("bid_px_")) or LEVELS
 
-    def _limits(self):
+    def _limits(self, readable: tuple[str, ...] | None = None):
+        """The sandbox limits of an attempt; ``readable``: the files it may read (default: the round's inputs)."""
         from quantgym.sandbox import SandboxLimits
 
         c = self.sandbox_config
         return SandboxLimits(cpu_seconds=c.cpu_seconds, wall_seconds=c.wall_seconds, memory_mb=c.memory_mb,
-                             allowed_imports=ALLOWED_IMPORTS, readable_paths=tuple(self._inputs.values()))
+                             allowed_imports=ALLOWED_IMPORTS,
+                             readable_paths=tuple(self._inputs.values()) if readable is None else readable)
 
     def evaluate(self, source: Any) -> dict[str, Any]:
         """Run one source in the sandbox and score it against the reference (no episode state)."""
@@ -341,6 +374,20 @@ class MarketBenchEnv(gym.Env):
     def step(self, action: Any):
         if self._done:
             raise RuntimeError("episode is over (success or all attempts used); call reset()")
+        if self._tools is not None:
+            from quantgym.tools import parse_tool_call
+
+            call = parse_tool_call(action)
+            if call is not None:
+                return self._tools.call(*call)
+            out = self._answer(action)
+            self._tools.state.reset()
+            out[4]["tool_budget"] = self._tools.budget_info()
+            return out
+        return self._answer(action)
+
+    def _answer(self, action: Any):
+        """An attempt: the backtester's source."""
         if not isinstance(action, str):
             raise InvalidActionError(
                 f"action must be a str (the Python source of the backtester), got {type(action).__name__}")
@@ -372,8 +419,11 @@ class MarketBenchEnv(gym.Env):
         """The round for :func:`quantgym.evaluation.evaluate` (protocol ``Evaluable``): the round record
         (solved, best MAE, first successful / correct attempt, statuses) as metrics and the attempt records
         (without their per-metric errors)."""
-        return {"metrics": self._round_record(), "period": self.task_set,
-                "records": [{k: v for k, v in r.items() if k != "metrics"} for r in self.records]}
+        out = {"metrics": self._round_record(), "period": self.task_set,
+               "records": [{k: v for k, v in r.items() if k != "metrics"} for r in self.records]}
+        if self._tools is not None:
+            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+        return out
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:
         """This episode's attempts as rows of the scorer's attempt table."""
