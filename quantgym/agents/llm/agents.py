@@ -225,7 +225,7 @@ class LLMAgent:
         tool_rungs: dict[str, int] = {}
         tool_calls = malformed = 0
         for e in self.logs.get(label, []):
-            if e.get("tool_rung"):
+            if e.get("tool_rung") and not e.get("tool_call"):  # a model call (not a call it made)
                 tool_rungs[e["tool_rung"]] = tool_rungs.get(e["tool_rung"], 0) + 1
             tool_calls += bool(e.get("tool_call"))
             malformed += bool(e.get("malformed"))
@@ -351,8 +351,9 @@ class LLMAgent:
         if content is None:
             content = observation.get("prompt") if isinstance(observation, dict) else observation
         content = str(content)
-        if result.get("calls_left") is not None:
-            tl["calls_left"] = int(result["calls_left"])
+        if result.get("calls_left") is not None:  # a used-up call or character budget: the tools are withheld
+            left = [int(result[k]) for k in ("calls_left", "chars_left") if result.get(k) is not None]
+            tl["calls_left"] = min(left)
         if c["rung"] == "native":
             tl["conv"].append({"role": "tool", "tool_call_id": c["id"], "content": content})
         else:
@@ -373,8 +374,10 @@ class LLMAgent:
         env = getattr(self._local, "env", None)
         toolbox = getattr(getattr(env, "unwrapped", env), "toolbox", None)
         schemas = list(toolbox.schemas()) if toolbox is not None else []
-        withheld = (not schemas or tl["rounds"] >= MAX_TOOL_ROUNDS
-                    or (tl["calls_left"] is not None and tl["calls_left"] <= 0))
+        # past the env's budget the tools stay declared with tool_choice "none" (calls a server still returns go
+        # to the env, which answers budget_exhausted); past MAX_TOOL_ROUNDS they are no longer sent at all
+        cut_off = not schemas or tl["rounds"] >= MAX_TOOL_ROUNDS
+        withheld = cut_off or (tl["calls_left"] is not None and tl["calls_left"] <= 0)
         res = None
         for _ in range(3):  # the tool ladder steps down at most twice
             rung = self.engine.tool_rung()
@@ -398,7 +401,7 @@ class LLMAgent:
                     return list(build(style)) + conv
 
                 sch = schema
-            send_tools = schemas if rung == "native" and (not withheld or tl["conv"]) else None
+            send_tools = schemas if rung == "native" and not cut_off else None
             choice = "none" if withheld else "auto"
             tcap = cap if rung == "text" or withheld else max(cap or 0, TOOL_CALL_CAP)
             shown = "text" if withheld else rung
@@ -411,7 +414,7 @@ class LLMAgent:
                 continue
             break
         tl["rounds"] += 1
-        if not res.ok or withheld or rung == "text":
+        if not res.ok or cut_off or rung == "text" or (withheld and rung == "json"):
             return res
         calls: list[dict] = []
         if rung == "native" and res.tool_calls:
@@ -438,6 +441,9 @@ class LLMAgent:
                 res.text = parsed
         if calls:
             tl["pending"] = calls
+            # the model call that made the calls (the adapter logs the call that answers the stage)
+            self._log(**(meta or {}), **fit_log(res), ok=True, rung=res.rung, usage=res.usage, cached=res.cached,
+                      finish_reason=res.finish_reason, warning=res.warning, tool_calls_made=len(calls))
             raise _ToolCallsPending()
         return res
 
