@@ -253,3 +253,17 @@ def test_json_protocol_reply_parsing(text, expected):
 def test_config_rejects_an_unknown_tool_mode():
     with pytest.raises(ValueError, match="tool_calls must be one of"):
         LLMConfig(model="m", tool_calls="maybe")
+
+
+def test_cli_tools_with_a_classical_agent_is_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from quantgym.cli import app
+
+    r = CliRunner().invoke(app, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--tools",
+                                 "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "--tools" in r.output and "cannot call tools" in r.output
+    assert not (tmp_path / "o").exists()
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:m", "--env", "PortBench-Balanced-v0", "--tools",
+                                 "--tool-calls", "sometimes", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "--tool-calls must be" in r.output

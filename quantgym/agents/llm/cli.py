@@ -126,6 +126,12 @@ def register(app: typer.Typer) -> None:
                                             "no date, ticker or level in what the agent sees; scores unchanged. "
                                             "PortBench and Quant-Arena ids. --blind both: every episode named and "
                                             "blind (same seeds) and the memorization gap with its interval."),
+        tools: bool = typer.Option(False, "--tools", help="Tool mode (docs/llm-agents.md): the envs give a "
+                                   "short brief and the agent fetches data and runs drafts through tool calls. "
+                                   "LLM agents only."),
+        tool_calls: str = typer.Option("auto", "--tool-calls", help="--tools: auto (native tool calls, else a "
+                                       "JSON action protocol, else plain text, as the server answers) or one "
+                                       "rung: native, json, text."),
         repeats: int = typer.Option(1, "--repeats", min=1, metavar="R", help="Run the evaluation R times (env seed and LLM "
                                     "request seed +0, +1, ...; no answer shared): OUT/repeat-K/ each, and the "
                                     "mean with its interval per metric in OUT."),
@@ -179,6 +185,14 @@ def register(app: typer.Typer) -> None:
             fail(f"--blind takes no value (blind) or one of {', '.join(BLIND_MODES)}; got {blind!r}")
         if blind == "blind":
             extra_kw["blind"] = True
+        if tools:
+            if not spec.is_llm:
+                fail(f"--tools: agent {agent!r} cannot call tools; tool mode needs an LLM agent (openai:MODEL)")
+            extra_kw["tools"] = True
+        from quantgym.agents.llm.client import TOOL_MODES
+
+        if tool_calls not in TOOL_MODES:
+            fail(f"--tool-calls must be {', '.join(TOOL_MODES)}; got {tool_calls!r}")
         plan_kw: dict = {}
         if scheme == "replay":
             from quantgym.agents.llm.client import read_transcript
@@ -203,6 +217,11 @@ def register(app: typer.Typer) -> None:
             try:
                 check_env_kwargs(e, {**extra_kw, **({"blind": True} if blind == "both" else {})})
             except ValueError as exc:
+                if extra_kw.get("tools"):
+                    try:
+                        check_env_kwargs(e, {"tools": True})
+                    except ValueError:
+                        fail(f"--tools: {e} has no tool mode")
                 if extra_kw.get("blind") or blind == "both":
                     try:
                         check_env_kwargs(e, {"blind": True})
@@ -279,6 +298,7 @@ def register(app: typer.Typer) -> None:
                            timeout=timeout, retries=retries, structured=structured, seed=seed,
                            max_calls=max_calls, max_total_tokens=max_total_tokens, price_in=price_in,
                            price_out=price_out, cache=not no_cache, **agent_task_opts,
+                           tool_calls=tool_calls if tool_calls != "auto" else None,
                            prices=str(prices) if prices else None,
                            cache_from=[str(p) for p in cache_from] if cache_from else None)
             options = {k: v for k, v in options.items() if v is not None or k == "max_tokens"}
