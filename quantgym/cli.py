@@ -175,6 +175,11 @@ def bench(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (tables are still printed)."),
     blind: bool = typer.Option(False, "--blind", help="Blind mode (docs/blind.md) for the PortBench --agent runs "
                                "and the Quant-Arena submissions; Market-Bench has none (give --tasks)."),
+    capital: Optional[float] = typer.Option(None, "--capital", help="USD the policy manages (default 1,000,000): "
+                                            "the P&L net of the inference cost is on it."),
+    price_in: Optional[float] = typer.Option(None, "--price-in", help="USD per 1M prompt tokens of the --agent LLM "
+                                             "(default: the bundled table, docs/llm-agents.md)."),
+    price_out: Optional[float] = typer.Option(None, "--price-out", help="USD per 1M completion tokens."),
     **task_options: Any,
 ) -> None:
     """Run the benchmark's classical agents on the bundled real data (or --data) and print paper-style tables.
@@ -204,6 +209,14 @@ def bench(
     except ValueError as exc:
         fail(exc)
     options.update(plots=plots, data={t: str(p) for t, p in data_paths.items()})
+    from quantgym.agents.llm.prices import check_price
+    from quantgym.costs import check_capital
+
+    try:  # the net-of-cost columns (quantgym.costs): every value checked before anything runs
+        options.update(capital=check_capital(capital), price_in=check_price(price_in, "--price-in"),
+                       price_out=check_price(price_out, "--price-out"))
+    except ValueError as exc:
+        fail(exc)
     if blind:
         from quantgym.plan import check_env_kwargs
         from quantgym.tasks import iter_with
@@ -294,6 +307,17 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
     for r in results:  # a section run on user data says so in its own block too (bundled data: no key)
         if (provenance or {}).get(r.task):
             r.extra["data"] = provenance[r.task]
+    from quantgym.costs import DEFAULT_CAPITAL, cost_columns, cost_record, print_cost_table
+    from quantgym.leaderboard.metrics import get_metric
+
+    capital = options.get("capital") or DEFAULT_CAPITAL
+    for row in (row for r in results for row in r.rows if "cost_usd" not in row.extra):
+        # a section that sets no cost ran classical agents only (an LLM --agent's rows carry their own)
+        row.extra.update(cost_columns(cost_record(None, row.ret_pct, capital,
+                                                  pnl=get_metric("net_pnl_usd").applies_to(row.task))))
+    if any((run.get("inference") or {}).get("price_source", "no LLM calls") != "no LLM calls"
+           for r in results for run in r.runs):  # an --agent LLM: its cost beside the baselines' P&L
+        print_cost_table(console, results, capital)
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "data": {t: (provenance or {}).get(t) for t in wanted if t in sections},
                                           "elapsed_s": time.perf_counter() - t0})

@@ -43,7 +43,7 @@ class Metric:
     ----------
     name : the ``summary.csv`` column (and the :class:`~quantgym.results.SummaryRow` field or ``extra`` key).
     header : the column's header in tables.
-    unit : ``"%"`` (percent), ``"ratio"``, ``"score"`` (0–1) or ``"pass/fail"``.
+    unit : ``"%"`` (percent), ``"ratio"``, ``"score"`` (0–1), ``"USD"`` or ``"pass/fail"``.
     higher_is_better : the direction: rankings put the largest value first when True.
     decimals : decimals of a table cell.
     kind : ``"number"`` or ``"flag"`` (a bool: ``true`` / ``false`` in CSV, ✓ / ✗ in tables).
@@ -118,6 +118,14 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
            description="composite end-to-end pipeline score of the stage-scored runs (spec portbench §7)"),
     Metric("gate", "gate", "pass/fail", kind="flag", tasks=("portbench",), repeats=False,
            description="the profile's drawdown gate in the stress windows (spec portbench §7.2)"),
+    # returns net of the agent's inference cost (quantgym.costs; docs/llm-agents.md)
+    Metric("cost_usd", "Cost$", "USD", higher_is_better=False, decimals=4, repeats=False,
+           description="inference cost of the run's LLM calls in USD (tokens × price; 0 without LLM calls, "
+                       "empty when no price is known)"),
+    Metric("net_pnl_usd", "NetP&L$", "USD", decimals=0, tasks=("portbench", "quant_arena"), repeats=False,
+           description="P&L on the capital (--capital, default 1,000,000 USD) minus the inference cost, in USD"),
+    Metric("pnl_per_cost", "P&L/$", "ratio", decimals=0, tasks=("portbench", "quant_arena"), repeats=False,
+           description="P&L in USD per USD of inference (empty when the cost is 0 or unknown)"),
 )
 
 _REGISTRY: dict[str, Metric] = {m.name: m for m in BUILTIN_METRICS}

@@ -7,7 +7,8 @@ adapter's docstring says how it plans).
 Tokens are :func:`~quantgym.agents.llm.tokens.estimate_tokens` (an over-estimate on these prompts,
 see that module). Completion tokens: the caps are the upper bound; the expected value takes each
 JSON cap back to its widest plausible answer (cap minus ``CAP_EXTRA``, over ``CAP_MARGIN``) and each
-code cap at half. Cost: ``--price-in`` / ``--price-out`` (USD per 1M tokens). Wall time: prompt
+code cap at half. Cost: the agent's price (USD per 1M tokens: ``--price-in`` / ``--price-out``, ``--prices``
+or the bundled table, :func:`quantgym.agents.llm.prices.resolve_price`). Wall time: prompt
 tokens / ``prompt_tokens_per_s`` + completion tokens / ``tokens_per_s``, one call at a time.
 """
 
@@ -107,11 +108,7 @@ def dry_run_plan(agent_spec: Any, plan: Any, *, agent_options: dict | None = Non
         if plan_episodes is None:
             raise ValueError(f"{env_id}: the {task} LLM adapter has no dry_run() plan")
         plan_episodes(env_id, plan, opts, window, row(task))
-    price_in, price_out = opts.get("price_in"), opts.get("price_out")
-    if opts.get("prices") and price_in is None and price_out is None:
-        from quantgym.agents.llm.agents import price_for
-
-        price_in, price_out = price_for(model, opts["prices"])
+    price_in, price_out = agent.engine.config.price_in, agent.engine.config.price_out  # resolved by build_agent
     priced = price_in is not None or price_out is not None
     out_rows = []
     for r in rows.values():

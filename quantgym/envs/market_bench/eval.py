@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from quantgym.costs import agent_model, cost_record, total_cost
 from quantgym.evaluation import EvalContext, EvalPlan, evaluate, job_label, llm_summary
 from quantgym.results import SectionResult, SummaryRow, combined_status, episode_status
 from quantgym.tables import STATUS_NOTE, Col, status_agent
@@ -112,6 +113,8 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     for run in runs:
         run["status"] = episode_status(run.get("usage"))
     status = combined_status([run["status"] for run in runs])  # the row sums up every round's episode
+    for run in runs:  # Market-Bench scores code, not a portfolio: the inference cost only, no P&L
+        run["inference"] = cost_record(run.get("usage"), pnl=False, model=agent_model(agent))
     records = [r for run in runs for r in run["records"]]
     task_set = check_task_set((getattr(plan, "env_kwargs", None) or {}).get("task_set"))  # --env-kwargs {"task_set": ..}
     config = ScoringConfig(attempts=mb.attempts) if "attempts" in ScoringConfig.__dataclass_fields__ else ScoringConfig()
@@ -123,7 +126,10 @@ def _section(runs: list[dict], agent: Any, plan: EvalPlan, console: Any) -> Sect
     unbiased = unbiased_table(attempts, not_samples=why)
     sec = SectionResult(task="market_bench", rows=[SummaryRow(task="market_bench", agent=agent.name,
                                                               period=task_set, status=status,
-                                                              extra=summary_extra(sequential, unbiased, agent.name))],
+                                                              extra={**summary_extra(sequential, unbiased,
+                                                                                     agent.name),
+                                                                     "cost_usd": total_cost(run.get("usage")
+                                                                                            for run in runs)})],
                         runs=[{**run, "agent": agent.name, "transcript": agent.usage().get("transcript")}
                               for run in runs],
                         extra={"status": status, "scores": scores.to_dict(orient="records"),

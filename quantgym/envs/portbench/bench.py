@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from quantgym.costs import agent_model, check_capital, cost_columns, cost_record
 from quantgym.evaluation import EvalResult, evaluate
 from quantgym.tables import STATUS_NOTE, status_agent
 from quantgym.tables import fmt as _fmt
@@ -148,13 +149,14 @@ def run_section(ctx) -> SectionResult:
     agents = [make_baseline(a) for a in (opts.get("agents") or list(BASELINES))]
     keys = [a.key for a in agents]
     extra_specs = [AgentSpec.parse(s) for s in opts.get("extra_agents") or []]  # --agent, parsed once
-    extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir)) for spec in extra_specs]
+    extra = [make_agent(spec, task="portbench", **_agent_options(spec, ctx.out_dir, opts)) for spec in extra_specs]
     total = len(keys) * len(periods) + len(extra) * len(profiles) * len(periods)
     tid = ctx.progress.add_task("PortBench", total=total)
     base = run_baselines(periods, keys, ctx.progress, tid, data=data, specs=specs)
     # (label, profile, period) -> EvalResult; baselines are shared across profiles
     res: dict[tuple[str, str, str], EvalResult] = {}
     labels = [a.name for a in agents]
+    inference: dict[tuple[str, str, str], tuple[Any, Any]] = {}  # an --agent's episode usage and model
     for key, agent in zip(keys, agents):
         for prof in profiles:
             for per in periods:
@@ -169,6 +171,8 @@ def run_section(ctx) -> SectionResult:
                 for per in periods:
                     res[(label, prof, per)] = evaluate(ENV_IDS[prof], agent, period=specs[per], **dkw,
                                                        **({"blind": True} if opts.get("blind") else {}))
+                    inference[(label, prof, per)] = (agent.episode_usage(agent.current_episode)
+                                                     if hasattr(agent, "episode_usage") else None, agent_model(agent))
                     ctx.progress.advance(tid)
     except Exception as exc:  # an LLM endpoint that stopped the run (docs/llm-agents.md §4, stop rules)
         from quantgym.agents.llm.client import LLMConfigError
@@ -197,6 +201,9 @@ def run_section(ctx) -> SectionResult:
                 if opts.get("blind") and lab in labels[len(agents):]:
                     row.agent = lab  # "<agent> (blind)"
                 row.extra.update(fields)
+                usage, model = inference.get((lab, prof, per), (None, None))  # a baseline: no LLM calls
+                row.extra.update(cost_columns(cost_record(usage, row.ret_pct, check_capital(opts.get("capital")),
+                                                          model=model)))
                 section.rows.append(row)
         if opts.get("plots", True):
             for per in periods:
@@ -223,7 +230,10 @@ def run_section(ctx) -> SectionResult:
         section.runs.append(d)
     for (lab, prof, per), r in res.items():
         if lab not in [a.name for a in agents]:
-            section.runs.append({**r.to_dict(), "uncertainty": unc[id(r)]})
+            usage, model = inference.get((lab, prof, per), (None, None))
+            section.runs.append({**r.to_dict(), "uncertainty": unc[id(r)], "usage": usage,
+                                 "inference": cost_record(usage, r.metrics.get("ret_pct"),
+                                                          check_capital(opts.get("capital")), model=model)})
     section.extra["periods"] = {p: PERIODS[p].__dict__ if p in PERIODS else p for p in periods}
     usage = {getattr(a, "name", None) or str(spec): a.usage() for spec, a in zip(extra_specs, extra)
              if hasattr(a, "usage")}
@@ -325,12 +335,14 @@ def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequ
                         "docs/uncertainty.md.")
 
 
-def _agent_options(spec: Any, out_dir) -> dict:
-    """Per-scheme options: an ``openai:`` agent writes its transcript beside the results."""
+def _agent_options(spec: Any, out_dir, opts: dict | None = None) -> dict:
+    """Per-scheme options: an ``openai:`` agent writes its transcript beside the results and is priced by
+    ``--price-in`` / ``--price-out`` (``opts``) when given."""
     from quantgym.agents.llm.transcript import transcript_path
     from quantgym.agents.registry import AgentSpec
 
     parsed = AgentSpec.parse(spec)
     if parsed.scheme == "openai":
-        return {"transcript": transcript_path(out_dir / "transcripts", "portbench", parsed.argument)}
+        prices = {k: (opts or {}).get(k) for k in ("price_in", "price_out") if (opts or {}).get(k) is not None}
+        return {"transcript": transcript_path(out_dir / "transcripts", "portbench", parsed.argument), **prices}
     return {}

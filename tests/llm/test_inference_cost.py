@@ -1,0 +1,167 @@
+"""Returns net of the agent's inference cost (quantgym.costs, quantgym.agents.llm.prices): the price table, the
+exact cost from token counts, the net P&L on --capital, a replay's identical cost columns, the "n/a" of an
+unknown price, and bad values refused in one line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from quantgym.agents.llm import prices as P
+from quantgym.cli import app
+from quantgym.costs import (COST_COLUMNS, DEFAULT_CAPITAL, check_capital, cost_columns, cost_record, net_of_cost,
+                            total_cost)
+from quantgym.leaderboard.metrics import get_metric, summary_columns
+from quantgym.results import read_summary_csv
+
+from . import pb_script as S
+
+PERIOD = "2020-03-01:2020-03-31:weekly"
+
+
+def test_bundled_table_is_sourced_and_dated():
+    table = P.bundled_prices()
+    assert len(table) >= 5
+    for model, e in table.items():
+        assert e["input"] >= 0 and e["output"] >= 0, model
+        assert e["source"].startswith("https://"), model
+        dt.date.fromisoformat(e["as_of"])  # a date
+
+
+def test_resolve_price_order():
+    assert P.resolve_price("gpt-4o-mini", price_in=1, price_out=2) == P.PriceQuote(1.0, 2.0, "--price-in/--price-out")
+    table = {"gpt-4o-mini": {"input": 9, "output": 9}}
+    assert P.resolve_price("gpt-4o-mini", prices=table) == P.PriceQuote(9.0, 9.0, "price table")
+    q = P.resolve_price("gpt-4o-mini-2024-07-18", endpoint="https://api.openai.com/v1")  # a dated snapshot
+    assert (q.price_in, q.price_out) == (0.15, 0.60) and q.source.startswith("bundled table: https://")
+    assert P.resolve_price("openai/gpt-4o-mini").price_in == 0.15  # a provider prefix (LiteLLM, OpenRouter)
+    assert P.resolve_price("gpt-4o-mini", endpoint="http://127.0.0.1:4000/v1").price_in == 0.15  # a local proxy
+    local = P.resolve_price("SmolLM2-135M", endpoint="http://127.0.0.1:8080/v1")
+    assert (local.price_in, local.price_out, local.source) == (0.0, 0.0, P.LOCAL_SOURCE)
+    assert P.resolve_price("SmolLM2-135M", endpoint="http://localhost:8080/v1").known
+    unknown = P.resolve_price("my-model", endpoint="https://llm.example.com/v1")
+    assert not unknown.known and unknown.source is None
+
+
+@pytest.mark.parametrize("bad", [-0.01, float("nan"), float("inf"), "abc"])
+def test_bad_price_is_one_line(bad):
+    with pytest.raises(ValueError, match="--price-in must be a price >= 0"):
+        P.resolve_price("gpt-4o", price_in=bad)
+
+
+def test_net_of_cost_arithmetic():
+    # 2 % on 1,000,000 is 20,000 USD; 2.5 USD of inference
+    out = net_of_cost(2.0, 2.5, 1_000_000)
+    assert out == {"pnl_usd": 20_000.0, "net_pnl_usd": 19_997.5, "pnl_per_cost": 8_000.0}
+    assert net_of_cost(-1.0, 4.0, 200_000) == {"pnl_usd": -2_000.0, "net_pnl_usd": -2_004.0, "pnl_per_cost": -500.0}
+    assert net_of_cost(1.0, 0.0)["pnl_per_cost"] is None  # no inference: no ratio
+    assert net_of_cost(1.0, None) == {"pnl_usd": 10_000.0, "net_pnl_usd": None, "pnl_per_cost": None}
+    assert net_of_cost(None, 1.0)["net_pnl_usd"] is None
+    assert check_capital(None) == DEFAULT_CAPITAL == 1_000_000
+    for bad in (0, -5, float("nan"), "x"):
+        with pytest.raises(ValueError, match="--capital must be an amount > 0"):
+            check_capital(bad)
+
+
+def test_cost_record_and_columns():
+    rec = cost_record({"cost_usd": 0.25, "price_source": "x"}, 1.0, 100_000.0)
+    assert cost_columns(rec) == {"cost_usd": 0.25, "net_pnl_usd": 999.75, "pnl_per_cost": 4_000.0}
+    assert cost_record(None, 1.0)["cost_usd"] == 0.0  # a classical policy: no LLM calls, no cost
+    na = cost_record({"calls": 3, "cost_usd": None}, 1.0, model="my-model")
+    assert na["cost_usd"] is None and "cost n/a: no price known for my-model" in na["note"]
+    assert cost_columns(cost_record({"cost_usd": 0.1}, pnl=False)) == {"cost_usd": 0.1}  # Market-Bench
+    assert total_cost([{"cost_usd": 0.1}, {"cost_usd": 0.2}]) == pytest.approx(0.3)
+    assert total_cost([{"cost_usd": 0.1}, {"cost_usd": None}]) is None
+
+
+def test_cost_columns_are_registered_metrics():
+    cols = summary_columns()
+    assert all(c in cols for c in COST_COLUMNS) and cols.index("cost_usd") < cols.index("status")
+    assert get_metric("cost_usd").applies_to("market_bench")
+    assert not get_metric("net_pnl_usd").applies_to("market_bench")
+    assert not get_metric("pnl_per_cost").applies_to("market_bench")
+    assert get_metric("cost_usd").direction == "lower"
+
+
+def _eval(server, out, *extra):
+    return CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url,
+                                    "--env", "PortBench-Balanced-v0", "--period", PERIOD, "--out", str(out),
+                                    "--retries", "1", "--quiet", "--no-plots", *extra])
+
+
+def test_eval_cost_columns_exact_then_replay(server, tmp_path, monkeypatch):
+    server.responder = S.valid
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "run"
+    r = _eval(server, out, "--price-in", "0.5", "--price-out", "1.5", "--capital", "2000000")
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "results.json").read_text())
+    run = next(x for x in doc["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model")
+    u = run["usage"]
+    cost = (u["prompt_tokens"] * 0.5 + u["completion_tokens"] * 1.5) / 1e6  # the tokens the server counted
+    assert u["prompt_tokens"] > 0 and run["inference"]["cost_usd"] == pytest.approx(cost, rel=1e-12)
+    assert run["inference"]["price_source"] == "--price-in/--price-out" and run["inference"]["capital"] == 2e6
+    rows = {row["agent"]: row for row in read_summary_csv(out / "summary.csv")}
+    mine, ew = rows["openai:test-model"], rows["equal_weight"]
+    pnl = 2e6 * float(mine["ret_pct"]) / 100
+    assert float(mine["cost_usd"]) == pytest.approx(cost, rel=1e-5)
+    assert float(mine["net_pnl_usd"]) == pytest.approx(pnl - cost, rel=1e-5)
+    assert float(mine["pnl_per_cost"]) == pytest.approx(pnl / cost, rel=1e-5)
+    assert float(ew["cost_usd"]) == 0 and ew["pnl_per_cost"] == ""  # the reference makes no LLM call
+    assert float(ew["net_pnl_usd"]) == pytest.approx(2e6 * float(ew["ret_pct"]) / 100, rel=1e-5)
+    assert "portbench balanced: inference cost, net on 2,000,000 USD" in r.output and "price: --price-in/--price-out" in r.output
+    # the replay (offline) carries the recorded prices and capital: the same cost columns
+    server.stop()
+    out2 = tmp_path / "replay"
+    r2 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(out2), "--quiet",
+                                  "--no-plots"])
+    assert r2.exit_code == 0, r2.output
+    assert (out2 / "summary.csv").read_text() == (out / "summary.csv").read_text()
+
+
+def test_eval_unknown_price_is_na_with_a_note(server, tmp_path, monkeypatch):
+    server.responder = S.valid
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setattr(P, "is_local_endpoint", lambda url: False)  # as if the server were not on this machine
+    out = tmp_path / "run"
+    r = _eval(server, out, "--no-baseline")
+    assert r.exit_code == 0, r.output
+    row = read_summary_csv(out / "summary.csv")[0]
+    assert row["cost_usd"] == row["net_pnl_usd"] == row["pnl_per_cost"] == ""  # not available, never 0
+    assert row["ret_pct"] != ""
+    run = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"][0]
+    assert run["inference"]["cost_usd"] is None and run["inference"]["price_source"] is None
+    note = "cost n/a: no price known for test-model; give --price-in/--price-out"
+    assert note in run["inference"]["note"] and note in " ".join(r.output.split())
+    assert " n/a " in r.output  # the table's cost cell
+
+
+def test_eval_local_server_costs_zero_and_says_why(server, tmp_path, monkeypatch):
+    server.responder = S.valid
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "run"
+    r = _eval(server, out, "--no-baseline")
+    assert r.exit_code == 0, r.output
+    row = read_summary_csv(out / "summary.csv")[0]
+    assert float(row["cost_usd"]) == 0 and row["pnl_per_cost"] == ""
+    assert f"price: {P.LOCAL_SOURCE}" in " ".join(r.output.split())
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--price-in", "-1"], "--price-in must be a price >= 0"),
+    (["--price-out", "-0.5"], "--price-out must be a price >= 0"),
+    (["--capital", "0"], "--capital must be an amount > 0"),
+    (["--capital", "-100"], "--capital must be an amount > 0"),
+])
+def test_bad_values_exit_2_one_line(tmp_path, args, msg):
+    for cmd in (["eval", "--agent", "openai:m", "--env", "PortBench-Balanced-v0", "--period", PERIOD],
+                ["bench", "--tasks", "portbench"]):
+        out = tmp_path / cmd[0]
+        r = CliRunner().invoke(app, [*cmd, "--out", str(out), *args])
+        assert r.exit_code == 2, (cmd, r.output)
+        lines = [ln for ln in r.output.splitlines() if ln.strip()]
+        assert len(lines) == 1 and msg in lines[0], r.output
+        assert not out.exists()
