@@ -114,16 +114,17 @@ class MarketBenchTools:
         self.state = BudgetState(self.config.budget)
         self.drafts_used = 0
         self._answer: tuple | None = None
-        self.toolbox = self._build()
+        self._toolbox: Toolbox | None = None
 
-    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt on unpickle
-        st = self.__dict__.copy()
-        st["toolbox"] = None
-        return st
+    @property
+    def toolbox(self) -> Toolbox:
+        """The tools bound to the env (built on first use: after unpickling, with the env restored)."""
+        if self._toolbox is None:
+            self._toolbox = self._build()
+        return self._toolbox
 
-    def __setstate__(self, st: dict) -> None:
-        self.__dict__.update(st)
-        self.toolbox = self._build()
+    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt after unpickling
+        return dict(self.__dict__, _toolbox=None)
 
     @property
     def drafts_left(self) -> int:

@@ -60,9 +60,10 @@ def print_last_expression(code: str) -> str:
         return code
     if not tree.body or not isinstance(tree.body[-1], ast.Expr):
         return code
-    node = tree.body[-1].value
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+    value = tree.body[-1].value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "print":
         return code
+    node = tree.body[-1]  # the statement: its span includes the expression's parentheses
     lines = code.splitlines(keepends=True)
     # ast offsets are UTF-8 byte offsets within a line: convert them to character offsets
     start = sum(len(x) for x in lines[:node.lineno - 1]) + len(
@@ -227,16 +228,17 @@ class ArenaTools:
         self.explore_used = 0
         self._answer: tuple | None = None
         self._host_error: BaseException | None = None
-        self.toolbox = self._build()
+        self._toolbox: Toolbox | None = None
 
-    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt on unpickle
-        st = self.__dict__.copy()
-        st["toolbox"] = None
-        return st
+    @property
+    def toolbox(self) -> Toolbox:
+        """The tools bound to the env (built on first use: after unpickling, with the env restored)."""
+        if self._toolbox is None:
+            self._toolbox = self._build()
+        return self._toolbox
 
-    def __setstate__(self, st: dict) -> None:
-        self.__dict__.update(st)
-        self.toolbox = self._build()
+    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt after unpickling
+        return dict(self.__dict__, _toolbox=None)
 
     @property
     def explore_left(self) -> int:
@@ -276,6 +278,7 @@ class ArenaTools:
             day : int
                 Research decision date: 0 = the first, -1 = the last (default: the last).
             """
+            day_index(day, research_days(env)[1])  # a date outside the window uses no run
             self.explore_used += 1
             return run_snippet(env, code, day)
 
