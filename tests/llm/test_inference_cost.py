@@ -31,6 +31,16 @@ def test_bundled_table_is_sourced_and_dated():
         dt.date.fromisoformat(e["as_of"])  # a date
 
 
+def test_docs_list_the_bundled_table():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "llm-agents.md").read_text()
+    block = doc.split("<!-- prices.json table begin -->")[1].split("<!-- prices.json table end -->")[0]
+    for model, e in P.bundled_prices().items():
+        assert f"| `{model}` | {e['input']:.2f} | {e['output']:.2f} | {e['as_of']} | {e['source']}" in block, model
+    assert block.count("\n| `") == len(P.bundled_prices())
+
+
 def test_resolve_price_order():
     assert P.resolve_price("gpt-4o-mini", price_in=1, price_out=2) == P.PriceQuote(1.0, 2.0, "--price-in/--price-out")
     table = {"gpt-4o-mini": {"input": 9, "output": 9}}
