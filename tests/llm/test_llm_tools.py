@@ -191,6 +191,15 @@ def test_tools_refused_as_a_500_validation_error_steps_down(server, tmp_path):
     assert len(server.requests) == 3 and "tools" in server.requests[0] and "tools" not in server.requests[1]
 
 
+def test_llama_server_without_jinja_steps_down(server, tmp_path):
+    """llama-server refuses `tools` without --jinja with a server error naming the flag: one step down."""
+    server.script({"status": 500, "message": "tools param requires --jinja flag"}, '{"answer": "BBB"}',
+                  '{"answer": "AAA"}')
+    agent = _agent(server, tmp_path)
+    assert _run(agent, ToyToolEnv()) == ["BBB", "AAA"] and agent.engine.tool_rung() == "json"
+    assert len(server.requests) == 3
+
+
 def test_malformed_and_unknown_calls_are_recorded_with_their_outcome(server, tmp_path):
     server.script(_calls(("c1", "price", '{"asset": "AAA"'), ("c2", "news", "{}"), ("c3", "price", '{"asset": 7}')),
                   "BBB", "AAA")

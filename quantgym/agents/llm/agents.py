@@ -427,7 +427,8 @@ class LLMAgent:
                 calls.append({"id": c.get("id") or f"call_{tl['rounds']}_{i + 1}", "name": c["name"],
                               "arguments": args if ok else c["arguments"], "raw": c["arguments"],
                               "rung": "native", "malformed": not ok})
-            tl["conv"].append({"role": "assistant", "content": res.text or None, "tool_calls": [
+            # content "" rather than null: llama-cpp-python's server takes only a string there
+            tl["conv"].append({"role": "assistant", "content": res.text or "", "tool_calls": [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["raw"]}}
                 for c in calls]})
         elif rung == "json":

@@ -46,8 +46,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from quantgym.agents.llm.endpoint import (UNSUPPORTED, UNSUPPORTED_5XX, UNSUPPORTED_TOOLS_5XX, connection_detail,
-                                         error_body_text, error_message, is_connect_timeout, message_content,
+from quantgym.agents.llm.endpoint import (TOOLS_NOT_ENABLED, UNSUPPORTED, UNSUPPORTED_5XX, UNSUPPORTED_TOOLS_5XX,
+                                         connection_detail, error_body_text, error_message, is_connect_timeout,
+                                         message_content,
                                          message_tool_calls, parse_context_error, retry_after_seconds, rung_of,
                                          truncation_warning, usage_counts)
 from quantgym.agents.llm.transcript import (Transcript, canonical_hash, one_line, read_transcript,  # noqa: F401
@@ -862,7 +863,8 @@ class ChatEngine:
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
                              "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
                 if (exc.status_code >= 500 and "tools" in req and not self.state().tool_known
-                        and UNSUPPORTED_TOOLS_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
+                        and UNSUPPORTED_TOOLS_5XX.search(msg + " " + body)
+                        and (_VALIDATION_5XX.search(msg + " " + body) or TOOLS_NOT_ENABLED.search(msg + " " + body))):
                     # function calling refused with a validation error dressed as a server fault: one tool rung
                     # down, no retry loop
                     full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)

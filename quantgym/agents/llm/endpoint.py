@@ -30,6 +30,10 @@ UNSUPPORTED = (
 UNSUPPORTED_5XX = re.compile(r"response_format|json_schema", re.I)
 #: ... and one that names the function-calling fields (a request with ``tools``)
 UNSUPPORTED_TOOLS_5XX = re.compile(r"\btools\b|tool_choice|tool_calls|function[_ ]call", re.I)
+#: a server's own refusal of function calling, whatever its status (llama-server without ``--jinja``: "tools param
+#: requires --jinja flag"; vLLM without a parser: "... requires --enable-auto-tool-choice and --tool-call-parser")
+TOOLS_NOT_ENABLED = re.compile(r"requires --jinja|--enable-auto-tool-choice|--tool-call-parser|"
+                               r"does not support tools", re.I)
 #: context-length errors: (pattern for the window, pattern for the prompt's own token count)
 _CONTEXT_ERR = re.compile(r"context[_ ]length|context window|context size|maximum context|exceed_context|"
                           r"prompt is too long|too many tokens", re.I)
@@ -197,4 +201,4 @@ def usage_counts(resp: Any) -> dict[str, int]:
 __all__ = ["parse_context_error", "rung_of", "TRUNCATION_BYTES_PER_TOKEN", "TRUNCATION_ESTIMATE_RATIO", "UNSUPPORTED",
            "UNSUPPORTED_5XX", "truncation_warning", "is_connect_timeout", "connection_detail", "error_message",
            "error_body_text", "retry_after_seconds", "message_content", "message_tool_calls", "usage_counts",
-           "UNSUPPORTED_TOOLS_5XX"]
+           "UNSUPPORTED_TOOLS_5XX", "TOOLS_NOT_ENABLED"]

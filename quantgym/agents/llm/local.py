@@ -50,6 +50,10 @@ class LlamaCppServer:
     startup_timeout : seconds to wait until ``GET /v1/models`` answers.
     kind : ``"python"`` (llama-cpp-python) or ``"native"`` (llama.cpp's ``llama-server``, one slot).
     binary : the ``llama-server`` executable for ``kind="native"``.
+    chat_format : llama-cpp-python's ``--chat_format`` (``kind="python"``; default: the GGUF's own template).
+        ``"chatml-function-calling"`` gives native ``tools`` / ``tool_calls`` (docs/llm-agents.md, "Tool-using
+        agents"); the GGUF template takes ``tools`` but never answers with ``tool_calls``.
+    jinja : ``kind="native"``: start ``llama-server --jinja`` (the model's template parses tool calls).
 
     Raises
     ------
@@ -59,7 +63,7 @@ class LlamaCppServer:
 
     def __init__(self, model: str | os.PathLike, n_ctx: int = 4096, n_threads: int = 2, alias: str = "smollm2",
                  log: str | os.PathLike | None = None, startup_timeout: float = 120.0, kind: str = "python",
-                 binary: str | os.PathLike | None = None):
+                 binary: str | os.PathLike | None = None, chat_format: str | None = None, jinja: bool = False):
         self.model = Path(model)
         self.n_ctx, self.n_threads, self.alias = int(n_ctx), int(n_threads), alias
         self.port = free_port()
@@ -69,6 +73,8 @@ class LlamaCppServer:
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
                    "--port", str(self.port), "--model_alias", alias, "--n_ctx", str(self.n_ctx),
                    "--n_threads", str(self.n_threads), "--verbose", "False"]
+            if chat_format:
+                cmd += ["--chat_format", chat_format]
         elif kind == "native":
             import shutil
 
@@ -76,7 +82,7 @@ class LlamaCppServer:
             if not exe or not Path(exe).is_file():
                 raise RuntimeError("llama-server not found: pass binary= or set $QUANTGYM_LLAMA_SERVER")
             cmd = [exe, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port), "-c", str(self.n_ctx),
-                   "-t", str(self.n_threads), "--alias", alias, "--parallel", "1"]
+                   "-t", str(self.n_threads), "--alias", alias, "--parallel", "1"] + (["--jinja"] if jinja else [])
         else:
             raise ValueError(f"kind must be 'python' or 'native', got {kind!r}")
         self.kind = kind
