@@ -289,6 +289,40 @@ class PortBenchConfig(Config):
                              "model (config.costs) runs in clean mode only")
 
 
+@dataclass(frozen=True)
+class PortBenchToolsConfig(Config, version=SCORING_VERSION):
+    """Tool mode (``tools=True``, docs/tools.md): the per-stage tool budget and the bounds of the data tools.
+
+    Rendering only, like ``prompt_style``: scores, truth and simulation do not depend on it.
+
+    Attributes
+    ----------
+    calls : tool calls per stage (S1, S2 and S3 each; default 8: the six tools once and two more).
+    chars : result characters per stage (default 12,000, about two thirds of the full-style S1 prompt on the
+        bundled data); a result beyond what is left is cut with the marker ``[truncated: N chars]``.
+    max_window : the longest window a tool reads, in trading days back from the decision date (default 756,
+        three years of 252 days).
+    """
+
+    calls: int = 8
+    chars: int = 12_000
+    max_window: int = 756
+
+    def __post_init__(self) -> None:
+        from quantgym.tools import ToolBudget
+
+        ToolBudget(self.calls, self.chars)  # the same checks (integers >= 0)
+        if isinstance(self.max_window, bool) or not isinstance(self.max_window, int) or self.max_window < 2:
+            raise ValueError(f"PortBenchToolsConfig.max_window must be an integer >= 2, got {self.max_window!r}")
+
+    @property
+    def budget(self):
+        """The per-stage :class:`quantgym.tools.ToolBudget`."""
+        from quantgym.tools import ToolBudget
+
+        return ToolBudget(self.calls, self.chars)
+
+
 def proportional_costs(costs: PortBenchCostModel | ImportableModel) -> PortBenchCostModel:
     """The proportional rule behind ``costs`` (spec §4.4): the model itself, or, for a user fee model
     (whose fees the simulator charges per order), zero rates with the spec's ``min_trade``."""

@@ -35,6 +35,7 @@ from quantgym.envs.portbench.stages import BUY, HOLD, SIGNAL_NAMES, s1_score, s1
 from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.metrics import performance_summary
 from quantgym.spaces import check_prompt_style
+from quantgym.tools import parse_tool_call
 
 
 class PortBenchEnv(gym.Env):
@@ -125,6 +126,14 @@ class PortBenchEnv(gym.Env):
       truth and simulation are those of named mode. ``info["blind"]`` is True; the alias map is in
       :meth:`episode_metrics` (``blind_aliases``, evaluator side). Refused with ``text_provider`` (free
       news text cannot be blinded).
+    - ``tools``: True (stagewise, clean mode) plays the stages through point-in-time tools (docs/tools.md):
+      the stage prompt is a short brief without data tables, and ``step`` takes either a stage answer or a
+      tool call ``{"tool": name, "arguments": {...}}`` (:mod:`quantgym.envs.portbench.tools`: universe,
+      asset returns and volatility, correlation, macro series, portfolio and NAV, investor profile). A call
+      returns its result as the observation's ``prompt`` with reward 0 and no advance, ``info["tool"]`` its
+      record; ``info["tools"]`` and ``info["tool_budget"]`` give the schemas and the stage's budget left.
+      ``tool_config``: a :class:`~quantgym.envs.portbench.config.PortBenchToolsConfig` (or its dict): the
+      per-stage budget (calls, result characters) and the longest window.
 
     ## Costs & Execution
     Trades execute at the close of the decision date. Cost ``K = 0.0015·τ·NAV`` (10 bps slippage +
@@ -174,6 +183,8 @@ class PortBenchEnv(gym.Env):
         prompt_style: str | None = None,
         obs_keys: Sequence[str] | None = None,
         blind: bool = False,
+        tools: bool = False,
+        tool_config: Any = None,
     ):
         # a sweep file or --env-kwargs gives the config as a dict (PortBenchConfig.to_dict's form)
         config = PortBenchConfig.from_dict(config) if isinstance(config, dict) else (config or PortBenchConfig())
@@ -240,6 +251,8 @@ class PortBenchEnv(gym.Env):
         self._scorer = DecisionScorer(self.view, self.profile, config, mode)
         self._profile_block = self.profile.prompt_block()
         self._ticker_array = np.array(self.view.tickers, dtype=object)
+        #: tool mode (docs/tools.md): the toolbox, its budget and call log (None when off)
+        self._tools = self._tool_mode(tools, tool_config)
         self._uses_future_data = config.scoring.oracle == "ex_post" or mode.s45_ex_post
         # the echoes shown before an answer (read-only: observations hand them out without copying)
         self._zero_views = np.zeros(n)
@@ -254,6 +267,35 @@ class PortBenchEnv(gym.Env):
         self._clipped: dict[str, int] | None = None  # the clipped values of the last observation
 
     # ------------------------------------------------------------------------------ helpers
+    def _tool_mode(self, tools: Any, tool_config: Any):
+        if not tools:
+            return None
+        from quantgym.envs.portbench.config import PortBenchToolsConfig
+        from quantgym.envs.portbench.tools import PortBenchTools
+
+        if not (self.stagewise and self.text_obs):
+            raise ValueError("tools=True needs stagewise=True with text observations (a tool result is the prompt)")
+        if self.config.paper.any:
+            raise ValueError("tools=True runs in clean mode only (paper mode is the paper's one-prompt protocol)")
+        if isinstance(tool_config, dict):
+            tool_config = PortBenchToolsConfig.from_dict(tool_config)
+        return PortBenchTools(self, tool_config or PortBenchToolsConfig())
+
+    @property
+    def toolbox(self):
+        """The :class:`quantgym.tools.Toolbox` of the current stage (tool mode), else None."""
+        return self._tools.toolbox if self._tools is not None else None
+
+    @property
+    def tool_budget(self):
+        """The per-stage :class:`quantgym.tools.ToolBudget` (tool mode), else None."""
+        return self._tools.budget if self._tools is not None else None
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        """Every tool call of the episode with its result (tool mode; [] when off)."""
+        return self._tools.log if self._tools is not None else []
+
     def _new_simulator(self) -> PortfolioSimulator:
         sim = self.mode.simulator(self.view, self.period, self.config)
         if sim.decision_rows.size == 0:
@@ -301,7 +343,7 @@ class PortBenchEnv(gym.Env):
         return self.view.returns[lo:hi]
 
     # ------------------------------------------------------------------------------ observation
-    def _obs(self) -> dict[str, Any]:
+    def _obs(self, prompt: str | None = None) -> dict[str, Any]:
         # the first observation of a decision reached by step() hands out the row's arrays as read-only views of
         # the per-row cache, every other call (reset, stagewise sub-steps, the final observation) copies them
         views, self._obs_views = self._obs_views, False
@@ -312,7 +354,7 @@ class PortBenchEnv(gym.Env):
                 if key in obs:
                     obs[key] = np.nan_to_num(value, nan=0.0)
         if self.text_obs:
-            obs["prompt"] = self.render_prompt()
+            obs["prompt"] = self.render_prompt() if prompt is None else prompt
         return obs
 
     @property
@@ -352,6 +394,10 @@ class PortBenchEnv(gym.Env):
             # the row's blocks (header, assets, macro, correlations) are rendered once per dataset and decision
             # row and shared by S1/S3, the styles and every env over the same data (speed only; prompts.py docstring)
             cache = self.view.row_cache(int(snap.t))
+        if self._tools is not None:  # the brief without data tables (docs/tools.md)
+            news = snap.news_text[len(self._profile_block):].strip() if self.text_provider is not None else ""
+            return prompts.render_tool_brief(stage, snap, self._tools.note(), config, style, views, self.stage_notes,
+                                             signals, strengths, news)
         if stage == 0 or not self.stagewise:
             return mode.render_s1(snap, config, style, cache)
         if stage == 1:
@@ -379,6 +425,8 @@ class PortBenchEnv(gym.Env):
         }
         if self.blind:
             info["blind"] = True
+        if self._tools is not None:
+            info.update(self._tools.info())
         if self._clipped:
             info["clipped"] = dict(self._clipped)
         return info
@@ -405,6 +453,8 @@ class PortBenchEnv(gym.Env):
         self._aborted = False
         self.decision_k = 0
         self._records = DecisionRecords(self._ticker_array)  # one flat row per traded decision
+        if self._tools is not None:
+            self._tools.reset_episode()
         self.sim.advance_to(int(self.sim.decision_rows[0]))
         self._begin_decision()
         return self._obs(), self._base_info()
@@ -421,6 +471,10 @@ class PortBenchEnv(gym.Env):
             raise RuntimeError("episode was aborted (paper mode, unparseable answer); call reset()")
         if self.sim.done and self.stage == 0 and getattr(self, "_terminated", False):
             raise RuntimeError("episode has terminated; call reset()")
+        if self._tools is not None:
+            call = parse_tool_call(action)
+            if call is not None:  # a tool call: its result as the observation, reward 0, the date unchanged
+                return self._tools.step(*call)
         if self.stagewise:
             needed = (("views",), ("signals",), ("weights",))[self.stage]
         else:
@@ -553,6 +607,8 @@ class PortBenchEnv(gym.Env):
         if self._blind is not None:  # evaluator side: the alias map of the episode (docs/blind.md)
             out["blind"] = True
             out["blind_aliases"] = self._blind.record()
+        if self._tools is not None:
+            out.update(self._tools.metrics())
         if self.scoring:
             out.update(self._records.score_summary(STATUS_REFUSED))
         else:

@@ -533,6 +533,54 @@ def _s3_short(snap: MarketSnapshot, signals: np.ndarray, profile_block: str, nav
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------ tool mode
+def tools_note(names, calls: int, chars: int) -> str:
+    """The brief's ``[TOOLS]`` line: there is no data in the prompt, which tools read it and the stage budget."""
+    return (f"[TOOLS] This prompt holds no market data: call the tools to read what you need (data up to the "
+            f"decision date only), then give the stage answer. Per stage: {calls} tool calls, {chars:,} result "
+            f"characters. Tools: {', '.join(names)}.")
+
+
+def render_tool_brief(stage: int, snap: MarketSnapshot, note: str, config: PortBenchConfig | None = None,
+                      style: str = "full", views: np.ndarray | None = None, notes: dict | None = None,
+                      signals: np.ndarray | None = None, strengths: np.ndarray | None = None, news: str = "") -> str:
+    """The stage prompt of tool mode (docs/tools.md): the stage's brief without the data tables, which the agent
+    reads through tools (``note``: :func:`tools_note`). S1: the header, the ids to answer for, the task;
+    S2: the S2 prompt (it holds no market data, only the agent's own views) with the note; S3: the header,
+    the agent's own signals, the constraints (the profile, weights, NAV and correlations are tools).
+    ``news``: the text provider's news (S1), if any."""
+    from quantgym.envs.portbench.stages import SIGNAL_NAMES
+
+    config = _rules(config)
+    style = check_prompt_style(style)
+    rt = _regime(config)
+    if stage == 1:
+        text = render_s2(snap, views, notes, style=style, config=config)
+        return text.replace("\n[RULES]", "\n" + note + "\n[RULES]", 1)
+    contract = FORMAT_CONTRACT if style != "minimal" else _SHORT_CONTRACT
+    head = _header(snap, "S1 MARKET INTERPRETATION" if stage == 0 else "S3 WEIGHT OPTIMISATION", rt)
+    idx = snap.avail_idx.tolist()
+    if stage == 0:
+        lines = head + [note, f"[ASSETS] {len(idx)} available assets (details: list_universe): "
+                        + ", ".join(snap.tickers[i] for i in idx)]
+        if news:
+            lines.append("[NEWS]\n" + _cut(news, NEWS_CHARS.get(style, 3000)))
+        lines += ["[TASK] For every available asset give a view in [-1, 1] on its outlook (-1 very negative, "
+                  "+1 very positive), detect the market regime, state your confidence and summarise the macro picture.",
+                  "[SCHEMA] " + S1_SCHEMA, contract]
+        return "\n".join(lines)
+    st = np.full(len(snap.tickers), 0.5) if strengths is None else np.asarray(strengths, dtype=np.float64)
+    sig = np.asarray(signals)
+    lines = head + ["[YOUR S2 SIGNALS] id signal strength: " + ", ".join(
+        f"{snap.tickers[i]} {SIGNAL_NAMES[int(sig[i])]} {_w3(round(float(st[i]), 2))}" for i in idx), note]
+    costs = describe_model(config.costs, style=style)
+    lines += ["[CONSTRAINTS] Long-only weights in [0, 1] that sum to 1, only over the assets listed under your "
+              "signals, within your investor profile (investor_profile). Assets with a 'sell' signal should ideally "
+              f"get 0, 'buy' assets should be increased; avoid unnecessary turnover from the current weights "
+              f"(portfolio; {costs}).", "[SCHEMA] " + S3_SCHEMA, contract]
+    return "\n".join(lines)
+
+
 #: §1.8 sanitisation of news text: alarming words → neutral phrases (with inflections)
 _SANITISE = (
     (r"\bcrash(es|ed|ing)?\b", "sharp decline"),

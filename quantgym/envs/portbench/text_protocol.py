@@ -12,6 +12,9 @@ observation). The wrapper's action is the model's raw answer (``str``); it
    not advance the simulator; after the 3rd failure it sends ``status=2`` (unparseable, fallback,
    score 0).
 
+In tool mode (``tools=True``, docs/tools.md) a tool call, as a dict or its JSON text, is passed to the env
+unchanged (its result is the next observation; the stage's attempts are not used).
+
 ``None`` as the action means "no answer" (the agent's API call failed after its retries): it counts as
 a failed attempt like an unparseable answer. The wrapper never calls a model.
 """
@@ -26,6 +29,7 @@ import numpy as np
 from quantgym.envs.portbench.coercion import COERCERS, stage_json_schema
 from quantgym.envs.portbench.parsing import extract_json, is_refusal
 from quantgym.spaces import AnyText
+from quantgym.tools import parse_tool_call
 
 #: attempts per stage before status=2 (§4.0: the first call plus 2 re-asks)
 MAX_ATTEMPTS = 3
@@ -120,6 +124,10 @@ class TextStageAction(gym.Wrapper):
     def step(self, action: Any):
         if self._obs is None:
             raise RuntimeError("call reset() before step()")
+        if getattr(self.env.unwrapped, "toolbox", None) is not None and parse_tool_call(action) is not None:
+            # tool mode (docs/tools.md): a tool call (dict or its JSON text) goes to the env as it is; the
+            # stage prompt and its attempt count stay
+            return self.env.step(action)
         if action is not None and not isinstance(action, str):
             raise TypeError(f"TextStageAction takes the model's answer as str (or None for no answer), "
                             f"got {type(action).__name__}")
