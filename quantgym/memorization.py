@@ -110,6 +110,16 @@ def gap_section(parts: Sequence[SectionResult], runs: Sequence[Sequence[dict]], 
     return sec
 
 
+def _header(m: str) -> str:
+    """A metric's table header (the registry's, :mod:`quantgym.leaderboard.metrics`), else its column name."""
+    from quantgym.leaderboard.metrics import get_metric
+
+    try:
+        return get_metric(m).header
+    except KeyError:
+        return m
+
+
 #: the gap table's columns (fits 80 columns)
 def _gap_cols() -> tuple:
     from quantgym.tables import Col
@@ -122,14 +132,7 @@ def print_gap_table(console: Any, task: str, records: Sequence[dict], metrics: S
     """The memorization gap of ``task`` on ``console``: per agent one table, per pair and metric a row
     (named, blind, gap = blind − named, the paired bootstrap interval, the Ledoit-Wolf p-value for the
     Sharpe ratio, ``likely`` where the interval excludes 0). Returns the number of tables printed."""
-    from quantgym.leaderboard.metrics import get_metric
     from quantgym.tables import fmt, print_table
-
-    def head(m: str) -> str:
-        try:
-            return get_metric(m).header
-        except KeyError:
-            return m
 
     def nd(m: str) -> int:
         return 2 if m == "sharpe" else 1 if m == "ret_pct" else 3 if m == "ceps" else 1
@@ -147,16 +150,77 @@ def print_gap_table(console: Any, task: str, records: Sequence[dict], metrics: S
                 ci = "" if d.get("lo") is None else f"[{fmt(d['lo'], nd(m))},{fmt(d['hi'], nd(m))}]"
                 p = (d.get("test") or {}).get("p")
                 flag = d.get("lo") is not None and (d["lo"] > 0 or d["hi"] < 0)
-                rows.append([episode if j == 0 else "", head(m), fmt(d.get("named"), nd(m)),
+                rows.append([episode if j == 0 else "", _header(m), fmt(d.get("named"), nd(m)),
                              fmt(d.get("blind"), nd(m)), fmt(d.get("gap"), nd(m)), ci,
                              "" if p is None else ("<.001" if p < 0.001 else f"{p:.3f}"), "likely" if flag else ""])
                 ends.append(j == len(shown) - 1)
         n += print_table(console, f"Memorization gap — {task}, {agent}: blind − named", _gap_cols(), rows, keys=2,
                          end_sections=ends, caption="95% CI: paired stationary bootstrap of the gap (same days, "
-                         "same resamples); p: Ledoit-Wolf test of equal Sharpe ratios; recall: likely where the "
+                         "same resamples); p: Ledoit-Wolf test of equal Sharpe ratios; recall: flagged where the "
                          "interval excludes 0. Blinding hides names, dates and levels, not shapes: no gap does "
                          "not prove no recall (docs/blind.md).")
     return n
 
 
-__all__ = ["BLIND_SUFFIX", "DEFAULT_METRICS", "gap_section", "merge_sections", "print_gap_table", "views"]
+
+
+# ------------------------------------------------------------------------------ the leaderboard
+def read_gap_cells(d: dict[str, Any]) -> dict[str, Any]:
+    """The gap cells of a summary row read back (``gap_*`` numbers, ``likely_recall`` a flag or None) and,
+    for each ``gap_<m>``, the row's own value of ``m`` (the blind value); empty for a row without them."""
+    from quantgym.leaderboard.metrics import number
+
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k == "likely_recall":
+            out[k] = {"true": True, "false": False}.get(str(v).lower()) if v not in (None, "") else None
+        elif isinstance(k, str) and k.startswith("gap_"):
+            out[k] = number(v)
+            m = k[4:]
+            if not m.endswith(("_lo", "_hi", "_p")) and m in d:
+                out.setdefault(f"blind_{m}", number(d[m]))
+    return out
+
+
+def gap_metrics_of(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The metrics with a gap column among ``rows`` (``gap_<m>``), in order of appearance."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            if k.startswith("gap_") and not k.endswith(("_lo", "_hi", "_p")) and r.get(k) is not None:
+                seen.setdefault(k[4:])
+    return list(seen)
+
+
+def report_section(rows: Sequence[dict[str, Any]]) -> Any:
+    """``quantgym report``'s "Memorization gap" section: per blind row of a ``--blind both`` run and per
+    metric, the named and blind values, the gap, its interval, the Ledoit-Wolf p-value (Sharpe) and the flag;
+    None when no input row has a gap."""
+    from quantgym.leaderboard import MISSING, Section, Table, fmt
+
+    mine = [r for r in rows if any(k.startswith("gap_") and r.get(k) is not None for k in r)]
+    if not mine:
+        return None
+    body = []
+    for r in mine:
+        for m in gap_metrics_of([r]):
+            gap, blind = r.get(f"gap_{m}"), r.get(f"blind_{m}")
+            named = None if gap is None or blind is None else blind - gap
+            lo, hi, p = r.get(f"gap_{m}_lo"), r.get(f"gap_{m}_hi"), r.get(f"gap_{m}_p")
+            flag = lo is not None and hi is not None and (lo > 0 or hi < 0)
+            body.append([r["source"], r["task"] or "", r["agent"] or "",
+                         "/".join(x for x in (r["profile"], r["period"]) if x) or MISSING, _header(m),
+                         fmt(named, 3, MISSING), fmt(blind, 3, MISSING), fmt(gap, 3, MISSING),
+                         MISSING if lo is None else f"[{fmt(lo, 3)}, {fmt(hi, 3)}]", fmt(p, 3, MISSING),
+                         "likely recall" if flag else MISSING])
+    table = Table("Memorization gap: blind − named", ["source", "task", "agent", "profile/period", "metric",
+                  "named", "blind", "gap", "95% CI", "p", "likely_recall"], body, anchor="memorization-gap",
+                  note="quantgym eval --blind both: each episode run named and blind with the same agent and seeds. "
+                       "95% CI: paired stationary bootstrap (Politis & Romano 1994) of the gap on the same days; "
+                       "p: Ledoit & Wolf (2008) test of equal Sharpe ratios. Flagged where the interval excludes "
+                       "0. Blinding hides names, dates and levels, not shapes: no gap does not prove no recall.")
+    return Section("Memorization gap", "memorization-gap", tables=[table])
+
+
+__all__ = ["BLIND_SUFFIX", "DEFAULT_METRICS", "gap_metrics_of", "gap_section", "merge_sections", "print_gap_table",
+           "read_gap_cells", "report_section", "views"]

@@ -24,13 +24,17 @@ class ReportError(ValueError):
 
 def read_row(d: dict[str, Any], source: str) -> dict[str, Any]:
     """One summary row (CSV cells or JSON values) as the leaderboard reads it: metric cells parsed by their
-    kind (numbers, flags; None when empty), ``status`` defaulting to ``ok``, and ``source``."""
+    kind (numbers, flags; None when empty), ``status`` defaulting to ``ok``, the memorization gap's cells
+    (:func:`quantgym.memorization.read_gap_cells`), and ``source``."""
     r = {c: d.get(c) for c in summary_columns()}
     for m in metrics():
         r[m.name] = m.parse(r[m.name])
     r["status"] = str(r.get("status") or "ok")
     for c in ("task", "agent", "profile", "period"):
         r[c] = None if r[c] in (None, "") else str(r[c])
+    from quantgym.memorization import read_gap_cells
+
+    r.update(read_gap_cells(d))  # the memorization gap of a --blind both row (empty for any other row)
     r["source"] = source
     return r
 

@@ -9,12 +9,14 @@ Outputs (``OUT``):
 - ``leaderboard.md``: markdown tables (READMEs, PRs) linking ``img/*.png``;
 - ``leaderboard.html``: one self-contained page (CSS inline, plots as base64 PNG, no
   script, no external asset);
-- ``summary.csv``: every input row in the common columns plus a final ``source`` column;
+- ``summary.csv``: every input row in the common columns plus a ``source`` column (then the memorization
+  gap's columns when an input has them, ``quantgym eval --blind both``);
 - ``img/*.png``: the plots.
 
 Contents: one section per task, from the ``report`` entry of its record in :mod:`quantgym.tasks`
 (PortBench: :mod:`quantgym.envs.portbench.report`; Quant-Arena, Market-Bench: their ``report``
-modules), then "Repeated runs", the rows of any other task and "Failed runs". A row whose ``status`` is
+modules), then "Memorization gap" (the blind rows of ``--blind both`` runs: named, blind, gap, interval,
+p-value, flag; :func:`quantgym.memorization.report_section`), "Repeated runs", the rows of any other task and "Failed runs". A row whose ``status`` is
 ``failed`` (no LLM call of the run answered, or the run stopped, :mod:`quantgym.results`) is no result:
 it is left out of every task section, ranking, mean and plot (with its run in ``results.json``) and
 listed under "Failed runs (not ranked)"; ``partial`` rows are ranked and marked in "All rows". A folder
@@ -165,6 +167,11 @@ def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = 
     from quantgym.tasks import iter_with, load_ref, task_names
 
     sections = [s for s in (load_ref(t.report)(sources, ranked) for t in iter_with("report")) if s is not None]
+    from quantgym.memorization import report_section as gap_report_section
+
+    gap_sec = gap_report_section(ranked)
+    if gap_sec is not None:
+        sections.append(gap_sec)
     rep_sec = repeats_section(ranked)
     if rep_sec is not None:
         sections.append(rep_sec)
@@ -191,7 +198,8 @@ def build_report(paths: Sequence[str | Path], out_dir: str | Path, title: str = 
     with rep.csv_path.open("w", newline="") as fh:
         w = csv.writer(fh)
         columns = summary_columns()
-        w.writerow([*columns, "source"])
+        gaps = list(dict.fromkeys(k for r in rows for k in r if k.startswith("gap_") or k == "likely_recall"))
+        w.writerow([*columns, "source", *gaps])
         for r in rows:
-            w.writerow([csv_cell(r[c]) for c in columns] + [r["source"]])
+            w.writerow([csv_cell(r[c]) for c in columns] + [r["source"]] + [csv_cell(r.get(c)) for c in gaps])
     return rep
