@@ -175,3 +175,16 @@ def test_a_bad_blind_value_is_one_line(tmp_path, value):
 def test_blind_both_refuses_an_id_without_a_blind_mode(tmp_path):
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "MarketBench-Pairs-v0", "--blind", "both",
                        "--out", str(tmp_path / "o")], "--blind", "no blind mode")
+
+
+def test_dry_run_of_blind_both_plans_every_episode_twice():
+    pytest.importorskip("openai")
+    from quantgym.agents.llm.dryrun import dry_run_plan
+    from quantgym.plan import EvalPlan
+
+    def plan(**kw):
+        return EvalPlan(env_ids=["PortBench-Balanced-v0"], options={"periods": [_WINDOW]}, **kw)
+
+    one = dry_run_plan("openai:test-model", plan(), agent_options={"context_window": 8192})["total"]
+    both = dry_run_plan("openai:test-model", plan(blind_both=True), agent_options={"context_window": 8192})["total"]
+    assert both["episodes"] == 2 * one["episodes"] and both["calls_max"] == 2 * one["calls_max"]

@@ -98,16 +98,19 @@ def dry_run_plan(agent_spec: Any, plan: Any, *, agent_options: dict | None = Non
                                       "prompt_tokens": 0, "prompt_tokens_max": 0, "completion_tokens": 0.0,
                                       "completion_tokens_max": 0, "styles": {}})
 
+    from quantgym.memorization import views
+
     window = None
-    for env_id in plan.env_ids:
-        task = task_of(env_id).name
-        agent = build_agent(model, task, transcript=False, **opts)
-        agent.engine = DryRunEngine(agent.engine.config)
-        window = agent.engine.context_window()
-        plan_episodes = getattr(agent, "dry_run", None)
-        if plan_episodes is None:
-            raise ValueError(f"{env_id}: the {task} LLM adapter has no dry_run() plan")
-        plan_episodes(env_id, plan, opts, window, row(task))
+    for vplan in views(plan):  # --blind both: every episode named and blind
+        for env_id in plan.env_ids:
+            task = task_of(env_id).name
+            agent = build_agent(model, task, transcript=False, **opts)
+            agent.engine = DryRunEngine(agent.engine.config)
+            window = agent.engine.context_window()
+            plan_episodes = getattr(agent, "dry_run", None)
+            if plan_episodes is None:
+                raise ValueError(f"{env_id}: the {task} LLM adapter has no dry_run() plan")
+            plan_episodes(env_id, vplan, opts, window, row(task))
     price_in, price_out = agent.engine.config.price_in, agent.engine.config.price_out  # resolved by build_agent
     priced = price_in is not None or price_out is not None
     out_rows = []
