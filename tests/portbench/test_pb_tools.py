@@ -175,6 +175,18 @@ def test_asset_stats_at_the_snapshot_window_are_the_prompt_values():
     assert len(rows) == int(snap.available.sum())
 
 
+def test_correlation_at_the_snapshot_window_is_the_prompt_correlation():
+    env = _env(period="covid_2020")
+    env.reset(seed=0)
+    snap = env.snapshot
+    lo, hi = env.view.row_cache(int(snap.t))["window"]
+    pick = [int(i) for i in snap.avail_idx[::9]]
+    out = env.step({"tool": "correlation", "arguments": {"assets": [snap.tickers[i] for i in pick],
+                                                         "window": hi - lo}})[0]["prompt"]
+    got = np.array([[float(v) for v in ln.split(" | ")[1].split()] for ln in out.splitlines()[2:]])
+    np.testing.assert_allclose(got, snap.corr[np.ix_(pick, pick)], atol=0.005 + 1e-9)
+
+
 def test_text_wrapper_passes_tool_calls_through():
     from quantgym.envs.portbench.text_protocol import TextStageAction
 

@@ -186,3 +186,43 @@ def test_a_tool_refusing_a_value_gives_bad_arguments():
     r = Toolbox([lookup]).call("lookup", {"asset": "Z"}, st)
     assert (r.ok, r.error) == (False, "bad_arguments")
     assert r.content == "error: bad arguments for lookup: unknown asset 'Z'; ids: A, B" and st.calls_used == 1
+
+
+def test_own_schema_check_gives_jsonschema_verdicts_and_messages():
+    """The keywords @tool writes are checked without jsonschema (speed); a seeded sweep of argument values,
+    good and bad, gets jsonschema's verdict and first message."""
+    import random
+
+    from jsonschema import Draft202012Validator
+
+    @tool
+    def many(a: int, b: list[int], c: Optional[str] = None, d: Literal["x", "y"] = "x", e: float = 1.0,
+             f: bool = False, g: list[str] = ()) -> str:
+        """All kinds."""
+        return "ok"
+
+    tb = Toolbox([many])
+    v = Draft202012Validator(many.parameters)
+    pool = [0, 1, -3, 2.0, 2.5, True, None, "x", "y", "z", [], [1, 2], [1.0], ["s"], [True], {}, {"k": 1}]
+    rng = random.Random(0)
+    for _ in range(3000):
+        args = {k: rng.choice(pool) for k in rng.sample("abcdefgh", rng.randint(0, 5))}
+        mine = tb.validate("many", args)
+        errs = sorted(v.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+        ref = None
+        if errs:
+            where = ".".join(str(p) for p in errs[0].absolute_path)
+            ref = " ".join((f"{where}: {errs[0].message}" if where else errs[0].message).split())
+        assert (mine is None) == (ref is None), args
+        if mine is not None:
+            assert mine == ref, args
+
+
+def test_integer_valued_floats_reach_the_tool_as_int():
+    @tool
+    def take(n: int, ns: list[int] = ()) -> str:
+        """Echo the types."""
+        return f"{type(n).__name__} {[type(x).__name__ for x in ns]}"
+
+    r = Toolbox([take]).call("take", {"n": 60.0, "ns": [1.0, 2]}, BudgetState(ToolBudget(2, 100)))
+    assert r.ok and r.content == "int ['int', 'int']"

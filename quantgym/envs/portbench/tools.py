@@ -52,7 +52,7 @@ def asset_names(path: str) -> dict[str, str]:
 
 
 def _pct(x: float, digits: int = 2) -> str:
-    return "n/a" if not np.isfinite(x) else f"{100 * x:+.{digits}f}%"
+    return "n/a" if x != x else f"{100 * x:+.{digits}f}%"
 
 
 class PortBenchTools:
@@ -177,7 +177,10 @@ class PortBenchTools:
             from quantgym.blind import day_label
 
             return day_label(row - (hi - 1))
-        return str(self.env.view.dates[row].date())
+        days = self.__dict__.get("_iso_days")
+        if days is None or len(days) != len(self.env.view.dates):  # the view's dates as text, once
+            days = self._iso_days = np.datetime_as_string(self.env.view.dates.values, unit="D").tolist()
+        return days[row]
 
     def _span(self, lo: int, hi: int) -> str:
         return f"{hi - lo} trading days, {self._day(lo, hi)} to {self._day(hi - 1, hi)}"
@@ -230,11 +233,11 @@ class PortBenchTools:
                 var = np.where(fin, (win - mean) ** 2, 0.0).sum(axis=0) / (cnt - 1)
             vol = np.where(cnt > 1, np.sqrt(var), np.nan) * SQRT252
             lines = [f"window: {this._span(lo, hi)}", "id | return | ann. volatility | daily returns"]
-            for a, i in enumerate(idx):
+            for i, g, v, c in zip(idx, growth.tolist(), vol.tolist(), cnt.tolist()):
                 if not avail[i]:
                     lines.append(f"{ids[i]} | not available at the decision date")
                     continue
-                lines.append(f"{ids[i]} | {_pct(growth[a])} | {_pct(vol[a], 1).lstrip('+')} | {int(cnt[a])}")
+                lines.append(f"{ids[i]} | {_pct(g)} | {_pct(v, 1).lstrip('+')} | {c}")
             return "\n".join(lines)
 
         @tool
@@ -260,8 +263,8 @@ class PortBenchTools:
             corr = pairwise_corr(np.ascontiguousarray(this.env.view.returns[lo:hi, idx]))
             names = [ids[i] for i in idx]
             lines = [f"window: {this._span(lo, hi)}", "id | " + " ".join(names)]
-            for a, name in enumerate(names):
-                lines.append(name + " | " + " ".join("n/a" if not np.isfinite(v) else f"{v:+.2f}" for v in corr[a]))
+            for name, row in zip(names, corr.tolist()):
+                lines.append(name + " | " + " ".join("n/a" if v != v else f"{v:+.2f}" for v in row))
             return "\n".join(lines)
 
         @tool
@@ -307,9 +310,9 @@ class PortBenchTools:
                     "(rates and spreads in percent, *_yoy and *_qoq as decimals)")
             lines = [f"window: {this._span(lo, hi)}; {head}; n/a = no value known yet",
                      "day | " + " ".join(MACRO_KEYS[c] for c in cols)]
-            for r in rows:
-                lines.append(this._day(r, hi) + " | " + " ".join(
-                    "n/a" if not np.isfinite(v) else fmt(v) for v in vals[r - lo]))
+            table = vals[np.array(rows, dtype=np.int64) - lo].tolist()
+            for r, row in zip(rows, table):
+                lines.append(this._day(r, hi) + " | " + " ".join("n/a" if v != v else fmt(v) for v in row))
             return "\n".join(lines)
 
         @tool
