@@ -428,3 +428,111 @@ def parse_tool_call(action: Any) -> tuple[str, Any] | None:
         except ValueError:
             pass
     return action["tool"], arguments
+
+
+# ------------------------------------------------------------------------------------ a task's tools in an env
+
+
+def tool_use(log: list[dict]) -> dict:
+    """The tool use of an episode from its calls (``ToolResult.to_dict()`` records): calls, failed calls by
+    kind, result characters of the successful ones, truncated results (the episode metrics of docs/tools.md)."""
+    errors: dict[str, int] = {}
+    for r in log:
+        if not r["ok"]:
+            errors[r["error"]] = errors.get(r["error"], 0) + 1
+    return {"tool_calls": len(log), "tool_errors": sum(errors.values()), "tool_error_kinds": errors,
+            "tool_result_chars": sum(len(r["content"]) for r in log if r["ok"]),
+            "tool_truncated": sum(1 for r in log if r["truncated"])}
+
+
+class ToolConfig:
+    """Mixin of a task's tool-mode config (a frozen :class:`quantgym.config.Config` dataclass with ``calls``,
+    ``chars`` and further integer budgets): every field an integer >= 0, and :attr:`budget`."""
+
+    def __post_init__(self) -> None:
+        import dataclasses
+
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{type(self).__name__}.{f.name} must be an integer >= 0, got {v!r}")
+
+    @property
+    def budget(self) -> ToolBudget:
+        """The per-stage :class:`ToolBudget` (``calls``, ``chars``)."""
+        return ToolBudget(calls=self.calls, chars=self.chars)  # type: ignore[attr-defined]
+
+
+class TaskTools:
+    """A task's tools bound to one env: the stage budget, the episode's call log and the tools that answer.
+
+    A subclass sets ``config_class`` (a :class:`ToolConfig`), ``answer_tools`` (the tools that are the stage's
+    answer in tool form) and ``_build()`` (the :class:`Toolbox` of closures over ``self.env``), and may refuse
+    a call for a budget of its own in ``refuse(name)`` (a one-line reason, else None). :meth:`run` runs a call:
+
+    - a refused call gives ``budget_exhausted`` and uses nothing;
+    - an answer tool uses no call of the stage budget (it ends the stage, whose budget then starts again); a
+      failed answer (bad arguments, a value the task refuses) uses one;
+    - any other call goes through :meth:`Toolbox.call` on the stage budget.
+    """
+
+    config_class: Any = None
+    answer_tools: tuple[str, ...] = ()
+
+    def __init__(self, env: Any, config: Any = None):
+        if isinstance(config, dict):
+            config = self.config_class.from_dict(config)
+        if config is not None and not isinstance(config, self.config_class):
+            raise TypeError(f"tool_config must be a {self.config_class.__name__}, got {type(config).__name__}")
+        self.env = env
+        self.config = config or self.config_class()
+        self.state = BudgetState(self.config.budget)
+        #: every call of the episode: where it was made (task fields) and its result
+        self.log: list[dict] = []
+        self._toolbox: Toolbox | None = None
+
+    @property
+    def toolbox(self) -> Toolbox:
+        """The tools bound to the env (built on first use: after unpickling, once the env is restored)."""
+        if self._toolbox is None:
+            self._toolbox = self._build()
+        return self._toolbox
+
+    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt after unpickling
+        return dict(self.__dict__, _toolbox=None)
+
+    def _build(self) -> Toolbox:
+        raise NotImplementedError
+
+    def refuse(self, name: str) -> str | None:
+        """A one-line reason when a budget of the task's own refuses the call ``name``, else None."""
+        return None
+
+    def reset(self) -> None:
+        """A new episode: the stage budget and the log start again."""
+        self.state.reset()
+        self.log = []
+
+    def run(self, name: Any, arguments: Any, **where: Any) -> ToolResult:
+        """One call (see the class docstring), appended to :attr:`log` with the fields ``where``."""
+        answer = name in self.answer_tools and name in self.toolbox
+        open_ = answer or (self.state.calls_left > 0 and self.state.chars_left > 0)
+        why = self.refuse(name) if open_ and isinstance(name, str) else None
+        if why is not None:
+            res = ToolResult(tool=name, arguments=arguments, ok=False, content=f"error: {_one_line(why)}",
+                             error="budget_exhausted")
+        elif answer:
+            res = self.toolbox.call(name, arguments, BudgetState(ToolBudget(calls=1, chars=1 << 62)))
+            if res.ok:
+                self.state.reset()
+            else:
+                self.state.calls_used += 1
+        else:
+            res = self.toolbox.call(name, arguments, self.state)
+        res.calls_left, res.chars_left = self.state.calls_left, self.state.chars_left
+        self.log.append({**where, **res.to_dict()})
+        return res
+
+    def metrics(self) -> dict:
+        """The episode's tool use (:func:`tool_use` of the log)."""
+        return tool_use(self.log)
