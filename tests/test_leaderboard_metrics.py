@@ -34,10 +34,13 @@ def _folders(root, agent, values, sharpe=None):
 
 def test_builtin_registry_is_the_summary_schema():
     assert summary_columns() == ("task", "agent", "profile", "period", "sharpe", "ret_pct", "maxdd_pct", "vol_pct",
-                                 "ceps", "gate", "status")
-    assert [m.header for m in metrics()] == ["Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate"]
+                                 "ceps", "gate", "cost_usd", "net_pnl_usd", "pnl_per_cost", "status")
+    assert [m.header for m in metrics()] == ["Sharpe", "Ret%", "MaxDD%", "Vol%", "CEPS", "gate", "Cost$", "NetP&L$",
+                                             "P&L/$"]
     assert get_metric("vol_pct").direction == "lower" and get_metric("maxdd_pct").direction == "higher"
-    assert [m.name for m in metrics(["quant_arena"])] == ["sharpe", "ret_pct", "maxdd_pct", "vol_pct"]
+    assert [m.name for m in metrics(["quant_arena"])] == ["sharpe", "ret_pct", "maxdd_pct", "vol_pct", "cost_usd",
+                                                         "net_pnl_usd", "pnl_per_cost"]
+    assert [m.name for m in metrics(["market_bench"])] == ["sharpe", "ret_pct", "maxdd_pct", "vol_pct", "cost_usd"]
     with pytest.raises(KeyError, match="no metric 'calmar'"):
         get_metric("calmar")
     with pytest.raises(ValueError, match="key column"):

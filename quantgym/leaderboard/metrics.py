@@ -120,6 +120,7 @@ BUILTIN_METRICS: tuple[Metric, ...] = (
            description="the profile's drawdown gate in the stress windows (spec portbench §7.2)"),
     # returns net of the agent's inference cost (quantgym.costs; docs/llm-agents.md)
     Metric("cost_usd", "Cost$", "USD", higher_is_better=False, decimals=4, repeats=False,
+           tasks=("portbench", "quant_arena", "market_bench"),
            description="inference cost of the run's LLM calls in USD (tokens × price; 0 without LLM calls, "
                        "empty when no price is known)"),
     Metric("net_pnl_usd", "NetP&L$", "USD", decimals=0, tasks=("portbench", "quant_arena"), repeats=False,
