@@ -263,8 +263,9 @@ class PortBenchTools:
             corr = pairwise_corr(np.ascontiguousarray(this.env.view.returns[lo:hi, idx]))
             names = [ids[i] for i in idx]
             lines = [f"window: {this._span(lo, hi)}", "id | " + " ".join(names)]
-            for name, row in zip(names, corr.tolist()):
-                lines.append(name + " | " + " ".join("n/a" if v != v else f"{v:+.2f}" for v in row))
+            cell = "{:+.2f}".format
+            for name, row in zip(names, corr.tolist()):  # NaN prints as "+nan": n/a
+                lines.append(name + " | " + " ".join(map(cell, row)).replace("+nan", "n/a"))
             return "\n".join(lines)
 
         @tool
@@ -305,14 +306,15 @@ class PortBenchTools:
                     ok = std > 1e-12 * np.maximum(1.0, np.abs(mean))
                     vals = np.where(ok, (vals - mean) / np.where(ok, std, 1.0), np.where(fin, 0.0, np.nan))
             rows = list(range(hi - 1, lo - 1, -every))[::-1]
-            fmt = (lambda v: f"{v:+.1f}") if blind else (lambda v: f"{v:.4g}")
+            cell = ("{:+.1f}" if blind else "{:.4g}").format
             head = ("values: z-scores over the window" if blind else "values: levels as published "
                     "(rates and spreads in percent, *_yoy and *_qoq as decimals)")
             lines = [f"window: {this._span(lo, hi)}; {head}; n/a = no value known yet",
                      "day | " + " ".join(MACRO_KEYS[c] for c in cols)]
             table = vals[np.array(rows, dtype=np.int64) - lo].tolist()
-            for r, row in zip(rows, table):
-                lines.append(this._day(r, hi) + " | " + " ".join("n/a" if v != v else fmt(v) for v in row))
+            for r, row in zip(rows, table):  # NaN prints as "nan" / "+nan": n/a
+                lines.append(this._day(r, hi) + " | " + " ".join(map(cell, row)).replace("+nan", "nan").replace(
+                    "nan", "n/a"))
             return "\n".join(lines)
 
         @tool
