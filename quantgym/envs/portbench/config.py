@@ -16,6 +16,7 @@ from typing import Literal
 from quantgym.config import Config
 from quantgym.models import ImportableModel
 from quantgym.envs.portbench.paper.config import PaperFidelity
+from quantgym.tools import ToolConfig
 
 SCORING_VERSION = "portbench-clean-1.0"
 
@@ -290,7 +291,7 @@ class PortBenchConfig(Config):
 
 
 @dataclass(frozen=True)
-class PortBenchToolsConfig(Config, version=SCORING_VERSION):
+class PortBenchToolsConfig(ToolConfig, Config, version=SCORING_VERSION):
     """Tool mode (``tools=True``, docs/tools.md): the per-stage tool budget and the bounds of the data tools.
 
     Rendering only, like ``prompt_style``: scores, truth and simulation do not depend on it.
@@ -309,18 +310,9 @@ class PortBenchToolsConfig(Config, version=SCORING_VERSION):
     max_window: int = 756
 
     def __post_init__(self) -> None:
-        from quantgym.tools import ToolBudget
-
-        ToolBudget(self.calls, self.chars)  # the same checks (integers >= 0)
-        if isinstance(self.max_window, bool) or not isinstance(self.max_window, int) or self.max_window < 2:
+        super().__post_init__()  # every field an integer >= 0 (quantgym.tools.ToolConfig)
+        if self.max_window < 2:
             raise ValueError(f"PortBenchToolsConfig.max_window must be an integer >= 2, got {self.max_window!r}")
-
-    @property
-    def budget(self):
-        """The per-stage :class:`quantgym.tools.ToolBudget`."""
-        from quantgym.tools import ToolBudget
-
-        return ToolBudget(self.calls, self.chars)
 
 
 def proportional_costs(costs: PortBenchCostModel | ImportableModel) -> PortBenchCostModel:

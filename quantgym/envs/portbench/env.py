@@ -270,16 +270,13 @@ class PortBenchEnv(gym.Env):
     def _tool_mode(self, tools: Any, tool_config: Any):
         if not tools:
             return None
-        from quantgym.envs.portbench.config import PortBenchToolsConfig
         from quantgym.envs.portbench.tools import PortBenchTools
 
         if not (self.stagewise and self.text_obs):
             raise ValueError("tools=True needs stagewise=True with text observations (a tool result is the prompt)")
         if self.config.paper.any:
             raise ValueError("tools=True runs in clean mode only (paper mode is the paper's one-prompt protocol)")
-        if isinstance(tool_config, dict):
-            tool_config = PortBenchToolsConfig.from_dict(tool_config)
-        return PortBenchTools(self, tool_config or PortBenchToolsConfig())
+        return PortBenchTools(self, tool_config)
 
     @property
     def toolbox(self):
@@ -454,7 +451,7 @@ class PortBenchEnv(gym.Env):
         self.decision_k = 0
         self._records = DecisionRecords(self._ticker_array)  # one flat row per traded decision
         if self._tools is not None:
-            self._tools.reset_episode()
+            self._tools.reset()
         self.sim.advance_to(int(self.sim.decision_rows[0]))
         self._begin_decision()
         return self._obs(), self._base_info()

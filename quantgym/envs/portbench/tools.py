@@ -31,7 +31,7 @@ import numpy as np
 
 from quantgym.envs.portbench.config import PortBenchToolsConfig
 from quantgym.envs.portbench.universe import MACRO_KEYS
-from quantgym.tools import BudgetState, Toolbox, ToolArgumentError, parse_tool_call, tool
+from quantgym.tools import BudgetState, TaskTools, Toolbox, ToolArgumentError, parse_tool_call, tool
 
 SQRT252 = math.sqrt(252.0)
 #: stage names of the stagewise protocol
@@ -55,38 +55,30 @@ def _pct(x: float, digits: int = 2) -> str:
     return "n/a" if x != x else f"{100 * x:+.{digits}f}%"
 
 
-class PortBenchTools:
-    """The toolbox of one PortBench env (``env.unwrapped.toolbox``), its per-stage budget and its call log.
+class PortBenchTools(TaskTools):
+    """The toolbox of one PortBench env (``env.unwrapped.toolbox``), its per-stage budget and its call log
+    (:class:`quantgym.tools.TaskTools`; PortBench has no answer tools: the stage answer is the usual action).
 
     ``env``: the :class:`~quantgym.envs.portbench.env.PortBenchEnv`; the tools read its current snapshot,
-    view and blind view when called, so one toolbox serves every stage and episode.
+    view and blind view when called, so one toolbox serves every stage and episode. The log's records carry
+    ``decision_index`` and ``stage`` beside the :class:`~quantgym.tools.ToolResult`'s fields.
     """
 
-    def __init__(self, env, config: PortBenchToolsConfig):
-        self.env = env
-        self.config = config
-        self.budget = config.budget
-        self.state = BudgetState(self.budget)
+    config_class = PortBenchToolsConfig
+
+    def __init__(self, env, config: PortBenchToolsConfig | dict | None = None):
+        super().__init__(env, config)
+        self.budget = self.config.budget
         self._stage_key: tuple | None = None
         self._episode = 0
-        #: every call of the episode: ``decision_index``, ``stage`` and the :class:`~quantgym.tools.ToolResult`'s fields
-        self.log: list[dict[str, Any]] = []
-        self.toolbox = Toolbox(self._tools())
-        self.schemas = self.toolbox.schemas()
 
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state.pop("toolbox", None)  # closures over the env: rebuilt on unpickling
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self.toolbox = Toolbox(self._tools())
+    def _build(self) -> Toolbox:
+        return Toolbox(self._tools())
 
     # ------------------------------------------------------------------------------ env side
-    def reset_episode(self) -> None:
+    def reset(self) -> None:
+        super().reset()
         self._episode += 1
-        self.log = []
         self._stage_key = None
 
     def stage_state(self) -> BudgetState:
@@ -106,29 +98,21 @@ class PortBenchTools:
 
     def info(self) -> dict[str, Any]:
         """``info["tools"]`` (the OpenAI ``tools=`` list) and ``info["tool_budget"]`` of the current stage."""
-        return {"tools": self.schemas, "tool_budget": self.stage_state().to_dict()}
+        schemas = self.__dict__.get("_schemas")
+        if schemas is None:
+            schemas = self._schemas = self.toolbox.schemas()
+        return {"tools": schemas, "tool_budget": self.stage_state().to_dict()}
 
     def step(self, name: Any, arguments: Any):
         """One tool call as an env step: the result as the observation's ``prompt``, reward 0, no advance."""
         env = self.env
-        result = self.toolbox.call(name, arguments, self.stage_state())
-        rec = result.to_dict()
-        self.log.append({"decision_index": env.decision_k, "stage": _STAGES[env.stage], **rec})
+        self.stage_state()
+        result = self.run(name, arguments, decision_index=env.decision_k, stage=_STAGES[env.stage])
         obs = env._obs(prompt=result.content)
         info = env._base_info()
         info.pop("tools", None)  # the schemas are given at a stage start
-        info["tool"] = rec
+        info["tool"] = result.to_dict()
         return obs, 0.0, False, False, info
-
-    def metrics(self) -> dict[str, Any]:
-        """The episode's tool use: calls, failed calls (by kind), result characters, truncated results."""
-        errors: dict[str, int] = {}
-        for r in self.log:
-            if not r["ok"]:
-                errors[r["error"]] = errors.get(r["error"], 0) + 1
-        return {"tool_calls": len(self.log), "tool_errors": sum(errors.values()), "tool_error_kinds": errors,
-                "tool_result_chars": sum(len(r["content"]) for r in self.log if r["ok"]),
-                "tool_truncated": sum(1 for r in self.log if r["truncated"])}
 
     # ------------------------------------------------------------------------------ reading the view
     def _row(self) -> tuple[Any, int]:
