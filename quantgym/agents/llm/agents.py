@@ -363,7 +363,7 @@ class LLMAgent:
 
             self.engine.transcript.write({"type": "tool", "ts": utc_timestamp(), "episode": self.current_episode,
                                           "id": c["id"], "tool": c["name"], "arguments": c["arguments"],
-                                          "rung": c["rung"], "malformed": c["malformed"],
+                                          "rung": c["rung"], "malformed": c["malformed"], "meta": c.get("meta"),
                                           "ok": result.get("ok"), "error": result.get("error"),
                                           "truncated": result.get("truncated"), "content": content})
 
@@ -441,6 +441,8 @@ class LLMAgent:
             else:
                 res.text = parsed
         if calls:
+            for c in calls:
+                c["meta"] = dict(meta or {})  # the stage the call serves (date, stage, attempt: the adapter's)
             tl["pending"] = calls
             # the model call that made the calls (the adapter logs the call that answers the stage)
             self._log(**(meta or {}), **fit_log(res), ok=True, rung=res.rung, usage=res.usage, cached=res.cached,

@@ -862,6 +862,16 @@ class ChatEngine:
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
                              "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
+                if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
+                        and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
+                    # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
+                    # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
+                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
+                    return (CallResult(ok=False, error=full, error_kind="unsupported",
+                                       latency_s=time.perf_counter() - t_start),
+                            {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
+                             "unsupported": "response_format", "usage": {}, "tries": tries, "response": None,
+                             "latency_s": time.perf_counter() - t_start})
                 if (exc.status_code >= 500 and "tools" in req and not self.state().tool_known
                         and UNSUPPORTED_TOOLS_5XX.search(msg + " " + body)
                         and (_VALIDATION_5XX.search(msg + " " + body) or TOOLS_NOT_ENABLED.search(msg + " " + body))):
@@ -872,16 +882,6 @@ class ChatEngine:
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
                              "unsupported": "tools", "usage": {}, "tries": tries, "response": None,
-                             "latency_s": time.perf_counter() - t_start})
-                if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
-                        and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
-                    # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
-                    # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
-                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
-                    return (CallResult(ok=False, error=full, error_kind="unsupported",
-                                       latency_s=time.perf_counter() - t_start),
-                            {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
-                             "unsupported": "response_format", "usage": {}, "tries": tries, "response": None,
                              "latency_s": time.perf_counter() - t_start})
                 last_err = f"HTTP {exc.status_code}: {msg}"
                 # retried: a 5xx, except 501 / 505 (the server does not implement the method or the HTTP

@@ -18,9 +18,9 @@ TRUNCATION_ESTIMATE_RATIO = 2.5
 
 # unsupported-parameter detection on a 400/422 body [project choice: the patterns]
 UNSUPPORTED = (
-    # function calling the server does not offer (checked first: only a request that carries ``tools``)
-    ("tools", re.compile(r"\btools?\b|tool[_ ]choice|tool[_ ]call|function[_ ]call", re.I)),
     ("response_format", re.compile(r"response[_ ]format|json[_ ]schema|structured output|guided", re.I)),
+    # function calling the server does not offer (only a request that carries ``tools``)
+    ("tools", re.compile(r"\btools?\b|tool[_ ]choice|tool[_ ]call|function[_ ]call", re.I)),
     ("max_tokens", re.compile(r"max_tokens.*max_completion_tokens|max_completion_tokens.*max_tokens", re.I)),
     ("temperature", re.compile(r"temperature", re.I)),
     # a completion cap the model cannot take (too large for the model): drop the cap
