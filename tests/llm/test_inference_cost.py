@@ -175,3 +175,26 @@ def test_bad_values_exit_2_one_line(tmp_path, args, msg):
         lines = [ln for ln in r.output.splitlines() if ln.strip()]
         assert len(lines) == 1 and msg in lines[0], r.output
         assert not out.exists()
+
+
+def test_bench_agent_priced_beside_free_baselines(server, tmp_path, monkeypatch):
+    server.responder = S.valid
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    out = tmp_path / "b"
+    r = CliRunner().invoke(app, ["bench", "--tasks", "portbench", "--profiles", "balanced", "--periods", PERIOD,
+                                 "--agents", "equal_weight", "--agent", "openai:test-model", "--price-in", "2",
+                                 "--price-out", "4", "--capital", "500000", "--no-plots", "-q", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = {row["agent"]: row for row in read_summary_csv(out / "summary.csv")}
+    doc = json.loads((out / "results.json").read_text())
+    run = next(x for x in doc["tasks"]["portbench"]["runs"] if x["agent"] == "openai:test-model")
+    u = run["usage"]
+    cost = (u["prompt_tokens"] * 2 + u["completion_tokens"] * 4) / 1e6
+    mine = rows["openai:test-model"]
+    assert float(mine["cost_usd"]) == pytest.approx(cost, rel=1e-5) and cost > 0
+    assert float(mine["net_pnl_usd"]) == pytest.approx(5e5 * float(mine["ret_pct"]) / 100 - cost, rel=1e-5)
+    ew = rows["equal_weight"]
+    assert float(ew["cost_usd"]) == 0 and ew["pnl_per_cost"] == ""
+    assert float(ew["net_pnl_usd"]) == pytest.approx(5e5 * float(ew["ret_pct"]) / 100, rel=1e-5)
+    assert "inference cost, net on 500,000 USD" in r.output and "price: --price-in/--price-out" in r.output
