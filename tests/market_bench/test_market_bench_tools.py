@@ -16,18 +16,7 @@ from quantgym.envs.market_bench.agents import mutants_for, reference_source
 from quantgym.envs.market_bench.config import METRIC_KEYS, MarketBenchSandboxLimits, MarketBenchToolConfig
 from quantgym.envs.market_bench.env import MarketBenchEnv
 from quantgym.evaluation import evaluate
-
-
-def call(name, **arguments):
-    return {"tool": name, "arguments": arguments}
-
-
-class Scripted:
-    def __init__(self, actions):
-        self.actions = list(actions)
-
-    def __call__(self, obs, info):
-        return self.actions.pop(0)
+from tests.tools.scripted import Scripted, call
 
 
 def test_scripted_tool_policy_scores_as_the_same_text_attempts():
@@ -38,7 +27,8 @@ def test_scripted_tool_policy_scores_as_the_same_text_attempts():
     tools = [call("peek", rows=3), call("run_draft", source=right), call("submit", source=wrong),
              call("submit", source=right)]
     used = evaluate("MarketBench-Scheduled-v0", Scripted(tools), tools=True, **kw)
-    assert used.metrics == plain.metrics and used.metrics["correct"]
+    assert {k: used.metrics[k] for k in plain.metrics} == plain.metrics and used.metrics["correct"]
+    assert used.metrics["tool_calls"] == 4 and used.metrics["draft_runs_used"] == 1
     strip = ("wall_seconds", "cpu_seconds")
     assert [{k: v for k, v in r.items() if k not in strip} for r in used.records] == \
         [{k: v for k, v in r.items() if k not in strip} for r in plain.records]
@@ -103,7 +93,7 @@ def test_budgets_and_agent_errors_are_results_never_exceptions():
         call("nope"), call("peek", rows="5"), call("peek", file="secret.csv"), call("peek", rows=51),
         call("run_draft", source="def run_backtest(inputs):\n    return 1/0\n"), call("run_draft", source="x = 1"),
         call("submit"))]
-    assert [o["error"] for o in outcomes] == ["unknown_tool", "bad_arguments", "tool_error", "tool_error",
+    assert [o["error"] for o in outcomes] == ["unknown_tool", "bad_arguments", "bad_arguments", "bad_arguments",
                                               "tool_error", "budget_exhausted", "bad_arguments"]
     assert "ZeroDivisionError: division by zero (line 2 of <backtester>, in run_backtest)" in outcomes[4]["content"]
     assert "draft budget exhausted (1 runs per episode)" in outcomes[5]["content"]
@@ -116,6 +106,10 @@ def test_budgets_and_agent_errors_are_results_never_exceptions():
     obs, reward, term, _, info = env.step(call("submit", source="x = 1"))  # never refused for the call budget
     assert info["tool"]["ok"] and info["status"] == "FAILED" and obs["attempt"] == 1 and not term
     assert info["tool"]["content"].startswith("attempt 1 of 3: FAILED") and info["tool"]["calls_left"] == 7
+    m = env.episode_result()["metrics"]
+    assert m["tool_calls"] == len(env.tool_calls) == 12 and m["draft_runs_used"] == 1
+    assert m["tool_error_kinds"] == {"unknown_tool": 1, "bad_arguments": 4, "tool_error": 1, "budget_exhausted": 4}
+    assert [c["attempt"] for c in env.tool_calls] == [0] * 11 + [0]
 
 
 def test_a_hanging_draft_is_a_recorded_failure():

@@ -18,6 +18,7 @@ from quantgym.envs.quant_arena.examples import example_source
 from quantgym.envs.quant_arena.records import read_record
 from quantgym.envs.quant_arena.tools import explore_payload, print_last_expression, research_days
 from quantgym.evaluation import evaluate
+from tests.tools.scripted import Scripted, call
 
 from .conftest import SMALL_WINDOWS
 
@@ -29,20 +30,6 @@ def make(small_real, tmp_path, **kw):
     kw.setdefault("record_dir", tmp_path)
     kw.setdefault("sandbox", FAST)
     return QuantArenaEnv(data=small_real, **SMALL_WINDOWS, tools=True, **kw)
-
-
-def call(name, **arguments):
-    return {"tool": name, "arguments": arguments}
-
-
-class Scripted:
-    """A policy that plays a fixed list of actions (tool calls or stage answers)."""
-
-    def __init__(self, actions):
-        self.actions = list(actions)
-
-    def __call__(self, obs, info):
-        return self.actions.pop(0)
 
 
 # ---------------------------------------------------------------------- the scripted tool-using policy
@@ -106,7 +93,7 @@ def test_budgets_and_agent_errors_are_results_never_exceptions(small_real, tmp_p
     outcomes = [env.step(a)[4]["tool"] for a in (
         call("nope"), call("explore"), call("explore", code="1", day="last"), call("explore", code="1", day=999),
         call("explore", code="print(1)"), call("explore", code="print(2)"), call("freeze", candidate=3))]
-    assert [o["error"] for o in outcomes] == ["unknown_tool", "bad_arguments", "bad_arguments", "tool_error",
+    assert [o["error"] for o in outcomes] == ["unknown_tool", "bad_arguments", "bad_arguments", "bad_arguments",
                                               None, "budget_exhausted", "tool_error"]
     assert "day must be in 0..42" in outcomes[3]["content"] and outcomes[4]["content"] == "1\n"
     assert "exploration budget exhausted (1 runs per episode)" in outcomes[5]["content"]
@@ -117,12 +104,17 @@ def test_budgets_and_agent_errors_are_results_never_exceptions(small_real, tmp_p
     assert info["tool"]["ok"] and reward > 0 and not term and info["tool"]["calls_left"] == 7
     r = env.step(call("submit", source=LOWVOL))[4]["tool"]
     assert r["error"] == "budget_exhausted" and "call freeze" in r["content"] and len(env.candidates) == 1
+    assert r["calls_left"] == 7  # a refused call uses nothing
     for _ in range(7):
         env.step(call("describe_data"))
     r = env.step(call("describe_data"))[4]["tool"]
     assert r["error"] == "budget_exhausted" and "7 calls per stage" in r["content"]
     obs, S, term, _, fin = env.step(call("freeze"))  # an answer is never refused for the call budget
     assert term and fin["tool"]["ok"] and S == fin["S"] > 0
+    m = env.episode_result()["metrics"]
+    assert m["tool_calls"] == len(env.tool_calls) == 18 and m["explore_runs_used"] == 1
+    assert m["tool_error_kinds"] == {"unknown_tool": 1, "bad_arguments": 3, "budget_exhausted": 3, "tool_error": 1}
+    assert [c["candidate"] for c in env.tool_calls][-3:] == [2, 2, 2]
 
 
 def test_check_env_and_pickle_with_tools(small_real, tmp_path):

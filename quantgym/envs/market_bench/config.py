@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from quantgym.config import Config
+from quantgym.tools import ToolConfig
 
 #: Task-set version (spec §9). Part of every seed and of the bench's ``period`` column.
 TASK_VERSION = "v1"
@@ -346,8 +347,9 @@ class MarketBenchScoringConfig(Config):
 
 
 @dataclass(frozen=True)
-class MarketBenchToolConfig(Config, version=TASK_VERSION):
-    """Budgets of tool mode (``tools=True``, docs/tools.md).
+class MarketBenchToolConfig(ToolConfig, Config, version=TASK_VERSION):
+    """Budgets of tool mode (``tools=True``, docs/tools.md); each an integer >= 0, ``budget`` is the per-stage
+    :class:`~quantgym.tools.ToolBudget`.
 
     Attributes
     ----------
@@ -371,19 +373,6 @@ class MarketBenchToolConfig(Config, version=TASK_VERSION):
     draft_runs: int = 5
     draft_rows: int = 300
     peek_rows: int = 50
-
-    def __post_init__(self) -> None:
-        for name in ("calls", "chars", "draft_runs", "draft_rows", "peek_rows"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"MarketBenchToolConfig.{name} must be an integer >= 0, got {v!r}")
-
-    @property
-    def budget(self) -> "ToolBudget":
-        """The per-stage :class:`~quantgym.tools.ToolBudget` (calls, result characters)."""
-        from quantgym.tools import ToolBudget
-
-        return ToolBudget(calls=self.calls, chars=self.chars)
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,8 @@ class MarketBenchEnv(gym.Env):
     - ``tools``: tool mode (docs/tools.md, :mod:`.tools`): a step may also be a tool call
       ``{"tool": name, "arguments": {...}}`` of ``peek``, ``run_draft`` or ``submit``; ``peek``/``run_draft``
       answer with reward 0 and use no attempt, ``submit`` takes the text answer's path; the result is in the
-      observation's ``prompt`` and ``info["tool"]``, every call in :attr:`tool_calls` and the episode result.
+      observation's ``prompt`` and ``info["tool"]``, every call in :attr:`tool_calls` and the episode result
+      (with the tool-use counts in its metrics).
     - ``tool_config``: :class:`~quantgym.envs.market_bench.config.MarketBenchToolConfig` (or its dict): the
       budgets of tool mode (per-stage calls and result characters, draft runs, sample rows, peek rows).
 
@@ -202,12 +203,16 @@ class MarketBenchEnv(gym.Env):
         from quantgym.envs.market_bench.tools import MarketBenchTools
 
         self._tools = MarketBenchTools(self, tool_config) if tools else None
-        self.tool_calls: list[dict[str, Any]] = []  # tool mode: every call's ToolResult, with the attempt it preceded
 
     @property
     def toolbox(self):
         """The :class:`~quantgym.tools.Toolbox` of tool mode (``tools=True``; :mod:`.tools`), else None."""
         return None if self._tools is None else self._tools.toolbox
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Every tool call of the episode with its result and the attempts made before it (tool mode; [] when off)."""
+        return [] if self._tools is None else list(self._tools.log)
 
     @property
     def tool_budget(self):
@@ -291,7 +296,6 @@ class MarketBenchEnv(gym.Env):
         self._last_status = ""
         self._feedback = ""
         self.records = []
-        self.tool_calls = []
         info = {"task_version": self.task_set, "strategy": self.strategy, "round": self.round_number,
                 "inputs": dict(self._inputs), "meta": copy.deepcopy(self.round.meta), "metric_keys": list(METRIC_KEYS[self.strategy]),
                 "allowed_imports": list(ALLOWED_IMPORTS), "prompt_style": self.prompt_style}
@@ -422,7 +426,8 @@ class MarketBenchEnv(gym.Env):
         out = {"metrics": self._round_record(), "period": self.task_set,
                "records": [{k: v for k, v in r.items() if k != "metrics"} for r in self.records]}
         if self._tools is not None:
-            out["tool_calls"] = [dict(c) for c in self.tool_calls]
+            out["metrics"].update(self._tools.metrics())
+            out["tool_calls"] = self.tool_calls
         return out
 
     def attempt_records(self, agent: str) -> list[AttemptRecord]:

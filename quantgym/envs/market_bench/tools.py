@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from quantgym.tools import BudgetState, ToolBudget, ToolResult, Toolbox, tool
+from quantgym.tools import TaskTools, ToolArgumentError, Toolbox, tool
 
 from .config import METRIC_KEYS, MarketBenchToolConfig
 
@@ -88,52 +88,43 @@ def draft_text(env: "MarketBenchEnv", source: str, rows: int) -> str:
 def peek_text(env: "MarketBenchEnv", file: str, rows: int) -> str:
     """The header and first ``rows`` rows of the input file ``file`` as written for the round."""
     if file not in env._inputs:
-        raise ValueError(f"no input file {file!r}; files: {', '.join(env._inputs)}")
+        raise ToolArgumentError(f"no input file {file!r}; files: {', '.join(env._inputs)}")
     if not 1 <= rows <= env._tools.config.peek_rows:
-        raise ValueError(f"rows must be in 1..{env._tools.config.peek_rows}, got {rows}")
+        raise ToolArgumentError(f"rows must be in 1..{env._tools.config.peek_rows}, got {rows}")
     with open(env._inputs[file], encoding="utf-8") as fh:
         head = [next(fh, "") for _ in range(rows + 1)]
     n = len(env.round.inputs[file])
     return "".join(head).rstrip("\n") + f"\n({min(rows, n)} of {n} rows shown)"
 
 
-class MarketBenchTools:
-    """The toolbox of one :class:`~quantgym.envs.market_bench.env.MarketBenchEnv` and its budgets.
-
-    ``state`` is the stage budget (:class:`~quantgym.tools.BudgetState`, reset by every attempt);
-    ``drafts_used`` counts the episode's draft runs.
+class MarketBenchTools(TaskTools):
+    """The tools of one :class:`~quantgym.envs.market_bench.env.MarketBenchEnv` and their budgets
+    (:class:`quantgym.tools.TaskTools`): ``state`` is the stage budget (reset by every attempt),
+    ``drafts_used`` counts the episode's draft runs, ``log`` holds every call with the attempts made before it
+    (``attempt``).
     """
 
+    config_class = MarketBenchToolConfig
+    answer_tools = ("submit",)
+
     def __init__(self, env: "MarketBenchEnv", config: MarketBenchToolConfig | dict | None = None):
-        if isinstance(config, dict):
-            config = MarketBenchToolConfig.from_dict(config)
-        if config is not None and not isinstance(config, MarketBenchToolConfig):
-            raise TypeError(f"tool_config must be a MarketBenchToolConfig, got {type(config).__name__}")
-        self.env = env
-        self.config = config or MarketBenchToolConfig()
-        self.state = BudgetState(self.config.budget)
+        super().__init__(env, config)
         self.drafts_used = 0
         self._answer: tuple | None = None
-        self._toolbox: Toolbox | None = None
-
-    @property
-    def toolbox(self) -> Toolbox:
-        """The tools bound to the env (built on first use: after unpickling, with the env restored)."""
-        if self._toolbox is None:
-            self._toolbox = self._build()
-        return self._toolbox
-
-    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt after unpickling
-        return dict(self.__dict__, _toolbox=None)
 
     @property
     def drafts_left(self) -> int:
         return max(0, self.config.draft_runs - self.drafts_used)
 
     def reset(self) -> None:
-        """A new episode: full stage and draft budgets."""
-        self.state.reset()
+        """A new episode: full stage and draft budgets, an empty log."""
+        super().reset()
         self.drafts_used = 0
+
+    def refuse(self, name: str) -> str | None:
+        if name == "run_draft" and self.drafts_left == 0:
+            return f"draft budget exhausted ({self.config.draft_runs} runs per episode): submit an attempt"
+        return None
 
     def _build(self) -> Toolbox:
         env = self.env
@@ -187,29 +178,18 @@ class MarketBenchTools:
     def call(self, name: Any, arguments: Any) -> tuple[dict, float, bool, bool, dict]:
         """Run one tool call; the env's ``step`` result (see the module docstring)."""
         self._answer = None
-        if name == "submit":  # the answer uses no call of the stage budget; a failed one uses one
-            res = self.toolbox.call(name, arguments, BudgetState(ToolBudget(calls=1, chars=10**9)))
-            if res.ok:
-                self.state.reset()
-            else:
-                self.state.calls_used += 1
-            res.calls_left, res.chars_left = self.state.calls_left, self.state.chars_left
-        elif name == "run_draft" and self.drafts_left == 0 and self.state.calls_left > 0:
-            res = ToolResult(tool=name, arguments=arguments, ok=False, error="budget_exhausted",
-                             content=f"error: draft budget exhausted ({self.config.draft_runs} runs per episode): "
-                                     "submit an attempt", calls_left=self.state.calls_left,
-                             chars_left=self.state.chars_left)
-        else:
-            res = self.toolbox.call(name, arguments, self.state)
-        rec = res.to_dict()
-        self.env.tool_calls.append(dict(rec, attempt=self.env._attempt))
+        res = self.run(name, arguments, attempt=self.env._attempt)
         reward, terminated, truncated, info = 0.0, False, False, {"attempt": self.env._attempt,
                                                                    "prompt_style": self.env.prompt_style}
         if self._answer is not None:
             _, reward, terminated, truncated, info = self._answer
         obs = dict(self.env._obs(), prompt=res.content[:MAX_RESULT])
-        info = dict(info, tool=rec, tool_budget=self.budget_info())
+        info = dict(info, tool=res.to_dict(), tool_budget=self.budget_info())
         return obs, float(reward), terminated, truncated, info
+
+    def metrics(self) -> dict:
+        """The episode's tool use (:func:`quantgym.tools.tool_use` of the log) and its draft runs."""
+        return {**super().metrics(), "draft_runs_used": self.drafts_used}
 
     def budget_info(self) -> dict:
         """``info["tool_budget"]``: the stage budget used and left, and the draft runs."""

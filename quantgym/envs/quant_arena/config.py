@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quantgym.config import Config
+from quantgym.tools import ToolConfig
 from quantgym.models import ImportableModel
 
 #: Version of the scoring/cost rules (spec §6: "version the scoring config").
@@ -385,8 +386,9 @@ class Windows(Config, version=ARENA_VERSION):
 
 
 @dataclass(frozen=True)
-class ArenaToolConfig(Config, version=ARENA_VERSION):
-    """Budgets of tool mode (``tools=True``, docs/tools.md): what a tool-using agent may spend.
+class ArenaToolConfig(ToolConfig, Config, version=ARENA_VERSION):
+    """Budgets of tool mode (``tools=True``, docs/tools.md): what a tool-using agent may spend (each an
+    integer >= 0; ``budget`` is the per-stage :class:`~quantgym.tools.ToolBudget`).
 
     Attributes
     ----------
@@ -404,19 +406,6 @@ class ArenaToolConfig(Config, version=ARENA_VERSION):
     calls: int = 20
     chars: int = 20_000
     explore_runs: int = 10
-
-    def __post_init__(self) -> None:
-        for name in ("calls", "chars", "explore_runs"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"ArenaToolConfig.{name} must be an integer >= 0, got {v!r}")
-
-    @property
-    def budget(self) -> "ToolBudget":
-        """The per-stage :class:`~quantgym.tools.ToolBudget` (calls, result characters)."""
-        from quantgym.tools import ToolBudget
-
-        return ToolBudget(calls=self.calls, chars=self.chars)
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,11 @@ class QuantArenaEnv(gym.Env):
         return None if self._tools is None else self._tools.toolbox
 
     @property
+    def tool_calls(self) -> list[dict]:
+        """Every tool call of the episode with its result and the candidate it preceded (tool mode; [] when off)."""
+        return [] if self._tools is None else list(self._tools.log)
+
+    @property
     def tool_budget(self):
         """The per-stage :class:`~quantgym.tools.ToolBudget` of tool mode, else None."""
         return None if self._tools is None else self._tools.state.budget
@@ -353,7 +358,7 @@ class QuantArenaEnv(gym.Env):
             if call is not None:
                 return self._tools.call(*call)
             out = self._answer(action)
-            self._tools.new_stage()
+            self._tools.state.reset()  # an answer starts the next stage
             out[4]["tool_budget"] = self._tools.budget_info()
             return out
         return self._answer(action)
@@ -463,6 +468,8 @@ class QuantArenaEnv(gym.Env):
         m.update(sharpe=sealed.get("sharpe"), **pct)
         if self.blind:  # the agent saw the blinded view (docs/blind.md); scores are on the real data
             m["blind"] = True
+        if self._tools is not None:
+            m.update(self._tools.metrics())
         return {"metrics": m, "period": self.config.windows.period_label,
                 "records": [{"candidate": c["index"], "sha256": c["sha256"], "status": c["research"].status,
                              "research": c["research"].metrics} for c in self.candidates]}

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from quantgym.tools import BudgetState, ToolBudget, ToolResult, Toolbox, tool
+from quantgym.tools import TaskTools, ToolArgumentError, Toolbox, tool
 
 from .config import ArenaToolConfig
 
@@ -88,7 +88,7 @@ def day_index(day: Optional[int], n: int) -> int:
         return n - 1
     j = int(day) + n if day < 0 else int(day)
     if not 0 <= j < n:
-        raise ValueError(f"day must be in 0..{n - 1} (or -{n}..-1 from the last), got {day}")
+        raise ToolArgumentError(f"day must be in 0..{n - 1} (or -{n}..-1 from the last), got {day}")
     return j
 
 
@@ -210,48 +210,38 @@ def tools_section(mode: str) -> str:
 
 
 # ---------------------------------------------------------------------- the tools bound to one env
-class ArenaTools:
-    """The toolbox of one :class:`~quantgym.envs.quant_arena.env.QuantArenaEnv` and its budgets.
-
-    ``state`` is the stage budget (:class:`~quantgym.tools.BudgetState`, reset by every stage answer);
-    ``explore_used`` counts the episode's exploration runs.
+class ArenaTools(TaskTools):
+    """The tools of one :class:`~quantgym.envs.quant_arena.env.QuantArenaEnv` and their budgets
+    (:class:`quantgym.tools.TaskTools`): ``state`` is the stage budget (reset by every stage answer),
+    ``explore_used`` counts the episode's exploration runs, ``log`` holds every call with the candidate it
+    preceded (``candidate``, 1-based).
     """
 
+    config_class = ArenaToolConfig
+    answer_tools = ANSWER_TOOLS
+
     def __init__(self, env: "QuantArenaEnv", config: ArenaToolConfig | dict | None = None):
-        if isinstance(config, dict):
-            config = ArenaToolConfig.from_dict(config)
-        if config is not None and not isinstance(config, ArenaToolConfig):
-            raise TypeError(f"tool_config must be an ArenaToolConfig, got {type(config).__name__}")
-        self.env = env
-        self.config = config or ArenaToolConfig()
-        self.state = BudgetState(self.config.budget)
+        super().__init__(env, config)
         self.explore_used = 0
         self._answer: tuple | None = None
         self._host_error: BaseException | None = None
-        self._toolbox: Toolbox | None = None
-
-    @property
-    def toolbox(self) -> Toolbox:
-        """The tools bound to the env (built on first use: after unpickling, with the env restored)."""
-        if self._toolbox is None:
-            self._toolbox = self._build()
-        return self._toolbox
-
-    def __getstate__(self) -> dict:  # the tools are closures over the env: rebuilt after unpickling
-        return dict(self.__dict__, _toolbox=None)
 
     @property
     def explore_left(self) -> int:
         return max(0, self.config.explore_runs - self.explore_used)
 
     def reset(self) -> None:
-        """A new episode: full stage and exploration budgets."""
-        self.state.reset()
+        """A new episode: full stage and exploration budgets, an empty log."""
+        super().reset()
         self.explore_used = 0
 
-    def new_stage(self) -> None:
-        """A stage answer was given: the stage budget starts again."""
-        self.state.reset()
+    def refuse(self, name: str) -> str | None:
+        env = self.env
+        if name == "submit" and env.mode == "iterative" and env.budget_left == 0:
+            return f"the research budget of {env.max_candidates} candidates is used: call freeze"
+        if name == "explore" and self.explore_left == 0:
+            return f"exploration budget exhausted ({self.config.explore_runs} runs per episode): submit a candidate"
+        return None
 
     def _build(self) -> Toolbox:
         env = self.env
@@ -322,38 +312,21 @@ class ArenaTools:
     def call(self, name: Any, arguments: Any) -> tuple[str, float, bool, bool, dict]:
         """Run one tool call; the env's ``step`` result (see the module docstring)."""
         self._answer = self._host_error = None
-        if name == "submit" and self.env.mode == "iterative" and self.env.budget_left == 0:
-            self.state.calls_used += 1
-            res = self._refused(name, arguments, f"the research budget of {self.env.max_candidates} candidates "
-                                                 "is used: call freeze")
-        elif name in ANSWER_TOOLS and name in self.toolbox:
-            # answers use no call of the stage budget; a failed one (bad arguments, no such candidate) uses one
-            res = self.toolbox.call(name, arguments, BudgetState(ToolBudget(calls=1, chars=10**9)))
-            if res.ok:
-                self.new_stage()
-            else:
-                self.state.calls_used += 1
-            res.calls_left, res.chars_left = self.state.calls_left, self.state.chars_left
-        elif name == "explore" and self.explore_left == 0 and self.state.calls_left > 0:
-            res = self._refused(name, arguments, f"exploration budget exhausted ({self.config.explore_runs} runs "
-                                                 "per episode): submit a candidate")
-        else:
-            res = self.toolbox.call(name, arguments, self.state)
+        res = self.run(name, arguments, candidate=len(self.env.candidates) + 1)
         if self._host_error is not None:
             raise self._host_error
         rec = res.to_dict()
         self.env._record("tool_call", call=rec, explore_used=self.explore_used)
+        reward, terminated, truncated, info = 0.0, False, False, {"budget_left": self.env.budget_left,
+                                                                   "prompt_style": self.env.prompt_style}
         if self._answer is not None:
-            obs, reward, terminated, truncated, info = self._answer
-        else:
-            obs, reward, terminated, truncated, info = res.content, 0.0, False, False, {
-                "budget_left": self.env.budget_left, "prompt_style": self.env.prompt_style}
+            _, reward, terminated, truncated, info = self._answer
         info = dict(info, tool=rec, tool_budget=self.budget_info())
-        return obs, float(reward), terminated, truncated, info
+        return res.content, float(reward), terminated, truncated, info
 
-    def _refused(self, name: str, arguments: Any, message: str) -> ToolResult:
-        return ToolResult(tool=name, arguments=arguments, ok=False, content=f"error: {message}",
-                          error="budget_exhausted", calls_left=self.state.calls_left, chars_left=self.state.chars_left)
+    def metrics(self) -> dict:
+        """The episode's tool use (:func:`quantgym.tools.tool_use` of the log) and its exploration runs."""
+        return {**super().metrics(), "explore_runs_used": self.explore_used}
 
     def budget_info(self) -> dict:
         """``info["tool_budget"]``: the stage budget used and left, and the exploration runs."""
