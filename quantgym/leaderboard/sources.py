@@ -1,7 +1,8 @@
 """The inputs of a leaderboard: results folders in the common schema (:mod:`quantgym.results`).
 
 A folder holds ``summary.csv`` and/or ``results.json``; a sweep folder whose final files are missing
-(an interrupted sweep) is read from its ``runs/*.json``. Fields a task does not write are skipped, never
+(an interrupted sweep) is read from its ``runs/*.json``; a folder of Inspect logs of quantgym tasks
+(``inspect eval quantgym/...``, docs/inspect.md) is read through :mod:`quantgym.integrations.inspect.logs`. Fields a task does not write are skipped, never
 an error. Each summary row is read back into a dict of its common columns
 (:func:`quantgym.leaderboard.metrics.summary_columns`, parsed by each metric's kind) plus ``source``,
 the folder's name; a row written without a ``status`` column reads as ``ok``.
@@ -112,8 +113,19 @@ def load_source(path: str | Path, name: str | None = None) -> Source:
         rows = [read_row(to_jsonable(r), label) for s in sections for r in s.rows]
     else:
         skipped = []
+    if not doc and not rows:  # a folder of Inspect logs of quantgym tasks (docs/inspect.md)
+        from quantgym.integrations.inspect.logs import read_logs
+
+        try:
+            found = read_logs(p)
+        except ImportError as exc:
+            raise ReportError(f"{p}: holds Inspect logs; {exc}") from None
+        if found is not None:
+            inspect_rows, doc, skipped = found
+            rows = [read_row(r, label) for r in inspect_rows]
     if not doc and not rows:
-        raise ReportError(f"{p}: no summary.csv, results.json or runs/ (not a quantgym results folder)")
+        raise ReportError(f"{p}: no summary.csv, results.json, runs/ or Inspect logs of quantgym tasks (not a "
+                          "quantgym results folder)")
     return Source(path=p, name=label, rows=rows, doc=doc, warnings=skipped)
 
 
