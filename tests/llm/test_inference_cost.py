@@ -130,6 +130,10 @@ def test_eval_cost_columns_exact_then_replay(server, tmp_path, monkeypatch):
                                   "--no-plots"])
     assert r2.exit_code == 0, r2.output
     assert (out2 / "summary.csv").read_text() == (out / "summary.csv").read_text()
+    r3 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(tmp_path / "r3"),
+                                  "--quiet", "--no-plots", "--price-in", "9"])
+    assert r3.exit_code == 0 and "--price-in/--price-out/--prices not applied" in r3.output
+    assert (tmp_path / "r3" / "summary.csv").read_text() == (out / "summary.csv").read_text()
 
 
 def test_eval_unknown_price_is_na_with_a_note(server, tmp_path, monkeypatch):

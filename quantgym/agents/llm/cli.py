@@ -262,6 +262,8 @@ def register(app: typer.Typer) -> None:
             plan = replace(plan, capital=check_capital(capital) if capital is not None else recorded.capital)
         except ValueError as exc:
             fail(str(exc))
+        if scheme == "replay" and (price_in is not None or price_out is not None or prices):
+            log("note: a replay prices its calls as the recorded run did: --price-in/--price-out/--prices not applied")
         from quantgym.evaluation import validate_plan
 
         try:
