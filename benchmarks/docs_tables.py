@@ -25,6 +25,8 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
 - ``perf-quant-arena`` and ``perf-market-bench`` in docs/performance.md: speed figures rendered from the
   committed result files benchmarks/results/<block>.json (``--measure BLOCK`` runs the benchmark and writes
   the file with the command, the commit, the date and the load average); never re-measured by ``--check``.
+- ``perf-tools`` in docs/performance.md: the env-side cost of a PortBench tool call, named and blind
+  (benchmarks/bench_tools.py), from benchmarks/results/perf-tools.json, measured the same way.
 - the blocks of ``python benchmarks/run_all.py`` in docs/performance.md (except ``perf-pb-scaling``),
   rendered from the figures it saved to benchmarks/results/run_all.json, when that file exists.
 """
@@ -360,7 +362,8 @@ def rl_ppo() -> str:
 #: the docs show the committed file, never a re-measurement): block -> the benchmark command; ``--measure BLOCK``
 #: runs it with ``--json`` and writes benchmarks/results/BLOCK.json with the commit, the date, the load average
 #: and the versions
-MEASURED = {"perf-quant-arena": "python benchmarks/bench_quant_arena.py --repeat 5",
+MEASURED = {"perf-tools": "python benchmarks/bench_tools.py --repeat 200",
+            "perf-quant-arena": "python benchmarks/bench_quant_arena.py --repeat 5",
             "perf-market-bench": "python benchmarks/bench_market_bench.py --repeat 5"}
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -442,6 +445,24 @@ def perf_market_bench() -> str:
     return "\n".join(lines) + "\n"
 
 
+def perf_tools() -> str:
+    """Markdown of the ``perf-tools`` block, from benchmarks/results/perf-tools.json."""
+    import json
+
+    res = json.loads((RESULTS / "perf-tools.json").read_text())
+    f = res["figures"]
+    named, blind = f["named"], f["blind"]
+    lines = [_measured_head(res), "", f"Bundled data, `{f['period']}`, {f['decisions']} decisions x {f['repeat']} "
+             "calls per tool; a call is the whole env step of tool mode without the model.", "",
+             "| tool call | median | CPU median | median, blind | CPU median, blind | result characters |",
+             "|---|---:|---:|---:|---:|---:|"]
+    us = "{:,.0f} µs".format
+    lines += [f"| {label} | {us(1e6 * v['median_s'])} | {us(1e6 * v['cpu_median_s'])} | "
+              f"{us(1e6 * blind[label]['median_s'])} | {us(1e6 * blind[label]['cpu_median_s'])} | {v['chars']:,} |"
+              for label, v in named.items()]
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "market-bench-v2-rounds": ("docs/market_bench.md", market_bench_v2_rounds),
           "market-bench-v2-mutants": ("docs/market_bench.md", market_bench_v2_mutants),
@@ -450,6 +471,7 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "quant-arena-bench": ("docs/quant_arena.md", quant_arena_bench),
           "quant-arena-loop": ("docs/quant_arena.md", quant_arena_loop),
           "rl-ppo": ("docs/rl.md", rl_ppo),
+          "perf-tools": ("docs/performance.md", perf_tools),
           "perf-quant-arena": ("docs/performance.md", perf_quant_arena),
           "perf-market-bench": ("docs/performance.md", perf_market_bench)}
 
