@@ -18,8 +18,10 @@ from quantgym.leaderboard.metrics import get_metric, summary_columns
 from quantgym.results import read_summary_csv
 
 from . import pb_script as S
+from .test_llm_e2e import QA_WINDOWS, qa_small  # noqa: F401 - the small real Quant-Arena data set (a fixture)
 
 PERIOD = "2020-03-01:2020-03-31:weekly"
+_OPTS = {"api_key": "test-key", "price_in": 1.0, "price_out": 3.0}
 
 
 def test_bundled_table_is_sourced_and_dated():
@@ -202,3 +204,44 @@ def test_bench_agent_priced_beside_free_baselines(server, tmp_path, monkeypatch)
     assert float(ew["cost_usd"]) == 0 and ew["pnl_per_cost"] == ""
     assert float(ew["net_pnl_usd"]) == pytest.approx(5e5 * float(ew["ret_pct"]) / 100, rel=1e-5)
     assert "inference cost, net on 500,000 USD" in r.output and "price: --price-in/--price-out" in r.output
+
+
+def test_quant_arena_cost_and_net_pnl_through_the_eval_runner(server, tmp_path, qa_small):
+    from quantgym.agents.registry import make_eval_agents
+    from quantgym.envs.quant_arena.examples import example_source
+    from quantgym.evaluation import EvalPlan, run_eval
+
+    server.script("```python\n" + example_source("low_volatility") + "```")
+    plan = EvalPlan(env_ids=["QuantArena-OneShot-v0"], env_kwargs={"data": qa_small, **QA_WINDOWS}, plots=False,
+                    capital=250_000.0)
+    agents, _ = make_eval_agents("openai:test-model", plan, tmp_path, {**_OPTS, "base_url": server.base_url})
+    (sec,) = run_eval(agents, plan, tmp_path, own_agents=True)
+    run, row = sec.runs[0], sec.rows[0]
+    u = run["usage"]
+    cost = (u["prompt_tokens"] * 1.0 + u["completion_tokens"] * 3.0) / 1e6
+    pnl = 250_000.0 * row.ret_pct / 100  # the sealed window's return on the capital
+    assert row.extra["cost_usd"] == pytest.approx(cost) and cost > 0
+    assert row.extra["net_pnl_usd"] == pytest.approx(pnl - cost)
+    assert row.extra["pnl_per_cost"] == pytest.approx(pnl / cost)
+    assert run["inference"]["capital"] == 250_000.0
+
+
+def test_market_bench_carries_the_cost_only(server, tmp_path):
+    """Market-Bench scores code, not a portfolio: the row's cost is summed over its rounds, no P&L columns."""
+    from quantgym.agents.registry import make_eval_agents
+    from quantgym.envs.market_bench.agents import reference_source
+    from quantgym.envs.market_bench.rounds import load_round
+    from quantgym.evaluation import EvalPlan, run_eval
+
+    ref = reference_source("scheduled", load_round("scheduled", 1).params)
+    server.script("```python\n" + ref + "```", "```python\n" + ref + "```")
+    plan = EvalPlan(env_ids=["MarketBench-Scheduled-v0"], options={"rounds": [1, 2], "attempts": 1}, plots=False)
+    agents, _ = make_eval_agents("openai:test-model", plan, tmp_path, {**_OPTS, "base_url": server.base_url})
+    (sec,) = run_eval(agents, plan, tmp_path, own_agents=True)
+    (row,) = sec.rows
+    cost = sum((r["usage"]["prompt_tokens"] * 1.0 + r["usage"]["completion_tokens"] * 3.0) / 1e6 for r in sec.runs)
+    assert len(sec.runs) == 2 and row.extra["cost_usd"] == pytest.approx(cost) and cost > 0
+    assert "net_pnl_usd" not in row.extra and "pnl_per_cost" not in row.extra
+    assert all("pnl_usd" not in r["inference"] and r["inference"]["cost_usd"] > 0 for r in sec.runs)
+    (csv_row,) = read_summary_csv(tmp_path / "summary.csv")
+    assert float(csv_row["cost_usd"]) > 0 and csv_row["net_pnl_usd"] == csv_row["pnl_per_cost"] == ""
