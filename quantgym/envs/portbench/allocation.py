@@ -46,6 +46,13 @@ mask; the regime one-hot (bull, bear, sideways, crisis). Portfolio state: the dr
 weights (N), ``log(NAV / NAV_0)`` clipped to [−10, 10], and the profile one-hot (conservative,
 balanced, aggressive).
 
+Blind mode (an env built with ``blind=True``, docs/blind.md): the macro values are the only levels of the
+observation (returns, volatilities, correlations, weights and the NAV ratio date nothing), so the macro slot
+holds each series' z-score over the decision's window (the blind env's ``macro``, through the same
+``sign(x)·log(1 + |x|)``) and the mask that of the finite z-scores (:func:`blind_row_features`). The asset
+slots keep the universe order, as the blind env's ``Dict`` observation does: a slot is a position, its
+ticker is never shown, and actions need no mapping.
+
 Rewards (``reward``)
 --------------------
 ``"env"`` keeps the env's reward (``ceps`` or ``log_return``, §6.7/§11.3). ``"log_return"``:
@@ -158,6 +165,26 @@ def row_features(view: MarketView, t: int) -> np.ndarray:
     return parts.put("alloc_features", feat)
 
 
+def blind_row_features(view: MarketView, t: int) -> np.ndarray:
+    """:func:`row_features` in blind mode (module docstring): the macro slot and its mask from the window
+    z-scores of :class:`~quantgym.envs.portbench.blinding.BlindView` (the same cached values)."""
+    from types import SimpleNamespace
+
+    from quantgym.envs.portbench.blinding import _levels
+
+    parts = view.row_cache(int(t))
+    feat = parts.get("alloc_features_blind")
+    if feat is not None:
+        return feat
+    snap = SimpleNamespace(**{k: parts[k] for k in ("available", "trailing_return", "macro_mask", "window_dates")})
+    _, z, mask = parts.value(("blind_levels",), lambda: _levels(view, snap, parts))
+    lay = observation_layout(parts["available"].size)
+    feat = row_features(view, t).copy()
+    feat[lay["macro"]] = np.clip(np.sign(z) * np.log1p(np.abs(z)), -10.0, 10.0)
+    feat[lay["macro_mask"]] = mask
+    return parts.put("alloc_features_blind", feat)
+
+
 def profile_onehot(name: str) -> np.ndarray:
     """One-hot (3,) of the profile in :data:`PROFILE_ORDER`."""
     v = np.zeros(len(PROFILE_ORDER))
@@ -246,7 +273,7 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     # -- observation
     def _flat(self, obs: dict) -> np.ndarray:
         base = self.env.unwrapped
-        feat = row_features(base.view, base.snapshot.t)
+        feat = (blind_row_features if getattr(base, "blind", False) else row_features)(base.view, base.snapshot.t)
         nav = float(np.asarray(obs["nav"]).reshape(-1)[0])
         lognav = np.clip(math.log(nav) if nav > 0 else -10.0, -10.0, 10.0)
         return np.concatenate([feat, np.asarray(obs["weights"], dtype=np.float64), [lognav], self._profile]
@@ -301,6 +328,6 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 
 __all__ = [
-    "AllocationWrapper", "observation_layout", "row_features", "LOGIT_SCALE", "masked_softmax", "derived_views",
+    "AllocationWrapper", "observation_layout", "row_features", "blind_row_features", "LOGIT_SCALE", "masked_softmax", "derived_views",
     "profile_onehot", "PROFILE_ORDER", "ACTION_MODES", "REWARDS",
 ]

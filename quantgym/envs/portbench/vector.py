@@ -18,7 +18,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, LOGIT_SCALE, observation_bounds, observation_layout, profile_onehot, row_features,
+    ACTION_MODES, LOGIT_SCALE, blind_row_features, observation_bounds, observation_layout, profile_onehot,
+    row_features,
 )
 from quantgym.envs.portbench.config import PortBenchCostModel
 from quantgym.envs.portbench.execution import fallback_weights
@@ -218,7 +219,7 @@ class BatchCore:
 
     def __init__(self, num_envs: int, profile: str, period: Any, reward: str, action_mode: str,
                  windows: Sequence[tuple[str, str]] | None, freq: str, episode_len: int, risk_penalty: float,
-                 data: Any, config: Any):
+                 data: Any, config: Any, blind: bool = False):
         from quantgym.envs.portbench.env import PortBenchEnv
 
         if reward not in ("log_return", "risk_adjusted"):
@@ -228,7 +229,8 @@ class BatchCore:
             raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
         # one template env validates the arguments and owns the data view (shared caches)
         self.template = PortBenchEnv(profile=profile, period=period, scoring=False, reward="log_return",
-                                     data=data, config=config)
+                                     data=data, config=config, blind=blind)
+        self.blind = bool(blind)
         self.view: MarketView = self.template.view
         self.config = self.template.config
         if not isinstance(self.config.costs, PortBenchCostModel):
@@ -264,7 +266,8 @@ class BatchCore:
         self.rowmap = np.full(len(self.view.dates), -1, np.int64)
         self.rowmap[rows] = np.arange(rows.size)
         # the observation is float32: the features are cast once here (the same values as a cast per step)
-        self.feat_table = np.stack([row_features(self.view, int(t)) for t in rows]).astype(np.float32)
+        features = blind_row_features if self.blind else row_features  # blind: macro z-scores (allocation.py)
+        self.feat_table = np.stack([features(self.view, int(t)) for t in rows]).astype(np.float32)
         self.avail_table = np.stack([self.view.row_cache(int(t))["available"] for t in rows])
         # equal weight over A_d at every initial row an episode can start from (the reset's EW close)
         inits = (np.unique(np.concatenate([r[:k] for r, _, k in self.sampler.starts])) - 1 if self.sampler
@@ -360,6 +363,9 @@ class PortBenchVectorEnv(VectorEnv):
         :func:`train_windows` ().
     freq, episode_len : training episodes (with ``train_windows``).
     risk_penalty : κ of ``risk_adjusted``.
+    blind : blind mode (docs/blind.md; the module docstring of :mod:`~quantgym.envs.portbench.allocation`):
+        the macro slot holds window z-scores instead of levels; the other features carry no level. Scores
+        are those of named mode; data without an asset class per ticker is refused in one line.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -368,7 +374,7 @@ class PortBenchVectorEnv(VectorEnv):
                  reward: str = "log_return", action_mode: str = "logits",
                  train_windows: Sequence[tuple[str, str]] | bool | None = None, freq: str = "weekly",
                  episode_len: int = 26, risk_penalty: float = 1.0, data: Any = None, config: Any = None,
-                 render_mode: str | None = None, **ignored: Any):
+                 render_mode: str | None = None, blind: bool = False, **ignored: Any):
         if render_mode is not None:
             raise ValueError("PortBenchVectorEnv does not render")
         unknown = set(ignored) - {"scoring", "stagewise", "fidelity", "oracle", "alpha", "lam", "text_obs"}
@@ -383,7 +389,8 @@ class PortBenchVectorEnv(VectorEnv):
             raise ValueError("PortBenchVectorEnv has no S1-S5 scoring; use vectorization_mode='sync' for scoring")
         wins = training.train_windows() if train_windows is True else train_windows
         self.core = BatchCore(num_envs, profile, period, reward, action_mode, wins, freq, episode_len,
-                               risk_penalty, data, config)
+                               risk_penalty, data, config, blind=blind)
+        self.blind = self.core.blind
         n = self.core.N
         self.num_envs = int(num_envs)
         lo, hi = observation_bounds(n)
