@@ -85,12 +85,15 @@ def test_blind_view_fields_have_no_leak_and_the_named_view_has(bundled, vocab):
     text = view_text(view)
     assert leaks(text, vocab) == []
     assert isinstance(view.date, int) and view.date == 0 and list(view.info.columns) == ["industry", "board"]
-    assert set(payload) >= {"block", "info"} and payload["intraday"] == {}
+    # the Level-2 day of the research window, keyed by its relative trading day
+    assert set(payload) >= {"block", "info"} and [type(d) for d in payload["intraday"]] == [int]
     raw = pickle.dumps(payload)  # what crosses into the sandbox: no real code, no date, no alias map
     assert not [c for c in map(str, ds.symbols) if c.encode() in raw]
     assert not [y for y in ("2021-", "2022-", "2023-", "2024-") if y.encode() in raw]
-    with pytest.raises(KeyError, match="blind"):
+    with pytest.raises(KeyError, match="no intraday table 'snapshots' for day 0"):
         view.intraday("snapshots")
+    with pytest.raises(KeyError, match="relative trading day"):
+        view.intraday("snapshots", "2023-02-07")
     named, _ = view_at_d0(ds, w.research_start, w.research_end)
     kinds = {k.kind for k in leaks(view_text(named), vocab)}
     assert {"date", "ticker"} <= kinds
@@ -271,15 +274,64 @@ def test_blind_through_the_sandbox_scores_the_same(small_real):
     assert blind.S == named.S and blind.metrics == named.metrics
 
 
-def test_intraday_example_blind_scores_as_low_volatility(bundled):
-    """The documented difference: blind mode serves no intraday table, so ``intraday_flow`` falls back to its
-    daily part, the low-volatility score, on the Level-2 day too (named, that day differs)."""
+def test_intraday_example_scores_the_same_blind_and_named(bundled):
+    """``intraday_flow`` reads the blinded Level-2 tables of the shipped day (time of day, rebased prices,
+    relative sizes): its realised volatility and order-flow share are the named ones, so every metric is; the
+    intraday part is used (the low-volatility score alone differs)."""
     c = ArenaConfig()
     ds = dataset_until(bundled, "2023-02-28")
     b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=9)
-    run = {name: evaluate_submission(example_source(name), ds, "2023-02-01", "2023-02-28", c, executor="inprocess",
-                                     blind=b) for name in ("intraday_flow", "low_volatility")}
-    assert run["intraday_flow"].status == "ok" and run["intraday_flow"].S == run["low_volatility"].S
-    named = evaluate_submission(example_source("intraday_flow"), ds, "2023-02-01", "2023-02-28", c,
-                                executor="inprocess")
-    assert named.metrics["rankic_mean"] != run["intraday_flow"].metrics["rankic_mean"]
+    args = (ds, "2023-02-01", "2023-02-28", c)
+    blind = evaluate_submission(example_source("intraday_flow"), *args, executor="inprocess", blind=b)
+    named = evaluate_submission(example_source("intraday_flow"), *args, executor="inprocess")
+    assert named.status == blind.status == "ok" and not blind.errors
+    assert blind.S == named.S and blind.metrics == named.metrics and blind.years == named.years
+    low_vol = evaluate_submission(example_source("low_volatility"), *args, executor="inprocess", blind=b)
+    assert low_vol.metrics["rankic_mean"] != blind.metrics["rankic_mean"]
+
+
+def test_blinded_intraday_tables_have_no_leak_and_keep_every_ratio(bundled, vocab):
+    """The view's intraday tables on the Level-2 day (day 0): aliases, time of day, no date, no real price;
+    prices and sizes differ from the named ones by one power of two per stock."""
+    from quantgym.data.sse_l2 import SSE_SYMBOL
+    from quantgym.envs.quant_arena.pit import LookAheadError
+
+    ds = dataset_until(bundled, "2023-02-28")
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=6)
+    view, payload = view_at_d0(ds, "2023-02-08", "2023-02-28", b)  # D_0 = 2023-02-07, the shipped day
+    named, _ = view_at_d0(ds, "2023-02-08", "2023-02-28")
+    alias = b.alias_map(ds.symbols)["SH" + SSE_SYMBOL]
+    assert list(payload["intraday"]) == [0] and view.date == 0
+    raw = pickle.dumps(payload["intraday"])
+    assert SSE_SYMBOL.encode() not in raw and b"2023" not in raw
+    day_ns = 86_400 * 10**9
+    for table in ("snapshots", "trades", "orders"):
+        tb, tn = view.intraday(table, 0), named.intraday(table)
+        assert leaks(tb.to_csv(), vocab) == [], table
+        assert {k.kind for k in leaks(tn.to_csv(), vocab)} >= {"date", "ticker"}
+        assert list(tb.columns) == list(tn.columns) and set(tb["symbol"]) == {alias}
+        np.testing.assert_array_equal(tb["ts_event"], tn["ts_event"].to_numpy() % day_ns)
+        assert (tb["time"].dt.total_seconds() // 3600).between(8, 15).all()  # local time of day, no date
+        price = [c for c in tb.columns if c == "price" or c.endswith(("_px_00", "prev_close", "last_px"))]
+        size = [c for c in tb.columns if c == "qty" or c.endswith("_sz_00") or c == "total_volume"]
+        for cols in (price, size):
+            assert cols
+            for c in cols:
+                xb, xn = tb[c].to_numpy(float), tn[c].to_numpy(float)
+                ok = np.isfinite(xn) & (xn != 0)
+                ratio = np.unique(xb[ok] / xn[ok])
+                assert ok.any() and len(ratio) == 1 and ratio[0] != 1.0, (table, c)
+                assert np.log2(ratio[0]) == round(np.log2(ratio[0]))  # a power of two: ratios exact
+    with pytest.raises(LookAheadError, match="day 1 is after the decision day day 0"):
+        view.intraday("trades", 1)
+
+
+def test_blinded_intraday_drops_unknown_columns_and_other_stocks():
+    """A user table's own columns may hold a date or a level: dropped; rows of a stock outside the panel too."""
+    t = pd.DataFrame({"ts_event": [1_675_733_100_800_000_000] * 2, "symbol": ["SH600519", "SZ000001"],
+                      "price": [1808.08, 14.0], "qty": [100, 200], "side": ["B", "S"],
+                      "trade_date": ["2023-02-07"] * 2})
+    out = ArenaBlinding.blind_intraday(t, {"SH600519": ("MB07", -4, -2)})
+    assert list(out.columns) == ["ts_event", "symbol", "price", "qty", "side"]
+    assert out.to_dict("records") == [{"ts_event": 1_675_733_100_800_000_000 % (86_400 * 10**9), "symbol": "MB07",
+                                       "price": 1808.08 / 16, "qty": 25.0, "side": "B"}]

@@ -13,7 +13,13 @@ by :meth:`ArenaBlinding.blind_payload` before it leaves the evaluator:
   [1, 2)). A power-of-two factor is exact in binary floating point, so every ratio of one stock's prices
   (returns, adjusted prices, distances to the limits) and every rank built from them is bit for bit the
   named one; quantities built from levels (``close < 5``, ``close * volume`` across stocks) differ;
-- **intraday tables** are not served (their timestamps and prices would date and price the day).
+- **intraday tables** (:meth:`ArenaBlinding.blind_intraday`) are keyed by relative trading day like the
+  history; ``symbol`` holds the alias, ``ts_event`` the nanoseconds since 00:00 UTC of that day (the Unix
+  date removed: the time of day stays, as ``ts_event % 86_400 s`` of the named table), ``time`` the local
+  time of day (a Timedelta); prices are multiplied by the stock's price factor of the daily view, sizes and
+  quantities by its volume factor, ``total_value`` by both, so every intraday return, spread ratio and
+  order-flow share is the named one. Sequence numbers, sides, order types and phases are kept; any other
+  column (a user table's own) is dropped, since it may hold a date or a level.
 
 The scores come back in the alias order; :meth:`ArenaBlinding.unblind_scores` puts them back in the real
 column order before the cash account, the RankIC and the score run on the real panel, so blinding changes
@@ -22,6 +28,7 @@ what the submission reads, never how it is scored. The alias map stays in the ev
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +39,14 @@ import pandas as pd
 BOARD_PREFIX = {"main": "MB", "chinext": "GE", "star": "SR", "bse": "BE"}
 #: Block arrays that are price levels (multiplied by the stock's price factor).
 PRICE_ARRAYS = ("open", "high", "low", "close", "up_limit", "down_limit")
+#: intraday columns (docs/quant_arena.md schema): prices (the stock's price factor), sizes and quantities
+#: (its volume factor), traded value (both), and columns that carry no date or level (kept as they are)
+INTRADAY_PRICE = re.compile(r"price|prev_close|.*_px(_\d+)?")
+INTRADAY_SIZE = re.compile(r"qty|total_volume|.*_sz(_\d+)?|.*_size")
+INTRADAY_VALUE = ("total_value",)
+INTRADAY_KEPT = ("side", "ord_type", "trading_phase", "num_trades", "order_no", "bid_order_no", "ask_order_no",
+                 "biz_index", "channel", "appl_seq")
+_DAY_NS = 86_400 * 10**9
 
 
 @dataclass(frozen=True)
@@ -106,9 +121,43 @@ class ArenaBlinding:
         real = [str(s) for s in np.asarray(blk["symbols"])[o]]
         binfo = info.reindex(real)[[c for c in ("industry", "board") if c in info.columns]].copy()
         binfo.index = pd.Index(out["symbols"], dtype=object, name=info.index.name)
+        day = {str(d): rel for d, rel in zip(blk["dates"], out["dates"])}
+        factors = {r: (a, int(pe), int(v)) for r, a, pe, v in zip(real, out["symbols"], e, ve)}
+        intraday = {day[d]: {k: self.blind_intraday(t, factors) for k, t in tables.items()}
+                    for d, tables in (payload.get("intraday") or {}).items() if d in day}
         res = dict(payload)
-        res.update(block=out, info=binfo, intraday={})
+        res.update(block=out, info=binfo, intraday=intraday)
         return res
+
+    @staticmethod
+    def blind_intraday(table: pd.DataFrame, factors: dict[str, tuple[str, int, int]]) -> pd.DataFrame:
+        """One intraday table of one day, blinded (module docstring); ``factors``: real code -> (alias, price
+        exponent, volume exponent) of the window's daily view. Rows of a stock outside the panel are dropped."""
+        sym = table["symbol"].astype(str).to_numpy()
+        keep = np.fromiter((s in factors for s in sym), dtype=bool, count=len(sym))
+        t = table.loc[keep].reset_index(drop=True)
+        rows = [factors[s] for s in sym[keep]]
+        pe = np.array([r[1] for r in rows], dtype=np.int64)
+        vexp = np.array([r[2] for r in rows], dtype=np.int64)
+        out = pd.DataFrame(index=t.index)
+        for c in t.columns:
+            col = t[c]
+            if c == "symbol":
+                out[c] = pd.Series([r[0] for r in rows], index=t.index, dtype=object)
+            elif c == "ts_event":
+                out[c] = col.to_numpy(np.int64) % _DAY_NS
+            elif c == "time":
+                tm = pd.to_datetime(col)
+                out[c] = tm - tm.dt.normalize()  # the local time of day
+            elif INTRADAY_PRICE.fullmatch(c):
+                out[c] = np.ldexp(col.to_numpy(np.float64), pe)
+            elif INTRADAY_SIZE.fullmatch(c):
+                out[c] = np.ldexp(col.to_numpy(np.float64), vexp)
+            elif c in INTRADAY_VALUE:
+                out[c] = np.ldexp(col.to_numpy(np.float64), pe + vexp)
+            elif c in INTRADAY_KEPT:
+                out[c] = col.to_numpy()
+        return out
 
     # ------------------------------------------------------------------ sandbox -> host
     def in_blind_order(self, a: np.ndarray) -> np.ndarray:
@@ -140,4 +189,4 @@ def blind_vocabulary() -> dict[str, list[str]]:
     return {"codes": syms, "period_names": [ArenaConfig().windows.period_label]}
 
 
-__all__ = ["ArenaBlinding", "BOARD_PREFIX", "PRICE_ARRAYS", "blind_years", "blind_vocabulary"]
+__all__ = ["ArenaBlinding", "BOARD_PREFIX", "INTRADAY_KEPT", "PRICE_ARRAYS", "blind_years", "blind_vocabulary"]

@@ -210,7 +210,9 @@ class PITView:
         ----------
         table : {"snapshots", "trades", "orders"}
         date : date-like, optional
-            Default :attr:`date`.
+            Default :attr:`date`. In blind mode a relative trading day (``int``, ≤ :attr:`date`); the
+            tables are blinded like the history (docs/blind.md: aliases, time of day, rebased prices and
+            relative sizes).
 
         Raises
         ------
@@ -220,7 +222,7 @@ class PITView:
             No such table for that date in this dataset.
         """
         if isinstance(self.date, int):
-            raise KeyError("intraday tables are not served in blind mode (docs/blind.md)")
+            return self._blind_intraday(table, date)
         d = self.date if date is None else pd.Timestamp(date)
         if d.normalize() > self.date:
             raise LookAheadError(f"intraday read of {d.date()} is after the decision date {self.date.date()}")
@@ -230,6 +232,23 @@ class PITView:
         if not day or table not in day:
             have = sorted(self._buf._intraday) or "none"
             raise KeyError(f"no intraday table {table!r} for {d.date()} in this dataset (intraday days: {have})")
+        return day[table].copy()
+
+    def _blind_intraday(self, table: str, date: Any) -> pd.DataFrame:
+        """:meth:`intraday` in blind mode: ``date`` is a relative trading day (docs/blind.md)."""
+        from quantgym.blind import day_label
+
+        d = self.date if date is None else date
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise KeyError(f"blind mode: date is a relative trading day (an int such as view.date - 1), got {d!r}")
+        if int(d) > self.date:
+            raise LookAheadError(f"intraday read of {day_label(d)} is after the decision day {day_label(self.date)}")
+        if table not in INTRADAY_TABLES:
+            raise KeyError(f"unknown intraday table {table!r}; available: {', '.join(INTRADAY_TABLES)}")
+        day = self._buf._intraday.get(str(int(d)))
+        if not day or table not in day:
+            have = ", ".join(day_label(int(k)) for k in sorted(self._buf._intraday, key=int)) or "none"
+            raise KeyError(f"no intraday table {table!r} for {day_label(d)} in this view (intraday days: {have})")
         return day[table].copy()
 
     def __repr__(self) -> str:

@@ -339,14 +339,20 @@ def _blind_view(max_lookback: int, style: str) -> str:
   (one factor per stock); adj_* are forward-adjusted as of view.date (last row = the rebased raw row);
   suspended and in_csi300 are 1.0/0.0.
 - view.info: DataFrame (index = view.symbols) with industry and board.
-- view.intraday is not served in blind mode (KeyError)."""
+- view.intraday(table, date=view.date) -> DataFrame of one day: 'snapshots' | 'trades' | 'orders' (all its
+  stocks, column symbol = alias) where the dataset has Level-2 data (KeyError elsewhere); date is a day
+  (int <= view.date). Blinded like the history: ts_event = ns since 00:00 UTC of that day (local time is
+  UTC+8), time = local time of day; prices by the stock's factor, sizes in its relative volume units."""
     return ("View (blind: dates, codes and price levels hidden): view.date (int trading day, 0 = the window's first "
             "decision day, warm-up negative); view.symbols (stocks with a row that day, suspended included, "
             "ascending aliases keeping the board, e.g. 'MB417'); view.history(field, lookback) -> DataFrame (days x "
             f"view.symbols, last row = view.date), lookback 1..{max_lookback}, fields {', '.join(VIEW_FIELDS)}; "
             "prices and limits rebased by one factor per stock (returns and ranks exact, levels meaningless), "
             "volume relative, adj_* forward-adjusted as of view.date, suspended/in_csi300 1.0/0.0. view.info: "
-            "DataFrame (index view.symbols): industry, board. No view.intraday in blind mode.")
+            "DataFrame (index view.symbols): industry, board. view.intraday(table, date=view.date): 'snapshots'|"
+            "'trades'|'orders' of one day (int <= view.date) where the dataset has Level-2 data (KeyError elsewhere), "
+            "column symbol = alias, ts_event ns since 00:00 UTC of that day, time local time of day, prices and "
+            "sizes scaled like the history.")
 
 
 def _data_line(ds: ArenaDataset, blind: bool) -> str:
