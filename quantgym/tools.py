@@ -536,3 +536,12 @@ class TaskTools:
     def metrics(self) -> dict:
         """The episode's tool use (:func:`tool_use` of the log)."""
         return tool_use(self.log)
+
+    def budget_info(self) -> dict:
+        """``info["tool_budget"]``: the stage budget, used and left (a task adds its own budgets)."""
+        return self.state.to_dict()
+
+    def stage_info(self, ended: bool) -> dict:
+        """The info of a step that answered the stage: ``tool_budget`` and, when a next stage starts (not
+        ``ended``), ``tools`` (the schemas, as at ``reset``)."""
+        return {"tool_budget": self.budget_info(), **({} if ended else {"tools": self.toolbox.schemas()})}

@@ -37,6 +37,7 @@ def test_scripted_tool_policy_scores_as_the_same_text_attempts():
     assert all(s["tool"]["ok"] for s in used.steps)
     assert used.steps[2]["tool"]["content"].startswith("attempt 1 of 2: SUCCESS")
     assert used.steps[3]["tool"]["calls_left"] == 12  # an attempt starts a new stage
+    assert "tools" in used.steps[2] and "tools" not in used.steps[1] and "tools" not in used.steps[3]
 
 
 def test_peek_draft_and_the_observation(tmp_path):

@@ -54,6 +54,7 @@ def test_scripted_tool_policy_scores_as_the_same_text_submissions(small_real, tm
     assert steps[1]["tool"]["content"].strip() == "(5, 40)"  # the last bare expression is printed
     assert steps[1]["tool_budget"]["explore_left"] == 9
     assert steps[2]["tool"]["calls_left"] == 20  # a stage answer starts a new stage
+    assert ("tools" in steps[2]) is iterative and "tools" not in steps[1] and "tools" not in steps[-1]
 
 
 def test_reset_info_observation_and_record(small_real, tmp_path):

@@ -73,6 +73,8 @@ def test_answers_refusals_log_and_metrics():
     assert t.metrics() == {"tool_calls": 5, "tool_errors": 3, "tool_error_kinds": {"budget_exhausted": 2,
                            "tool_error": 1}, "tool_result_chars": len(a.content) + len(d.content),
                            "tool_truncated": 1}
+    assert t.stage_info(False)["tools"] == t.toolbox.schemas() and "tools" not in t.stage_info(True)
+    assert t.stage_info(True) == {"tool_budget": t.state.to_dict()}
     clone = pickle.loads(pickle.dumps(t))
     assert clone._toolbox is None and clone.toolbox.names == ["run", "answer"] and clone.log == t.log
     t.reset()

@@ -386,7 +386,7 @@ class MarketBenchEnv(gym.Env):
                 return self._tools.call(*call)
             out = self._answer(action)
             self._tools.state.reset()
-            out[4]["tool_budget"] = self._tools.budget_info()
+            out[4].update(self._tools.stage_info(out[2]))
             return out
         return self._answer(action)
 

@@ -184,7 +184,8 @@ class MarketBenchTools(TaskTools):
         if self._answer is not None:
             _, reward, terminated, truncated, info = self._answer
         obs = dict(self.env._obs(), prompt=res.content[:MAX_RESULT])
-        info = dict(info, tool=res.to_dict(), tool_budget=self.budget_info())
+        info = dict(info, tool=res.to_dict(), **(self.stage_info(terminated) if res.ok and self._answer is not None
+                                                 else {"tool_budget": self.budget_info()}))
         return obs, float(reward), terminated, truncated, info
 
     def metrics(self) -> dict:

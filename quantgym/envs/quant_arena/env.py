@@ -359,7 +359,7 @@ class QuantArenaEnv(gym.Env):
                 return self._tools.call(*call)
             out = self._answer(action)
             self._tools.state.reset()  # an answer starts the next stage
-            out[4]["tool_budget"] = self._tools.budget_info()
+            out[4].update(self._tools.stage_info(out[2]))
             return out
         return self._answer(action)
 

@@ -321,7 +321,8 @@ class ArenaTools(TaskTools):
                                                                    "prompt_style": self.env.prompt_style}
         if self._answer is not None:
             _, reward, terminated, truncated, info = self._answer
-        info = dict(info, tool=rec, tool_budget=self.budget_info())
+        info = dict(info, tool=rec, **(self.stage_info(terminated) if res.ok and self._answer is not None
+                                       else {"tool_budget": self.budget_info()}))
         return res.content, float(reward), terminated, truncated, info
 
     def metrics(self) -> dict:
