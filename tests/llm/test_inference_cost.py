@@ -245,3 +245,11 @@ def test_market_bench_carries_the_cost_only(server, tmp_path):
     assert all("pnl_usd" not in r["inference"] and r["inference"]["cost_usd"] > 0 for r in sec.runs)
     (csv_row,) = read_summary_csv(tmp_path / "summary.csv")
     assert float(csv_row["cost_usd"]) > 0 and csv_row["net_pnl_usd"] == csv_row["pnl_per_cost"] == ""
+
+
+def test_dry_run_says_where_the_price_comes_from():
+    args = ["eval", "--env", "PortBench-Balanced-v0", "--period", PERIOD, "--dry-run", "--context-window", "8192"]
+    r = CliRunner().invoke(app, [*args, "--agent", "openai:gpt-4o-mini"])
+    assert r.exit_code == 0 and "price: bundled table: https://" in " ".join(r.output.split())
+    r = CliRunner().invoke(app, [*args, "--agent", "openai:my-model", "--base-url", "https://llm.example.com/v1"])
+    assert r.exit_code == 0 and "cost n/a: no price known for my-model" in " ".join(r.output.split())

@@ -133,6 +133,12 @@ def dry_run_plan(agent_spec: Any, plan: Any, *, agent_options: dict | None = Non
     if window is None:
         notes.append("context window unknown (pass --context-window): planned with the full prompts; a run "
                      "learns the window from the server and may send smaller ones")
+    if priced:
+        notes.append(f"price: {agent.price_source}")
+    else:
+        from quantgym.agents.llm.prices import no_price_note
+
+        notes.append(no_price_note(model))
     return {"model": model, "context_window": window, "rows": out_rows, "total": total, "notes": notes}
 
 
