@@ -205,8 +205,9 @@ def test_blind_tool_results_carry_no_date_code_or_period(small_real, tmp_path):
     snippet = ("print(view.date, list(view.symbols)[:40])\nprint(view.info.to_string())\n"
                "for f in view.fields:\n    print(view.history(f, 3).to_string())")
     results = [env.step(call("describe_data"))[4]["tool"], env.step(call("explore", code=snippet))[4]["tool"],
-               env.step(call("submit", source=LOWVOL))[4]["tool"]]
+               env.step(call("submit", source=LOWVOL))[4]["tool"], env.step(call("freeze"))[4]["tool"]]
     assert all(r["ok"] for r in results), results
+    assert [r["tool"] for r in results] == ["describe_data", "explore", "submit", "freeze"]
     for r in results:
         assert vocab.scan(r["content"]) == [], (r["tool"], vocab.scan(r["content"])[:3])
     assert results[1]["content"].startswith("42 ['")  # the last research decision date as a relative day
