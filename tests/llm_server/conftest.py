@@ -66,6 +66,19 @@ def llama4k(gguf, tmp_path_factory):
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def llama_tools(gguf, tmp_path_factory):
+    """The real server with native function calling: llama-cpp-python's ``chatml-function-calling`` chat format
+    (SmolLM2's GGUF template takes ``tools`` but never answers with ``tool_calls``; docs/llm-agents.md §10)."""
+    from quantgym.agents.llm.local import LlamaCppServer
+
+    srv = LlamaCppServer(gguf, n_ctx=4096, n_threads=N_THREADS, alias=MODEL_ALIAS,
+                         chat_format="chatml-function-calling",
+                         log=tmp_path_factory.mktemp("llama") / "server_tools.log")
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(autouse=True)
 def _key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "no-key-needed")
