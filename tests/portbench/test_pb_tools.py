@@ -82,6 +82,10 @@ def test_the_brief_has_no_data_tables_and_is_much_shorter():
     assert sizes[2][1] < sizes[2][0] / 4
     s2 = tooled.render_prompt(1)
     assert "[TOOLS]" in s2 and "[YOUR S1 VIEWS]" in s2 and s2.index("[TOOLS]") < s2.index("[RULES]")
+    for style in ("compact", "minimal"):  # every style's brief carries the note and no data table
+        for stage in range(3):
+            brief = tooled.render_prompt(stage, style=style)
+            assert "[TOOLS]" in brief and "[CORRELATIONS]" not in brief and "[MACRO" not in brief
 
 
 def test_scripted_policy_two_tool_calls_then_answers_scores_as_without_tools():
