@@ -10,8 +10,8 @@ Data -> simulation -> scoring -> env:
   day loop and NAV accounting);
 - **scoring** (§4, §5, §7): :mod:`.stages` (S1–S5 truth and scores), :mod:`.optimize` (the max-Sharpe
   solver, BLAS thread control), :mod:`.ceps`, :mod:`.profiles`;
-- **env** (§11): :mod:`.config`, :mod:`.prompts`, :mod:`.env` (:class:`~.env.PortBenchEnv`), :mod:`.plots`,
-  :mod:`.bench` (the ``quantgym bench`` section);
+- **env** (§11): :mod:`.config`, :mod:`.prompts`, :mod:`.env` (:class:`~.env.PortBenchEnv`), :mod:`.tools` (tool
+  mode: the point-in-time toolbox, docs/tools.md), :mod:`.plots`, :mod:`.bench` (the ``quantgym bench`` section);
 - agents and modes: :mod:`.baselines` (the six classical baselines, §8), :mod:`.allocation` (Box spaces for
   RL), :mod:`.training` (the RL training split), :mod:`.vector` (the batched vector env), :mod:`.paper`
   (paper-fidelity mode, ``quantgym reproduce``), :mod:`.live` (live mode, ``quantgym data refresh`` /
