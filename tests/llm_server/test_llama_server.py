@@ -232,6 +232,12 @@ def test_market_bench_one_attempt_of_each_strategy(llama4k, tmp_path):
 TOOL_BUDGET = {"tool_config": {"calls": 2, "chars": 4000}}
 
 
+def _replay_cli(transcript, out) -> None:
+    """`quantgym eval --agent replay:TRANSCRIPT` into ``out`` (offline)."""
+    r = CliRunner().invoke(app, ["eval", "--agent", f"replay:{transcript}", "--out", str(out), "--no-plots", "--quiet"])
+    assert r.exit_code == 0, r.output
+
+
 def _tool_lines(path) -> list[dict]:
     from pathlib import Path
 
@@ -272,15 +278,14 @@ def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
     assert run["llm"]["tool_calls"] == made and "native" in run["llm"]["tool_rungs"]
     # replay: offline, the same path and the same results bit for bit
     out2 = tmp_path / "tools_replay"
-    r2 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(out2),
-                                  "--no-plots", "--quiet"])
-    assert r2.exit_code == 0, r2.output
+    _replay_cli(run["transcript"], out2)
     assert (out / "summary.csv").read_text() == (out2 / "summary.csv").read_text()
     a, b = _runs(out)[0], _runs(out2)[0]
-    for key in ("metrics", "stage_scores", "ceps", "nav", "parse_stats"):
-        assert _canon(a[key]) == _canon(b[key]), key
-    for key in ("text", "tool"):  # each stage answer and each tool call with its result
-        assert _canon([s.get(key) for s in a["steps"]]) == _canon([s.get(key) for s in b["steps"]]), key
+    # the scores, and each stage answer and each tool call with its result
+    assert _canon([a[k] for k in ("metrics", "stage_scores", "ceps", "nav", "parse_stats")]) == _canon(
+        [b[k] for k in ("metrics", "stage_scores", "ceps", "nav", "parse_stats")])
+    assert _canon([(s.get("text"), s.get("tool")) for s in a["steps"]]) == _canon(
+        [(s.get("text"), s.get("tool")) for s in b["steps"]])
 
 
 # ------------------------------------------------------------------ blind mode (docs/blind.md)
@@ -350,9 +355,7 @@ def test_tool_mode_quant_arena_research_step(llama_tools, tmp_path):
     fin = run["final"]
     assert fin["status_research"] and 0.0 <= float(run["S"]) <= 100.0
     out2 = tmp_path / "qa_tools_replay"
-    r2 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(out2),
-                                  "--quiet", "--no-plots"])
-    assert r2.exit_code == 0, r2.output
+    _replay_cli(run["transcript"], out2)
     assert _tasks(out2)["quant_arena"]["runs"][0]["S"] == run["S"]
 
 
@@ -372,7 +375,5 @@ def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
     assert sum(1 for t in tools if t["tool"] == "run_draft" and t["ok"]) <= 1
     assert len(run["records"]) == 1 and run["records"][0]["status"] in (SUCCESS, FAILED)
     out2 = tmp_path / "mb_tools_replay"
-    r2 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(out2),
-                                  "--quiet", "--no-plots"])
-    assert r2.exit_code == 0, r2.output
+    _replay_cli(run["transcript"], out2)
     assert _tasks(out2)["market_bench"]["scores"] == mb["scores"]

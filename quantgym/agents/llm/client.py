@@ -862,26 +862,24 @@ class ChatEngine:
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "context", "usage": {},
                              "tries": tries, "response": None, "latency_s": time.perf_counter() - t_start})
+                said = msg + " " + body
+                # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be 'text'
+                # or 'json_object'", loc body.response_format.type; a refused ``tools``; llama-server's "tools
+                # param requires --jinja flag"): that ladder one rung down, no retry loop
+                refused = None
                 if (exc.status_code >= 500 and "response_format" in req and not self.state().rung_known
-                        and UNSUPPORTED_5XX.search(msg + " " + body) and _VALIDATION_5XX.search(msg + " " + body)):
-                    # a validation error dressed as a server fault (llama-cpp-python: HTTP 500 "Input should be
-                    # 'text' or 'json_object'", loc body.response_format.type): one rung down, no retry loop
+                        and UNSUPPORTED_5XX.search(said) and _VALIDATION_5XX.search(said)):
+                    refused = "response_format"
+                elif (exc.status_code >= 500 and "tools" in req and not self.state().tool_known
+                      and UNSUPPORTED_TOOLS_5XX.search(said)
+                      and (_VALIDATION_5XX.search(said) or TOOLS_NOT_ENABLED.search(said))):
+                    refused = "tools"
+                if refused is not None:
                     full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
                     return (CallResult(ok=False, error=full, error_kind="unsupported",
                                        latency_s=time.perf_counter() - t_start),
                             {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
-                             "unsupported": "response_format", "usage": {}, "tries": tries, "response": None,
-                             "latency_s": time.perf_counter() - t_start})
-                if (exc.status_code >= 500 and "tools" in req and not self.state().tool_known
-                        and UNSUPPORTED_TOOLS_5XX.search(msg + " " + body)
-                        and (_VALIDATION_5XX.search(msg + " " + body) or TOOLS_NOT_ENABLED.search(msg + " " + body))):
-                    # function calling refused with a validation error dressed as a server fault: one tool rung
-                    # down, no retry loop
-                    full = one_line(f"HTTP {exc.status_code}: {msg}", 1000)
-                    return (CallResult(ok=False, error=full, error_kind="unsupported",
-                                       latency_s=time.perf_counter() - t_start),
-                            {"ok": False, "text": None, "error": full, "error_kind": "unsupported",
-                             "unsupported": "tools", "usage": {}, "tries": tries, "response": None,
+                             "unsupported": refused, "usage": {}, "tries": tries, "response": None,
                              "latency_s": time.perf_counter() - t_start})
                 last_err = f"HTTP {exc.status_code}: {msg}"
                 # retried: a 5xx, except 501 / 505 (the server does not implement the method or the HTTP
