@@ -166,11 +166,6 @@ def build_plan(record: Any, args: dict[str, Any]) -> tuple[Any, dict[str, Any], 
         plan = EvalPlan(env_ids=env_ids, options=options, seed=int(seed or 0), env_kwargs=env_kwargs, plots=False)
         if record.eval is not None:
             plan = validate_plan(plan)
-        elif env_kwargs:  # the env checks its keywords' values (no eval adapter to do it)
-            import gymnasium as gym
-
-            for e in env_ids:
-                gym.make(e, **env_kwargs).close()
     except ValueError as exc:
         raise TaskArgumentError(f"quantgym/{record.name}: {' '.join(str(exc).split())}") from None
     return plan, agent_opts, None if transcript in (None, False, "") else Path(str(transcript))
@@ -194,13 +189,19 @@ class _Context:
 
 def episodes(record: Any, plan: Any) -> list[tuple[str, str, int]]:
     """(label, env id, job index) of every episode of ``plan``: the task's eval adapter's jobs (their
-    functions are not called here), or one episode per env id for a task without one."""
+    functions are not called here), or for a task without one an episode per item of an env that holds
+    items (``n_items``, e.g. PortBench-QA's questions: the episode's seed picks the item) else one per env id."""
+    import gymnasium as gym
+
     from quantgym.tasks import load_ref
 
     out = []
     for env_id in plan.env_ids:
         if record.eval is None:
-            out.append((env_id, env_id, 0))
+            env = gym.make(env_id, **plan.env_kwargs)
+            n = int(getattr(env.unwrapped, "n_items", 1) or 1)
+            env.close()
+            out += [(env_id if n == 1 else f"{env_id} #{i}", env_id, i) for i in range(n)]
             continue
         jobs = load_ref(record.eval).jobs(env_id, None, plan, _Context(Path(tempfile.gettempdir()), None).ctx)
         out += [(label, env_id, i) for i, (label, _) in enumerate(jobs)]
@@ -263,10 +264,13 @@ def run_episode(record: Any, plan: Any, env_id: str, job: int, agent: Any) -> di
             run = fn()
             sec = adapter.section([run], agent, plan, ctx)
         else:
-            res = evaluate(env_id, agent, seed=plan.seed, **plan.env_kwargs)
+            res = evaluate(env_id, agent, seed=plan.seed + job, **plan.env_kwargs)
             run = None
             row = res.summary_row()
             row.agent = plan.agent_label(row.agent)
+            # no result section of its own: the episode's terminal metrics are its columns (QA: accuracy...)
+            row.extra.update({k: v for k, v in res.metrics.items() if isinstance(v, (int, float))
+                              and not isinstance(v, bool) and row.get(k) is None})
             sec = SectionResult(task=record.name, rows=[row], runs=[res.to_dict()])
     rows = [{**{k: v for k, v in vars(r).items() if k != "extra"}, **r.extra} for r in sec.rows]
     return {"task": record.name, "rows": to_jsonable(rows), "runs": to_jsonable(sec.runs),
@@ -362,15 +366,32 @@ def quantgym_scorer():
 
 
 def make_inspect_task(record: Any) -> Any:
-    """The ``@task`` function ``quantgym/<record.name>`` (its signature lists the record's arguments)."""
+    """The ``@task`` function ``quantgym/<record.name>`` (its signature lists the record's arguments).
+
+    Inspect prefixes the name with the package of an installed (or editable-installed) package; where it
+    does not see the install (a checkout on ``sys.path``), the prefix is given explicitly.
+    """
+    from inspect_ai._util.registry import registry_info
+
+    fn = task(name=record.name)(_factory(record))
+    if not registry_info(fn).name.startswith("quantgym/"):
+        fn = task(name=f"quantgym/{record.name}")(_factory(record))
+    return fn
+
+
+def _factory(record: Any) -> Any:
     names = argument_names(record)
 
     def factory(**args: Any) -> Task:
         rec = _record(record.name)
         plan, _, _ = build_plan(rec, dict(args))
+        try:  # a task without an eval adapter: its env checks the keywords' values here
+            eps = episodes(rec, plan)
+        except ValueError as exc:
+            raise TaskArgumentError(f"quantgym/{rec.name}: {' '.join(str(exc).split())}") from None
         samples = [Sample(input=f"quantgym {rec.title}: {label}", id=label,
                           metadata={"env_id": env_id, "job": job, "task": rec.name})
-                   for label, env_id, job in episodes(rec, plan)]
+                   for label, env_id, job in eps]
         clean = {k: v for k, v in args.items() if k not in PASSED_BY_INSPECT}
         return Task(dataset=MemoryDataset(samples, name=f"quantgym-{rec.name}"),
                     solver=quantgym_solver(rec.name, clean), scorer=quantgym_scorer(),
@@ -381,7 +402,7 @@ def make_inspect_task(record: Any) -> Any:
     factory.__signature__ = _pyinspect.Signature(params)  # type: ignore[attr-defined]
     factory.__name__ = factory.__qualname__ = record.name
     factory.__doc__ = f"quantgym {record.title} ({record.docs}); arguments: {', '.join(names)}."
-    return task(name=record.name)(factory)
+    return factory
 
 
 def _record(name: str) -> Any:
