@@ -276,3 +276,39 @@ def test_cli_tools_with_a_classical_agent_is_one_line(tmp_path):
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:m", "--env", "PortBench-Balanced-v0", "--tools",
                                  "--tool-calls", "sometimes", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "--tool-calls must be" in r.output
+
+
+def test_portbench_tool_mode_through_the_cli_replays(server, tmp_path):
+    """`quantgym eval --tools` on one PortBench date: a data tool call per stage, then the stage answer; the
+    replay gives the same summary and the same steps."""
+    from typer.testing import CliRunner
+
+    from quantgym.cli import app
+
+    from .pb_script import answer
+
+    def reply(req):
+        if not any(m["role"] == "tool" for m in req["messages"]):  # the stage's first call: fetch data
+            return _calls(("c1", "asset_stats", '{"assets": ["SPY", "TLT"], "window": 20}'))
+        stage = next(m["content"] for m in req["messages"] if m["role"] == "user")
+        return json.dumps(answer({"messages": [{"role": "user", "content": stage}]}))
+
+    server.responder = reply
+    out = tmp_path / "o"
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url, "--env",
+                                 "PortBench-Balanced-v0", "--period", "2020-03-02:2020-03-06:weekly", "--tools",
+                                 "--no-baseline", "--out", str(out), "--quiet", "--no-plots", "--retries", "1"],
+                           env={"OPENAI_API_KEY": "test-key"})
+    assert r.exit_code == 0, r.output
+    run = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"][0]
+    assert all("tools" in q and q["tool_choice"] == "auto" for q in server.requests[::2])
+    tool_steps = [s for s in run["steps"] if s.get("tool")]
+    assert [s["tool"]["tool"] for s in tool_steps] == ["asset_stats"] * 3 and all(s["tool"]["ok"] for s in tool_steps)
+    assert run["llm"]["tool_calls"] == 3 and run["llm"]["tool_rungs"] == {"native": 6}
+    r2 = CliRunner().invoke(app, ["eval", "--agent", f"replay:{run['transcript']}", "--out", str(tmp_path / "r"),
+                                  "--quiet", "--no-plots"])
+    assert r2.exit_code == 0, r2.output
+    assert (tmp_path / "r" / "summary.csv").read_text() == (out / "summary.csv").read_text()
+    run2 = json.loads((tmp_path / "r" / "results.json").read_text())["tasks"]["portbench"]["runs"][0]
+    assert [(s.get("text"), s.get("tool")) for s in run2["steps"]] == [(s.get("text"), s.get("tool"))
+                                                                        for s in run["steps"]]
