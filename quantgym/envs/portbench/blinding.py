@@ -29,10 +29,11 @@ def blind_vocabulary() -> dict[str, Any]:
             "period_names": periods}
 
 
-def _levels(view, snap, parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _levels(view, snap, parts) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The blinded levels of a decision row, in universe order (they do not depend on the aliases, so the
     view's row cache keeps them for every episode): the close rebased to 100 at the window start, the macro
-    z-scores over the window's rows and their mask."""
+    z-scores over the window's rows, their mask, and the per-asset rows the prompt lists stacked (rebased
+    close, trailing return, volatility: one ``take`` puts them in alias order)."""
     from quantgym.blind import zscore
 
     window = parts.get("window")  # the window's rows (clean view); else found by its dates
@@ -44,7 +45,7 @@ def _levels(view, snap, parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rebased = np.where(snap.available, 100.0 * (1.0 + snap.trailing_return), np.nan)
     z = zscore(mrows)
     mask = snap.macro_mask & np.isfinite(z)
-    out = (rebased, np.where(mask, z, 0.0), mask)
+    out = (rebased, np.where(mask, z, 0.0), mask, np.stack([rebased, snap.trailing_return, snap.ann_vol]))
     for a in out:
         a.flags.writeable = False
     return out
@@ -73,6 +74,8 @@ class BlindView:
         self.order = np.array(sorted(range(len(self.tickers)), key=lambda i: (cls[view.classes[i]], self.tickers[i])),
                               dtype=np.int64)
         perm = self.order
+        #: flat indices of the correlation matrix in alias order (one ``take`` instead of two per decision)
+        self._corr_idx = perm[:, None] * perm.size + perm
         #: the row-independent fields of the blinded snapshots (alias order)
         self._universe = {"tickers": tuple(self.tickers[i] for i in perm),
                           "classes": tuple(view.classes[i] for i in perm), "class_id": view.class_id[perm]}
@@ -104,15 +107,14 @@ class BlindView:
             parts = view.row_cache(t)
             levels = (parts.value(("blind_levels",), lambda: _levels(view, snap, parts))
                       if hasattr(parts, "value") else _levels(view, snap, parts))
-            rebased, macro, mask = levels
-            fields = {**self._universe, "available": snap.available[perm], "price": rebased[perm],
-                      "trailing_return": snap.trailing_return[perm], "ann_vol": snap.ann_vol[perm],
-                      "macro": macro, "macro_mask": mask}
-            for a in fields.values():
-                if isinstance(a, np.ndarray):
-                    a.flags.writeable = False
+            rebased, macro, mask, stacked = levels
+            available, rows = snap.available.take(perm), stacked.take(perm, axis=1)
+            available.flags.writeable = rows.flags.writeable = False
+            fields = {**self._universe, "available": available, "price": rows[0], "trailing_return": rows[1],
+                      "ann_vol": rows[2], "macro": macro, "macro_mask": mask}
             row = self._rows[t] = {"price": rebased, "macro": macro, "fields": fields, "lazy": {},
-                                   "label": decision_label(k, self.n_decisions)}
+                                   "blind": {"label": decision_label(k, self.n_decisions),
+                                             "regime_ticker": self.regime_alias}}
         return row
 
     def observation(self, snap, k: int) -> dict[str, np.ndarray]:
@@ -129,35 +131,39 @@ class BlindView:
         alias number): aliases for tickers, the rebased close for the price, macro z-scores for the levels,
         ``extra["blind"]`` with the decision label and the regime ticker's alias. Returns, correlations,
         weights and NAV are those of ``snap``, permuted."""
-        from quantgym.envs.portbench.market import LAZY_FIELDS, MarketSnapshot
+        from quantgym.envs.portbench.market import MarketSnapshot
 
         last = self._last
         if last is not None and last[0] is snap:  # S1, S2 and S3 of a decision share one snapshot
             return last[1]
         row = self._row(snap, k)
         lazy, perm = row["lazy"], self.order
+        corr = lazy.get("corr")
+        if corr is None:  # read by every S1 and S3 prompt (the block cache compares the row arrays)
+            corr = lazy["corr"] = np.asarray(snap.corr).take(self._corr_idx)
+            corr.flags.writeable = False
 
-        def load(name: str):
+        def load(name: str):  # the window returns, permuted on first access
             v = lazy.get(name)
             if v is None:
-                v = getattr(snap, name)  # intra, inter: class averages, in class order either way
-                if name == "returns":
-                    v = np.take(v, perm, axis=1)
-                elif name == "corr":
-                    v = np.take(np.take(v, perm, axis=0), perm, axis=1)
-                if name in ("returns", "corr"):
-                    v.flags.writeable = False
-                lazy[name] = v
+                v = lazy[name] = snap.returns.take(perm, axis=1)
+                v.flags.writeable = False
             return v
 
         out = object.__new__(MarketSnapshot)
         d = out.__dict__
-        d.update({k2: v for k2, v in snap.__dict__.items() if k2 not in LAZY_FIELDS})
+        d.update(snap.__dict__)
+        returns = lazy.get("returns")
+        if returns is None:
+            d.pop("returns", None)
+        else:
+            d["returns"] = returns
+        # the class averages are in class order either way
+        d["corr"], d["intra"], d["inter"] = corr, snap.intra, snap.inter
         d.update(row["fields"])
-        d.update({name: lazy[name] for name in LAZY_FIELDS if name in lazy})
-        d["current_weights"] = np.asarray(snap.current_weights)[perm]
+        d["current_weights"] = np.asarray(snap.current_weights).take(perm)
         d["loader"] = load
-        d["extra"] = {**snap.extra, "blind": {"label": row["label"], "regime_ticker": self.regime_alias}}
+        d["extra"] = {**snap.extra, "blind": row["blind"]}
         self._last = (snap, out)
         return out
 
