@@ -22,9 +22,10 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
 - ``rl-ppo`` in docs/rl.md: the committed evaluation rows of the two PPO training runs
   (benchmarks/results/rl/: each run's ``summary.csv`` and ``rl_meta.json``, ``PROVENANCE.json`` with the
   commands and the commit; training never runs here) beside Equal-Weight evaluated on the same env (about 20 s).
-- ``perf-quant-arena`` and ``perf-market-bench`` in docs/performance.md: speed figures rendered from the
-  committed result files benchmarks/results/<block>.json (``--measure BLOCK`` runs the benchmark and writes
-  the file with the command, the commit, the date and the load average); never re-measured by ``--check``.
+- ``perf-quant-arena``, ``perf-market-bench`` and ``perf-blind-prompts`` in docs/performance.md: speed figures
+  rendered from the committed result files benchmarks/results/<block>.json (``--measure BLOCK`` runs the
+  benchmark and writes the file with the command, the commit, the date and the load average); never
+  re-measured by ``--check``.
 - ``perf-tools`` in docs/performance.md: the env-side cost of a PortBench tool call, named and blind
   (benchmarks/bench_tools.py), from benchmarks/results/perf-tools.json, measured the same way.
 - the blocks of ``python benchmarks/run_all.py`` in docs/performance.md (except ``perf-pb-scaling``),
@@ -364,7 +365,8 @@ def rl_ppo() -> str:
 #: and the versions
 MEASURED = {"perf-tools": "python benchmarks/bench_tools.py --repeat 200",
             "perf-quant-arena": "python benchmarks/bench_quant_arena.py --repeat 5",
-            "perf-market-bench": "python benchmarks/bench_market_bench.py --repeat 5"}
+            "perf-market-bench": "python benchmarks/bench_market_bench.py --repeat 5",
+            "perf-blind-prompts": "python benchmarks/bench_blind_prompts.py --repeat 15"}
 RESULTS = ROOT / "benchmarks" / "results"
 
 
@@ -445,6 +447,24 @@ def perf_market_bench() -> str:
     return "\n".join(lines) + "\n"
 
 
+def perf_blind_prompts() -> str:
+    """Markdown of the ``perf-blind-prompts`` block, from benchmarks/results/perf-blind-prompts.json."""
+    import json
+
+    res = json.loads((RESULTS / "perf-blind-prompts.json").read_text())
+    f = res["figures"]
+    lines = [_measured_head(res), "", f"Cold renders of every stage prompt of one stagewise `PortBench-Balanced-v0` "
+             f"{f['period']} episode, CPU time, best of {f['repeat']} per decision, summed over the episode; "
+             "\"with the row\": blind S1 charged with the blinded row as well.", "",
+             "| style | stage | named | blind | blind overhead | with the row |", "|---|---|---:|---:|---:|---:|"]
+    for r in f["rows"]:
+        a, c = r["named_s"], r.get("blind_with_row_s")
+        row = "" if c is None else f"{100 * (c / a - 1):+.1f} %"
+        lines.append(f"| {r['style']} | {r['stage']} | {1e3 * a:.2f} ms | {1e3 * r['blind_s']:.2f} ms | "
+                     f"{100 * (r['blind_s'] / a - 1):+.1f} % | {row} |")
+    return "\n".join(lines) + "\n"
+
+
 def perf_tools() -> str:
     """Markdown of the ``perf-tools`` block, from benchmarks/results/perf-tools.json."""
     import json
@@ -473,7 +493,8 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "rl-ppo": ("docs/rl.md", rl_ppo),
           "perf-tools": ("docs/performance.md", perf_tools),
           "perf-quant-arena": ("docs/performance.md", perf_quant_arena),
-          "perf-market-bench": ("docs/performance.md", perf_market_bench)}
+          "perf-market-bench": ("docs/performance.md", perf_market_bench),
+          "perf-blind-prompts": ("docs/performance.md", perf_blind_prompts)}
 
 
 def run_all_blocks() -> dict:
