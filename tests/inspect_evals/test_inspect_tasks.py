@@ -98,6 +98,18 @@ def test_a_bad_argument_or_value_is_one_line_naming_what_exists(args, words):
     assert all(w in msg for w in words), msg
 
 
+def test_inspect_eval_command_line_refuses_an_unknown_argument_as_a_prerequisite_error(tmp_path):
+    """``inspect eval`` prints a PrerequisiteError's message alone (no traceback)."""
+    from click.testing import CliRunner as ClickRunner
+    from inspect_ai._cli.main import inspect as inspect_cli
+    from inspect_ai._util.error import PrerequisiteError
+
+    r = ClickRunner().invoke(inspect_cli, ["eval", "quantgym/portbench", "-T", "colour=red", "--model",
+                                           "mockllm/model", "--log-dir", str(tmp_path)])
+    assert r.exit_code != 0 and isinstance(r.exception, PrerequisiteError)
+    assert "\n" not in str(r.exception) and "takes no argument 'colour'" in str(r.exception)
+
+
 def test_market_bench_bad_round_and_task_set_are_one_line():
     for args, word in (({"round": 9}, "round"), ({"task_set": "v9"}, "v9"), ({"attempts": "many"}, "attempts")):
         with pytest.raises(TaskArgumentError) as exc:

@@ -31,6 +31,7 @@ from quantgym.integrations.inspect import require_inspect
 require_inspect()
 
 from inspect_ai import Task, task  # noqa: E402
+from inspect_ai._util.error import PrerequisiteError  # noqa: E402
 from inspect_ai.dataset import MemoryDataset, Sample  # noqa: E402
 from inspect_ai.scorer import Score, mean, metric, scorer, stderr  # noqa: E402
 from inspect_ai.solver import solver  # noqa: E402
@@ -50,8 +51,13 @@ STORE_KEY = "quantgym"
 DEFAULT_STRUCTURED = "off"
 
 
-class TaskArgumentError(ValueError):
-    """A bad ``-T`` argument or value (one line naming the arguments that exist)."""
+class TaskArgumentError(ValueError, PrerequisiteError):
+    """A bad ``-T`` argument or value (one line naming the arguments that exist). A ``PrerequisiteError`` of
+    Inspect's: ``inspect eval`` prints its message alone, without a traceback."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        PrerequisiteError.__init__(self, message)
 
 
 def _selector(record: Any) -> tuple[str, str, dict[str, str]] | None:
