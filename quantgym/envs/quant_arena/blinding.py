@@ -171,6 +171,16 @@ class ArenaBlinding:
         return out
 
 
+def check_blind(ds: Any) -> None:
+    """Refuse in one line a panel blind mode cannot alias: one without each stock's board (the alias keeps
+    the board). ``ArenaDataset.from_frame`` derives a missing board from the code; ``industry`` is optional
+    in both modes (served as the data has it)."""
+    info = getattr(ds, "info", None)
+    if info is None or "board" not in info.columns or info["board"].reindex(ds.symbols).isna().any():
+        raise ValueError("blind=True needs each stock's board: the data lacks the 'board' column "
+                         "(info / symbols.csv, docs/quant_arena.md)")
+
+
 def blind_years(years: dict | None) -> dict | None:
     """Calendar-year keys of a feedback ``years`` dict replaced by their position (``"year 1"``, ...)."""
     if not years:
@@ -189,4 +199,4 @@ def blind_vocabulary() -> dict[str, list[str]]:
     return {"codes": syms, "period_names": [ArenaConfig().windows.period_label]}
 
 
-__all__ = ["ArenaBlinding", "BOARD_PREFIX", "INTRADAY_KEPT", "PRICE_ARRAYS", "blind_years", "blind_vocabulary"]
+__all__ = ["ArenaBlinding", "BOARD_PREFIX", "INTRADAY_KEPT", "check_blind", "PRICE_ARRAYS", "blind_years", "blind_vocabulary"]

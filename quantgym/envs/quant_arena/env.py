@@ -19,7 +19,7 @@ from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
 from .config import (ArenaConfig, ArenaCostModel, ExecutionModel, ImpactModel, ArenaSandboxLimits, ArenaScoringConfig,
                      Windows)
-from .blinding import ArenaBlinding, blind_years
+from .blinding import ArenaBlinding, blind_years, check_blind
 from .data import ArenaDataset, load_dataset
 from .executor import ArenaHostError, WindowResult, evaluate_submission, source_hash
 from .metrics import research_overfitting, total_score
@@ -188,6 +188,8 @@ class QuantArenaEnv(gym.Env):
         self._blinding: ArenaBlinding | None = None
         self._data_arg = data
         self.dataset = load_dataset(data)
+        if blind:
+            check_blind(self.dataset)
         self.max_candidates = max_candidates
         self.executor = executor
         self.record_dir = record_dir
