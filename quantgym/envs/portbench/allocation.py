@@ -176,8 +176,9 @@ def blind_row_features(view: MarketView, t: int) -> np.ndarray:
     feat = parts.get("alloc_features_blind")
     if feat is not None:
         return feat
-    snap = SimpleNamespace(**{k: parts[k] for k in ("available", "trailing_return", "macro_mask", "window_dates")})
-    _, z, mask = parts.value(("blind_levels",), lambda: _levels(view, snap, parts))
+    snap = SimpleNamespace(**{k: v for k, v in parts.items() if isinstance(k, str)})  # the row's snapshot parts
+    levels = parts.value(("blind_levels",), lambda: _levels(view, snap, parts))  # the blind env's, shared
+    z, mask = levels[1], levels[2]
     lay = observation_layout(parts["available"].size)
     feat = row_features(view, t).copy()
     feat[lay["macro"]] = np.clip(np.sign(z) * np.log1p(np.abs(z)), -10.0, 10.0)
