@@ -362,3 +362,25 @@ def test_blind_user_panel_without_board_or_industry():
     with pytest.raises(ValueError, match="^blind=True needs each stock's board: the data lacks the 'board' column") as e:
         QuantArenaEnv(data=no_board, blind=True, **SMALL_WINDOWS)
     assert "\n" not in str(e.value)
+
+
+def test_intraday_example_through_the_sandbox_scores_the_same(bundled):
+    """The keeper reveals each day's blinded Level-2 tables with its row (relative-day keys): ``intraday_flow``
+    gives the named scores through the sandbox, and uses the intraday part (low volatility alone differs)."""
+    from .test_arena_env import FAST
+    from quantgym.envs.quant_arena.data import BUNDLED_DIR, ArenaDataset
+
+    df = pd.read_parquet(BUNDLED_DIR / "daily_default.parquet")
+    syms = sorted(df["symbol"].unique())[::20][:40] + ["SH600519"]
+    df = df[df["symbol"].isin(syms) & (df["date"] >= pd.Timestamp("2022-12-01").date())
+            & (df["date"] <= pd.Timestamp("2023-02-28").date())]
+    ds = ArenaDataset.from_frame(df.reset_index(drop=True), info=bundled.info.reset_index(),
+                                 intraday=bundled.intraday(), name="small-l2")
+    b = ArenaBlinding.draw(ds.symbols, ds.info["board"].reindex(ds.symbols), seed=4)
+    c = ArenaConfig(sandbox=FAST)
+    args = (ds, "2023-02-01", "2023-02-28", c)
+    named = evaluate_submission(example_source("intraday_flow"), *args)
+    blind = evaluate_submission(example_source("intraday_flow"), *args, blind=b)
+    assert named.status == blind.status == "ok" and blind.sandbox["isolation"] == "commit-reveal"
+    assert blind.S == named.S and blind.metrics == named.metrics
+    assert evaluate_submission(example_source("low_volatility"), *args, blind=b).S != blind.S
