@@ -125,8 +125,12 @@ class InspectEngine(ChatEngine):
         line set (``--temperature``, ``--max-tokens``...: those win)."""
         from inspect_ai.model import GenerateConfig
 
+        rf = req.get("response_format")
+        # the json_object rungs have no Inspect form: sent as they are (``extra_body``) to an OpenAI-compatible
+        # server that takes them (llama-cpp-python: {"type": "json_object", "schema": ...}, grammar-constrained)
+        extra = {"response_format": rf} if rf and rf.get("type") != "json_schema" else None
         ours = GenerateConfig(max_tokens=req.get("max_tokens"), temperature=req.get("temperature"),
-                              seed=req.get("seed"), response_schema=_response_schema(req.get("response_format")))
+                              seed=req.get("seed"), response_schema=_response_schema(rf), extra_body=extra)
         return ours.merge(self.model.config)
 
     def _tool_defs(self) -> dict[str, Any]:
