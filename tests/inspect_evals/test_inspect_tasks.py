@@ -210,3 +210,17 @@ def test_tool_mode_offers_the_tasks_toolbox_as_inspect_tools_and_the_env_runs_th
     calls = [st["tool"] for st in run["steps"] if st.get("tool")]
     assert calls and all(c["tool"] == "list_universe" and c["ok"] for c in calls)
     assert run["ceps"] is not None
+
+
+def test_a_score_keeps_every_column_of_the_row_so_every_sample_has_the_same_keys():
+    """Inspect's per-key metrics need each key in every sample: an empty cell (an unsolved round's mae) is
+    NaN, not missing; text cells are no score."""
+    from quantgym.integrations.inspect.tasks import score_values
+
+    solved = score_values("market_bench", {"task": "market_bench", "agent": "a", "pass@1": 1.0, "mae": 0.2,
+                                           "track": "x", "gate": None})
+    unsolved = score_values("market_bench", {"task": "market_bench", "agent": "a", "pass@1": 0.0, "mae": None,
+                                             "track": "x", "gate": None})
+    assert set(solved) == set(unsolved) and "mae" in solved and math.isnan(unsolved["mae"])
+    assert "track" not in solved and "agent" not in solved and "sharpe" not in solved  # no Sharpe in Market-Bench
+    assert "sharpe" in score_values("portbench", {"task": "portbench"})  # NaN when the episode has none

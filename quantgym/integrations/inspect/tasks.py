@@ -335,8 +335,15 @@ def score_values(task_name: str, row: dict[str, Any]) -> dict[str, float]:
         if m.kind == "number" and (returns or m.tasks is not None):
             v = number(row.get(m.name))
             out[m.name] = float("nan") if v is None else v
+    # the task's own columns: every number, and every empty cell as NaN (a column such as Market-Bench's mae is
+    # empty in an unsolved episode: each sample's score keeps the same keys, as Inspect's metrics need)
+    keys = ("task", "agent", "profile", "period", "status")
     for k, v in row.items():
-        if k not in out and isinstance(v, (int, float)) and not isinstance(v, bool):
+        if k in out or k in keys or isinstance(v, (bool, str)):
+            continue
+        if v is None:
+            out[k] = float("nan")
+        elif isinstance(v, (int, float)):
             out[k] = float(v) if math.isfinite(float(v)) else float("nan")
     return out
 
