@@ -224,3 +224,21 @@ def test_a_score_keeps_every_column_of_the_row_so_every_sample_has_the_same_keys
     assert set(solved) == set(unsolved) and "mae" in solved and math.isnan(unsolved["mae"])
     assert "track" not in solved and "agent" not in solved and "sharpe" not in solved  # no Sharpe in Market-Bench
     assert "sharpe" in score_values("portbench", {"task": "portbench"})  # NaN when the episode has none
+
+
+def test_inspect_command_line_settings_win_over_quantgyms_per_call_settings(tmp_path):
+    """quantgym's temperature 0 and per-call cap are sent unless the eval sets its own (``--temperature``)."""
+    configs = []
+
+    def outputs(messages, tools, tool_choice, config):
+        configs.append(config)
+        return ModelOutput.from_content("mockllm/model", S.valid(_req(messages)))
+
+    args = {"period": PERIOD_1, "profile": "balanced"}
+    _run("quantgym/portbench", args, tmp_path, get_model("mockllm/model", custom_outputs=outputs))
+    assert {c.temperature for c in configs} == {0.0} and all(c.max_tokens for c in configs)
+    configs.clear()
+    logs = inspect_eval("quantgym/portbench", task_args=args, display="none", log_dir=str(tmp_path / "l2"),
+                        model=get_model("mockllm/model", custom_outputs=outputs), temperature=0.7, max_tokens=999)
+    assert logs[0].status == "success"
+    assert {(c.temperature, c.max_tokens) for c in configs} == {(0.7, 999)}

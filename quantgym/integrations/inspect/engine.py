@@ -124,6 +124,8 @@ class InspectEngine(ChatEngine):
         """quantgym's per-call settings (cap, temperature, seed, schema) under the ones the Inspect command
         line set (``--temperature``, ``--max-tokens``...: those win)."""
         from inspect_ai.model import GenerateConfig
+        from inspect_ai.model._generate_config import active_generate_config
+        from inspect_ai.model._model import active_model
 
         rf = req.get("response_format")
         # the json_object rungs have no Inspect form: sent as they are (``extra_body``) to an OpenAI-compatible
@@ -131,7 +133,10 @@ class InspectEngine(ChatEngine):
         extra = {"response_format": rf} if rf and rf.get("type") != "json_schema" else None
         ours = GenerateConfig(max_tokens=req.get("max_tokens"), temperature=req.get("temperature"),
                               seed=req.get("seed"), response_schema=_response_schema(rf), extra_body=extra)
-        return ours.merge(self.model.config)
+        given = self.model.config
+        if self.model is active_model():  # the eval's own options (inspect eval --temperature ...)
+            given = given.merge(active_generate_config())
+        return ours.merge(given)
 
     def _tool_defs(self) -> dict[str, Any]:
         """The Inspect tools of the calling thread's episode (:func:`inspect_tools`, built once per toolbox)."""
