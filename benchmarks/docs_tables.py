@@ -22,6 +22,8 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
 - ``rl-ppo`` in docs/rl.md: the committed evaluation rows of the two PPO training runs
   (benchmarks/results/rl/: each run's ``summary.csv`` and ``rl_meta.json``, ``PROVENANCE.json`` with the
   commands and the commit; training never runs here) beside Equal-Weight evaluated on the same env (about 20 s).
+- ``floor-blind`` in docs/blind.md: the memorization gap of SmolLM2-135M, replayed offline from the shipped
+  ``quantgym eval --blind both`` transcripts in examples/llm_floor/blind/ (a real llama.cpp server recorded them).
 - ``perf-quant-arena``, ``perf-market-bench`` and ``perf-blind-prompts`` in docs/performance.md: speed figures
   rendered from the committed result files benchmarks/results/<block>.json (``--measure BLOCK`` runs the
   benchmark and writes the file with the command, the commit, the date and the load average); never
@@ -359,6 +361,57 @@ def rl_ppo() -> str:
                                 f"{gates[1]}.\n")
 
 
+#: the blind floor (docs/blind.md "The floor, blind"): ``quantgym eval --blind both`` transcripts of SmolLM2-135M on a
+#: real llama.cpp server (examples/llm_floor/blind/), replayed offline
+FLOOR_BLIND = ROOT / "examples" / "llm_floor" / "blind"
+
+
+def floor_blind() -> str:
+    """Markdown of the ``floor-blind`` block: every shipped ``--blind both`` transcript replayed through
+    ``quantgym eval`` (its recorded plan, the replay agent), and per episode pair and headline metric the named
+    and blind values, the gap (blind − named), its paired bootstrap interval, the Ledoit-Wolf p-value of the
+    Sharpe gap and the likely-recall flag (:mod:`quantgym.memorization`)."""
+    import json
+    import tempfile
+
+    from quantgym.agents.llm.client import read_transcript
+    from quantgym.agents.registry import make_eval_agents
+    from quantgym.plan import EvalPlan, run_eval
+
+    def f3(x) -> str:
+        return "" if x is None else f"{x:.3f}"
+
+    lines = ["| transcript | calls | episode | metric | named | blind | gap | 95% CI | p | likely recall |",
+             "|---|---:|---|---|---:|---:|---:|---|---:|---|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in sorted(FLOOR_BLIND.glob("*.jsonl.gz")):
+            header, calls = read_transcript(f)
+            ev = dict(header.get("eval") or {})
+            if not ev.get("blind_both"):
+                continue
+            name = f.name[: -len(".jsonl.gz")]
+            plan = EvalPlan.from_dict({**ev, "plots": False})
+            work = Path(tmp) / name
+            agents, _ = make_eval_agents(f"replay:{f}", plan, work)
+            run_eval(agents, plan, work, concurrency=1, own_agents=True)
+            res = json.loads((work / "results.json").read_text())
+            first = True
+            for sec in res["tasks"].values():
+                for rec in sec.get("memorization_gap") or []:
+                    episode = " ".join(str(v) for v in rec["key"].values() if v is not None)
+                    for m, d in rec["metrics"].items():
+                        if d.get("named") is None and d.get("blind") is None:  # no value either way (no returns)
+                            continue
+                        ci = "" if d.get("lo") is None else f"[{d['lo']:.3f}, {d['hi']:.3f}]"
+                        p = (d.get("test") or {}).get("p")
+                        flag = d.get("lo") is not None and (d["lo"] > 0 or d["hi"] < 0)
+                        lines.append(f"| {name if first else ''} | {len(calls) if first else ''} | {episode} | {m} | "
+                                     f"{f3(d.get('named'))} | {f3(d.get('blind'))} | {f3(d.get('gap'))} | {ci} | "
+                                     f"{f3(p)} | {'yes' if flag else 'no' if d.get('lo') is not None else ''} |")
+                        first = episode = ""
+    return "\n".join(lines) + "\n"
+
+
 #: speed measurements rendered from committed result files (timings differ from run to run, so CI checks that
 #: the docs show the committed file, never a re-measurement): block -> the benchmark command; ``--measure BLOCK``
 #: runs it with ``--json`` and writes benchmarks/results/BLOCK.json with the commit, the date, the load average
@@ -494,7 +547,8 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "perf-tools": ("docs/performance.md", perf_tools),
           "perf-quant-arena": ("docs/performance.md", perf_quant_arena),
           "perf-market-bench": ("docs/performance.md", perf_market_bench),
-          "perf-blind-prompts": ("docs/performance.md", perf_blind_prompts)}
+          "perf-blind-prompts": ("docs/performance.md", perf_blind_prompts),
+          "floor-blind": ("docs/blind.md", floor_blind)}
 
 
 def run_all_blocks() -> dict:
