@@ -300,8 +300,8 @@ def test_eval_blind_both_writes_the_gap_and_the_replay_reproduces_it(llama4k, tm
     out = tmp_path / "both"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama4k.base_url,
                                  "--env", "PortBench-Balanced-v0", "--period", GAP_PERIOD_CLI, "--blind", "both",
-                                 "--prompt-style", "minimal", "--no-baseline", "--out", str(out), "--no-plots",
-                                 "--quiet"])
+                                 "--prompt-style", "minimal", "--concurrency", "1", "--no-baseline", "--out",
+                                 str(out), "--no-plots", "--quiet"])  # one request at a time: none waits in a queue
     assert r.exit_code == 0, r.output
     named, blind = list(csv.DictReader(open(out / "summary.csv")))
     assert (named["agent"], blind["agent"]) == ("openai:smollm2", "openai:smollm2 (blind)")
