@@ -176,7 +176,7 @@ class LLMAgent:
                 parts.append(str(getattr(v, "name", v)))
         for attr in ("strategy", "round_number", "mode"):
             v = getattr(base, attr, None)
-            if v is not None and not callable(v):
+            if isinstance(v, (str, int)):  # a value, not an env's helper object (PortBench's fidelity mode)
                 parts.append(str(v))
         if getattr(base, "blind", False) is True:  # the blind episode of a pair (--blind both, docs/blind.md)
             parts.append("blind")
