@@ -294,13 +294,13 @@ def scan(text: str, *, tickers: Iterable[str] = (), names: Iterable[str] = (), l
     list[Leak] in text order (a span found as a date is not reported again as a year or a code).
     """
     leaks: list[Leak] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # 1 where a reported leak lies: one lookup per finding, linear in the text
 
     def add(kind: str, m: re.Match) -> None:
         a, b = m.span()
-        if any(a < y and x < b for x, y in taken):
+        if taken.find(1, a, b) != -1:
             return
-        taken.append((a, b))
+        taken[a:b] = b"\x01" * (b - a)
         leaks.append(Leak(kind, m.group(0), a, b))
 
     if dates:
