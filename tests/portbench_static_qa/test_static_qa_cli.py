@@ -61,9 +61,10 @@ def test_cli_table_results_and_spearman(tmp_path, monkeypatch):
     rows = list(csv.DictReader(open(out / "summary.csv")))
     assert [r["agent"] for r in rows] == ["oracle", "naive", "fake:x"]
     assert all(r["task"] == "portbench_qa" and r["period"] == "test" and r["ceps"] == "" for r in rows)
-    # the accuracies are summary.csv columns after the eleven fixed ones (the last is the run status)
-    assert list(rows[0])[10] == "status" and {r["status"] for r in rows} == {"ok"}
-    assert list(rows[0])[11:] == ["qa_t1", "qa_t2", "qa_t3", "qa_t4", "qa_t5", "qa_t6", "qa_t7", "qa_mean", "qa_t4_r",
+    # the accuracies are summary.csv columns after the common ones (the metric registry's, then the run status)
+    cols = list(rows[0])
+    assert cols[:4] == ["task", "agent", "profile", "period"] and {r["status"] for r in rows} == {"ok"}
+    assert cols[cols.index("status") + 1:] == ["qa_t1", "qa_t2", "qa_t3", "qa_t4", "qa_t5", "qa_t6", "qa_t7", "qa_mean", "qa_t4_r",
                                   "qa_t5_r", "qa_f", "qa_j", "qa_bull", "qa_bear", "qa_side"]
     assert rows[0]["qa_t1"] == "1" and rows[0]["qa_mean"] == "" and float(rows[2]["qa_t1"]) == 1.0
     doc = json.load(open(out / "results.json"))
