@@ -185,3 +185,10 @@ def test_full_paper_episode_through_the_env_matches_direct_run():
     assert abs(res.metrics["ret_pct"] - direct["ret_pct"]) < 0.01
     assert abs(res.metrics["sharpe"] - direct["sharpe"]) < 1e-3
     assert res.metrics["n_rebalances"] == 11
+
+
+@pytest.mark.parametrize("paper", [True, "yes", 1])
+def test_paper_takes_flags_only_and_says_so_in_one_line(paper):
+    with pytest.raises(ValueError, match=r"^paper must be a PaperFidelity or a dict of its flags") as e:
+        PortBenchEnv(paper=paper)
+    assert "\n" not in str(e.value) and "fidelity='paper'" in str(e.value)

@@ -26,6 +26,9 @@ def resolve_fidelity(config: PortBenchConfig, fidelity: str, paper: PaperFidelit
     ``config.fidelity`` then says "paper" as soon as one flag is on."""
     if fidelity not in ("clean", "paper"):
         raise ValueError(f"fidelity must be 'clean' or 'paper', got {fidelity!r}")
+    if paper is not None and not isinstance(paper, (dict, PaperFidelity)):
+        raise ValueError(f"paper must be a PaperFidelity or a dict of its flags (e.g. {{'costs': True}}), got "
+                         f"{paper!r}; every paper rule at once is fidelity='paper'")
     if paper is not None:  # single paper items on top of clean mode (Appendix A)
         config = config.replace(paper=PaperFidelity(**paper) if isinstance(paper, dict) else paper)
     if fidelity == "paper" and not config.paper.any:
