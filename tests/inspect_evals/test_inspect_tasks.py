@@ -242,3 +242,14 @@ def test_inspect_command_line_settings_win_over_quantgyms_per_call_settings(tmp_
                         model=get_model("mockllm/model", custom_outputs=outputs), temperature=0.7, max_tokens=999)
     assert logs[0].status == "success"
     assert {(c.temperature, c.max_tokens) for c in configs} == {(0.7, 999)}
+
+
+def test_an_episode_whose_model_answered_no_call_is_a_sample_error_not_a_score(tmp_path):
+    def outputs(messages, tools, tool_choice, config):
+        raise ConnectionError("model unreachable")
+
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    logs = inspect_eval("quantgym/portbench", task_args={"period": PERIOD_1}, model=model,
+                        log_dir=str(tmp_path / "logs"), display="none", max_retries=0, retry_on_error=0)
+    assert logs[0].status == "error"
+    assert "was answered" in logs[0].error.message and "model unreachable" in logs[0].error.message

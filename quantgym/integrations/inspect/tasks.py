@@ -305,6 +305,9 @@ def quantgym_solver(task_name: str, args: dict[str, Any]):
             out = await anyio.to_thread.run_sync(run_episode, record, plan, md["env_id"], int(md["job"]), agent)
         finally:
             agent.close()
+        silent = agent.engine.never_answered()
+        if silent is not None:  # no call answered: the sample is an error, not a score of the fallbacks
+            raise silent
         state.store.set(STORE_KEY, out)
         ex = agent.engine.exchanges
         if ex:  # the sample's messages: the last model call's conversation (every call is in the transcript)
