@@ -403,10 +403,11 @@ class Toolbox:
 def parse_tool_call(action: Any) -> tuple[str, Any] | None:
     """``(name, arguments)`` when ``action`` is a tool call, else None (a stage answer).
 
-    A tool call is a dict ``{"tool": name, "arguments": {...}}`` or a JSON string of one; ``arguments`` may be
-    omitted (``{}``) or be a JSON string of the object (as OpenAI ``tool_calls`` carry it). Arguments that
-    are not an object are passed on, so the call is answered with ``bad_arguments`` rather than taken for a
-    stage answer.
+    A tool call is a dict with a ``"tool"`` key, ``{"tool": name, "arguments": {...}}``, or a JSON string of
+    one; ``arguments`` may be omitted (``{}``) or be a JSON string of the object (as OpenAI ``tool_calls``
+    carry it). What is meant as a call but is malformed is still a call, answered with an error result
+    rather than taken for a stage answer: a name that is not a string (``unknown_tool``), arguments that
+    are not an object, and a string that starts like a call but is not JSON (``bad_arguments``).
     """
     if isinstance(action, (str, bytes)):
         text = action.decode() if isinstance(action, bytes) else action
@@ -416,9 +417,12 @@ def parse_tool_call(action: Any) -> tuple[str, Any] | None:
         try:
             action = json.loads(text)
         except ValueError:
-            return None
-    if not isinstance(action, dict) or not isinstance(action.get("tool"), str):
+            m = re.search(r'"tool"\s*:\s*"([^"]*)"', text)
+            return (m.group(1) if m else ""), text  # a malformed call: its text is no arguments object
+    if not isinstance(action, dict) or "tool" not in action:
         return None
+    if not isinstance(action["tool"], str):
+        return str(action["tool"]), {}
     arguments = action.get("arguments", {})
     if arguments is None:
         arguments = {}

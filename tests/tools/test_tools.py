@@ -165,9 +165,14 @@ def test_parse_tool_call():
     assert parse_tool_call('{"tool": "returns", "arguments": {"window": 5}}') == ("returns", {"window": 5})
     assert parse_tool_call({"tool": "r", "arguments": '{"window": 5}'}) == ("r", {"window": 5})
     assert parse_tool_call({"tool": "r", "arguments": "not json"}) == ("r", "not json")  # -> bad_arguments
-    for answer in ("SPY: 0.5, TLT: 0.5", '{"weights": {"SPY": 1}}', {"SPY": 1.0}, "{not json", None, 3,
-                   {"tool": 5}):
+    for answer in ("SPY: 0.5, TLT: 0.5", '{"weights": {"SPY": 1}}', {"SPY": 1.0}, "{not json", None, 3):
         assert parse_tool_call(answer) is None
+    # meant as calls but malformed: still calls, answered with error results (never a stage answer)
+    assert parse_tool_call({"tool": 5}) == ("5", {}) and parse_tool_call({"tool": None}) == ("None", {})
+    assert parse_tool_call('{"tool": "returns"') == ("returns", '{"tool": "returns"')
+    assert box().call(*parse_tool_call({"tool": None}), BudgetState(ToolBudget(3, 100))).error == "unknown_tool"
+    r = box().call(*parse_tool_call('{"tool": "returns", "arguments": {'), BudgetState(ToolBudget(3, 100)))
+    assert r.error == "bad_arguments" and "JSON object" in r.content
     st = BudgetState(ToolBudget(3, 100))
     r = box().call(*parse_tool_call({"tool": "returns", "arguments": "not json"}), st)
     assert r.error == "bad_arguments" and "got str" in r.content
