@@ -104,3 +104,13 @@ class MissingExtraError(ModuleNotFoundError):
 
 
 __all__ = ["MissingExtraError", "FENCE_TAG", "drop_fenced_blocks", "fenced_blocks", "sha256_file", "shared_data_dir", "strip_fences", "unwrap_fence"]
+
+
+def check_flag(name: str, value: object) -> bool:
+    """``value`` as a bool when it is one (Python or numpy), else ``ValueError`` in one line: an env switch
+    such as ``blind`` or ``tools`` given as ``"yes"`` or ``1`` is refused, not read as true."""
+    import numpy as np
+
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"{name} must be True or False, got {value!r}")

@@ -257,7 +257,7 @@ def test_blind_episode_feedback_record_and_scores(small_real, tmp_path, vocab):
 
 
 def test_blind_must_be_a_bool(small_real):
-    with pytest.raises(TypeError, match="blind"):
+    with pytest.raises(ValueError, match="^blind must be True or False, got 'yes'$"):
         QuantArenaEnv(data=small_real, blind="yes", **SMALL_WINDOWS)
 
 

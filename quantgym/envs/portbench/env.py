@@ -13,6 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 
+from quantgym._util import check_flag
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.actions import (
     ACTION_KEYS, STAGES, STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE, ActionDecoder, DecisionLog, action_space,
@@ -233,7 +234,7 @@ class PortBenchEnv(gym.Env):
         self.render_mode = render_mode
         self.view = mode.view(self.data, config)
         #: blind mode (docs/blind.md); the episode's :class:`~quantgym.envs.portbench.blinding.BlindView` after reset
-        self.blind = bool(blind)
+        self.blind = check_flag("blind", blind)
         self._blind = None
         if self.blind:
             check_blind(self.data, text_provider)
@@ -268,7 +269,7 @@ class PortBenchEnv(gym.Env):
 
     # ------------------------------------------------------------------------------ helpers
     def _tool_mode(self, tools: Any, tool_config: Any):
-        if not tools:
+        if not check_flag("tools", tools):
             return None
         from quantgym.envs.portbench.tools import PortBenchTools
 

@@ -17,6 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from quantgym._util import check_flag
 from quantgym.envs.portbench.allocation import (
     ACTION_MODES, LOGIT_SCALE, blind_row_features, observation_bounds, observation_layout, profile_onehot,
     row_features,
@@ -230,7 +231,7 @@ class BatchCore:
         # one template env validates the arguments and owns the data view (shared caches)
         self.template = PortBenchEnv(profile=profile, period=period, scoring=False, reward="log_return",
                                      data=data, config=config, blind=blind)
-        self.blind = bool(blind)
+        self.blind = check_flag("blind", blind)
         self.view: MarketView = self.template.view
         self.config = self.template.config
         if not isinstance(self.config.costs, PortBenchCostModel):

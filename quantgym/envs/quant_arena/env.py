@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from quantgym._util import check_flag
 from quantgym.models import ImportableModel
 from quantgym.spaces import AnyText, InvalidActionError, check_prompt_style
 
@@ -153,8 +154,6 @@ class QuantArenaEnv(gym.Env):
             raise ValueError("max_candidates must be a positive int")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if not isinstance(blind, bool):
-            raise TypeError(f"blind must be True or False, got {type(blind).__name__}")
         if config is not None and not isinstance(config, ArenaConfig):
             raise TypeError(f"config must be an ArenaConfig, got {type(config).__name__}")
         base = config if config is not None else ArenaConfig()  # the kwargs below are shortcuts into it
@@ -184,7 +183,7 @@ class QuantArenaEnv(gym.Env):
                                   sandbox=sandbox or base.sandbox, windows=w)
         self.mode = mode
         self.prompt_style = check_prompt_style(prompt_style)
-        self.blind = blind
+        self.blind = check_flag("blind", blind)
         self._blinding: ArenaBlinding | None = None
         self._data_arg = data
         self.dataset = load_dataset(data)

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from quantgym._util import check_flag
 from quantgym.envs.portbench.data import as_portbench_data
 from quantgym.envs.portbench.static_qa.config import COMPLEXITY, FIDELITIES, REGIMES, SYSTEM_PROMPT, TEMPLATES, QAConfig
 from quantgym.envs.portbench.static_qa.generator import QAItem, get_generator
@@ -100,7 +101,7 @@ class PortBenchQAEnv(gym.Env):
         self.render_mode = render_mode
         gen = get_generator(as_portbench_data(data), self.config, fidelity)
         #: blind mode (docs/blind.md): aliases, rebased prices, macro z-scores; the question's QABlinding
-        self.blind = bool(blind)
+        self.blind = check_flag("blind", blind)
         if self.blind and fidelity == "paper":
             raise ValueError("blind=True runs in clean mode only: the paper-mode context summary is not blinded")
         self._qd = gen.qd if self.blind else None
