@@ -220,3 +220,16 @@ def test_blind_env_pickles_mid_episode():
     assert clone.render_prompt() == env.render_prompt() and "EQ" in clone.render_prompt()
     for style in PROMPT_STYLES:
         assert clone.render_prompt(stage=0, style=style) == env.render_prompt(stage=0, style=style)
+
+
+def test_blind_macro_lists_every_series_it_has_a_z_score_for():
+    """A z-score of 0 (a series at its window mean, e.g. unchanged) is shown in both macro lines of S1."""
+    import re
+
+    env = gym.make("PortBench-Balanced-v0", stagewise=True, blind=True, period="normal_2024")
+    prompt = env.reset(seed=0)[0]["prompt"]
+    head = prompt[prompt.index("[MACRO]"):].splitlines()
+    first5 = dict(re.findall(r"(\w+)=([+-]\d+\.\d)", head[0]))
+    listed = dict(re.findall(r"^  (\w+): ([+-]\d+\.\d)$", "\n".join(head[2:19]), re.M))
+    assert first5 and all(listed.get(k) == v for k, v in first5.items())
+    assert "+0.0" in first5.values()  # normal_2024's first decision: the fed funds rate unchanged over the window

@@ -184,8 +184,8 @@ BLIND_MACRO_NOTE = "z-scores over the window (latest value vs the window mean, i
 def _macro_lines(snap: MarketSnapshot, macro_keys) -> list[str]:
     if _blind(snap):
         first5 = ", ".join(f"{k}={snap.macro[i]:+.1f}" for i, k in enumerate(macro_keys[:5]) if snap.macro_mask[i])
-        labelled = [f"  {k}: {snap.macro[i]:+.1f}" for i, k in enumerate(macro_keys)
-                    if snap.macro_mask[i] and snap.macro[i] != 0]
+        # every series with a z-score, 0 included (at its window mean; named prompts drop 0, a missing level)
+        labelled = [f"  {k}: {snap.macro[i]:+.1f}" for i, k in enumerate(macro_keys) if snap.macro_mask[i]]
         return [f"[MACRO] {BLIND_MACRO_NOTE}: {first5}", "[MACRO INDICATORS] (publication lags applied)"] + labelled
     first5 = ", ".join(f"{k}={snap.macro[i]:.4g}" for i, k in enumerate(macro_keys[:5]) if snap.macro_mask[i])
     labelled = [f"  {k}: {snap.macro[i]:.4g}" for i, k in enumerate(macro_keys) if snap.macro_mask[i] and snap.macro[i] != 0]
