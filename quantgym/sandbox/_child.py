@@ -453,11 +453,28 @@ def _set_rlimits(limits: dict) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
 
 
+#: the installed ``quantgym`` package directory: its frames (the import guard, the runner) are the
+#: sandbox's own and are left out of the agent's traceback
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _shown_path(path: str) -> str:
+    """A library frame's file as the agent sees it: relative to its ``sys.path`` entry
+    (``numpy/_core/fromnumeric.py``), else its base name. Never an absolute path of this machine, so
+    feedback (and an LLM prompt quoting it) is the same on every machine and checkout."""
+    roots = sorted({os.path.abspath(p) for p in sys.path if p}, key=len, reverse=True)
+    for r in roots:
+        if path.startswith(r + os.sep):
+            return path[len(r) + 1:]
+    return os.path.basename(path)
+
+
 def _agent_traceback(exc: BaseException, filename: str) -> str | None:
     """Traceback text from the first agent frame on; only the exception line if there is none.
 
     Source lines are shown for agent frames only (from the in-memory source), so formatting never
-    opens a file after lockdown.
+    opens a file after lockdown. Frames of the sandbox itself (the ``quantgym`` package) are left
+    out and library paths are shown relative to their ``sys.path`` entry (:func:`_shown_path`).
     """
     frames = _tb.StackSummary.extract(_tb.walk_tb(exc.__traceback__), lookup_lines=False)
     tail = "".join(_tb.format_exception_only(type(exc), exc))
@@ -466,7 +483,10 @@ def _agent_traceback(exc: BaseException, filename: str) -> str | None:
         return tail
     lines = ["Traceback (most recent call last):\n"]
     for f in frames[first:]:
-        lines.append(f'  File "{f.filename}", line {f.lineno}, in {f.name}\n')
+        if f.filename != filename and f.filename.startswith(_PKG_DIR + os.sep):
+            continue
+        shown = f.filename if f.filename == filename else _shown_path(f.filename)
+        lines.append(f'  File "{shown}", line {f.lineno}, in {f.name}\n')
         if f.filename == filename:
             text = linecache.getline(filename, f.lineno or 0).strip()
             if text:

@@ -464,6 +464,28 @@ def test_errors_inside_agent_code_keep_their_trimmed_traceback():
     assert 'File "<agent>"' in r.traceback and "in f" in r.traceback
 
 
+@pytest.mark.parametrize("source, status", [
+    ("import numpy as np\ndef f():\n    return np.linspace(0.0, 1.0, num=-1).tolist()\n", "error"),
+    ("def f():\n    import sklearn\n    return 1\n", "forbidden"),
+])
+def test_the_agents_traceback_names_no_path_of_this_machine(source, status):
+    """Feedback quotes the traceback to the agent (and an LLM prompt quotes the feedback): it shows
+    the agent's frames and library files relative to their sys.path entry, never the sandbox's own
+    frames or an absolute path, so a recorded prompt is the same in every checkout."""
+    import os
+
+    import quantgym
+
+    r = run(source)
+    assert r.status == status, (r.status, r.message)
+    assert 'File "<agent>"' in r.traceback, r.traceback
+    root = os.path.dirname(os.path.dirname(os.path.abspath(quantgym.__file__)))
+    assert root not in r.traceback and 'File "/' not in r.traceback, r.traceback
+    assert "quantgym/sandbox" not in r.traceback, r.traceback
+    if status == "error":
+        assert 'File "numpy/' in r.traceback, r.traceback
+
+
 # --------------------------------------------------------------------------- switches
 def test_runner_may_allow_frames_and_limits_override_it():
     from .sandbox_test_runners import frames_allowed
