@@ -207,12 +207,13 @@ def report_section(rows: Sequence[dict[str, Any]]) -> Any:
             gap, blind = r.get(f"gap_{m}"), r.get(f"blind_{m}")
             named = None if gap is None or blind is None else blind - gap
             lo, hi, p = r.get(f"gap_{m}_lo"), r.get(f"gap_{m}_hi"), r.get(f"gap_{m}_p")
-            flag = lo is not None and hi is not None and (lo > 0 or hi < 0)
+            # "yes" / "no" where there is an interval to read, "–" where there is none (no returns, one number)
+            flag = MISSING if lo is None or hi is None else ("yes" if lo > 0 or hi < 0 else "no")
             body.append([r["source"], r["task"] or "", r["agent"] or "",
                          "/".join(x for x in (r["profile"], r["period"]) if x) or MISSING, _header(m),
                          fmt(named, 3, MISSING), fmt(blind, 3, MISSING), fmt(gap, 3, MISSING),
                          MISSING if lo is None else f"[{fmt(lo, 3)}, {fmt(hi, 3)}]", fmt(p, 3, MISSING),
-                         "likely recall" if flag else MISSING])
+                         flag])
     table = Table("Memorization gap: blind − named", ["source", "task", "agent", "profile/period", "metric",
                   "named", "blind", "gap", "95% CI", "p", "likely_recall"], body, anchor="memorization-gap",
                   note="quantgym eval --blind both: each episode run named and blind with the same agent and seeds. "

@@ -162,6 +162,12 @@ def test_the_report_carries_the_gap_columns(tmp_path):
     rep = build_report([out], tmp_path / "report")
     html = rep.html_path.read_text()
     assert "Memorization gap" in html and "likely_recall" in html and "[0.000, 0.000]" in html
+    # the flag column says "no" where an interval was read (the Sharpe and return rows), "–" where none is
+    # (CEPS has no interval over one window of one episode)
+    import re
+
+    flags = re.findall(r"<td>(no|yes|–)</td>\s*</tr>", html)
+    assert "no" in flags and "yes" not in flags, flags
     merged = _rows(tmp_path / "report")
     assert merged[1]["gap_sharpe"] == "0" and merged[1]["likely_recall"] == "false"
 

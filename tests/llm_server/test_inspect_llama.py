@@ -4,6 +4,7 @@ OpenAI-compatible provider. Skips like the other real-server tests (conftest.py)
 
 import pytest
 
+from ._helpers import PERIOD_1_CLI
 from .conftest import MISSING, REQUIRED
 
 if MISSING and not REQUIRED:
@@ -11,12 +12,10 @@ if MISSING and not REQUIRED:
 
 pytestmark = pytest.mark.slow
 
-PERIOD_CLI = "2020-03-02:2020-03-13:weekly"
 
-
-def test_inspect_on_the_real_server_portbench_two_dates_and_one_market_bench_attempt(llama4k, tmp_path, monkeypatch):
+def test_inspect_on_the_real_server_portbench_one_date_and_one_market_bench_attempt(llama4k, tmp_path, monkeypatch):
     """Inspect's OpenAI-compatible provider (``openai-api/<service>/<model>`` with ``<SERVICE>_BASE_URL``) on the
-    real llama.cpp server: a 2-date PortBench episode and one Market-Bench attempt, scored by the envs
+    real llama.cpp server: a one-date PortBench episode and one Market-Bench attempt, scored by the envs
     (docs/inspect.md); ``quantgym report`` reads the logs."""
     pytest.importorskip("inspect_ai", reason="the Inspect tests need the extra: pip install -e '.[inspect]'")
     from inspect_ai import eval as inspect_eval
@@ -27,8 +26,8 @@ def test_inspect_on_the_real_server_portbench_two_dates_and_one_market_bench_att
     monkeypatch.setenv("LLAMACPP_BASE_URL", llama4k.base_url)
     monkeypatch.setenv("LLAMACPP_API_KEY", "no-key-needed")
     # llama-cpp-python's grammar-constrained JSON ({"type": "json_object", "schema": ...}, sent as Inspect's
-    # extra_body): every stage answer parses, so each decision date takes three calls
-    pb = task_create("quantgym/portbench", profile="balanced", period=PERIOD_CLI, context_window=4096,
+    # extra_body): every stage answer parses, so the decision date takes three calls
+    pb = task_create("quantgym/portbench", profile="balanced", period=PERIOD_1_CLI, context_window=4096,
                      structured="json_object_schema")
     mb = task_create("quantgym/market_bench", strategy="scheduled", round=1, attempts=1, context_window=4096,
                      max_tokens=768)
@@ -38,10 +37,10 @@ def test_inspect_on_the_real_server_portbench_two_dates_and_one_market_bench_att
     (pb_sample,), (mb_sample,) = logs[0].samples, logs[1].samples
     pb_score, mb_score = (next(iter(s.scores.values())) for s in (pb_sample, mb_sample))
     run = pb_score.metadata["runs"][0]
-    # two decision dates, S1-S3 each: every call answered by the server through Inspect, every answer parsed
-    assert [st["text"]["stage"] for st in run["steps"]] == ["S1", "S2", "S3"] * 2
+    # one decision date, S1-S3: every call answered by the server through Inspect, every answer parsed
+    assert [st["text"]["stage"] for st in run["steps"]] == ["S1", "S2", "S3"]
     assert all(st["text"]["status"] == "ok" for st in run["steps"])
-    assert run["usage"]["failures"] == 0 and run["usage"]["calls"] == 6 and run["usage"]["completion_tokens"] > 0
+    assert run["usage"]["failures"] == 0 and run["usage"]["calls"] == 3 and run["usage"]["completion_tokens"] > 0
     assert all(v == v for k, v in pb_score.value.items() if k in ("sharpe", "ret_pct", "maxdd_pct", "vol_pct"))
     (rec,) = mb_score.metadata["run"]["records"]  # one attempt, run in quantgym's sandbox
     assert (rec["round"], rec["attempt"]) == (1, 1) and rec["status"] in ("SUCCESS", "FAILED")

@@ -1,8 +1,8 @@
 """All three tasks against a real llama.cpp server and a real model (SmolLM2-135M-Instruct).
 
-One module, so that pytest-xdist (``--dist loadfile``, pyproject's addopts) runs every real-server test
-on one worker, which starts the one session-scoped server (tests/llm_server/conftest.py), while the other
-worker takes the rest of the suite.
+pytest-xdist (``--dist loadfile``, pyproject's addopts) runs each module of tests/llm_server on one worker,
+which starts the session-scoped server it needs (tests/llm_server/conftest.py); tool mode is in
+test_llama_tools.py, so the two workers share the real-server tests.
 
 PortBench: what a real small model does is asserted, not scripted: the run finishes; every call is in the
 transcript with its outcome; the capability ladder and the context window are found from the
@@ -14,7 +14,7 @@ Quant-Arena (one-shot track) and Market-Bench (one attempt of each strategy): th
 extracted, run in the sandbox and scored, whatever it is; every call is in the transcript; the replay
 reproduces the scores.
 
-Marked ``slow`` (about 12 minutes on one core of a 2-core machine): ``pytest -m slow`` runs them.
+Marked ``slow`` (about 8 minutes on one core of a 2-core machine): ``pytest -m slow`` runs them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from ._helpers import PERIOD_1, PERIOD_1_CLI, canon as _canon, runs as _runs, tasks as _tasks
 from .conftest import MISSING, REQUIRED
 
 if MISSING and not REQUIRED:  # one skip line for the module (under REQUIRED the fixtures fail instead)
@@ -35,29 +36,17 @@ from quantgym.agents.llm.client import LLMConfigError, read_transcript
 from quantgym.cli import app
 from quantgym.envs.market_bench.config import STRATEGIES
 from quantgym.envs.market_bench.scoring import FAILED, SUCCESS
-from quantgym.results import to_jsonable
 from quantgym.sandbox import STATUSES as SANDBOX_STATUSES
 
 pytestmark = pytest.mark.slow
 
-PERIOD_CLI = "2020-03-02:2020-03-13:weekly"  # two decision dates
-PERIOD = {"start": "2020-03-02", "end": "2020-03-13", "freq": "weekly"}
-PERIOD_1 = {"start": "2020-03-02", "end": "2020-03-06", "freq": "weekly"}  # one decision date
-
-
-def _canon(x) -> str:
-    return json.dumps(to_jsonable(x), sort_keys=True)
-
-
-def _runs(out):
-    return json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"]
 
 
 def test_eval_with_default_options_then_replay(llama4k, tmp_path):
     """`quantgym eval` with default options: no failed call caused by the request format or the window."""
     out = tmp_path / "run"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama4k.base_url,
-                                 "--env", "PortBench-Balanced-v0", "--period", PERIOD_CLI, "--out", str(out),
+                                 "--env", "PortBench-Balanced-v0", "--period", PERIOD_1_CLI, "--out", str(out),
                                  "--no-plots", "--quiet"])
     assert r.exit_code == 0, r.output
     run = _runs(out)[0]
@@ -69,7 +58,7 @@ def test_eval_with_default_options_then_replay(llama4k, tmp_path):
     ctx = [c for c in calls if c["error_kind"] == "context"]
     assert len(ctx) == 1 and ctx[0]["context_window"] == 4096 and ctx[0]["adapted"]
     answered = [c for c in calls if c["ok"]]
-    assert len(answered) == 6 and len(calls) == 8  # 2 dates x S1-S3, plus the two adaptations
+    assert len(answered) == 3 and len(calls) == 5  # S1-S3 of the one date, plus the two adaptations
     # the server survives the default path's requests: the compact S1 prompt with {"type": "json_object",
     # "schema": ...} after the ladder's step-down and the refit, the request shape of the crash report in
     # docs/llm-servers.md (there with an 8,192-token window)
@@ -80,10 +69,10 @@ def test_eval_with_default_options_then_replay(llama4k, tmp_path):
     # the estimate never under-counts the real prompt
     assert all(c["meta"]["prompt_tokens_est"] >= c["usage"]["prompt_tokens"] for c in answered)
     u = run["usage"]
-    assert u["failures"] == 0 and u["adaptations"] == 2 and u["calls"] == 8
+    assert u["failures"] == 0 and u["adaptations"] == 2 and u["calls"] == 5
     # grammar-constrained JSON: every stage answer parses into the schema
     assert all(st["text"]["status"] == "ok" for st in run["steps"])
-    assert run["parse_stats"]["S1"]["ok"] == run["parse_stats"]["S3"]["ok"] == 2
+    assert run["parse_stats"]["S1"]["ok"] == run["parse_stats"]["S3"]["ok"] == 1
     assert run["llm"]["context_window"] == 4096 and run["llm"]["context_source"] == "error"
     assert {st["prompt_style"] for st in run["steps"]} <= {"compact", "minimal"}
     # replay: offline, same results bit for bit
@@ -98,15 +87,13 @@ def test_eval_with_default_options_then_replay(llama4k, tmp_path):
     assert _canon([s["text"] for s in a["steps"]]) == _canon([s["text"] for s in b["steps"]])
 
 
-@pytest.mark.parametrize("structured", ["json_schema", "json_object_schema", "json_object", "off"])
+#: json_object_schema is the rung the default-options test above ends on (every answer parses there)
+@pytest.mark.parametrize("structured", ["json_schema", "json_object", "off"])
 def test_each_structured_rung_through_the_python_api(llama4k, tmp_path, structured):
-    """Each rung, fixed: what the real server and model do with it, scored and replayed."""
+    """Each rung, fixed: what the real server and model do with it on one decision date, scored and replayed."""
     kw = dict(base_url=llama4k.base_url, structured=structured, context_window=4096, timeout=600, retries=1,
-              transcript=tmp_path / "t.jsonl")
-    if structured in ("json_object", "off"):
-        kw["max_tokens"] = 200  # free-running small-model output: keep the test short
-    # json_object_schema on two dates is the default-options test above: one date here
-    period = PERIOD_1 if structured == "json_object_schema" else PERIOD
+              transcript=tmp_path / "t.jsonl", max_tokens=200)  # free-running small-model output: keep it short
+    period = PERIOD_1
     agent = make_openai_agent("smollm2", task="portbench", **kw)
     if structured == "json_schema":
         # a fixed rung is not climbed down: llama-cpp-python refuses every request (HTTP 500), and after the
@@ -127,49 +114,38 @@ def test_each_structured_rung_through_the_python_api(llama4k, tmp_path, structur
     _, calls = read_transcript(tmp_path / "t.jsonl")
     texts = [s["text"] for s in res.steps]
     u = agent.episode_usage()
-    # every call is in the transcript with its outcome; the episode always finishes (2 dates)
-    assert res.metrics["n_rebalances"] == (1 if period is PERIOD_1 else 2) and len(calls) == u["calls"]
+    # every call is in the transcript with its outcome; the episode always finishes
+    assert res.metrics["n_rebalances"] == 1 and len(calls) == u["calls"]
     assert all(("ok" in c) and ("error_kind" in c) for c in calls)
-    if structured == "json_object_schema":
-        assert all(c["ok"] for c in calls) and all(t["status"] == "ok" for t in texts)
-        assert all(c["request"]["response_format"]["type"] == "json_object" and "schema" in
-                   c["request"]["response_format"] for c in calls)
-    else:
-        # no grammar over the schema: a 135M model rarely produces it; whatever it answers is scored as the
-        # spec says (§4.0, §11.4, §11.5), and each outcome is visible in the step it happened in
-        finals = [t for t in texts if t["status"] != "retry"]
-        assert [t["stage"] for t in finals] == ["S1", "S2", "S3"] * 2  # two dates, every stage answered
-        assert len(texts) == len(calls) == u["calls"] and u["failures"] == 0  # one step per answer, retries too
-        if structured == "json_object":
-            # grammar-constrained JSON always parses: every stage on its first attempt, never a retry or an
-            # unparseable answer; a JSON object without the stage's keys is an invalid (not a missing) answer
-            assert all(t["status"] in ("ok", "invalid") and t["attempt"] == 1 for t in texts)
-        for st in res.steps:
-            t = st["text"]
-            if t["status"] == "retry":  # a parse failure before the last attempt: the same stage is asked again
-                assert t["attempt"] < 3 and t["error"]
-            elif t["status"] == "ok":
-                assert t["stage"] not in st["invalid"]
-            else:  # invalid / unparseable (after the 3rd attempt) / refused: the stage's fallback, score 0
-                assert t["stage"] in st["invalid"] and st["stage_scores"][t["stage"]] == 0.0
-                # info's unparseable / refused flags hold for the decision so far (any of its stages)
-                assert t["status"] != "unparseable" or (st["unparseable"] and t["attempt"] == 3
-                                                        and len(t["answers"]) == 3)
-                assert t["status"] != "refused" or st["refused"]
-        flagged = [any(t["status"] != "ok" for t in finals[k:k + 3]) for k in (0, 3)]
-        assert res.metrics["invalid_steps"] == sum(flagged)
-        assert res.metrics["refused_steps"] == sum(any(t["status"] == "refused" for t in finals[k:k + 3])
-                                                   for k in (0, 3))
+    # no grammar over the schema: a 135M model rarely produces it; whatever it answers is scored as the
+    # spec says (§4.0, §11.4, §11.5), and each outcome is visible in the step it happened in
+    finals = [t for t in texts if t["status"] != "retry"]
+    assert [t["stage"] for t in finals] == ["S1", "S2", "S3"]  # every stage answered
+    assert len(texts) == len(calls) == u["calls"] and u["failures"] == 0  # one step per answer, retries too
+    if structured == "json_object":
+        # grammar-constrained JSON always parses: every stage on its first attempt, never a retry or an
+        # unparseable answer; a JSON object without the stage's keys is an invalid (not a missing) answer
+        assert all(t["status"] in ("ok", "invalid") and t["attempt"] == 1 for t in texts)
+    for st in res.steps:
+        t = st["text"]
+        if t["status"] == "retry":  # a parse failure before the last attempt: the same stage is asked again
+            assert t["attempt"] < 3 and t["error"]
+        elif t["status"] == "ok":
+            assert t["stage"] not in st["invalid"]
+        else:  # invalid / unparseable (after the 3rd attempt) / refused: the stage's fallback, score 0
+            assert t["stage"] in st["invalid"] and st["stage_scores"][t["stage"]] == 0.0
+            # info's unparseable / refused flags hold for the decision so far (any of its stages)
+            assert t["status"] != "unparseable" or (st["unparseable"] and t["attempt"] == 3
+                                                    and len(t["answers"]) == 3)
+            assert t["status"] != "refused" or st["refused"]
+    assert res.metrics["invalid_steps"] == int(any(t["status"] != "ok" for t in finals))
+    assert res.metrics["refused_steps"] == int(any(t["status"] == "refused" for t in finals))
     replay = make_replay_agent(str(tmp_path / "t.jsonl"), task="portbench")
     res2 = evaluate("PortBench-Balanced-v0", replay, period=period)
     assert _canon(res.to_dict()) == _canon(res2.to_dict())
 
 
 # ------------------------------------------------------------------ Quant-Arena and Market-Bench
-def _tasks(out):
-    return json.loads((out / "results.json").read_text())["tasks"]
-
-
 def test_quant_arena_oneshot_step(llama4k, tmp_path):
     out = tmp_path / "qa"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama4k.base_url,
@@ -227,69 +203,6 @@ def test_market_bench_one_attempt_of_each_strategy(llama4k, tmp_path):
     assert _tasks(out2)["market_bench"]["scores"] == mb["scores"]
 
 
-# ------------------------------------------------------------------ tool mode (docs/llm-agents.md §10)
-#: a small per-stage budget keeps the real-model run short (2 calls and 4,000 result characters per stage)
-TOOL_BUDGET = {"tool_config": {"calls": 2, "chars": 4000}}
-
-
-def _replay_cli(transcript, out, *flags: str) -> None:
-    """`quantgym eval --agent replay:TRANSCRIPT` into ``out`` (offline). A dict env kwarg (``tool_config``) is not
-    in the recorded plan (EvalPlan.to_dict keeps scalars): the tool tests pass their flags again."""
-    r = CliRunner().invoke(app, ["eval", "--agent", f"replay:{transcript}", "--out", str(out), "--no-plots", "--quiet",
-                                 *flags])
-    assert r.exit_code == 0, r.output
-
-
-def _tool_lines(path) -> list[dict]:
-    from pathlib import Path
-
-    return [r for r in map(json.loads, Path(path).read_text().splitlines()) if r.get("type") == "tool"]
-
-
-def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
-    """`quantgym eval --tools` on two decision dates: what the real server and model do, then a replay."""
-    out = tmp_path / "tools"
-    r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
-                                 "--env", "PortBench-Balanced-v0", "--period", PERIOD_CLI, "--tools",
-                                 "--env-kwargs", json.dumps(TOOL_BUDGET), "--out", str(out), "--no-plots",
-                                 "--quiet"])
-    assert r.exit_code == 0, r.output
-    run = _runs(out)[0]
-    assert run["metrics"]["n_rebalances"] == 2  # the run finishes: both dates, every stage answered
-    _, calls = read_transcript(run["transcript"])
-    tools = _tool_lines(run["transcript"])
-    made = sum(len(c.get("tool_calls") or []) for c in calls if c["ok"])
-    stepped = [c for c in calls if c.get("unsupported") == "tools"]
-    # with the function-calling chat format the server answers with native tool calls (the ladder stays on
-    # "native"); a server that refused `tools` would show one adapted call instead
-    assert made > 0 or len(stepped) == 1
-    assert made > 0 and not stepped and all(c["rung"] for c in calls)
-    assert any("tools" in c["request"] and c["request"]["tool_choice"] == "auto" for c in calls)
-    # every call the model made ran in the env and is in the transcript with its outcome
-    assert len(tools) == made and all(t["ok"] in (True, False) and t["content"] for t in tools)
-    assert all(t["ok"] or t["error"] in ("unknown_tool", "bad_arguments", "budget_exhausted", "tool_error")
-               for t in tools)
-    # budgets hold: at most 2 calls of each stage ran (budget_exhausted answers use none)
-    ran: dict = {}
-    for t in tools:
-        key = (t["meta"]["date"], t["meta"]["stage"])
-        ran[key] = ran.get(key, 0) + (t["error"] != "budget_exhausted")
-    assert ran and max(ran.values()) <= 2
-    assert all(t["truncated"] == 0 or t["content"].endswith(f"[truncated: {t['truncated']} chars]")
-               for t in tools if t["ok"])
-    assert run["llm"]["tool_calls"] == made and "native" in run["llm"]["tool_rungs"]
-    # replay: offline, the same path and the same results bit for bit
-    out2 = tmp_path / "tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(TOOL_BUDGET))
-    assert (out / "summary.csv").read_text() == (out2 / "summary.csv").read_text()
-    a, b = _runs(out)[0], _runs(out2)[0]
-    # the scores, and each stage answer and each tool call with its result
-    assert _canon([a[k] for k in ("metrics", "stage_scores", "ceps", "nav", "parse_stats")]) == _canon(
-        [b[k] for k in ("metrics", "stage_scores", "ceps", "nav", "parse_stats")])
-    assert _canon([(s.get("text"), s.get("tool")) for s in a["steps"]]) == _canon(
-        [(s.get("text"), s.get("tool")) for s in b["steps"]])
-
-
 # ------------------------------------------------------------------ blind mode (docs/blind.md)
 #: two monthly decision dates, about 40 daily returns: enough for the gap's bootstrap interval (min_obs 10)
 GAP_PERIOD_CLI = "2020-02-03:2020-03-31:monthly"
@@ -302,7 +215,8 @@ def test_eval_blind_both_writes_the_gap_and_the_replay_reproduces_it(llama4k, tm
     out = tmp_path / "both"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama4k.base_url,
                                  "--env", "PortBench-Balanced-v0", "--period", GAP_PERIOD_CLI, "--blind", "both",
-                                 "--prompt-style", "minimal", "--concurrency", "1", "--no-baseline", "--out",
+                                 "--prompt-style", "minimal", "--max-tokens", "256", "--concurrency", "1",
+                                 "--no-baseline", "--out",
                                  str(out), "--no-plots", "--quiet"])  # one request at a time: none waits in a queue
     assert r.exit_code == 0, r.output
     named, blind = list(csv.DictReader(open(out / "summary.csv")))
@@ -324,58 +238,3 @@ def test_eval_blind_both_writes_the_gap_and_the_replay_reproduces_it(llama4k, tm
                                   "--no-plots", "--quiet"])
     assert r2.exit_code == 0, r2.output
     assert (out2 / "summary.csv").read_text() == (out / "summary.csv").read_text()
-
-
-def _tool_run_checks(transcript, budget_calls: int) -> tuple[int, list[dict]]:
-    """(calls the model made, tool lines): every call is recorded with its outcome, the budget held."""
-    _, calls = read_transcript(transcript)
-    tools = _tool_lines(transcript)
-    made = sum(len(c.get("tool_calls") or []) for c in calls if c["ok"])
-    stepped = [c for c in calls if c.get("unsupported") == "tools"]
-    assert made > 0 or len(stepped) == 1  # tool calls were made, or the ladder stepped down once
-    assert len(tools) == made and all(t["ok"] or t["error"] for t in tools)
-    ran: dict = {}
-    for t in tools:
-        key = json.dumps(t["meta"], sort_keys=True)
-        ran[key] = ran.get(key, 0) + (t["error"] != "budget_exhausted")
-    assert max(ran.values(), default=0) <= budget_calls
-    return made, tools
-
-
-def test_tool_mode_quant_arena_research_step(llama_tools, tmp_path):
-    """One-shot track in tool mode: describe/explore/submit/freeze offered; whatever the model calls runs in the
-    env within the budget (one exploration run at most), the run ends with a score, and replays."""
-    out = tmp_path / "qa_tools"
-    kw = {"tool_config": {"calls": 2, "chars": 4000, "explore_runs": 1}}
-    r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
-                                 "--env", "QuantArena-OneShot-v0", "--tools", "--env-kwargs", json.dumps(kw),
-                                 "--max-tokens", "768", "--out", str(out), "--quiet", "--no-plots"])
-    assert r.exit_code == 0, r.output
-    run = _tasks(out)["quant_arena"]["runs"][0]
-    made, tools = _tool_run_checks(run["transcript"], 2)
-    assert sum(1 for t in tools if t["tool"] == "explore" and t["ok"]) <= 1
-    fin = run["final"]
-    assert fin["status_research"] and 0.0 <= float(run["S"]) <= 100.0
-    out2 = tmp_path / "qa_tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(kw))
-    assert _tasks(out2)["quant_arena"]["runs"][0]["S"] == run["S"]
-
-
-def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
-    """One Market-Bench attempt in tool mode (peek, a draft run, submit offered): the attempt is scored whatever
-    the model calls, the draft budget holds, and the replay gives the same records."""
-    out = tmp_path / "mb_tools"
-    kw = {"tool_config": {"calls": 2, "chars": 4000, "draft_runs": 1}}
-    r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
-                                 "--env", "MarketBench-Scheduled-v0", "--round", "1", "--attempts", "1", "--tools",
-                                 "--env-kwargs", json.dumps(kw), "--max-tokens", "768", "--out", str(out),
-                                 "--quiet", "--no-plots"])
-    assert r.exit_code == 0, r.output
-    mb = _tasks(out)["market_bench"]
-    run = mb["runs"][0]
-    made, tools = _tool_run_checks(run["transcript"], 2)
-    assert sum(1 for t in tools if t["tool"] == "run_draft" and t["ok"]) <= 1
-    assert len(run["records"]) == 1 and run["records"][0]["status"] in (SUCCESS, FAILED)
-    out2 = tmp_path / "mb_tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(kw))
-    assert _tasks(out2)["market_bench"]["scores"] == mb["scores"]
