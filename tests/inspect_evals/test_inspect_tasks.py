@@ -224,6 +224,10 @@ def test_a_score_keeps_every_column_of_the_row_so_every_sample_has_the_same_keys
     assert set(solved) == set(unsolved) and "mae" in solved and math.isnan(unsolved["mae"])
     assert "track" not in solved and "agent" not in solved and "sharpe" not in solved  # no Sharpe in Market-Bench
     assert "sharpe" in score_values("portbench", {"task": "portbench"})  # NaN when the episode has none
+    # no price table under Inspect: the cost columns are no score (Inspect's log holds the tokens)
+    pb = score_values("portbench", {"task": "portbench", "sharpe": 0.5, "cost_usd": None, "net_pnl_usd": None,
+                                    "pnl_per_cost": None})
+    assert pb["sharpe"] == 0.5 and not {"cost_usd", "net_pnl_usd", "pnl_per_cost"} & set(pb)
 
 
 def test_inspect_command_line_settings_win_over_quantgyms_per_call_settings(tmp_path):

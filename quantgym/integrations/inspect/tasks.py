@@ -332,9 +332,15 @@ def score_values(task_name: str, row: dict[str, Any]) -> dict[str, float]:
     from quantgym.leaderboard.metrics import metrics, number
     from quantgym.tasks import get_task
 
+    from quantgym.costs import COST_COLUMNS
+
     returns = get_task(task_name).sharpe_note is not None
     out: dict[str, float] = {}
     for m in metrics([task_name]):
+        # the inference-cost columns need quantgym eval's price table (--price-in/--price-out); under Inspect the
+        # model's usage is in Inspect's own log (EvalLog.stats.model_usage), so they would always be NaN here
+        if m.name in COST_COLUMNS:
+            continue
         if m.kind == "number" and (returns or m.tasks is not None):
             v = number(row.get(m.name))
             out[m.name] = float("nan") if v is None else v
@@ -342,7 +348,7 @@ def score_values(task_name: str, row: dict[str, Any]) -> dict[str, float]:
     # empty in an unsolved episode: each sample's score keeps the same keys, as Inspect's metrics need)
     keys = ("task", "agent", "profile", "period", "status")
     for k, v in row.items():
-        if k in out or k in keys or isinstance(v, (bool, str)):
+        if k in out or k in keys or k in COST_COLUMNS or isinstance(v, (bool, str)):
             continue
         if v is None:
             out[k] = float("nan")
