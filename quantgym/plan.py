@@ -432,7 +432,10 @@ def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
         if progress is not None and tid is not None:
             progress.update(tid, description=f"eval · {c} LLM call(s)" + (f", {f} failed" if f else ""))
         if log is not None and not rec.get("ok"):
-            log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {rec.get('error')}")
+            err = " ".join(str(rec.get("error")).split())  # a server's error body can run to kilobytes
+            if len(err) > 120:
+                err = err[:117] + "... (the transcript has the whole error)"
+            log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {err}")
 
     engines = [e for e in {id(a.engine): a.engine for a in agents.values() if is_llm_agent(a)}.values()
                if hasattr(e, "listeners")]

@@ -213,3 +213,19 @@ def test_bench_with_an_unreachable_llm_agent_exits_2_without_traceback(tmp_path,
                                  "-o", str(tmp_path / "b")])
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "cannot reach" in " ".join(r.output.split())
+
+
+def test_a_long_server_error_is_one_short_progress_line(server, tmp_path, monkeypatch):
+    """A server's error body can run to kilobytes (a stack trace): the progress line quotes its start in one
+    short line."""
+    body = "internal error: " + "frame " * 400
+    server.responder = lambda req: {"status": 500, "message": body}
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    out = tmp_path / "mb"
+    r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url,
+                                 "--env", "MarketBench-Pairs-v0", "--round", "1", "--attempts", "1",
+                                 "--retries", "0", "--out", str(out)])
+    assert r.exit_code == 2, r.output  # no call answered: the run is no result (one error line)
+    lines = [ln for ln in r.output.splitlines() if "LLM call failed" in ln]
+    assert lines and all(len(ln) <= 240 for ln in lines), lines
+    assert lines[0].endswith("(the transcript has the whole error)")
