@@ -434,7 +434,7 @@ def _attach_progress(agents: dict[str, Any], progress: Any, tid: Any,
         if log is not None and not rec.get("ok"):
             err = " ".join(str(rec.get("error")).split())  # a server's error body can run to kilobytes
             if len(err) > 120:
-                err = err[:117] + "... (the transcript has the whole error)"
+                err = err[:117] + "..."  # the call's record (transcript, results.json) has it whole
             log(f"  LLM call failed ({rec.get('episode') or 'no episode'}): {err}")
 
     engines = [e for e in {id(a.engine): a.engine for a in agents.values() if is_llm_agent(a)}.values()
