@@ -227,4 +227,4 @@ def test_a_long_server_error_is_one_short_progress_line(server, tmp_path, monkey
                                  "--retries", "0", "--out", str(out)])
     assert r.exit_code == 2, r.output  # no call answered: the run is no result (one error line)
     lines = [ln for ln in r.output.splitlines() if "LLM call failed" in ln]
-    assert lines and all(len(ln) <= 200 for ln in lines) and lines[0].endswith("frame..."), lines
+    assert lines and all(len(ln) <= 200 for ln in lines) and lines[0].endswith("..."), lines
