@@ -283,6 +283,49 @@ def test_every_tool_is_point_in_time(raw, date):
         assert seen == set(TOOLS)
 
 
+def test_previous_close_shows_nothing_of_the_decision_day(raw):
+    """With ``as_of="previous_close"`` (spec §1.7; live mode) the policy decides on data through the day before
+    the decision date: the prompts, the observation arrays, info's NAV, the reward that ends the previous
+    decision (``reward="log_return"``) and every tool's answer are the same on data whose rows from the decision
+    date on are garbage. The book it is shown (NAV, drifted weights) is the previous close's: the decision
+    day's returns are in neither. The trade itself happens at the decision day's close, on the real book. (The
+    stage scores of the previous decision are ex post, spec §4.3: they read the returns up to this decision
+    day; docs/portbench.md says so.)"""
+    from quantgym.envs.portbench.config import PortBenchConfig
+
+    prices, classes, macro, clean = raw
+    period = dict(start="2020-03-01", end="2020-05-31", freq="monthly")
+    probe = _env(period=period, data=clean)
+    probe.reset(seed=0)
+    probe.step(_answer(probe, 0)), probe.step(_answer(probe, 1)), probe.step(_answer(probe, 2))
+    d2 = pd.Timestamp(probe.snapshot.decision_date)  # the second decision date
+    g_prices, g_macro = _garbage_after(prices, macro, d2 - pd.Timedelta(days=1), seed=2)
+    dirty = PortBenchData.from_frames(g_prices, classes, macro=g_macro, tickers=list(CANONICAL_TICKERS))
+    config = PortBenchConfig(as_of="previous_close")
+    envs = [_env(period=period, data=x, config=config, reward="log_return", tool_config=PortBenchToolsConfig(**BIG))
+            for x in (clean, dirty)]
+    for e in envs:
+        e.reset(seed=0)
+    for stage in range(3):  # the first decision, answered alike: its closing log-return reward and NAV match
+        ans = _answer(envs[0], stage)
+        a, b = (e.step(ans) for e in envs)
+    assert a[1] == b[1] and a[4]["nav"] == b[4]["nav"]
+    assert pd.Timestamp(envs[0].snapshot.decision_date) == pd.Timestamp(envs[1].snapshot.decision_date) == d2
+    for stage in range(3):
+        assert envs[0].render_prompt() == envs[1].render_prompt(), stage
+        for call in [{"tool": t} for t in TOOLS] + [{"tool": "asset_stats", "arguments": {"window": 5}}]:
+            a, b = (e.step(call) for e in envs)
+            assert a[4]["tool"] == b[4]["tool"], call
+            for k in a[0]:
+                assert np.array_equal(np.asarray(a[0][k]), np.asarray(b[0][k])), (stage, k)
+            assert a[4]["nav"] == b[4]["nav"]
+        ans = _answer(envs[0], stage)
+        envs[0].step(ans), envs[1].step(ans)
+    # the book shown at the second decision is the previous close's; the real one holds the decision day's return
+    sim = envs[0].sim
+    assert envs[0].nav_seen == sim.nav_history[-2] != sim.nav_history[-1] or sim.t != envs[0].snapshot.t
+
+
 # ---------------------------------------------------------------------------------------- blind
 def test_blind_tool_results_name_no_asset_date_or_level():
     from quantgym.blind import bundled_vocabulary

@@ -225,6 +225,7 @@ class PortBenchEnv(gym.Env):
             period = resolve_live(period, self.data.dates)
             config = config.replace(as_of="previous_close")
         self.config = config
+        self._as_of_previous = config.as_of == "previous_close"
         self.period = period
         self.stagewise = bool(stagewise)
         self.reward_kind = reward
@@ -313,9 +314,18 @@ class PortBenchEnv(gym.Env):
         sim = self.sim
         t = sim.t
         self.nav_pre = sim.nav
-        self.snapshot = snap = self.view.snapshot(t, sim.weights, sim.nav / sim.initial_nav,
+        # what the policy sees of its own book is as of the snapshot's close (spec §1.7): with
+        # as_of="previous_close", the NAV and drifted weights of the day before, not the decision day's
+        # (those already hold the decision day's returns); the trade, the scores and the truth use the
+        # book as it stands at the decision day's close (self._book)
+        seen = self._as_of_previous and len(sim.nav_history) >= 2
+        w_seen, nav_seen = (sim.weight_history[-2], sim.nav_history[-2]) if seen else (sim.weights, sim.nav)
+        self.nav_seen = float(nav_seen)
+        self.snapshot = snap = self.view.snapshot(t, w_seen, nav_seen / sim.initial_nav,
                                                   self._news(self.view.dates[t]) if self.text_provider is not None
                                                   else self._profile_block)
+        self._book = snap if not seen else dataclasses.replace(
+            snap, current_weights=np.array(sim.weights, dtype=np.float64), nav=sim.nav / sim.initial_nav)
         parts = self.view.row_cache(int(t))
         info = parts.get("row_info")
         if info is None:  # per-row constants of the info dict and the decision record
@@ -331,7 +341,7 @@ class PortBenchEnv(gym.Env):
         self.log = DecisionLog()
         self.stage_notes = {}
         #: the decision's ground truth (scoring on; :class:`~quantgym.envs.portbench.scorer.DecisionTruth`)
-        self.truth = self._scorer.truth(snap, parts, self._forward_returns) if self.scoring else None
+        self.truth = self._scorer.truth(self._book, parts, self._forward_returns) if self.scoring else None
 
     def _forward_returns(self) -> np.ndarray:
         """Ex-post oracle data: returns after ``d`` up to the next decision, at most 21/5/1 rows (§11.7)."""
@@ -416,7 +426,7 @@ class PortBenchEnv(gym.Env):
             "coerced": dict(log.coerced),
             "refused": STATUS_REFUSED in status,
             "unparseable": STATUS_UNPARSEABLE in status,
-            "nav": float(self.sim.nav),
+            "nav": self.nav_seen,
             "uses_future_data": self._uses_future_data,
             "n_available": self._row_info["n_available"],
             "prompt_style": self.config.prompt_style,
@@ -514,7 +524,7 @@ class PortBenchEnv(gym.Env):
             if self.stagewise:
                 self.stage = 2
                 return self._obs(), 0.0, False, False, self._base_info()
-        weights, valid = decoder.weights(act["weights"], status, snap.available, snap.current_weights, log)
+        weights, valid = decoder.weights(act["weights"], status, snap.available, self._book.current_weights, log)
         return self._finish_decision(weights, valid)
 
     def _abort(self):
@@ -530,7 +540,7 @@ class PortBenchEnv(gym.Env):
         return obs, 0.0, False, True, self._note_clipped(info)
 
     def _finish_decision(self, w_hat: np.ndarray, valid: bool):
-        snap, sim, log = self.snapshot, self.sim, self.log
+        snap, sim, log = self._book, self.sim, self.log
         if self.scoring:
             w_exec, scored, scores_info = self._scorer.score(w_hat, valid, snap, self.truth, log)
         else:  # direct allocation: executed weights = S3 weights (§4.6), no S4 turnover needed
@@ -554,13 +564,15 @@ class PortBenchEnv(gym.Env):
         info["orders"] = trade.orders  # an Orders sequence (arrays; order dicts built when read)
         if scores_info is not None:
             info.update(scores_info)
-        nav_pre = self.nav_pre
+        # the NAV change the policy may know of: to the next snapshot's close (the period end when terminated)
+        nav_pre = self.nav_seen
+        nav_end = sim.nav_history[-2] if self._as_of_previous and not terminated else sim.nav
         self.decision_k += 1
         if self.reward_kind == "ceps":
             reward = float(scores_info["ceps"]) if scores_info is not None else 0.0
         else:
-            reward = float(math.log(sim.nav / nav_pre)) if nav_pre > 0 and sim.nav > 0 else 0.0
-        info["nav"] = float(sim.nav)
+            reward = float(math.log(nav_end / nav_pre)) if nav_pre > 0 and nav_end > 0 else 0.0
+        info["nav"] = float(nav_end)
         if terminated:
             self._terminated = True
             info["episode_metrics"] = self.episode_metrics()
@@ -631,7 +643,7 @@ class PortBenchEnv(gym.Env):
         top = np.argsort(-s.current_weights)[:5]
         hold = ", ".join(f"{s.tickers[i]} {s.current_weights[i]:.1%}" for i in top)
         return (f"{s.decision_date.date()} stage={STAGES[self.stage]} regime={s.regime} "
-                f"NAV={self.sim.nav:,.0f} top weights: {hold}")
+                f"NAV={self.nav_seen:,.0f} top weights: {hold}")
 
 
 __all__ = ["PortBenchEnv", "ACTION_KEYS", "OBS_KEYS", "STATUS_OK", "STATUS_REFUSED", "STATUS_UNPARSEABLE",

@@ -234,6 +234,9 @@ class BatchCore:
         self.blind = check_flag("blind", blind)
         self.view: MarketView = self.template.view
         self.config = self.template.config
+        if self.config.as_of != "close":
+            raise ValueError("the batched env observes the book at the decision day's close; as_of="
+                             f"{self.config.as_of!r} runs in PortBenchEnv (vectorization_mode='sync')")
         if not isinstance(self.config.costs, PortBenchCostModel):
             raise ValueError("the batched env charges the spec's proportional costs in one kernel; a user fee model "
                              "(config.costs) runs in PortBenchEnv (vectorization_mode='sync')")
