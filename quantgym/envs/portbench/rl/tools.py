@@ -24,7 +24,7 @@ Action: ``Box(−1, 1, (1 + N,))``
 views and S2 the signals derived from that target (``derived_views``, AllocationWrapper's ``s12="derived"``),
 S3 the target weights. S4 and S5 the env computes from the S3 weights.
 
-Observation: ``Box`` float32 of length ``(2·W + 3)·N + 2·17 + 2·M + 6`` (``W`` windows, ``M = W + 2`` menu entries)
+Observation: ``Box`` float32 of length ``(2·W + 2)·N + 2·17 + 2·M + 6`` (``W`` windows, ``M = W + 2`` menu entries)
 --------------------------------------------------------------------------------------------------------
 What this decision's tool calls returned so far (0 where not fetched): per window the return (clipped to
 [−1, 10]) and annualised volatility (clipped to [0, 10]) of each asset; the macro values as
