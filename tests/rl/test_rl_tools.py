@@ -153,3 +153,26 @@ def test_short_ppo_run_trains_evaluates_and_reproduces():
     assert sum(sampled["per_stage"].values()) == sampled["result"].metrics["tool_calls"] > 0
     steps = sampled["result"].steps
     assert all(s["tool"]["tool"] in {c["tool"] for c in MENU} for s in steps if "tool" in s)
+
+
+def test_cli_train_tools_trains_on_the_tool_interface_and_loads_as_a_tool_policy(tmp_path):
+    """``quantgym train --tools``: tool-mode training envs, rl_meta.json says so, ``sb3:DIR`` evaluates the model
+    through the tools again; a batched or risk_adjusted tool run is one line, exit 2."""
+    typer_testing = pytest.importorskip("typer.testing")
+    from quantgym.cli import app
+    from quantgym.envs.portbench.rl import load_sb3_agent
+    from quantgym.envs.portbench.rl.tools import ToolPolicy
+
+    res = typer_testing.CliRunner().invoke(app, [
+        "train", "--tools", "--algo", "ppo", "--timesteps", "128", "--seed", "1", "--out", str(tmp_path),
+        "--n-envs", "2", "--episode-len", "3", "--eval-periods", "covid_2020", "--algo-kwargs",
+        '{"n_steps": 64, "batch_size": 64, "n_epochs": 1}'])
+    assert res.exit_code == 0, res.output
+    assert "SB3-PPO-tools" in res.output and "covid_2020" in res.output
+    policy = load_sb3_agent(str(tmp_path))
+    assert isinstance(policy, ToolPolicy) and policy.name == "SB3-PPO-tools"
+    ev = evaluate(ENV_ID, policy, seed=0, period=PERIOD)
+    assert ev.metrics["tool_errors"] == 0 and ev.metrics["n_rebalances"] >= 1
+    bad = typer_testing.CliRunner().invoke(app, ["train", "--tools", "--reward", "risk_adjusted", "--out",
+                                                 str(tmp_path / "bad")])
+    assert bad.exit_code == 2 and "tools=True" in bad.output
