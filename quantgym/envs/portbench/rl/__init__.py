@@ -6,6 +6,8 @@ Nothing here imports stable-baselines3 or torch at import time; the functions be
 - :func:`load_sb3_agent` — the ``sb3:PATH`` agent scheme (``quantgym bench --agent sb3:DIR``).
 - :func:`train_sb3` — train PPO / SAC / A2C on the training split and evaluate on the bench periods.
 - :func:`make_sb3_vec_env` — an SB3 ``VecEnv`` over PortBench (the batched core or one env per worker).
+- :class:`ToolUsingAllocation`, :class:`ToolPolicy` — an RL policy on the tool interface (``tools=True``,
+  :mod:`quantgym.envs.portbench.rl.tools`, docs/tools.md); they need no SB3.
 """
 
 from __future__ import annotations
@@ -46,4 +48,13 @@ def make_sb3_vec_env(*args: Any, **kwargs: Any):
     return _sb3().make_sb3_vec_env(*args, **kwargs)
 
 
-__all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "EXTRA_HINT", "TORCH_CPU_HINT"]
+def __getattr__(name: str) -> Any:  # PEP 562: the tool-mode wrapper loads on first use
+    if name in ("ToolUsingAllocation", "ToolPolicy"):
+        from quantgym.envs.portbench.rl import tools
+
+        return getattr(tools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "ToolUsingAllocation", "ToolPolicy", "EXTRA_HINT",
+           "TORCH_CPU_HINT"]

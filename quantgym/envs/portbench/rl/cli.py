@@ -63,6 +63,8 @@ def register(app: typer.Typer) -> None:
         freq: str = typer.Option("weekly", "--freq", help="Training decision frequency: daily | weekly | monthly."),
         algo_kwargs: Optional[str] = typer.Option(None, "--algo-kwargs", help="JSON object of SB3 hyperparameters."),
         verbose: int = typer.Option(0, "--verbose", "-v", help="SB3 verbosity (0, 1, 2)."),
+        tools: bool = typer.Option(False, "--tools", help="Train on the tool interface (docs/tools.md): the policy "
+                                   "calls point-in-time tools or answers each stage; reward log_return or ceps."),
     ) -> None:
         """Train PPO/SAC/A2C on PortBench, save the model, evaluate it like the baselines.
 
@@ -91,7 +93,7 @@ def register(app: typer.Typer) -> None:
                 res = rl.train_sb3(algo, env, timesteps, seed, out, train_period=(start, end), exclude=_split(exclude),
                                    reward=reward, risk_penalty=risk_penalty, action_mode=action_mode,
                                    eval_periods=_split(eval_periods), algo_kwargs=kwargs, n_envs=n_envs,
-                                   episode_len=episode_len, freq=freq, verbose=verbose)
+                                   episode_len=episode_len, freq=freq, verbose=verbose, tools=tools)
         except ValueError as exc:
             console.print(f"[red]error: {exc}[/red]")
             raise typer.Exit(2) from None

@@ -165,7 +165,8 @@ def _profile_of(env_id: str) -> str:
 def make_sb3_vec_env(env_id: str = "PortBench-Balanced-v0", n_envs: int = 8, *, reward: str = "log_return",
                      action_mode: str = "logits", windows: Sequence[tuple[str, str]] | None = None,
                      freq: str = "weekly", episode_len: int = 26, risk_penalty: float = 1.0,
-                     batched: bool | None = None, s12: str = "derived", env_kwargs: dict | None = None) -> VecEnv:
+                     batched: bool | None = None, s12: str = "derived", env_kwargs: dict | None = None,
+                     tools: bool = False) -> VecEnv:
     """An SB3 ``VecEnv`` of PortBench training episodes (wrapped in ``VecMonitor``).
 
     Parameters
@@ -178,14 +179,30 @@ def make_sb3_vec_env(env_id: str = "PortBench-Balanced-v0", n_envs: int = 8, *, 
     batched : True = numpy batch core (fast, no scoring); False = ``DummyVecEnv`` of
         ``AllocationWrapper(RandomPeriod(gym.make(env_id)))``; None = batched unless ``reward="ceps"``.
     env_kwargs : extra kwargs for ``gym.make`` (unbatched path) or the core (``data``, ``config``).
+    tools : True trains on the tool interface: ``ToolUsingAllocation(RandomPeriod(gym.make(env_id,
+        stagewise=True, tools=True)))`` per sub-env (docs/tools.md, "RL policies on the tool interface"); reward
+        "log_return" or "ceps" (the env's), action mode "logits".
 
     Raises
     ------
     ValueError
-        ``batched=True`` with ``reward="ceps"``, or an unknown option.
+        ``batched=True`` with ``reward="ceps"`` or ``tools``, or an unknown option.
     """
     windows = list(windows) if windows is not None else train_windows()
     kw = dict(env_kwargs or {})
+    if tools:
+        if batched or reward not in ("log_return", "ceps") or action_mode != "logits":
+            raise ValueError("tools=True trains one tool-mode env per worker: reward log_return or ceps, "
+                             "action_mode logits, not batched")
+        from quantgym.envs.portbench.rl.tools import ToolUsingAllocation
+
+        def tool_factory() -> Callable[[], gym.Env]:
+            def _make() -> gym.Env:
+                env = gym.make(env_id, stagewise=True, tools=True, scoring=reward == "ceps", reward=reward, **kw)
+                return ToolUsingAllocation(RandomPeriod(env, windows, freq=freq, episode_len=episode_len))
+            return _make
+
+        return VecMonitor(DummyVecEnv([tool_factory() for _ in range(n_envs)]))
     if batched is None:
         batched = reward != "ceps"
     if batched:
@@ -281,6 +298,10 @@ def load_sb3_agent(arg: str, task: str = "portbench", **options: Any) -> SB3Poli
     if model is None:
         raise ValueError(f"sb3: could not load {model_path} ({'; '.join(errors)})")
     name = options.get("name") or meta.get("name") or f"SB3-{algo.upper()}"
+    if meta.get("tools"):  # trained on the tool interface (ToolUsingAllocation)
+        from quantgym.envs.portbench.rl.tools import ToolPolicy
+
+        return ToolPolicy(model, name)
     return SB3Policy(model, name, action_mode=meta.get("action_mode", "logits"), s12=meta.get("s12", "derived"),
                      scoring=bool(options.get("scoring", True)))
 
@@ -315,7 +336,7 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
               eval_periods: Sequence[str] = EVAL_PERIODS, algo_kwargs: dict | None = None,
               config: TrainConfig = TrainConfig(), n_envs: int | None = None, episode_len: int | None = None,
               freq: str | None = None, verbose: int = 0, data: Any = None,
-              lookback_buffer_days: int = LOOKBACK_BUFFER_DAYS) -> dict[str, Any]:
+              lookback_buffer_days: int = LOOKBACK_BUFFER_DAYS, tools: bool = False) -> dict[str, Any]:
     """Train ``algo`` on the training split, save it, evaluate it on ``eval_periods`` and write results.
 
     Parameters
@@ -339,6 +360,8 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     algo_kwargs : override :class:`TrainConfig` hyperparameters of ``algo``.
     n_envs, episode_len, freq : override :class:`TrainConfig`.
     data : optional :class:`~quantgym.envs.portbench.data.PortBenchData` (default bundled real data).
+    tools : train and evaluate on the tool interface (:class:`~quantgym.envs.portbench.rl.tools.ToolUsingAllocation`,
+        see :func:`make_sb3_vec_env`); recorded in ``rl_meta.json``, so ``sb3:DIR`` loads it as a ``ToolPolicy``.
 
     Returns
     -------
@@ -367,7 +390,7 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     env_kwargs = {"data": data} if data is not None else None
     venv = make_sb3_vec_env(env_id, n_envs, reward=reward, action_mode=action_mode, windows=windows, freq=freq,
                             episode_len=episode_len, risk_penalty=risk_penalty, batched=batched, s12=s12,
-                            env_kwargs=env_kwargs)
+                            env_kwargs=env_kwargs, tools=tools)
     venv = ScaleReward(venv, config.reward_scale)
     kwargs = dict(getattr(config, algo))
     if algo == "sac":
@@ -392,11 +415,16 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
         "net_arch": list(config.net_arch), "eval_periods": eval_names, "train_seconds": train_seconds,
         "config_version": config.version, "versions": {"stable_baselines3": sb3_pkg.__version__,
                                                        "torch": torch.__version__, "numpy": np.__version__},
-        "name": f"SB3-{algo.upper()}",
+        "name": f"SB3-{algo.upper()}" + ("-tools" if tools else ""), "tools": bool(tools),
     }
     (out / META_FILE).write_text(json.dumps(meta, indent=1))
     venv.close()
-    policy = SB3Policy(model, meta["name"], action_mode=action_mode, s12=s12)
+    if tools:
+        from quantgym.envs.portbench.rl.tools import ToolPolicy
+
+        policy = ToolPolicy(model, meta["name"])
+    else:
+        policy = SB3Policy(model, meta["name"], action_mode=action_mode, s12=s12)
     section, results = evaluate_policy_on_periods(policy, env_id, eval_names, data=data)
     section.extra["training"] = meta
     write_results(out, [section], meta={"command": "train", "training": meta})
