@@ -51,6 +51,18 @@ def test_check_env_passes_with_tools():
                                    "calls_left": 8, "chars_left": 12_000}
 
 
+def test_the_answer_that_opens_the_next_decision_carries_its_fresh_budget():
+    """docs/tools.md: each answer that opens the next stage carries that stage's schemas and budget, the S3
+    answer (which opens the next decision's S1) included."""
+    env = _env(period=dict(start="2020-03-01", end="2020-05-31", freq="monthly"))
+    env.reset(seed=0)
+    for stage in range(3):
+        env.step({"tool": "list_universe"})
+        _, _, _, _, info = env.step(_answer(env, stage))
+        assert info["tool_budget"]["calls_used"] == 0 and info["tool_budget"]["calls_left"] == 8, stage
+        assert [t["function"]["name"] for t in info["tools"]] == TOOLS
+
+
 def test_tool_mode_is_refused_where_it_cannot_run():
     with pytest.raises(ValueError, match="stagewise=True"):
         PortBenchEnv(period="covid_2020", tools=True)

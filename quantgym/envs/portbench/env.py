@@ -584,6 +584,8 @@ class PortBenchEnv(gym.Env):
             self._begin_decision()
             self._obs_views = True  # a new decision row: its arrays as read-only views (see _obs)
             obs = self._obs()
+            if self._tools is not None:  # the next decision's S1 starts: its schemas and fresh budget
+                info.update(self._tools.info())
         if self._clipped or "clipped" in info:
             self._note_clipped(info)
         return obs, reward, terminated, False, info
