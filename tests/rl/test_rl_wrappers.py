@@ -179,17 +179,18 @@ def _run_pair(vec, singles, steps, seed):
     pending = [False] * len(singles)
     for _ in range(steps):
         act = rng.uniform(-1, 1, (len(singles), 80)).astype(np.float32)
-        ov, rv, tv, _, _ = vec.step(act)
+        ov, rv, tv, trv, _ = vec.step(act)
         for i, e in enumerate(singles):
             if pending[i]:  # next-step autoreset: this step resets sub-env i
                 o, _ = e.reset()
-                r, t = 0.0, False
+                r, t, tr = 0.0, False, False
                 pending[i] = False
             else:
-                o, r, t, _, _ = e.step(act[i])
-                pending[i] = t
+                o, r, t, tr, _ = e.step(act[i])
+                pending[i] = t or tr
             np.testing.assert_array_equal(o, ov[i])
-            assert r == pytest.approx(rv[i], rel=1e-12, abs=1e-15) and t == tv[i]  # np.log vs math.log: last ulp
+            assert r == pytest.approx(rv[i], rel=1e-12, abs=1e-15)  # np.log vs math.log: last ulp
+            assert (t, tr) == (tv[i], trv[i])
 
 
 @pytest.mark.parametrize("reward", ["log_return", "risk_adjusted"])
@@ -204,6 +205,42 @@ def test_batched_vector_env_equals_random_period_wrapper_in_training_windows():
     singles = [AllocationWrapper(RandomPeriod(gym.make(ENV_ID, scoring=False), episode_len=6),
                                  action_mode="weights", reward="log_return") for _ in range(3)]
     _run_pair(vec, singles, 20, seed=11)
+
+
+def _episode_ends(env, n_episodes, seed):
+    """(terminated, truncated, EpisodeSpec.truncated) at the end of each of ``n_episodes`` episodes."""
+    env.reset(seed=seed)
+    ends = []
+    while len(ends) < n_episodes:
+        truncates = env.env._truncates
+        _, _, term, trunc, _ = env.step(np.zeros(80, np.float32))
+        if term or trunc:
+            ends.append((term, trunc, truncates))
+            env.reset()
+    return ends
+
+
+def test_an_episode_cut_at_episode_len_is_truncated_and_one_at_its_window_end_terminated():
+    # a 26-week window with 20-decision episodes (7 starts, the last one reaches the window's end) and a
+    # 13-week window shorter than an episode (it always ends with the window)
+    wins = [("2021-01-01", "2021-06-30"), ("2023-10-01", "2023-12-31")]
+    env = AllocationWrapper(RandomPeriod(gym.make(ENV_ID, scoring=False), wins, episode_len=20), reward="log_return")
+    ends = _episode_ends(env, 24, seed=1)
+    assert {(t, tr) for t, tr, _ in ends} == {(False, True), (True, False)}
+    for term, trunc, cut in ends:
+        assert (term, trunc) == (not cut, cut)
+    # SB3's VecEnv over the batched core: the same flags, as TimeLimit.truncated (bootstraps the value)
+    sb3 = pytest.importorskip("quantgym.envs.portbench.rl.sb3")
+    venv = sb3.PortBenchSB3VecEnv(2, windows=wins, episode_len=20)
+    venv.seed(1)
+    venv.reset()
+    flags = set()
+    while len(flags) < 2:
+        cut = venv.core.cut.copy()
+        _, _, done, infos = venv.step(np.zeros((2, 80), np.float32))
+        for i in np.flatnonzero(done):
+            assert infos[i]["TimeLimit.truncated"] == cut[i]
+            flags.add(bool(cut[i]))
 
 
 def test_make_vec_sync_and_vector_entry_point():

@@ -100,11 +100,17 @@ def walk_forward_windows(period: str | Period | dict, start: str = TRAIN_START,
 
 @dataclass(frozen=True)
 class EpisodeSpec:
-    """Rows of one allocation episode: initial row (EW at its close), decision rows, last row."""
+    """Rows of one allocation episode: initial row (EW at its close), decision rows, last row.
+
+    ``truncated``: the episode was cut at ``episode_len`` decisions while its window goes on (a time
+    limit: its end is reported as Gymnasium's ``truncated``, so value-based learners bootstrap from
+    the last observation); False when it runs to its window's last trading day (``terminated``).
+    """
 
     init_row: int
     decision_rows: np.ndarray
     last_row: int
+    truncated: bool = False
 
     def period(self, dates: pd.DatetimeIndex, freq: str) -> Period:
         """The equivalent :class:`Period` for :class:`PortBenchEnv` (same rows)."""
@@ -158,8 +164,9 @@ class EpisodeSampler:
         rows, last, _ = self.starts[w]
         i = j - (int(self._cum[w - 1]) if w else 0)
         dec = rows[i : i + self.episode_len]
-        end = int(rows[i + self.episode_len]) - 1 if i + self.episode_len < rows.size else last
-        return EpisodeSpec(int(dec[0]) - 1, dec, end)
+        cut = i + self.episode_len < rows.size
+        end = int(rows[i + self.episode_len]) - 1 if cut else last
+        return EpisodeSpec(int(dec[0]) - 1, dec, end, truncated=bool(cut))
 
 
 class RandomPeriod(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -167,7 +174,10 @@ class RandomPeriod(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     Each ``reset`` draws an :class:`EpisodeSpec` with :class:`EpisodeSampler` (``reset(seed=s)``
     re-seeds the draw with ``s``; later resets continue that stream) and sets the env's ``period``
-    to it before resetting, so nothing of the evaluation periods is seen in training.
+    to it before resetting, so nothing of the evaluation periods is seen in training. An episode cut
+    at ``episode_len`` decisions inside its window ends ``truncated`` (a time limit, not a terminal
+    state: SB3 bootstraps the value of its last observation); one that reaches its window's last
+    trading day ends ``terminated`` (:attr:`EpisodeSpec.truncated`).
 
     Parameters
     ----------
@@ -185,6 +195,7 @@ class RandomPeriod(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.freq, self.episode_len = freq, int(episode_len)
         self.sampler = EpisodeSampler(env.unwrapped.view.dates, self.windows, freq, self.episode_len)
         self._rng = np.random.default_rng()
+        self._truncates = False  # the current episode is cut at episode_len (EpisodeSpec.truncated)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None:
@@ -192,7 +203,14 @@ class RandomPeriod(gym.Wrapper, gym.utils.RecordConstructorArgs):
         base = self.env.unwrapped
         spec = self.sampler.sample(self._rng)
         base.period = spec.period(base.view.dates, self.freq)
+        self._truncates = spec.truncated
         return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated and self._truncates:  # the period ends at the time limit, not at the window's end
+            terminated, truncated = False, True
+        return obs, reward, terminated, truncated, info
 
 
 __all__ = [

@@ -10,6 +10,7 @@ equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes 
 
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,8 +36,10 @@ _IDLE, _STEP, _RESET = 0, 1, 2
 #: columns of the integer state ``BatchCore.ist``: decision index k, current row t, decisions in the episode,
 #: the episode's last row, and the row of the current decision in the dense tables (features, availability)
 _K, _T, _NDEC, _LAST, _ROW = range(5)
-#: columns of the float state ``BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown
-_NAV, _PEAK, _DD = range(3)
+#: columns of the float state ``BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown, and
+#: the turnover ``τ`` of the env's last step (0 after a reset)
+_NAV, _PEAK, _DD, _TAU = range(4)
+_FST_WIDTH = 4
 #: entries of the parameter vector ``BatchCore.par`` (passed in: a global would be frozen into numba's cache)
 _RATE, _MIN_TRADE, _NAV0, _KAPPA, _RISK = range(5)
 
@@ -141,6 +144,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
                 d = abs(target[i, n] - w[i, n])
                 tmp[0, n] = d if d >= min_trade else 0.0
             tau = np_sum(tmp[0], 0, N)
+            fst[i, _TAU] = tau
             nav = nav_pre - rate * tau * nav_pre
             ts = np_sum(target[i], 0, N)
             if ts > 0:
@@ -151,6 +155,7 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
             done = k >= ist[i, _NDEC]
             nxt = ist[i, _LAST] if done else dec[i, min(k, dec.shape[1] - 1)]
         else:  # a new episode: EW at its initial row (set by the caller), advance to the first decision
+            fst[i, _TAU] = 0.0
             done = False
             nxt = dec[i, 0]
         # the §6.2 day loop (simulator.advance_to): drift, renormalise
@@ -212,7 +217,7 @@ class BatchCore:
     ulp (the batch trade sums ``τ`` over all assets, the single one over the traded ones; tested).
     One step is two compiled calls (:func:`_logit_shift`, :func:`_batch_step`) around numpy's ``exp``
     (one more :func:`_batch_step` after an S3 fallback), on preallocated state: ``ist`` (B, 5) int64 and
-    ``fst`` (B, 3) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
+    ``fst`` (B, 4) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
     ``obs_buf`` (B, 5N + 63), updated in place. :meth:`step` steps every env, :meth:`reset_envs` starts
     new episodes (SB3's same-step autoreset); :class:`PortBenchVectorEnv` interleaves :meth:`check`,
     :meth:`begin_episode` and :meth:`run` (next-step autoreset in the same kernel call).
@@ -255,7 +260,7 @@ class BatchCore:
         B, N = self.B, self.N
         self.dec = np.zeros((B, self.lmax), np.int64)
         self.ist = np.zeros((B, 5), np.int64)
-        self.fst = np.zeros((B, 3))
+        self.fst = np.zeros((B, _FST_WIDTH))
         self.w = np.zeros((B, N))
         self.ops = np.zeros(B, np.int8)
         self.z = np.zeros((B, N))  # shifted logits, then their exp (in place)
@@ -263,6 +268,7 @@ class BatchCore:
         self.bad = np.zeros(B, bool)
         self.rew = np.zeros(B)
         self.term = np.zeros(B, bool)
+        self.cut = np.zeros(B, bool)  # the env's episode ends at episode_len inside its window (truncated)
         self.rngs = [np.random.default_rng() for _ in range(B)]
         # dense tables of every decision row an episode can visit (features, availability), built once
         rows = (np.unique(np.concatenate([r for r, _, _ in self.sampler.starts])) if self.sampler
@@ -300,7 +306,8 @@ class BatchCore:
         self.dec[i, :L] = spec.decision_rows
         self.ist[i, :4] = 0, spec.init_row, L, spec.last_row
         self.w[i] = self.w_init[self.initmap[spec.init_row]]
-        self.fst[i] = self.nav0, self.nav0, 0.0
+        self.fst[i] = self.nav0, self.nav0, 0.0, 0.0
+        self.cut[i] = spec.truncated
         self.ops[i] = _RESET
 
     def step(self, actions: Any) -> int:
@@ -356,7 +363,8 @@ class PortBenchVectorEnv(VectorEnv):
     ``log_return`` (default) or ``risk_adjusted``. Each sub-env equals
     ``AllocationWrapper(gym.make(id, scoring=False, reward="log_return"), reward=...)`` (tested
     observations bit for bit, rewards to 1e-12), and ``train_windows`` makes every sub-env a :class:`RandomPeriod` episode stream
-    seeded with ``seed + i``. Autoreset: next-step (Gymnasium's default).
+    seeded with ``seed + i`` (an episode cut at ``episode_len`` inside its window ends ``truncated``, one
+    that reaches its window's end ``terminated``). Autoreset: next-step (Gymnasium's default).
 
     Parameters
     ----------
@@ -406,6 +414,10 @@ class PortBenchVectorEnv(VectorEnv):
         self._autoreset = np.zeros(self.num_envs, bool)  # sub-envs that start a new episode at the next step
         self._n_reset = 0
         self._all = np.arange(self.num_envs)
+        # running episode statistics (info["episode"] at episode ends, as RecordEpisodeStatistics)
+        self._ep_return = np.zeros(self.num_envs)
+        self._ep_length = np.zeros(self.num_envs, np.int64)
+        self._ep_start = np.zeros(self.num_envs)
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -418,7 +430,8 @@ class PortBenchVectorEnv(VectorEnv):
         core.reset_envs(range(self.num_envs))
         self._autoreset[:] = False
         self._n_reset = 0
-        return core.obs(), {}
+        self._ep_return[:], self._ep_length[:], self._ep_start[:] = 0.0, 0, time.perf_counter()
+        return core.obs(), {"nav": core.fst[:, _NAV].copy(), "_nav": np.ones(self.num_envs, bool)}
 
     def step(self, actions):
         core = self.core
@@ -433,13 +446,38 @@ class PortBenchVectorEnv(VectorEnv):
             core.check(a)
             for i in resets:
                 core.begin_episode(int(i))
+            stepped = ~self._autoreset
+            self._ep_return[resets], self._ep_length[resets], self._ep_start[resets] = 0.0, 0, time.perf_counter()
         else:
             core.check(a)
+            stepped = np.ones(self.num_envs, bool)
         self._n_reset = n = core.run(a)
+        info = self._info(stepped, n)
         term = core.term.copy()
         if n:
             self._autoreset = term.copy()
-        return core.obs(), core.rew.copy(), term, np.zeros(self.num_envs, bool), {}
+        # an episode cut at episode_len inside its window is a time limit: truncated, not terminated
+        trunc = term & core.cut
+        return core.obs(), core.rew.copy(), term & ~trunc, trunc, info
+
+    def _info(self, stepped: np.ndarray, n_done: int) -> dict[str, Any]:
+        """The step's info in Gymnasium's vector convention (``info[key]`` an array over the envs, ``info["_" +
+        key]`` the mask of the envs that set it): ``nav`` (every env), ``turnover`` ``τ = Σ|Δw|`` of the §6.3
+        trade (the envs that stepped, not those starting their next episode), and at episode ends ``episode``
+        ``{"r": return, "l": length, "t": seconds}`` as :class:`gymnasium.wrappers.vector.RecordEpisodeStatistics`
+        records it (``_episode``: the envs whose episode ended, terminated or truncated)."""
+        core = self.core
+        self._ep_return += core.rew  # 0 for an env starting its next episode
+        self._ep_length += stepped
+        info = {"nav": core.fst[:, _NAV].copy(), "_nav": np.ones(self.num_envs, bool),
+                "turnover": core.fst[:, _TAU].copy(), "_turnover": stepped}
+        if n_done:
+            done = core.term.copy()
+            seconds = np.round(time.perf_counter() - self._ep_start, 6)
+            info["episode"] = {"r": np.where(done, self._ep_return, 0.0), "l": np.where(done, self._ep_length, 0),
+                               "t": np.where(done, seconds, 0.0)}
+            info["_episode"] = done
+        return info
 
 
 def make_portbench_vector_env(num_envs: int = 1, **kwargs: Any) -> PortBenchVectorEnv:

@@ -73,7 +73,8 @@ class PortBenchSB3VecEnv(VecEnv):
     """SB3 ``VecEnv`` over the batched core of :class:`~quantgym.envs.portbench.vector.PortBenchVectorEnv`.
 
     Same observations, actions and rewards as ``AllocationWrapper(RandomPeriod(gym.make(id)))`` per
-    sub-env (no S1–S5 scoring); SB3 autoreset semantics (``terminal_observation`` in ``infos``).
+    sub-env (no S1–S5 scoring); SB3 autoreset semantics (``terminal_observation`` in ``infos``;
+    ``TimeLimit.truncated`` True for an episode cut at ``episode_len`` inside its window).
     Sub-env ``i`` draws its episodes from ``np.random.default_rng(seed + i)``.
     """
 
@@ -117,7 +118,7 @@ class PortBenchSB3VecEnv(VecEnv):
             done = np.flatnonzero(term)
             for i in done:
                 infos[i]["terminal_observation"] = obs[i].copy()
-                infos[i]["TimeLimit.truncated"] = False
+                infos[i]["TimeLimit.truncated"] = bool(self.core.cut[i])  # cut at episode_len: bootstrap
             self.core.reset_envs(done)
             obs = self.core.obs()
         return obs, rew, term, infos
