@@ -87,7 +87,9 @@ def test_tickers_a_directory_cannot_trade_are_named_once_and_kept_in_meta(tmp_pa
         for _ in range(3):
             data = load_portbench_data(d)
     said = [str(w.message) for w in caught if issubclass(w.category, PortBenchDataWarning)]
-    assert said == [f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
+    assert said == [f"PortBench data ({d.resolve()}): prices: 1 column(s) held text (TEXT), read as numbers; "
+                    f"{len(prices)} value(s) that are not numbers became NaN (no value)",
+                    f"PortBench data ({d.resolve()}): 1 ticker(s) not traded (no asset_class in assets.csv): NOCLS",
                     f"PortBench data ({d.resolve()}): 2 ticker(s) not traded (no prices in prices.parquet): GONE, TEXT"]
     assert data.tickers == ("SPY", "FOO")
     assert data.meta["not_traded"] == {"no_class": ["NOCLS"], "no_prices": ["GONE", "TEXT"]}

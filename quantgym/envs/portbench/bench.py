@@ -100,7 +100,7 @@ def load_data(path: str, options: dict) -> tuple[Any, list[str]]:
         notes.append(f"{len(data.tickers)} tickers traded ({', '.join(data.tickers[:5])}"
                      f"{', ...' if len(data.tickers) > 5 else ''}); {len(absent)} of PortBench's "
                      f"{len(CANONICAL_TICKERS)} absent")
-    notes += not_traded_notes(data, limit=6)
+    notes += not_traded_notes(data, limit=6) + list(data.notes)
     config = PortBenchConfig()
     check_regime_ticker(config.regime_ticker, data.tickers, data.asset_class)
     dates = pd.DatetimeIndex(data.dates)

@@ -71,8 +71,11 @@ class PortBenchDataWarning(UserWarning):
 # ----------------------------------------------------------------------------------------------
 
 
-def clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.Series:
-    """Return a copy with a naive, day-normalised, ascending, duplicate-free DatetimeIndex."""
+def clean_index(obj: pd.DataFrame | pd.Series, what: str, notes: list[str] | None = None) -> pd.DataFrame | pd.Series:
+    """Return a copy with a naive, day-normalised, ascending, duplicate-free DatetimeIndex; each change made
+    to get there (dates parsed from text, a time zone converted to UTC and dropped, times of day dropped, rows
+    sorted) is appended to ``notes`` as one line."""
+    notes = [] if notes is None else notes
     out = obj.copy()
     raw = out.index
     not_dates = (f"{what}: the index is not dates ({type(raw).__name__} of {raw.dtype}, e.g. "
@@ -84,17 +87,37 @@ def clean_index(obj: pd.DataFrame | pd.Series, what: str) -> pd.DataFrame | pd.S
             idx = pd.DatetimeIndex(pd.to_datetime(raw))
         except (ValueError, TypeError, OverflowError):
             raise ValueError(not_dates) from None
+        kind = "text" if pd.api.types.infer_dtype(raw, skipna=True) == "string" else f"{raw.dtype} values"
+        notes.append(f"{what}: the index held {kind} (e.g. {str(raw[0])!r}), parsed as dates")
     else:
         idx = raw
     if idx.tz is not None:
+        notes.append(f"{what}: the index was timezone-aware ({idx.tz}), converted to UTC and the zone dropped")
         idx = idx.tz_convert("UTC").tz_localize(None)
-    idx = idx.normalize().as_unit("ns")
+    day = idx.normalize().as_unit("ns")
+    if len(idx) and (day != idx).any():
+        notes.append(f"{what}: the index had times of day, dropped (each row is its date)")
+    idx = day
     if idx.has_duplicates:
         dups = idx[idx.duplicated()].unique()[:5]
         raise ValueError(f"{what}: duplicate dates in the index, e.g. {[str(d.date()) for d in dups]}")
+    if not idx.is_monotonic_increasing:
+        notes.append(f"{what}: the rows were not in date order, sorted")
     out.index = idx
     out.index.name = "date"
     return out.sort_index()
+
+
+def numeric_columns(frame: pd.DataFrame, what: str, notes: list[str]) -> pd.DataFrame:
+    """``frame`` as float columns (:func:`pandas.to_numeric`, anything else NaN); text columns and the values
+    that are not numbers are appended to ``notes`` as one line."""
+    text = [str(c) for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c].dtype)]
+    out = frame.apply(pd.to_numeric, errors="coerce").astype(float)
+    if text:
+        lost = int(out.isna().to_numpy().sum() - frame.isna().to_numpy().sum())
+        notes.append(f"{what}: {len(text)} column(s) held text ({_few(text, 4)}), read as numbers"
+                     + (f"; {lost} value(s) that are not numbers became NaN (no value)" if lost else ""))
+    return out
 
 
 def _few(names: Sequence[str], k: int = 6) -> str:
@@ -159,6 +182,9 @@ class PortBenchData:
     macro: np.ndarray
     vix: np.ndarray
     meta: dict = field(default_factory=dict)
+    #: one line per normalisation :meth:`from_frames` applied to the user's frames (text dates or values parsed,
+    #: a time zone dropped, rows sorted), said once as a :class:`PortBenchDataWarning`; empty for clean input
+    notes: tuple[str, ...] = ()
 
     # -- shape helpers ---------------------------------------------------------------------
     @property
@@ -279,7 +305,8 @@ class PortBenchData:
             raise ValueError(f"ffill_limit must be >= 0, got {ffill_limit}")
         if not isinstance(prices, pd.DataFrame):
             raise ValueError("prices must be a pandas DataFrame (wide: one column per ticker)")
-        raw = clean_index(prices, "prices").apply(pd.to_numeric, errors="coerce").astype(float)
+        notes: list[str] = []
+        raw = numeric_columns(clean_index(prices, "prices", notes), "prices", notes)
         raw.columns = [str(c) for c in raw.columns]
         vals = raw.to_numpy()
         bad = ~np.isnan(vals) & ~(np.isfinite(vals) & (vals > 0))  # NaN means "no price"; the rest must be > 0
@@ -362,11 +389,11 @@ class PortBenchData:
         # ---- VIX -----------------------------------------------------------------------------
         if vix is None and VIX_TICKER in raw.columns:
             vix = raw[VIX_TICKER]
-        vix_raw = pd.Series(dtype=float) if vix is None else clean_index(pd.Series(vix, dtype=float), "vix")
+        vix_raw = pd.Series(dtype=float) if vix is None else clean_index(pd.Series(vix, dtype=float), "vix", notes)
         vix_arr = vix_raw.reindex(dates).to_numpy(dtype=float) if len(vix_raw) else np.full(len(dates), np.nan)
 
         # ---- macro (§1.4) ---------------------------------------------------------------------
-        mac = None if macro is None else clean_index(macro, "macro").apply(pd.to_numeric, errors="coerce")
+        mac = None if macro is None else numeric_columns(clean_index(macro, "macro", notes), "macro", notes)
         macro_arr = np.full((len(dates), len(MACRO_KEYS)), np.nan)
         series_meta: dict[str, dict] = {}
         for j, src in enumerate(MACRO_SOURCES):
@@ -410,7 +437,7 @@ class PortBenchData:
                 "ticker_coverage": coverage,
             }
         )
-        return cls(
+        out = cls(
             dates=dates,
             tickers=order,
             asset_class=cls_of,
@@ -420,7 +447,11 @@ class PortBenchData:
             macro=read_only_array(macro_arr),
             vix=read_only_array(vix_arr),
             meta=m,
+            notes=tuple(notes),
         )
+        for note in out.notes:
+            warn_once(f"PortBench data: {note}")
+        return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -523,7 +554,9 @@ def load_portbench_data(
     -------
     PortBenchData
         Cached per (resolved path, file stamps, universe, crypto_close) in this
-        process (a refreshed directory is re-read); its arrays are read-only.
+        process (a refreshed directory is re-read); its arrays are read-only. What was
+        normalised in the files (text dates, a time zone, unsorted rows) is in
+        :attr:`PortBenchData.notes`, each line said once as a :class:`PortBenchDataWarning`.
 
     Raises
     ------
@@ -543,6 +576,8 @@ def load_portbench_data(
             raise FileNotFoundError(f"PortBench data directory not found: {root}")
         data = _load_cached(str(root), _stamp(root), uni, crypto_close)
     src = data.meta.get("source")
+    for note in data.notes:
+        warn_once(f"PortBench data ({src}): {note}")
     if data.meta.get("universe") == "own":
         for note in not_traded_notes(data):
             warn_once(f"PortBench data ({src}): {note}")
