@@ -144,7 +144,8 @@ class ArenaDataset:
         Raises
         ------
         ValueError
-            Missing required columns, duplicate (date, symbol) rows or non-positive prices.
+            Missing required columns, duplicate (date, symbol) rows, non-positive prices, high < low or a
+            negative volume (the rows named).
         """
         required = {"date", "symbol", "open", "high", "low", "close", "volume"}
         missing = required - set(df.columns)
@@ -177,6 +178,9 @@ class ArenaDataset:
             raise ValueError("panel has non-positive or missing open/close prices")
         if np.any(~(fields["adj_factor"][has_row] > 0)):
             raise ValueError("adj_factor must be > 0 on every row")
+        _refuse_rows(df, d, sym, df["high"].to_numpy(dtype=np.float64) < df["low"].to_numpy(dtype=np.float64),
+                     "high < low", ("high", "low"))
+        _refuse_rows(df, d, sym, df["volume"].to_numpy(dtype=np.float64) < 0, "a negative volume", ("volume",))
         susp = np.zeros((T, N), dtype=bool)
         if "suspended" in df.columns:
             susp[ti, si] = df["suspended"].to_numpy(dtype=bool)
@@ -305,6 +309,15 @@ class ArenaDataset:
 
 
 # ---------------------------------------------------------------------- loading
+def _refuse_rows(df: pd.DataFrame, d: np.ndarray, sym: np.ndarray, bad: np.ndarray, what: str,
+                 cols: tuple[str, ...], k: int = 3) -> None:
+    """Raise a one-line ValueError naming the first ``k`` rows (date, symbol, ``cols``) where ``bad`` and their count."""
+    rows = np.flatnonzero(bad)
+    if rows.size:
+        shown = "; ".join(f"{d[r]} {sym[r]} " + " ".join(f"{c} {df[c].iloc[r]:g}" for c in cols) for r in rows[:k])
+        raise ValueError(f"panel has {rows.size} row(s) with {what}: {shown}{'; ...' if rows.size > k else ''}")
+
+
 def _read_qlib_dir(path: Path) -> pd.DataFrame:
     """Read a qlib-format directory (calendars/day.txt, features/<sym>/<field>.day.bin).
 
