@@ -38,7 +38,7 @@ def _state(B, N, T, seed, logits):
     ist[:, V._K], ist[:, V._T], ist[:, V._NDEC], ist[:, V._LAST] = k, dec_rows[k], R, T - 2
     ist[:, V._ROW] = rowmap[dec_rows[k]]
     ist[: min(B, 3), V._ROW] = [1, 2, 0][: min(B, 3)]
-    fst = np.zeros((B, 3))
+    fst = np.zeros((B, V._FST_WIDTH))
     fst[:, V._NAV] = NAV0 * rng.uniform(0.5, 2.0, B)
     fst[:, V._PEAK] = fst[:, V._NAV] * rng.uniform(1.0, 1.3, B)
     fst[:, V._DD] = np.log(fst[:, V._PEAK] / fst[:, V._NAV])

@@ -365,6 +365,9 @@ class PortBenchVectorEnv(VectorEnv):
     observations bit for bit, rewards to 1e-12), and ``train_windows`` makes every sub-env a :class:`RandomPeriod` episode stream
     seeded with ``seed + i`` (an episode cut at ``episode_len`` inside its window ends ``truncated``, one
     that reaches its window's end ``terminated``). Autoreset: next-step (Gymnasium's default).
+    ``info`` in Gymnasium's vector convention (``info[key]`` over the envs, ``info["_" + key]`` the mask of
+    the envs that set it): ``nav``, ``turnover`` and, at episode ends, ``episode`` ``{r, l, t}`` as
+    :class:`gymnasium.wrappers.vector.RecordEpisodeStatistics` records it (:meth:`_info`).
 
     Parameters
     ----------
