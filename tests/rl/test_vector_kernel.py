@@ -182,7 +182,8 @@ def test_sb3_vec_env_equals_wrapper_with_same_step_autoreset():
         act = rng.uniform(-1, 1, (3, 80)).astype(np.float32)
         obs, rew, done, infos = venv.step(act)
         for i, e in enumerate(singles):
-            o, r, t, _, _ = e.step(act[i])
+            o, r, term, trunc, _ = e.step(act[i])
+            t = term or trunc  # SB3's done: either end (the cut is TimeLimit.truncated in infos)
             assert t == done[i] and rew[i] == pytest.approx(r, rel=1e-6)
             if t:
                 ends += 1
