@@ -64,6 +64,12 @@ def test_eval_unknown_env_id(tmp_path):
             "PortBench-Nope-v0", "PortBench-Balanced-v0", "QuantArena-v0")
 
 
+def test_eval_period_in_env_kwargs_points_to_the_period_option(tmp_path):
+    run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--env-kwargs",
+                       '{"period": "covid_2020"}', "--out", str(tmp_path / "o")],
+            "--env-kwargs: 'period' is chosen with --period", "START:END[:FREQ]", "period='covid_2020'")
+
+
 def test_eval_unknown_period(tmp_path):
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--period", "covid_2021",
                        "--out", str(tmp_path / "o")], "'covid_2021'", "covid_2020", "START:END[:FREQ]")
@@ -178,6 +184,9 @@ def test_a_missing_rl_extra_is_one_line_not_a_traceback(args, monkeypatch, tmp_p
 
     monkeypatch.setitem(sys.modules, "stable_baselines3", None)  # import stable_baselines3 -> ImportError
     monkeypatch.delitem(sys.modules, "quantgym.envs.portbench.rl.sb3", raising=False)
+    import quantgym.envs.portbench.rl as rl_pkg  # an earlier import in this process left the submodule attribute
+
+    monkeypatch.delattr(rl_pkg, "sb3", raising=False)
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
     lines = [line for line in r.output.splitlines() if line.startswith("error:")]

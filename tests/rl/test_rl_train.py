@@ -75,9 +75,13 @@ def test_saved_model_loads_through_the_agent_registry(two_ppo_runs):
 @pytest.mark.parametrize("algo,kw", [("sac", {"learning_starts": 64, "batch_size": 64, "gradient_steps": 1}),
                                      ("a2c", {})])
 def test_sac_and_a2c_train_briefly(tmp_path, algo, kw):
-    res = train_sb3(algo, ENV_ID, timesteps=256, seed=1, out_dir=tmp_path, algo_kwargs=kw, n_envs=2,
+    res = train_sb3(algo, ENV_ID, timesteps=250, seed=1, out_dir=tmp_path, algo_kwargs=kw, n_envs=2,
                     eval_periods=("normal_2024",))
     assert res["section"].rows[0].agent == f"SB3-{algo.upper()}"
+    # rl_meta.json: the steps requested and those trained (A2C trains whole rollouts of 16 steps x 2 envs)
+    meta = json.loads((tmp_path / "rl_meta.json").read_text())
+    assert meta["timesteps"] == 250 and meta["timesteps_trained"] == res["policy"].model.num_timesteps
+    assert meta["timesteps_trained"] == {"sac": 250, "a2c": 256}[algo]
     assert np.isfinite(res["section"].rows[0].sharpe)
 
 

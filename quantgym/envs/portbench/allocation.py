@@ -193,6 +193,18 @@ def profile_onehot(name: str) -> np.ndarray:
     return v
 
 
+def check_risk_penalty(kappa: object) -> float:
+    """κ of the ``risk_adjusted`` reward as a finite float >= 0; ValueError (one line) otherwise: a negative κ
+    would pay the policy for falling below its peak."""
+    try:
+        k = float(kappa)
+    except (TypeError, ValueError):
+        k = float("nan")
+    if not (np.isfinite(k) and k >= 0):
+        raise ValueError(f"risk_penalty (κ of the risk_adjusted reward) must be a finite number >= 0, got {kappa!r}")
+    return k
+
+
 def masked_softmax(logits: np.ndarray, available: np.ndarray) -> np.ndarray:
     """Softmax of ``logits`` over ``available`` (last axis), 0 elsewhere; all-unavailable rows → 0.
 
@@ -227,12 +239,13 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
     action_mode : "logits" (softmax over the available set) | "weights" (drop unavailable, normalise).
     s12 : "derived" | "neutral": how S1 views / S2 signals are answered (module docstring).
     reward : "env" | "log_return" | "ceps" | "risk_adjusted".
-    risk_penalty : κ of the ``risk_adjusted`` reward.
+    risk_penalty : κ >= 0 of the ``risk_adjusted`` reward.
 
     Raises
     ------
     ValueError
-        Stagewise env, unknown option, or ``reward="ceps"`` on an env built with ``scoring=False``.
+        Stagewise env, unknown option, a negative ``risk_penalty``, or ``reward="ceps"`` on an env built
+        with ``scoring=False``.
 
     Notes
     -----
@@ -257,7 +270,7 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if reward == "ceps" and not base.scoring:
             raise ValueError("reward='ceps' needs the S1-S5 scoring (env built with scoring=True)")
         self.action_mode, self.s12, self.reward_kind = action_mode, s12, reward
-        self.risk_penalty = float(risk_penalty)
+        self.risk_penalty = check_risk_penalty(risk_penalty)
         n = base.n_assets
         self.n_assets = n
         lo, hi = observation_bounds(n)
@@ -329,6 +342,6 @@ class AllocationWrapper(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 
 __all__ = [
-    "AllocationWrapper", "observation_layout", "row_features", "blind_row_features", "LOGIT_SCALE", "masked_softmax", "derived_views",
+    "check_risk_penalty", "AllocationWrapper", "observation_layout", "row_features", "blind_row_features", "LOGIT_SCALE", "masked_softmax", "derived_views",
     "profile_onehot", "PROFILE_ORDER", "ACTION_MODES", "REWARDS",
 ]

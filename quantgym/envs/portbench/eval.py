@@ -68,6 +68,9 @@ class PortBenchEval:
         """
         from quantgym.envs.portbench.config import LivePeriod
 
+        if "period" in plan.env_kwargs:  # evaluate() sets each episode's period from the plan's periods
+            raise ValueError(f"--env-kwargs: 'period' is chosen with --period (e.g. --period covid_2020 or "
+                             f"START:END[:FREQ]), not in --env-kwargs; got period={plan.env_kwargs['period']!r}")
         periods = eval_periods(plan)
         if plan.get("after") and {"data", "universe"} & set(plan.env_kwargs):
             raise ValueError("--after cuts the bundled data's periods; with your own data give the window "

@@ -20,8 +20,8 @@ from gymnasium.vector.utils import batch_space
 
 from quantgym._util import check_flag
 from quantgym.envs.portbench.allocation import (
-    ACTION_MODES, LOGIT_SCALE, blind_row_features, observation_bounds, observation_layout, profile_onehot,
-    row_features,
+    ACTION_MODES, LOGIT_SCALE, blind_row_features, check_risk_penalty, observation_bounds, observation_layout,
+    profile_onehot, row_features,
 )
 from quantgym.envs.portbench.config import PortBenchCostModel
 from quantgym.envs.portbench.execution import fallback_weights
@@ -207,6 +207,13 @@ def as_actions(actions: Any) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.float64)
 
 
+def check_num_envs(num_envs: Any, name: str = "num_envs") -> int:
+    """``num_envs`` as an int >= 1; ValueError (one line, naming the argument ``name``) otherwise."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+        raise ValueError(f"{name} (parallel episodes) must be an integer >= 1, got {num_envs!r}")
+    return int(num_envs)
+
+
 class BatchCore:
     """State of ``B`` allocation-mode episodes (no S1–S5 scoring); see :class:`PortBenchVectorEnv`.
 
@@ -233,6 +240,8 @@ class BatchCore:
                              f"'risk_adjusted', got {reward!r} (use vectorization_mode='sync' for 'ceps')")
         if action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
+        check_num_envs(num_envs)
+        risk_penalty = check_risk_penalty(risk_penalty)
         # one template env validates the arguments and owns the data view (shared caches)
         self.template = PortBenchEnv(profile=profile, period=period, scoring=False, reward="log_return",
                                      data=data, config=config, blind=blind)

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
     def train_cmd(  # noqa: PLR0913 - a CLI
         algo: str = typer.Option("ppo", "--algo", help="ppo | sac | a2c (stable-baselines3)."),
         env: str = typer.Option("PortBench-Balanced-v0", "--env", "-e", help="PortBench allocation env id."),
-        timesteps: int = typer.Option(100_000, "--timesteps", "-n", min=1, help="Environment steps (all envs)."),
+        timesteps: int = typer.Option(100_000, "--timesteps", "-n", help="Environment steps (all envs)."),
         seed: int = typer.Option(0, "--seed", help="Seed of SB3 (torch, numpy) and of the training episode draws."),
         out: Path = typer.Option(Path("results/train"), "--out", "-o", help="Output folder: model.zip, rl_meta.json, "
                                  "summary.csv, results.json."),
@@ -56,10 +56,10 @@ def register(app: typer.Typer) -> None:
         eval_periods: str = typer.Option(",".join(BENCH_PERIODS), "--eval-periods",
                                          help="Periods evaluated after training (comma-separated)."),
         reward: str = typer.Option("log_return", "--reward", help="log_return | risk_adjusted | ceps (docs/rl.md)."),
-        risk_penalty: float = typer.Option(1.0, "--risk-penalty", help="κ of the risk_adjusted reward."),
+        risk_penalty: float = typer.Option(1.0, "--risk-penalty", help="κ >= 0 of the risk_adjusted reward."),
         action_mode: str = typer.Option("logits", "--action-mode", help="logits (softmax) | weights."),
-        n_envs: int = typer.Option(8, "--n-envs", min=1, help="Parallel training episodes."),
-        episode_len: int = typer.Option(26, "--episode-len", min=1, help="Decisions per training episode."),
+        n_envs: int = typer.Option(8, "--n-envs", help="Parallel training episodes."),
+        episode_len: int = typer.Option(26, "--episode-len", help="Decisions per training episode."),
         freq: str = typer.Option("weekly", "--freq", help="Training decision frequency: daily | weekly | monthly."),
         algo_kwargs: Optional[str] = typer.Option(None, "--algo-kwargs", help="JSON object of SB3 hyperparameters."),
         verbose: int = typer.Option(0, "--verbose", "-v", help="SB3 verbosity (0, 1, 2)."),
@@ -72,7 +72,29 @@ def register(app: typer.Typer) -> None:
         with the same loop as the baselines on normal_2024 and the three stress windows."""
         from rich.console import Console
 
+        from quantgym.cli_errors import check_out_dir, fail
+        from quantgym.envs.portbench.allocation import check_risk_penalty
+
         console = Console()
+        # every bad input is one line on stderr, exit 2, before anything is trained or written
+        for flag, v in (("--timesteps", timesteps), ("--n-envs", n_envs), ("--episode-len", episode_len)):
+            if v < 1:
+                fail(f"{flag} must be an integer >= 1, got {v}")
+        try:
+            check_risk_penalty(risk_penalty)
+        except ValueError as exc:
+            fail(f"--risk-penalty: {exc}")
+        start, sep, end = train_period.partition(":")
+        if not sep or not start or not end:
+            fail(f"--train-period must be START:END, e.g. 2016-01-01:2023-12-31, got {train_period!r}")
+        try:
+            kwargs = json.loads(algo_kwargs) if algo_kwargs else None
+        except ValueError as exc:
+            fail(f"--algo-kwargs is not JSON ({exc}); give an object, e.g. '{{\"n_steps\": 128}}'")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            fail(f"--algo-kwargs must be a JSON object of SB3 hyperparameters, e.g. '{{\"n_steps\": 128}}', "
+                 f"got {algo_kwargs!r}")
+        check_out_dir(out)
         try:
             from quantgym.envs.portbench.rl import sb3 as rl
         except ImportError as exc:
@@ -82,25 +104,20 @@ def register(app: typer.Typer) -> None:
         note = cuda_build_note()
         if note:
             console.print(note, markup=False, highlight=False, soft_wrap=True, style="yellow")
-        start, sep, end = train_period.partition(":")
-        if not sep or not start or not end:
-            raise typer.BadParameter("--train-period must be START:END, e.g. 2016-01-01:2023-12-31")
         try:
-            kwargs = json.loads(algo_kwargs) if algo_kwargs else None
-            if kwargs is not None and not isinstance(kwargs, dict):
-                raise ValueError("--algo-kwargs must be a JSON object")
             with console.status(f"training {algo.upper()} on {env} for {timesteps} steps"):
                 res = rl.train_sb3(algo, env, timesteps, seed, out, train_period=(start, end), exclude=_split(exclude),
                                    reward=reward, risk_penalty=risk_penalty, action_mode=action_mode,
                                    eval_periods=_split(eval_periods), algo_kwargs=kwargs, n_envs=n_envs,
                                    episode_len=episode_len, freq=freq, verbose=verbose, tools=tools)
         except ValueError as exc:
-            console.print(f"[red]error: {exc}[/red]")
-            raise typer.Exit(2) from None
+            fail(exc)
         from quantgym.envs.portbench.config import SHARPE_NOTE
         from quantgym.tables import Col, print_table
 
-        print_table(console, f"{res['policy'].name} on {env} (trained {res['train_seconds']:.1f} s, seed {seed})",
+        trained = res["section"].extra["training"]["timesteps_trained"]  # whole rollouts: may exceed --timesteps
+        print_table(console, f"{res['policy'].name} on {env} ({trained} steps in {res['train_seconds']:.1f} s, "
+                    f"seed {seed})",
                     [Col("period", "left"), Col("Sharpe"), Col("Ret%"), Col("MaxDD%", short="MDD%"), Col("Vol%"),
                      Col("CEPS"), Col("gate", "center")],
                     [[r.period, *(("" if v is None else f"{v:.3f}") for v in (r.sharpe, r.ret_pct, r.maxdd_pct, r.vol_pct,

@@ -30,8 +30,8 @@ from quantgym.evaluation import EvalResult, evaluate
 from quantgym.envs.portbench.config import BENCH_PERIODS, resolve_period
 from quantgym.results import SectionResult, write_results
 from quantgym.envs.portbench.training import LOOKBACK_BUFFER_DAYS, TRAIN_END, TRAIN_START, RandomPeriod, train_windows
-from quantgym.envs.portbench.allocation import AllocationWrapper
-from quantgym.envs.portbench.vector import BatchCore
+from quantgym.envs.portbench.allocation import AllocationWrapper, check_risk_penalty
+from quantgym.envs.portbench.vector import BatchCore, check_num_envs
 
 ALGOS: dict[str, type[BaseAlgorithm]] = {"ppo": PPO, "sac": SAC, "a2c": A2C}
 EVAL_PERIODS: tuple[str, ...] = BENCH_PERIODS  #: the periods a trained policy is evaluated on
@@ -155,12 +155,35 @@ class ScaleReward(VecEnvWrapper):
         return obs, rew * self.scale, done, infos
 
 
+def allocation_env_ids() -> list[str]:
+    """The registered PortBench allocation ids (``PortBench-<Profile>-v0``)."""
+    return [k for k, v in gym.registry.items() if k.startswith("PortBench-") and (v.kwargs or {}).get("profile")]
+
+
 def _profile_of(env_id: str) -> str:
-    spec = gym.spec(env_id)
-    prof = (spec.kwargs or {}).get("profile")
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error:  # NameNotFound, VersionNotFound, ...: a multi-line hint; the ids instead
+        spec = None
+    prof = (spec.kwargs or {}).get("profile") if spec is not None else None
     if prof is None:
-        raise ValueError(f"{env_id} is not a PortBench allocation env id (PortBench-<Profile>-v0)")
+        raise ValueError(f"{env_id!r} is not a PortBench allocation env id; choose one of "
+                         f"{', '.join(allocation_env_ids())}")
     return prof
+
+
+def action_mode_of(space: gym.Space, where: Any = "the model") -> str:
+    """The :class:`AllocationWrapper` action mode whose action space ``space`` is: ``Box(-1, 1, (N,))``
+    is ``"logits"``, ``Box(0, 1, (N,))`` is ``"weights"``; ValueError (one line) for any other space."""
+    from gymnasium import spaces
+
+    if isinstance(space, spaces.Box) and len(space.shape) == 1 and np.all(space.high == 1.0):
+        if np.all(space.low == -1.0):
+            return "logits"
+        if np.all(space.low == 0.0):
+            return "weights"
+    raise ValueError(f"sb3: {where} acts in {space}, which is neither PortBench action space (logits: "
+                     "Box(-1, 1, (N,)), weights: Box(0, 1, (N,))); give a model trained on AllocationWrapper")
 
 
 def make_sb3_vec_env(env_id: str = "PortBench-Balanced-v0", n_envs: int = 8, *, reward: str = "log_return",
@@ -189,6 +212,8 @@ def make_sb3_vec_env(env_id: str = "PortBench-Balanced-v0", n_envs: int = 8, *, 
     ValueError
         ``batched=True`` with ``reward="ceps"`` or ``tools``, or an unknown option.
     """
+    n_envs = check_num_envs(n_envs, "n_envs")
+    check_risk_penalty(risk_penalty)
     windows = list(windows) if windows is not None else train_windows()
     kw = dict(env_kwargs or {})
     if tools:
@@ -303,7 +328,9 @@ def load_sb3_agent(arg: str, task: str = "portbench", **options: Any) -> SB3Poli
         from quantgym.envs.portbench.rl.tools import ToolPolicy
 
         return ToolPolicy(model, name)
-    return SB3Policy(model, name, action_mode=meta.get("action_mode", "logits"), s12=meta.get("s12", "derived"),
+    # without rl_meta.json the action mode is the one the saved action space belongs to
+    mode = meta.get("action_mode") or action_mode_of(model.action_space, model_path)
+    return SB3Policy(model, name, action_mode=mode, s12=meta.get("s12", "derived"),
                      scoring=bool(options.get("scoring", True)))
 
 
@@ -377,9 +404,12 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     algo = algo.lower()
     if algo not in ALGOS:
         raise ValueError(f"unknown algo {algo!r}; choose one of {sorted(ALGOS)}")
+    if not isinstance(algo_kwargs, (dict, type(None))):
+        raise ValueError(f"algo_kwargs must be a dict of {algo.upper()} hyperparameters, got {algo_kwargs!r}")
+    _profile_of(env_id)  # an unknown id: one line before anything runs
     torch.set_num_threads(int(config.torch_threads))
-    n_envs = int(n_envs or config.n_envs)
-    episode_len = int(episode_len or config.episode_len)
+    n_envs = check_num_envs(config.n_envs if n_envs is None else n_envs, "n_envs")
+    episode_len = int(config.episode_len if episode_len is None else episode_len)
     freq = freq or config.freq
     eval_names = [resolve_period(p).name for p in eval_periods]
     # the four bench periods are always kept out of training (so a model can be benched on all of them later)
@@ -387,7 +417,6 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
                             exclude=tuple(dict.fromkeys((*EVAL_PERIODS, *eval_names, *exclude))),
                             buffer_days=lookback_buffer_days)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     env_kwargs = {"data": data} if data is not None else None
     venv = make_sb3_vec_env(env_id, n_envs, reward=reward, action_mode=action_mode, windows=windows, freq=freq,
                             episode_len=episode_len, risk_penalty=risk_penalty, batched=batched, s12=s12,
@@ -402,14 +431,20 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
     if algo in ("ppo", "a2c"):
         policy_kwargs["log_std_init"] = -1.0
     kwargs.setdefault("policy_kwargs", policy_kwargs)
-    model = ALGOS[algo]("MlpPolicy", venv, seed=seed, device="cpu", verbose=verbose, **kwargs)
+    try:
+        model = ALGOS[algo]("MlpPolicy", venv, seed=seed, device="cpu", verbose=verbose, **kwargs)
+    except TypeError as exc:  # an unknown hyperparameter name
+        raise ValueError(f"algo_kwargs: {one_line(exc)}") from None
     t0 = time.perf_counter()
     model.learn(total_timesteps=int(timesteps))
     train_seconds = time.perf_counter() - t0
+    out.mkdir(parents=True, exist_ok=True)
     model_path = out / MODEL_FILE
     model.save(str(model_path))
     meta = {
-        "algo": algo, "env_id": env_id, "timesteps": int(timesteps), "seed": int(seed), "reward": reward,
+        # SB3 trains whole rollouts (PPO: n_steps x n_envs), so it may train more steps than requested
+        "algo": algo, "env_id": env_id, "timesteps": int(timesteps), "timesteps_trained": int(model.num_timesteps),
+        "seed": int(seed), "reward": reward,
         "risk_penalty": risk_penalty, "action_mode": action_mode, "s12": s12, "train_period": list(train_period),
         "train_windows": windows, "lookback_buffer_days": int(lookback_buffer_days), "freq": freq, "episode_len": episode_len, "n_envs": n_envs,
         "reward_scale": config.reward_scale, "hyperparameters": {k: v for k, v in kwargs.items() if k != "policy_kwargs"},
@@ -433,5 +468,5 @@ def train_sb3(algo: str = "ppo", env_id: str = "PortBench-Balanced-v0", timestep
             "train_seconds": train_seconds, "policy": policy}
 
 
-__all__ = ["ALGOS", "TrainConfig", "PortBenchSB3VecEnv", "ScaleReward", "make_sb3_vec_env", "SB3Policy",
+__all__ = ["ALGOS", "TrainConfig", "action_mode_of", "allocation_env_ids", "PortBenchSB3VecEnv", "ScaleReward", "make_sb3_vec_env", "SB3Policy",
            "load_sb3_agent", "train_sb3", "evaluate_policy_on_periods", "EVAL_PERIODS"]
