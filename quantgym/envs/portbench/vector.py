@@ -36,10 +36,10 @@ _IDLE, _STEP, _RESET = 0, 1, 2
 #: columns of the integer state ``BatchCore.ist``: decision index k, current row t, decisions in the episode,
 #: the episode's last row, and the row of the current decision in the dense tables (features, availability)
 _K, _T, _NDEC, _LAST, _ROW = range(5)
-#: columns of the float state ``BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown, and
-#: the turnover ``τ`` of the env's last step (0 after a reset)
-_NAV, _PEAK, _DD, _TAU = range(4)
-_FST_WIDTH = 4
+#: columns of the float state ``BatchCore.fst``: NAV, running peak of the decision-date NAV, log drawdown, the
+#: turnover ``τ`` of the env's last step (0 after a reset) and the episode's reward sum
+_NAV, _PEAK, _DD, _TAU, _RET = range(5)
+_FST_WIDTH = 5
 #: entries of the parameter vector ``BatchCore.par`` (passed in: a global would be frozen into numba's cache)
 _RATE, _MIN_TRADE, _NAV0, _KAPPA, _RISK = range(5)
 
@@ -179,8 +179,9 @@ def _batch_step(ops, logits, given, src, target, bad, rew, term, w, fst, ist, de
                 lr = lr - kappa * max(ddn - fst[i, _DD], 0.0)
                 fst[i, _DD] = ddn
             rew[i] = lr
+            fst[i, _RET] += lr
         else:
-            fst[i, _PEAK], fst[i, _DD] = nav, 0.0
+            fst[i, _PEAK], fst[i, _DD], fst[i, _RET] = nav, 0.0, 0.0
             rew[i] = 0.0
             ops[i] = _STEP
         term[i] = done
@@ -224,7 +225,7 @@ class BatchCore:
     ulp (the batch trade sums ``τ`` over all assets, the single one over the traded ones; tested).
     One step is two compiled calls (:func:`_logit_shift`, :func:`_batch_step`) around numpy's ``exp``
     (one more :func:`_batch_step` after an S3 fallback), on preallocated state: ``ist`` (B, 5) int64 and
-    ``fst`` (B, 4) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
+    ``fst`` (B, 5) float64 (the column constants above), weights ``w`` (B, N), the float32 observation
     ``obs_buf`` (B, 5N + 63), updated in place. :meth:`step` steps every env, :meth:`reset_envs` starts
     new episodes (SB3's same-step autoreset); :class:`PortBenchVectorEnv` interleaves :meth:`check`,
     :meth:`begin_episode` and :meth:`run` (next-step autoreset in the same kernel call).
@@ -315,7 +316,7 @@ class BatchCore:
         self.dec[i, :L] = spec.decision_rows
         self.ist[i, :4] = 0, spec.init_row, L, spec.last_row
         self.w[i] = self.w_init[self.initmap[spec.init_row]]
-        self.fst[i] = self.nav0, self.nav0, 0.0, 0.0
+        self.fst[i] = self.nav0, self.nav0, 0.0, 0.0, 0.0
         self.cut[i] = spec.truncated
         self.ops[i] = _RESET
 
@@ -426,10 +427,8 @@ class PortBenchVectorEnv(VectorEnv):
         self._autoreset = np.zeros(self.num_envs, bool)  # sub-envs that start a new episode at the next step
         self._n_reset = 0
         self._all = np.arange(self.num_envs)
-        # running episode statistics (info["episode"] at episode ends, as RecordEpisodeStatistics)
-        self._ep_return = np.zeros(self.num_envs)
-        self._ep_length = np.zeros(self.num_envs, np.int64)
-        self._ep_start = np.zeros(self.num_envs)
+        self._ep_start = np.zeros(self.num_envs)  # perf_counter at each env's episode start (info["episode"]["t"])
+        self._every = np.ones(self.num_envs, bool)  # the all-envs mask, copied into info
 
     def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -442,8 +441,8 @@ class PortBenchVectorEnv(VectorEnv):
         core.reset_envs(range(self.num_envs))
         self._autoreset[:] = False
         self._n_reset = 0
-        self._ep_return[:], self._ep_length[:], self._ep_start[:] = 0.0, 0, time.perf_counter()
-        return core.obs(), {"nav": core.fst[:, _NAV].copy(), "_nav": np.ones(self.num_envs, bool)}
+        self._ep_start[:] = time.perf_counter()
+        return core.obs(), {"nav": core.fst[:, _NAV].copy(), "_nav": self._every.copy()}
 
     def step(self, actions):
         core = self.core
@@ -459,10 +458,10 @@ class PortBenchVectorEnv(VectorEnv):
             for i in resets:
                 core.begin_episode(int(i))
             stepped = ~self._autoreset
-            self._ep_return[resets], self._ep_length[resets], self._ep_start[resets] = 0.0, 0, time.perf_counter()
+            self._ep_start[resets] = time.perf_counter()
         else:
             core.check(a)
-            stepped = np.ones(self.num_envs, bool)
+            stepped = self._every.copy()
         self._n_reset = n = core.run(a)
         info = self._info(stepped, n)
         term = core.term.copy()
@@ -478,15 +477,13 @@ class PortBenchVectorEnv(VectorEnv):
         trade (the envs that stepped, not those starting their next episode), and at episode ends ``episode``
         ``{"r": return, "l": length, "t": seconds}`` as :class:`gymnasium.wrappers.vector.RecordEpisodeStatistics`
         records it (``_episode``: the envs whose episode ended, terminated or truncated)."""
-        core = self.core
-        self._ep_return += core.rew  # 0 for an env starting its next episode
-        self._ep_length += stepped
-        info = {"nav": core.fst[:, _NAV].copy(), "_nav": np.ones(self.num_envs, bool),
+        core = self.core  # the kernel keeps the reward sum (fst _RET) and the decisions taken (ist _K)
+        info = {"nav": core.fst[:, _NAV].copy(), "_nav": self._every.copy(),
                 "turnover": core.fst[:, _TAU].copy(), "_turnover": stepped}
         if n_done:
             done = core.term.copy()
             seconds = np.round(time.perf_counter() - self._ep_start, 6)
-            info["episode"] = {"r": np.where(done, self._ep_return, 0.0), "l": np.where(done, self._ep_length, 0),
+            info["episode"] = {"r": np.where(done, core.fst[:, _RET], 0.0), "l": np.where(done, core.ist[:, _K], 0),
                                "t": np.where(done, seconds, 0.0)}
             info["_episode"] = done
         return info
