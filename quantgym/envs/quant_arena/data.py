@@ -314,7 +314,7 @@ def _refuse_rows(df: pd.DataFrame, d: np.ndarray, sym: np.ndarray, bad: np.ndarr
     """Raise a one-line ValueError naming the first ``k`` rows (date, symbol, ``cols``) where ``bad`` and their count."""
     rows = np.flatnonzero(bad)
     if rows.size:
-        shown = "; ".join(f"{d[r]} {sym[r]} " + " ".join(f"{c} {df[c].iloc[r]:g}" for c in cols) for r in rows[:k])
+        shown = "; ".join(f"{d[r]} {sym[r]} " + " ".join(f"{c} {float(df[c].iloc[r]):g}" for c in cols) for r in rows[:k])
         raise ValueError(f"panel has {rows.size} row(s) with {what}: {shown}{'; ...' if rows.size > k else ''}")
 
 
