@@ -91,3 +91,25 @@ def test_the_scanner_finds_the_named_episodes_of_a_blind_both_transcript():
         named = [m["content"] for c in read_transcript(f)[1] if "blind" not in str(c.get("episode"))
                  for m in c["request"]["messages"] if m["role"] == "user"]
         assert named and any(vocab.scan(text) for text in named), f.name
+
+
+def test_the_portbench_floor_replays_one_episode_at_a_time_to_the_recorded_gap(tmp_path):
+    """The recording ran both views at once (-j 4) and the blind episode met the server's json_schema refusal
+    first; replayed with -j 1 the named episode asks first, gets the recorded refusal (an endpoint's answer to
+    the rung, quantgym.agents.llm.replay) and steps down as the run did: the same scores and the same gap."""
+    import csv
+
+    src = _need(BLIND / "portbench.jsonl.gz")
+    _, calls = read_transcript(src)
+    refused = [c for c in calls if c.get("error_kind") == "unsupported"]
+    assert len(refused) == 1 and "/blind#" in refused[0]["episode"]  # the order the replay does not follow
+    out = tmp_path / "r"
+    r = CliRunner().invoke(app, ["eval", "--agent", f"replay:{src}", "-j", "1", "--no-baseline", "--out", str(out),
+                                 "--no-plots", "-q"])
+    assert r.exit_code == 0, r.output
+    named, blind = list(csv.DictReader(open(out / "summary.csv")))
+    assert (round(float(named["sharpe"]), 3), round(float(blind["sharpe"]), 3)) == (0.600, -0.027)
+    assert round(float(blind["gap_sharpe"]), 3) == -0.627 and blind["likely_recall"] == "false"
+    pb = json.loads((out / "results.json").read_text())["tasks"]["portbench"]
+    assert pb["usage"]["calls"] == len(calls)  # every recorded call replayed once, the refusal included
+    assert [run["usage"].get("adaptations", 0) for run in pb["runs"]] == [1, 0]  # met by the named episode this time

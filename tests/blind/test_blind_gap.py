@@ -194,3 +194,28 @@ def test_dry_run_of_blind_both_plans_every_episode_twice():
     one = dry_run_plan("openai:test-model", plan(), agent_options={"context_window": 8192})["total"]
     both = dry_run_plan("openai:test-model", plan(blind_both=True), agent_options={"context_window": 8192})["total"]
     assert both["episodes"] == 2 * one["episodes"] and both["calls_max"] == 2 * one["calls_max"]
+
+
+def test_the_ceps_gap_pairs_the_per_decision_ceps_of_both_views():
+    """CEPS is a mean over decision dates: its gap is bootstrapped over the per-decision CEPS the trading steps
+    carry (a stage-scored run has no env records), so a period of ten or more decisions gets an interval."""
+    from quantgym.envs.portbench.eval import PortBenchEval
+    from quantgym.stats.gap import memorization_gap
+
+    dates = pd.bdate_range("2024-01-01", periods=260)
+    rng = np.random.default_rng(0)
+
+    def run(shift: float) -> dict:
+        steps = [{"date": str(d.date()), "stage": "S3", "ceps": float(0.4 + shift + 0.05 * rng.standard_normal())}
+                 for d in dates[::21]]
+        steps += [{"date": steps[0]["date"], "stage": "S1"}]  # a step that trades nothing has no ceps
+        nav = pd.Series(np.cumprod(1 + 0.01 * rng.standard_normal(len(dates))), index=dates)
+        return {"result": SimpleNamespace(records=[], steps=steps, nav=nav, config={}, profile="balanced",
+                                          period="normal_2024")}
+
+    named, blind = (PortBenchEval().gap_series(run(s)) for s in (0.0, 0.2))
+    assert len(named.scores["ceps"]) == 13 and named.scores["ceps"].index[0] == str(dates[0].date())
+    rows = [SummaryRow("portbench", a, ceps=float(g.scores["ceps"].mean())) for a, g in (("x", named), ("x (blind)", blind))]
+    gap = memorization_gap(*rows, named, blind, metrics=("ceps",))
+    d = gap["metrics"]["ceps"]
+    assert d["n"] == 13 and d["lo"] is not None and 0 < d["lo"] <= d["gap"] <= d["hi"]
