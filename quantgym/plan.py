@@ -199,7 +199,13 @@ def validate_plan(plan: EvalPlan) -> EvalPlan:
         if record.name in seen or record.eval is None:
             continue
         seen.add(record.name)
-        check = getattr(load_ref(record.eval), "validate", None)
+        adapter = load_ref(record.eval)
+        # an env kwarg the task's runner sets from its own option (PortBench's period, Market-Bench's round...)
+        owned = getattr(adapter, "owned_kwargs", {})
+        for key in sorted(set(owned) & set(plan.env_kwargs)):
+            raise ValueError(f"--env-kwargs: {key!r} is chosen with {owned[key]}, not in --env-kwargs; got "
+                             f"{key}={plan.env_kwargs[key]!r}")
+        check = getattr(adapter, "validate", None)
         if check is not None:
             options.update(check(plan) or {})
     return replace(plan, options=options, validated=True)

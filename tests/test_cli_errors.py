@@ -70,6 +70,16 @@ def test_eval_period_in_env_kwargs_points_to_the_period_option(tmp_path):
             "--env-kwargs: 'period' is chosen with --period", "START:END[:FREQ]", "period='covid_2020'")
 
 
+def test_eval_round_in_env_kwargs_points_to_the_round_option(tmp_path):
+    """Market-Bench's runner sets round, attempts and feedback itself: in --env-kwargs they are one line."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "examples" / "llm_floor" / "market_bench-scheduled.jsonl.gz"
+    run_bad(tmp_path, ["eval", "--agent", f"replay:{src}", "--env", "MarketBench-Scheduled-v0", "--env-kwargs",
+                       '{"round": 2}', "--out", str(tmp_path / "o")],
+            "--env-kwargs: 'round' is chosen with --round", "round=2")
+
+
 def test_eval_unknown_period(tmp_path):
     run_bad(tmp_path, ["eval", "--agent", "equal_weight", "--env", "PortBench-Balanced-v0", "--period", "covid_2021",
                        "--out", str(tmp_path / "o")], "'covid_2021'", "covid_2020", "START:END[:FREQ]")

@@ -67,6 +67,10 @@ def attempt_rows(res: Any, agent: str) -> list[dict[str, Any]]:
 class MarketBenchEval:
     """:class:`~quantgym.evaluation.EvalAdapter` of Market-Bench."""
 
+    #: env kwargs the runner sets from the task's own options (quantgym.plan.validate_plan refuses them in
+    #: --env-kwargs)
+    owned_kwargs = {"round": "--round", "attempts": "--attempts", "feedback": "--feedback / --no-feedback"}
+
     def validate(self, plan: EvalPlan) -> None:
         """Refuse an unknown task set (``--env-kwargs '{"task_set": ...}'``), a round outside 1..N_ROUNDS or
         fewer than one attempt before anything runs (one line)."""

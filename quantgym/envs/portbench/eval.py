@@ -68,9 +68,6 @@ class PortBenchEval:
         """
         from quantgym.envs.portbench.config import LivePeriod
 
-        if "period" in plan.env_kwargs:  # evaluate() sets each episode's period from the plan's periods
-            raise ValueError(f"--env-kwargs: 'period' is chosen with --period (e.g. --period covid_2020 or "
-                             f"START:END[:FREQ]), not in --env-kwargs; got period={plan.env_kwargs['period']!r}")
         periods = eval_periods(plan)
         if plan.get("after") and {"data", "universe"} & set(plan.env_kwargs):
             raise ValueError("--after cuts the bundled data's periods; with your own data give the window "
@@ -103,6 +100,10 @@ class PortBenchEval:
 
     def section(self, runs: list[dict], agent: Any, plan: EvalPlan, ctx: EvalContext) -> SectionResult:
         return _portbench_section(runs, ctx.references, agent, ctx.out_dir, plan, ctx.console)
+
+    #: env kwargs the runner sets from the task's own options (quantgym.plan.validate_plan refuses them in
+    #: --env-kwargs): evaluate() sets each episode's period from the plan's periods
+    owned_kwargs = {"period": "--period (e.g. --period covid_2020 or START:END[:FREQ])"}
 
     #: the memorization gap's headline metrics (``quantgym eval --blind both``, docs/blind.md)
     gap_metrics = ("sharpe", "ret_pct", "ceps")
