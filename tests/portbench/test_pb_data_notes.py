@@ -95,3 +95,12 @@ def test_a_directory_says_its_notes_once_and_keeps_them(tmp_path):
     said = [str(w.message) for w in caught if issubclass(w.category, PortBenchDataWarning)]
     assert said == [f"PortBench data ({d.resolve()}): prices: the rows were not in date order, sorted"]
     assert data.notes == ("prices: the rows were not in date order, sorted",)
+
+
+def test_an_empty_frame_has_nothing_to_note():
+    """An empty frame (no rows: the paper loader's macro without series, say) is cleaned without a note."""
+    from quantgym.envs.portbench.data import clean_index
+
+    notes: list[str] = []
+    out = clean_index(pd.DataFrame({"x": []}), "macro", notes)
+    assert len(out) == 0 and isinstance(out.index, pd.DatetimeIndex) and notes == []

@@ -87,8 +87,9 @@ def clean_index(obj: pd.DataFrame | pd.Series, what: str, notes: list[str] | Non
             idx = pd.DatetimeIndex(pd.to_datetime(raw))
         except (ValueError, TypeError, OverflowError):
             raise ValueError(not_dates) from None
-        kind = "text" if pd.api.types.infer_dtype(raw, skipna=True) == "string" else f"{raw.dtype} values"
-        notes.append(f"{what}: the index held {kind} (e.g. {str(raw[0])!r}), parsed as dates")
+        if len(raw):  # an empty frame has nothing to parse (and nothing to say)
+            kind = "text" if pd.api.types.infer_dtype(raw, skipna=True) == "string" else f"{raw.dtype} values"
+            notes.append(f"{what}: the index held {kind} (e.g. {str(raw[0])!r}), parsed as dates")
     else:
         idx = raw
     if idx.tz is not None:
