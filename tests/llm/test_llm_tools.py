@@ -302,6 +302,10 @@ def test_portbench_tool_mode_through_the_cli_replays(server, tmp_path):
     assert r.exit_code == 0, r.output
     run = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"][0]
     assert all("tools" in q and q["tool_choice"] == "auto" for q in server.requests[::2])
+    # while the tools are offered the stage schema is not sent as response_format (a server that grammar-
+    # constrains the reply to it would never return a tool call); the answers are parsed from the text
+    assert all("response_format" not in q for q in server.requests if q.get("tool_choice") == "auto")
+    assert all(s["text"]["status"] != "unparseable" for s in run["steps"] if s.get("text"))
     tool_steps = [s for s in run["steps"] if s.get("tool")]
     assert [s["tool"]["tool"] for s in tool_steps] == ["asset_stats"] * 3 and all(s["tool"]["ok"] for s in tool_steps)
     assert run["llm"]["tool_calls"] == 3 and run["llm"]["tool_rungs"] == {"native": 6}

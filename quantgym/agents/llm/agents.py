@@ -400,7 +400,11 @@ class LLMAgent:
                 def build_rung(style: str) -> list[dict]:
                     return list(build(style)) + conv
 
-                sch = schema
+                # while the tools are offered natively, no response_format: a server that constrains the whole
+                # reply to its grammar lets it override the tools (llama.cpp's chat parser builds its grammar
+                # from response_format alone, common/chat-auto-parser-generator.cpp), so no call could be
+                # made; the answer is parsed from the reply's text, and the schema returns once they are withheld
+                sch = None if rung == "native" and not withheld else schema
             send_tools = schemas if rung == "native" and not cut_off else None
             choice = "none" if withheld else "auto"
             tcap = cap if rung == "text" or withheld else max(cap or 0, TOOL_CALL_CAP)
