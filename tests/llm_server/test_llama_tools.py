@@ -50,8 +50,8 @@ def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
     out = tmp_path / "tools"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
                                  "--env", "PortBench-Balanced-v0", "--period", PERIOD_2_CLI, "--tools",
-                                 "--env-kwargs", json.dumps(TOOL_BUDGET), "--out", str(out), "--no-plots",
-                                 "--quiet"])
+                                 "--env-kwargs", json.dumps(TOOL_BUDGET), "--max-tokens", "256", "--out", str(out),
+                                 "--no-plots", "--quiet"])  # 256: the tool-call cap too (TOOL_CALL_CAP)
     assert r.exit_code == 0, r.output
     run = _runs(out)[0]
     assert run["metrics"]["n_rebalances"] == 2  # the run finishes: both dates, every stage answered
