@@ -30,7 +30,7 @@ def test_inspect_on_the_real_server_portbench_one_date_and_one_market_bench_atte
     pb = task_create("quantgym/portbench", profile="balanced", period=PERIOD_1_CLI, context_window=4096,
                      structured="json_object_schema")
     mb = task_create("quantgym/market_bench", strategy="scheduled", round=1, attempts=1, context_window=4096,
-                     max_tokens=768)
+                     max_tokens=384)
     logs = inspect_eval([pb, mb], model="openai-api/llamacpp/smollm2", log_dir=str(tmp_path / "logs"),
                         display="none", max_retries=1, timeout=600)
     assert [log.status for log in logs] == ["success", "success"], [log.error for log in logs]

@@ -14,7 +14,7 @@ Quant-Arena (one-shot track) and Market-Bench (one attempt of each strategy): th
 extracted, run in the sandbox and scored, whatever it is; every call is in the transcript; the replay
 reproduces the scores.
 
-Marked ``slow`` (about 8 minutes on one core of a 2-core machine): ``pytest -m slow`` runs them.
+Marked ``slow`` (about 15 minutes on one core of a 2-core machine): ``pytest -m slow`` runs them.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def test_market_bench_one_attempt_of_each_strategy(llama4k, tmp_path):
     out = tmp_path / "mb"
     envs = "MarketBench-Scheduled-v0,MarketBench-Pairs-v0,MarketBench-DeltaHedge-v0"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama4k.base_url,
-                                 "--env", envs, "--round", "1", "--attempts", "1", "--max-tokens", "768",
+                                 "--env", envs, "--round", "1", "--attempts", "1", "--max-tokens", "384",
                                  "--out", str(out), "--quiet", "--no-plots"])
     assert r.exit_code == 0, r.output
     mb = _tasks(out)["market_bench"]

@@ -133,7 +133,7 @@ def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
     kw = {"tool_config": {"calls": 2, "chars": 4000, "draft_runs": 1}}
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
                                  "--env", "MarketBench-Scheduled-v0", "--round", "1", "--attempts", "1", "--tools",
-                                 "--env-kwargs", json.dumps(kw), "--max-tokens", "512", "--out", str(out),
+                                 "--env-kwargs", json.dumps(kw), "--max-tokens", "256", "--out", str(out),
                                  "--quiet", "--no-plots"])
     assert r.exit_code == 0, r.output
     mb = _tasks(out)["market_bench"]
