@@ -202,7 +202,9 @@ def validate_plan(plan: EvalPlan) -> EvalPlan:
         adapter = load_ref(record.eval)
         # an env kwarg the task's runner sets from its own option (PortBench's period, Market-Bench's round...)
         owned = getattr(adapter, "owned_kwargs", {})
-        for key in sorted(set(owned) & set(plan.env_kwargs)):
+        clash = sorted(set(owned) & set(plan.env_kwargs))
+        if clash:
+            key = clash[0]
             raise ValueError(f"--env-kwargs: {key!r} is chosen with {owned[key]}, not in --env-kwargs; got "
                              f"{key}={plan.env_kwargs[key]!r}")
         check = getattr(adapter, "validate", None)

@@ -120,7 +120,7 @@ class PortBenchEval:
         r = run["result"]
         rf, include_start = _settings(r)
         # the per-decision CEPS: the step that trades a decision carries its ceps and date in info
-        recs = [x for x in (r.records or r.steps) if x.get("ceps") is not None]
+        recs = [x for x in r.steps if x.get("ceps") is not None]
         ceps = pd.Series([float(x["ceps"]) for x in recs], index=[x["date"] for x in recs], dtype=float)
         return GapSeries(key={"profile": r.profile, "period": r.period}, returns=daily_returns(r.nav),
                          scores={"ceps": ceps} if len(ceps) else {}, rf=rf, periods_per_year=TRADING_DAYS,
