@@ -1,5 +1,8 @@
 """Tool mode, the generic layer: typed tools with a JSON schema, a per-stage budget and the call protocol.
 
+Longer than 500 lines as one job, the tool protocol: tool schemas, budgets, call parsing and the task binding
+refer to each other.
+
 A task declares its toolbox once as plain typed Python functions::
 
     @tool

@@ -1,5 +1,8 @@
 """Lockdown policy of the sandbox child: audit hook and guarded ``__import__``.
 
+Longer than 500 lines as one job, the child's lockdown policy: the audit hook, the import guard and the frame
+rules share one state and must be read together to audit them.
+
 Only the child process imports this module. Everything the hook needs at run time is bound as
 a default argument when the hook is built (default-argument tuples are immutable and replacing
 ``__defaults__``/``__code__`` raises an audited event the hook blocks), so agent code that reaches

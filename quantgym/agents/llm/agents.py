@@ -1,5 +1,8 @@
 """LLM agents: one chat engine and the base of the per-task adapters.
 
+Longer than 500 lines as one job, the agent side of a call: the prompt fitting, the stage loop and the tool
+loop share the engine's per-thread state.
+
 Each agent is a policy for :func:`quantgym.evaluation.evaluate` (``reset(env)``, ``act(obs, info)``)
 and may be shared by several threads, each running its own episodes: per-episode state lives in
 thread-local storage, the engine (HTTP client, transcript, cache, budget) is shared.

@@ -1,5 +1,7 @@
 """Prompt rendering of a Market-Bench round (spec §5, §9.15): the view an LLM agent gets.
 
+Longer than 500 lines as one job, the text of every round: one place to read what the agent is told.
+
 One template per strategy: the rules of §9.1, §9.4-§9.7 and the strategy's own section worded
 as instructions, the round's parameters with units, the instrument and currency ("synthetic
 data" for the pairs rounds), the input files and columns, the entry point and the exact metric

@@ -1,7 +1,11 @@
 """The PortBench Gymnasium environment (spec ``portbench.md`` §4–§7, §11; clean mode): the simulator glue and
 the Gymnasium API. The jobs beside it: :mod:`.actions` (the action decoder), :mod:`.observation` (the
 observation view), :mod:`.scorer` (ground truth and S1–S5 scores), :mod:`.records` (the decision records),
-:mod:`.paper.mode` (every paper-mode rule)."""
+:mod:`.paper.mode` (every paper-mode rule).
+
+Longer than 500 lines as one job, the Gymnasium API over one decision cycle (reset, the stage steps, the
+trade); its parts already live in the modules named above.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Text rendering of a snapshot per stage (spec §4.1–§4.3, clean mode; §11.9 correlation table).
 
+Longer than 500 lines as one job, the text of every stage in every prompt style: one place to read what the
+agent is told.
+
 The text view and the array view are renderings of the same :class:`MarketSnapshot`.
 
 Every stage renders in one of :data:`quantgym.spaces.PROMPT_STYLES`: ``"full"`` (the reference

@@ -1,5 +1,8 @@
 """The cash account of Quant-Arena: the sealed backtester's state (spec quant_arena.md §4, §10.2, §10.5, §10.7).
 
+Longer than 500 lines as one job, the cash account's state and its compiled day kernel, which must stay in
+step.
+
 Input: a dataset (:class:`~quantgym.envs.quant_arena.data.ArenaDataset`), a window and
 a score matrix ``(n, N)`` — one row per decision date ``D_0..D_{n−1}``, one column per
 dataset symbol, NaN = not eligible. Output: an :class:`AccountResult` with the NAV

@@ -1,5 +1,8 @@
 """The Quant-Arena Gymnasium environment (spec quant_arena.md §9, §10.14).
 
+Longer than 500 lines as one job, the research loop's Gymnasium API (submit, feedback, freeze, the sealed
+score).
+
 Registered ids: ``QuantArena-v0`` (``mode="iterative"``) and ``QuantArena-OneShot-v0``
 (``mode="oneshot"``). The brief and feedback text it returns are rendered by
 :mod:`~quantgym.envs.quant_arena.prompts`; each candidate runs through
