@@ -19,9 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from quantgym.envs.portbench.optimize import max_sharpe
+from quantgym.envs.portbench.optimize import _max_sharpe_slsqp, max_sharpe, single_thread_blas
 
 RIDGE = 1e-4
+#: §8.6 paper-mode readings (``PaperFidelity.bl_reading``): He–Litterman's τ and the textbook risk aversion δ
+BL_TAU_HE_LITTERMAN = 0.025
+BL_DELTA = 2.5
 MIN_OBS = 20
 SIXTY_FORTY_EQUITY = ("SPY", "QQQ", "IWM", "VTI", "EEM", "ACWI")
 SIXTY_FORTY_BONDS = ("TLT", "IEF", "BIL", "LQD", "HYG")
@@ -328,12 +331,18 @@ class MinimumVariance(_Baseline):
         return _fit_skfolio(model, x, idx, avail.size, self._notes)
 
 
-def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None) -> np.ndarray:
+def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None, reading: str = "exact") -> np.ndarray:
     """§8.6 Black–Litterman as in the repo (no market-cap equilibrium).
 
     Parameters
     ----------
     x : (T, n) inner-joined daily returns.
+    reading : one of :data:`~quantgym.envs.portbench.paper.config.BL_READINGS` (paper mode's
+        ``PaperFidelity.bl_reading``); ``"exact"`` is the description below. The others change one
+        step: the solver (``"slsqp"``: the repo's SLSQP, equal weight when it reports failure;
+        ``"slsqp_last_iterate"``: its last iterate whatever it reports), ``τ`` (``"tau_0.025"``),
+        the views' unit (``"annual_views"``: ``Q = ±0.01/252``) or the prior
+        (``"equilibrium_prior"``: ``π = 2.5·Σw_EqW``).
 
     Returns
     -------
@@ -348,14 +357,16 @@ def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None) -> np
     pi = x.mean(axis=0)
     sigma = np.cov(x, rowvar=False, ddof=1).reshape(n, n)
     sigma = sigma + RIDGE * np.mean(np.diag(sigma)) * np.eye(n)
-    tau = 1.0 / t
+    if reading == "equilibrium_prior":
+        pi = BL_DELTA * sigma @ ew
+    tau = BL_TAU_HE_LITTERMAN if reading == "tau_0.025" else 1.0 / t
     cum = np.prod(1.0 + x, axis=0) - 1.0
     views = np.flatnonzero(np.abs(cum) > 0.01)
     if views.size == 0:
         return ew
     p = np.zeros((views.size, n))
     p[np.arange(views.size), views] = 1.0
-    q = np.sign(cum[views]) * 0.01
+    q = np.sign(cum[views]) * (0.01 / 252.0 if reading == "annual_views" else 0.01)
     ts = tau * sigma
     omega = np.diag(np.diag(p @ ts @ p.T)) + 1e-8 * np.eye(views.size)
     try:
@@ -370,9 +381,14 @@ def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None) -> np
             notes.append("Black-Litterman posterior singular (LinAlgError); equal weight")
         return ew
     mu_bl = bracket @ (ts_inv @ pi + p.T @ om_inv @ q)
-    w = max_sharpe(mu_bl, sigma)
+    if reading in ("slsqp", "slsqp_last_iterate"):
+        with single_thread_blas():  # SLSQP's stopping point depends on BLAS threading: one thread, one answer
+            w = _max_sharpe_slsqp(mu_bl, sigma, last_iterate=reading == "slsqp_last_iterate")
+    else:
+        w = max_sharpe(mu_bl, sigma)
     if w is None and notes is not None:
-        notes.append("max-Sharpe on the posterior found no portfolio; equal weight")
+        notes.append("max-Sharpe on the posterior found no portfolio"
+                     + (" (SLSQP reported failure)" if reading == "slsqp" else "") + "; equal weight")
     return ew if w is None else w
 
 
@@ -391,7 +407,7 @@ class BlackLitterman(_Baseline):
         x = x[np.isfinite(x).all(axis=1)]
         if idx.size < 2 or x.shape[0] < 2:
             return _finish(_equal(avail.size, idx))
-        w[idx] = black_litterman_weights(x, self._notes)
+        w[idx] = black_litterman_weights(x, self._notes, getattr(self.paper, "bl_reading", "exact"))
         return _finish(w)
 
 

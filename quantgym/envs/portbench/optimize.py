@@ -112,8 +112,10 @@ def max_sharpe(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
     return y / tot
 
 
-def _max_sharpe_slsqp(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
-    """SLSQP from equal weight (ftol 1e−9, 500 iterations) with analytic gradients (the repo's solver)."""
+def _max_sharpe_slsqp(mu: np.ndarray, sigma: np.ndarray, last_iterate: bool = False) -> np.ndarray | None:
+    """SLSQP from equal weight (ftol 1e−9, 500 iterations) with analytic gradients (the repo's solver).
+
+    None when SLSQP reports failure, unless ``last_iterate`` (then its last finite iterate is returned)."""
     n = mu.size
 
     def neg_sharpe(w):
@@ -129,7 +131,7 @@ def _max_sharpe_slsqp(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray | None:
         constraints=({"type": "eq", "fun": lambda w: w.sum() - 1.0, "jac": lambda w: np.ones_like(w)},),
         options={"ftol": 1e-9, "maxiter": 500},
     )
-    if not res.success or not np.all(np.isfinite(res.x)):
+    if not (res.success or last_iterate) or not np.all(np.isfinite(res.x)):
         return None
     w = np.clip(res.x, 0.0, None)
     tot = w.sum()

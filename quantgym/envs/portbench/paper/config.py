@@ -24,6 +24,12 @@ PAPER_STOCKS: tuple[str, ...] = (
 #: §11.1 paper universes; ``None`` = the clean 80-asset universe.
 UNIVERSES = ("89_no_crypto", "81_crypto")
 
+#: readings of the repo's §8.6 Black–Litterman (``PaperFidelity.bl_reading``); docs/fidelity.md measures
+#: each against the page. [project choice] ``"exact"`` (§11.9: the stated problem's optimum) in both modes.
+BL_READINGS: tuple[str, ...] = (
+    "exact", "slsqp", "slsqp_last_iterate", "tau_0.025", "annual_views", "equilibrium_prior",
+)
+
 
 @dataclass(frozen=True)
 class PaperFidelity(Config):
@@ -91,6 +97,16 @@ class PaperFidelity(Config):
         mode's equal weight on ``B``.
     winsor_start : str
         First date of the full sample the percentiles are taken over (the repo's data start).
+    bl_reading : str
+        §8.6 Black–Litterman: which reading of the repo's code the baseline follows (one of
+        :data:`BL_READINGS`; default ``"exact"`` in clean and paper mode). ``"exact"``: the stated
+        problem solved to its optimum (§11.9). ``"slsqp"``: SciPy SLSQP from ``1/n`` (ftol 1e−9,
+        500 iterations) with equal weight whenever it reports failure, as §8.6 states the repo's
+        code. ``"slsqp_last_iterate"``: SLSQP's last iterate kept even when it reports failure.
+        ``"tau_0.025"``: ``τ = 0.025`` (He–Litterman) instead of ``1/T``. ``"annual_views"``: the
+        ±1 % views read as annual returns (``Q = ±0.01/252`` per day). ``"equilibrium_prior"``:
+        ``π = δΣw_EqW`` with ``δ = 2.5`` instead of the sample mean. The SLSQP readings run with
+        single-threaded BLAS (SLSQP's stopping point depends on BLAS threading).
     """
 
     universe: Literal[None, "89_no_crypto", "81_crypto"] = None
@@ -116,11 +132,14 @@ class PaperFidelity(Config):
     s3_all_zero_equal_signals: bool = False
     s3_solver_nonpositive_mu: bool = False
     winsor_start: str = "2015-01-01"
+    bl_reading: str = "exact"
     version: str = PAPER_VERSION
 
     def __post_init__(self):
         if self.universe is not None and self.universe not in UNIVERSES:
             raise ValueError(f"paper universe must be None or one of {UNIVERSES}, got {self.universe!r}")
+        if self.bl_reading not in BL_READINGS:
+            raise ValueError(f"bl_reading must be one of {BL_READINGS}, got {self.bl_reading!r}")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -149,8 +168,8 @@ class PaperFidelity(Config):
     # ------------------------------------------------------------------ queries
     @property
     def any(self) -> bool:
-        """True if any flag differs from clean mode."""
-        return any(self.enabled())
+        """True if any flag (or the Black–Litterman reading) differs from clean mode."""
+        return any(self.enabled()) or self.bl_reading != "exact"
 
     def enabled(self) -> list[str]:
         """Names of the flags that are on."""
@@ -169,7 +188,8 @@ class PaperFidelity(Config):
         return dataclasses.replace(self, **changes)
 
 
-#: every switch of :class:`PaperFidelity`, in Appendix A order (excluding ``winsor_start``/``version``)
+#: every switch of :class:`PaperFidelity`, in Appendix A order (excluding the parameters ``winsor_start``,
+#: ``bl_reading`` and ``version``)
 PAPER_FLAGS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(PaperFidelity) if f.name not in ("winsor_start", "version")
+    f.name for f in dataclasses.fields(PaperFidelity) if f.name not in ("winsor_start", "bl_reading", "version")
 )

@@ -96,6 +96,8 @@ class DirectResult:
     first_decision: str | None
     seconds: float
     weights: list = field(default_factory=list)
+    #: (decision date, reason) of every decision where the baseline fell back (its ``step_record``)
+    fallbacks: list = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         m = self.metrics
@@ -186,13 +188,17 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
     pol = make_baseline(agent)
     pol.tickers = tuple(view.tickers)
     pol.paper = flags
-    weights = []
+    weights, fallbacks = [], []
     for row in sim.decision_rows:
         sim.advance_to(int(row))
         snap = view.snapshot(int(row), sim.weights, sim.nav / sim.initial_nav)
+        pol._notes = []
         w = np.asarray(pol.allocate(np.array(snap.returns), np.array(snap.available)), dtype=np.float64)
         if keep_weights:
             weights.append((str(snap.decision_date.date()), w))
+        rec = pol.step_record()
+        if rec:
+            fallbacks.append((str(snap.decision_date.date()), rec["fallback"]))
         sim.trade(w)
     sim.advance_to(sim.last_row)
     r = sim.daily_returns()
@@ -201,7 +207,7 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
                  "vol_pct": 100 * perf["volatility"]})
     first = str(view.dates[sim.decision_rows[0]].date()) if sim.decision_rows.size else None
     return DirectResult(pol.name, per.name, "paper" if flags.any else "clean", perf, sim.nav_series(),
-                        int(sim.decision_rows.size), first, time.perf_counter() - t0, weights)
+                        int(sim.decision_rows.size), first, time.perf_counter() - t0, weights, fallbacks)
 
 
 __all__ = ["PaperSimulator", "paper_decision_rows", "run_direct", "DirectResult", "make_view", "make_simulator",
