@@ -16,6 +16,29 @@ def best_time(fn: Callable[[], object], repeat: int) -> float:
     return best
 
 
+def step_rates(env, duration: float, seed: int | None = None) -> dict[str, float]:
+    """Steps per second of ``env`` by wall clock and by this process's CPU time (``time.process_time``), with
+    the 1-minute load average at the end: the loop of ``gymnasium.utils.performance.benchmark_step`` (actions
+    from ``env.action_space.sample()``, a reset after every episode end, counted in the time). On a shared
+    machine the CPU rate is the figure that compares runs; the wall rate is what a user waits for."""
+    import os
+
+    env.reset(seed=seed)
+    env.action_space.sample()
+    steps = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while True:
+        steps += 1
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+        if time.perf_counter() - t0 > duration:
+            break
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"wall": steps / wall, "cpu": steps / cpu if cpu > 0 else float("nan"), "steps": steps,
+            "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")}
+
+
 def print_table(title: str, rows: Sequence[Sequence[str]],
                 columns: Sequence[str] = ("measurement", "result", "note")) -> None:
     """Print ``rows`` as a rich table (plain ``a | b | c`` lines without rich)."""

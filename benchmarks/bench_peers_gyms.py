@@ -19,8 +19,10 @@ numpy 2.4.6, pandas 2.2.3, numba 0.68.1, stockstats 0.6.10, stable-baselines3 2.
 A venv created on 2026-12-04 by ``--setup`` resolved pandas 3.1.1 (with wrds 3.1.6); ``python
 benchmarks/run_all.py`` writes the versions of each run beside its figures in docs/performance.md.
 
-Measured with ``gymnasium.utils.performance.benchmark_step`` (fixed seed; the env's action space is
-replaced by a replay of pre-generated actions, so sampling costs the same for every env):
+Measured with the loop of ``gymnasium.utils.performance.benchmark_step`` (``_common.step_rates``: fixed seed;
+the env's action space is replaced by a replay of pre-generated actions, so sampling costs the same for every
+env), by wall clock (``steps_per_s``) and by the process's CPU time (``cpu_steps_per_s``), with the 1-minute
+load average (``load``):
 
 - gym-anytrading ``stocks-v0`` (its bundled STOCKS_GOOGL data, default window 30);
 - ``gymnasium.vector.SyncVectorEnv`` of 8 ``stocks-v0`` (env-steps/s, a hand loop like quantgym's
@@ -40,10 +42,15 @@ import sys
 import time
 import warnings
 
+import os
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pandas as pd
-from gymnasium.utils.performance import benchmark_step
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import step_rates  # noqa: E402 - stdlib only, runs in the peers venv
 
 
 class ReplayActions(gym.spaces.Space):
@@ -67,10 +74,12 @@ def pregenerate(space: gym.spaces.Space, n: int, seed: int) -> list:
     return [space.sample() for _ in range(n)]
 
 
-def run(env: gym.Env, duration: float, seed: int, n_actions: int = 1024) -> float:
+def run(env: gym.Env, duration: float, seed: int, n_actions: int = 1024) -> dict:
+    """``{"steps_per_s": wall rate, "cpu_steps_per_s": CPU-time rate, "load": 1-min load average}``."""
     env.action_space = ReplayActions(env.action_space, pregenerate(env.action_space, n_actions, seed))
     with contextlib.redirect_stdout(io.StringIO()):  # FinRL prints a summary at episode ends
-        return benchmark_step(env, target_duration=duration, seed=seed)
+        r = step_rates(env, duration, seed)
+    return {"steps_per_s": r["wall"], "cpu_steps_per_s": r["cpu"], "load": r["load"]}
 
 
 def finrl_env(prices_csv: str):
@@ -100,7 +109,7 @@ def finrl_env(prices_csv: str):
     return env, {"tickers": n, "days": int(df.index.max() + 1), "indicators": list(INDICATORS)}
 
 
-def sync_vector(duration: float, seed: int, n: int = 8) -> float:
+def sync_vector(duration: float, seed: int, n: int = 8) -> dict:
     """Env-steps/s of ``gymnasium.vector.SyncVectorEnv`` over ``n`` gym-anytrading ``stocks-v0`` (autoreset),
     the same hand loop as quantgym's vector-env measurement (pre-generated batched actions)."""
     import gym_anytrading  # noqa: F401
@@ -112,12 +121,13 @@ def sync_vector(duration: float, seed: int, n: int = 8) -> float:
     for act in acts[:50]:
         venv.step(act)
     steps, i = 0, 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 <= duration:
         venv.step(acts[i % len(acts)])
         i += 1
         steps += n
-    rate = steps / (time.perf_counter() - t0)
+    rate = {"steps_per_s": steps / (time.perf_counter() - t0), "cpu_steps_per_s": steps / (time.process_time() - c0),
+            "load": os.getloadavg()[0]}
     venv.close()
     return rate
 
@@ -166,14 +176,14 @@ def main(argv=None) -> None:
         env = gym.make("stocks-v0")
         run(env, 0.3, a.seed)  # warm-up
         out["results"]["gym-anytrading stocks-v0"] = {
-            "steps_per_s": run(gym.make("stocks-v0"), a.duration, a.seed),
+            **run(gym.make("stocks-v0"), a.duration, a.seed),
             "version": __import__("importlib.metadata").metadata.version("gym-anytrading"),
             "notes": "bundled STOCKS_GOOGL, window 30, Discrete(2) actions"}
     except Exception as exc:  # noqa: BLE001 - report, do not substitute
         out["errors"]["gym-anytrading stocks-v0"] = f"{type(exc).__name__}: {exc}"
     try:
         out["results"]["SyncVectorEnv(stocks-v0 x8)"] = {
-            "steps_per_s": sync_vector(a.duration, a.seed),
+            **sync_vector(a.duration, a.seed),
             "version": __import__("importlib.metadata").metadata.version("gym-anytrading"),
             "notes": "gymnasium SyncVectorEnv of 8 stocks-v0, env-steps/s (batch steps x 8)"}
     except Exception as exc:  # noqa: BLE001
@@ -185,7 +195,7 @@ def main(argv=None) -> None:
         run(env, 0.3, a.seed)
         env2, _ = finrl_env(a.prices)
         out["results"]["FinRL StockTradingEnv"] = {
-            "steps_per_s": run(env2, a.duration, a.seed),
+            **run(env2, a.duration, a.seed),
             "version": __import__("importlib.metadata").metadata.version("finrl"),
             "notes": f"{info['tickers']} tickers x {info['days']} days, {len(info['indicators'])} indicators", **info}
     except Exception as exc:  # noqa: BLE001

@@ -48,13 +48,13 @@ def measure(scoring: bool, duration: float) -> dict:
     gc.callbacks.append(cb)
     try:
         t0 = time.perf_counter()
-        rate = bench_single(env, acts, duration, 0)
+        rate = bench_single(env, acts, duration, 0)["wall"]
         wall = time.perf_counter() - t0
     finally:
         gc.callbacks.remove(cb)
     gc.disable()
     try:
-        rate_off = bench_single(env, acts, duration, 0)
+        rate_off = bench_single(env, acts, duration, 0)["wall"]
         env.reset(seed=0)
         for i in range(10):
             env.step(acts[i])

@@ -28,11 +28,17 @@ pre-generated actions; vector envs with the same loop by hand, counting env-step
   ``python benchmarks/bench_peers_gyms.py --setup``); reported as the ratio
   quantgym / peer.
 
-``--json PATH`` (for a driver such as ``benchmarks/run_all.py``) writes ``{"results": {key: rate}, "scored_ms":
-{"cold": [...], "warm": [...]}, "peers": {"results": {name: {"steps_per_s", "version", "notes"}}, "errors":
-{...}}, "versions": {"gymnasium", "numpy"}}`` with the rate keys ``raw``, ``raw_scored`` (the same steps with scoring on), ``gym.make``, ``alloc_wrapper``,
-``stagewise`` (steps/s or sub-steps/s), ``sync1``, ``sync8``, ``vec1``, ``vec8``, ``vec64`` (env-steps/s) and
-``cold_episode_s`` (seconds); ``scored_ms`` holds the per-step times (ms) of the scored bench periods. The
+Every rate is measured by wall clock and by the process's CPU time (``time.process_time``; on a shared machine
+the CPU rate is the one that compares runs), with the 1-minute load average when it ended.
+
+``--json PATH`` (for a driver such as ``benchmarks/run_all.py``) writes ``{"results": {key: rate, "cpu": {key:
+CPU rate}, "load": {key: load average}}, "scored_ms": {"cold", "warm", "cold_cpu", "warm_cpu": [...]}, "peers":
+{"results": {name: {"steps_per_s", "cpu_steps_per_s", "load", "version", "notes"}}, "errors": {...}}, "versions":
+{"gymnasium", "numpy"}}`` with the rate keys ``raw``, ``raw_scored`` (the same steps with scoring on), ``gym.make``,
+``alloc_wrapper``, ``stagewise`` (steps/s or sub-steps/s), ``sync1``, ``sync8``, ``vec1``, ``vec8``, ``vec64``
+(env-steps/s); ``cold_episode_s`` / ``cold_episode_cpu_s`` (seconds) and ``cold_steps`` of the first pass over the
+daily rows, ``reset_ms`` / ``reset_cpu_ms`` of the reset after a daily episode; ``scored_ms`` holds the per-step
+times (ms, wall and CPU) of the scored bench periods. The
 before/after comparison of a change is ``bench_portbench_ab.py``; the scaling in N is
 ``bench_portbench_scaling.py``.
 """
@@ -56,13 +62,12 @@ sys.path.insert(0, os.environ.get("QUANTGYM_BENCH_CODE", str(ROOT)))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from gymnasium.utils.performance import benchmark_step  # noqa: E402
 
 import quantgym  # noqa: F401,E402 - registers the ids
 from quantgym.envs.portbench.config import BENCH_PERIODS  # noqa: E402
 from quantgym.envs.portbench.env import PortBenchEnv  # noqa: E402
 from quantgym.envs.portbench.allocation import AllocationWrapper  # noqa: E402
-from _common import print_table  # noqa: E402
+from _common import print_table, step_rates  # noqa: E402
 
 PEERS_PY = ROOT / "benchmarks" / ".venv-peers" / "bin" / "python"
 ENV_ID = "PortBench-Balanced-v0"
@@ -97,33 +102,44 @@ def box_actions(n_assets: int, k: int, seed: int, batch: int | None = None) -> l
     return [rng.uniform(-1, 1, shape).astype(np.float32) for _ in range(k)]
 
 
-def bench_single(env: gym.Env, actions: list, duration: float, seed: int) -> float:
+def bench_single(env: gym.Env, actions: list, duration: float, seed: int) -> dict[str, float]:
+    """``{"wall", "cpu", "steps", "load"}``: steps/s by wall clock and by CPU time (``_common.step_rates``)."""
     env.action_space = ReplayActions(env.action_space, actions)
-    return benchmark_step(env, target_duration=duration, seed=seed)
+    return step_rates(env, duration, seed)
 
 
-def warm(env: gym.Env, actions: list, seed: int) -> None:
-    """One full episode so every decision row of the period is in the per-dataset cache."""
+def warm(env: gym.Env, actions: list, seed: int) -> dict[str, float]:
+    """One full episode so every decision row of the period is in the per-dataset cache; its steps, wall and CPU
+    seconds (resets not counted), and the wall and CPU seconds of the reset that follows it."""
     env.reset(seed=seed)
     i, done = 0, False
+    t0, c0 = time.perf_counter(), time.process_time()
     while not done:
         _, _, done, _, _ = env.step(actions[i % len(actions)])
         i += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    env.reset(seed=seed)
+    return {"steps": i, "wall_s": wall, "cpu_s": cpu, "reset_wall_s": time.perf_counter() - t0,
+            "reset_cpu_s": time.process_time() - c0}
 
 
-def bench_vector(venv, actions: list, duration: float, seed: int) -> float:
+def bench_vector(venv, actions: list, duration: float, seed: int) -> dict[str, float]:
+    """``{"wall", "cpu", "steps", "load"}``: env-steps/s by wall clock and by CPU time."""
     venv.reset(seed=seed)
     for a in actions[:50]:
         venv.step(a)
     steps, i = 0, 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     while True:
         venv.step(actions[i % len(actions)])
         i += 1
         steps += venv.num_envs
         if time.perf_counter() - t0 > duration:
             break
-    return steps / (time.perf_counter() - t0)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"wall": steps / wall, "cpu": steps / cpu if cpu > 0 else float("nan"), "steps": steps,
+            "load": os.getloadavg()[0]}
 
 
 def stagewise_decision_ms(duration: float, seed: int, text: bool = False) -> dict[str, float]:
@@ -230,15 +246,17 @@ def scored_step_times(seed: int, blas_default: bool = False) -> dict[str, list[f
 
 def _scored(seed: int, out: dict, kinds: tuple[str, ...]) -> dict[str, list[float]]:
     for kind in kinds:
+        cpu = out.setdefault(f"{kind}_cpu", [])
         for per in BENCH_PERIODS:
             env = PortBenchEnv(profile="balanced", period=per, scoring=True)
             acts = dict_actions(env.n_assets, 64, seed)
             env.reset(seed=seed)
             done, i = False, 0
             while not done:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 _, _, done, _, _ = env.step(acts[i % 64])
                 out[kind].append(1e3 * (time.perf_counter() - t0))
+                cpu.append(1e3 * (time.process_time() - c0))
                 i += 1
     return out
 
@@ -295,66 +313,85 @@ def main(argv=None) -> None:
               f"{load[2]:.1f}; Python {platform.python_version()}, numpy {np.__version__}, gymnasium {gym.__version__}")
         return
     rows: list[tuple[str, str, str]] = []  # (measurement, value, note)
-    res: dict[str, float] = {}
+    # res[key]: the wall rate (steps/s); res["cpu"][key]: the CPU-time rate; res["load"][key]: the 1-min load
+    # average when the measurement ended
+    res: dict = {"cpu": {}, "load": {}}
+
+    def keep(key: str, r: dict) -> None:
+        res[key], res["cpu"][key], res["load"][key] = r["wall"], r["cpu"], r["load"]
 
     raw = PortBenchEnv(profile="balanced", period=DAILY, scoring=False)
     acts = dict_actions(raw.n_assets, 1024, seed)
-    t0 = time.perf_counter()
-    warm(raw, acts, seed)
-    res["cold_episode_s"] = time.perf_counter() - t0
-    res["raw"] = bench_single(raw, acts, dur, seed)
+    cold = warm(raw, acts, seed)  # the first pass: every decision row seen first (per-dataset caches empty)
+    res["cold_episode_s"], res["cold_episode_cpu_s"], res["cold_steps"] = cold["wall_s"], cold["cpu_s"], cold["steps"]
+    res["load"]["cold"] = os.getloadavg()[0]
+    again = warm(raw, acts, seed)  # a second pass over warm caches: the reset after a full daily episode
+    res["reset_ms"], res["reset_cpu_ms"] = 1e3 * again["reset_wall_s"], 1e3 * again["reset_cpu_s"]
+    keep("raw", bench_single(raw, acts, dur, seed))
     scored = PortBenchEnv(profile="balanced", period=DAILY, scoring=True)  # the same steps, S1-S5 + CEPS scored
     warm(scored, acts, seed)
-    res["raw_scored"] = bench_single(scored, acts, dur, seed)
+    keep("raw_scored", bench_single(scored, acts, dur, seed))
     made = gym.make(ENV_ID, period=DAILY, scoring=False)
-    res["gym.make"] = bench_single(made, acts, dur, seed)
+    keep("gym.make", bench_single(made, acts, dur, seed))
     alloc = AllocationWrapper(gym.make(ENV_ID, period=DAILY, scoring=False), reward="log_return")
-    res["alloc_wrapper"] = bench_single(alloc, box_actions(80, 1024, seed), dur, seed)
+    keep("alloc_wrapper", bench_single(alloc, box_actions(80, 1024, seed), dur, seed))
     stg = gym.make(ENV_ID, period="normal_2024", stagewise=True)
     warm(stg, dict_actions(80, 64, seed), seed)
-    res["stagewise"] = bench_single(stg, dict_actions(80, 1024, seed), dur, seed)
+    keep("stagewise", bench_single(stg, dict_actions(80, 1024, seed), dur, seed))
     res["stagewise_decision"] = stagewise_decision_ms(dur, seed)
     times_default = scored_step_times(seed, blas_default=True)
     times = scored_step_times(seed)
     for n in (1, 8):
         sync = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="sync", period=DAILY, scoring=False)
         batched = [_stack(x) for x in zip(*[dict_actions(80, 256, seed + i) for i in range(n)])]
-        res[f"sync{n}"] = bench_vector(sync, batched, dur, seed)
+        keep(f"sync{n}", bench_vector(sync, batched, dur, seed))
         sync.close()
     for n in (1, 8, 64):
         vec = gym.make_vec(ENV_ID, num_envs=n, vectorization_mode="vector_entry_point", train_windows=[
             ("2016-01-01", "2023-12-31")], freq="daily", episode_len=252)
-        res[f"vec{n}"] = bench_vector(vec, box_actions(80, 256, seed, batch=n), dur, seed)
+        keep(f"vec{n}", bench_vector(vec, box_actions(80, 256, seed, batch=n), dur, seed))
     peer = {"results": {}, "errors": {"peers": "skipped (--no-peers)"}} if a.no_peers else peers(dur, seed)
 
-    cold, warm_ = np.array(times["cold"]), np.array(times["warm"])
+    def rate(key: str, unit: str = "steps/s") -> str:
+        return f"{res[key]:,.0f} {unit} wall, {res['cpu'][key]:,.0f} CPU (load {res['load'][key]:.1f})"
+
+    cold_ms, warm_ = np.array(times["cold"]), np.array(times["warm"])
+    warm_cpu = np.array(times["warm_cpu"])
+    cold_rate, cold_cpu = res["cold_steps"] / res["cold_episode_s"], res["cold_steps"] / res["cold_episode_cpu_s"]
     rows += [
-        ("allocation, raw PortBenchEnv (scoring off)", f"{res['raw']:,.0f} steps/s", "daily decisions 2016-2023, warm"),
-        ("allocation, raw PortBenchEnv (scoring on)", f"{res['raw_scored']:,.0f} steps/s",
-         "the same, S1-S5, CEPS, PAS scored"),
-        ("allocation, gym.make (scoring off)", f"{res['gym.make']:,.0f} steps/s", "+ PassiveEnvChecker, OrderEnforcing"),
-        ("allocation, AllocationWrapper (Box)", f"{res['alloc_wrapper']:,.0f} steps/s", "gym.make + Box obs/action"),
-        ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", f"{res['stagewise']:,.0f} sub-steps/s", "normal_2024"),
-        ("stagewise decision (S1+S2+S3 sub-steps)", f"{res['stagewise_decision']['wall_ms']:.2f} ms",
-         f"median of {res['stagewise_decision']['n']} decisions ({res['stagewise_decision']['cpu_ms']:.2f} ms CPU)"),
-        ("full S1-S5 scored step, cold", _stats(times["cold"]), f"{cold.size} steps, 4 bench periods, incl. "
-         "60-day max-Sharpe oracle (exact NNLS), single-threaded BLAS"),
-        ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"]),
+        ("allocation, raw PortBenchEnv (scoring off)", rate("raw"), "daily decisions 2016-2023, warm"),
+        ("allocation, raw PortBenchEnv (scoring on)", rate("raw_scored"), "the same, S1-S5, CEPS, PAS scored"),
+        ("allocation, raw PortBenchEnv, first (cold) pass", f"{cold_rate:,.0f} steps/s wall, {cold_cpu:,.0f} CPU "
+         f"(load {res['load']['cold']:.1f})", f"{res['cold_steps']} daily steps, empty per-dataset caches"),
+        ("reset after a daily episode", f"{res['reset_ms']:.2f} ms wall, {res['reset_cpu_ms']:.2f} ms CPU",
+         "raw PortBenchEnv, warm caches"),
+        ("allocation, gym.make (scoring off)", rate("gym.make"), "+ PassiveEnvChecker, OrderEnforcing"),
+        ("allocation, AllocationWrapper (Box)", rate("alloc_wrapper"), "gym.make + Box obs/action"),
+        ("stagewise (S1/S2/S3 sub-steps, prompts, scoring)", rate("stagewise", "sub-steps/s"), "normal_2024"),
+        ("stagewise decision (S1+S2+S3 sub-steps)", f"{res['stagewise_decision']['wall_ms']:.2f} ms wall, "
+         f"{res['stagewise_decision']['cpu_ms']:.2f} ms CPU", f"median of {res['stagewise_decision']['n']} decisions"),
+        ("full S1-S5 scored step, cold", _stats(times["cold"], times["cold_cpu"]), f"{cold_ms.size} steps, 4 bench "
+         "periods, incl. 60-day max-Sharpe oracle (exact NNLS), single-threaded BLAS"),
+        ("full S1-S5 scored step, cold, multi-threaded BLAS", _stats(times_default["cold"], times_default["cold_cpu"]),
          "same, without the single-threaded BLAS context (the plain multi-threaded default)"),
-        ("full S1-S5 scored step, warm (row cache)", f"mean {warm_.mean():.2f} ms, p95 {np.percentile(warm_, 95):.2f}",
-         "oracle and snapshot cached per dataset"),
-        ("make_vec sync, 1 env (Dict, scoring off)", f"{res['sync1']:,.0f} env-steps/s", ""),
-        ("make_vec sync, 8 envs (Dict, scoring off)", f"{res['sync8']:,.0f} env-steps/s", ""),
-        ("vector_entry_point (batched numpy), 1 env", f"{res['vec1']:,.0f} env-steps/s", "Box spaces, no scoring"),
-        ("vector_entry_point (batched numpy), 8 envs", f"{res['vec8']:,.0f} env-steps/s", ""),
-        ("vector_entry_point (batched numpy), 64 envs", f"{res['vec64']:,.0f} env-steps/s", "reference"),
+        ("full S1-S5 scored step, warm (row cache)", f"mean {warm_.mean():.2f} ms, p95 {np.percentile(warm_, 95):.2f} "
+         f"wall; mean {warm_cpu.mean():.2f} ms CPU", "oracle and snapshot cached per dataset"),
+        ("make_vec sync, 1 env (Dict, scoring off)", rate("sync1", "env-steps/s"), ""),
+        ("make_vec sync, 8 envs (Dict, scoring off)", rate("sync8", "env-steps/s"), ""),
+        ("vector_entry_point (batched numpy), 1 env", rate("vec1", "env-steps/s"), "Box spaces, no scoring"),
+        ("vector_entry_point (batched numpy), 8 envs", rate("vec8", "env-steps/s"), ""),
+        ("vector_entry_point (batched numpy), 64 envs", rate("vec64", "env-steps/s"), "reference"),
     ]
     for name, r in peer.get("results", {}).items():
-        rows.append((f"{name} ({r['version']})", f"{r['steps_per_s']:,.0f} steps/s", r["notes"]))
+        cpu = r.get("cpu_steps_per_s")
+        rows.append((f"{name} ({r['version']})", f"{r['steps_per_s']:,.0f} steps/s wall" + (
+            f", {cpu:,.0f} CPU (load {r.get('load', float('nan')):.1f})" if cpu else ""), r["notes"]))
     for name, r in peer.get("results", {}).items():
-        rows.append((f"ratio raw PortBench / {name}", f"{res['raw'] / r['steps_per_s']:.3g}",
-                     f"gym.make: {res['gym.make'] / r['steps_per_s']:.3g}; batched 8 envs: "
-                     f"{res['vec8'] / r['steps_per_s']:.3g}"))
+        cpu = r.get("cpu_steps_per_s")
+        rows.append((f"ratio raw PortBench / {name}", f"{res['raw'] / r['steps_per_s']:.3g} wall" + (
+            f", {res['cpu']['raw'] / cpu:.3g} CPU" if cpu else ""),
+            f"gym.make: {res['gym.make'] / r['steps_per_s']:.3g}; batched 8 envs: "
+            f"{res['vec8'] / r['steps_per_s']:.3g}"))
     for name, err in peer.get("errors", {}).items():
         rows.append((name, "not measured", str(err)))
 
@@ -372,7 +409,7 @@ def main(argv=None) -> None:
             f"`gymnasium.utils.performance.benchmark_step` for single envs). Python {platform.python_version()}, "
             f"numpy {np.__version__}, gymnasium {gym.__version__}; this 2-core machine shared with other jobs "
             f"(1-min load average {load:.1f} at the end of the run). First (cold) pass over the 2016-2023 daily "
-            f"rows: {res['cold_episode_s']:.1f} s.", "",
+            f"rows: {res['cold_episode_s']:.1f} s wall, {res['cold_episode_cpu_s']:.1f} s CPU.", "",
             "| measurement | result | note |", "|---|---|---|",
             *[f"| {m} | {v} | {n} |" for m, v, n in rows], "",
         ]
@@ -381,9 +418,10 @@ def main(argv=None) -> None:
         print("appended to docs/performance.md")
 
 
-def _stats(ms: list[float]) -> str:
+def _stats(ms: list[float], cpu_ms: list[float]) -> str:
     t = np.asarray(ms)
-    return f"mean {t.mean():.1f} ms, p50 {np.median(t):.1f}, p95 {np.percentile(t, 95):.1f}, max {t.max():.1f}"
+    return (f"mean {t.mean():.1f} ms, p50 {np.median(t):.1f}, p95 {np.percentile(t, 95):.1f}, max {t.max():.1f} "
+            f"wall; mean {np.mean(cpu_ms):.1f} ms CPU")
 
 
 def _stack(acts: tuple[dict, ...]) -> dict:
