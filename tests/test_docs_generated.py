@@ -10,6 +10,8 @@
   ``python benchmarks/docs_tables.py --check``;
 - docs/uncertainty.md 'uncertainty-2024': ``python benchmarks/uncertainty_table.py --check`` (the six
   baselines and 40 seeded random-weights policies on normal_2024, about 30 s);
+- docs/rl.md 'rl-table': ``python benchmarks/rl_table.py tables --check docs/rl.md`` (the multi-seed
+  walk-forward RL table from the committed result files in benchmarks/results/rl_table/; skipped while none);
 - docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
 
 Speed figures are never re-measured here: their blocks are rendered from the committed result files in
@@ -143,3 +145,14 @@ def test_rl_block_shows_the_committed_training_runs():
         for r in rows:
             assert f"| {r['period']} |" in block
             assert f"{float(r['sharpe']):.3f}".replace("-", "−") in block
+
+
+def test_rl_table_block_is_current():
+    """docs/rl.md's multi-seed walk-forward RL table is the rendering of the committed per-run result files
+    (``python benchmarks/rl_table.py tables --check docs/rl.md``; reads files only, no training)."""
+    if not any((ROOT / "benchmarks" / "results" / "rl_table").glob("run_*.json")):
+        pytest.skip("no RL table runs committed in benchmarks/results/rl_table/ yet "
+                    "(python benchmarks/rl_table.py run, then tables --write docs/rl.md)")
+    r = _run("benchmarks/rl_table.py", "tables", "--check", "docs/rl.md")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "up to date" in r.stdout

@@ -1,0 +1,626 @@
+"""Multi-seed, walk-forward RL table of docs/rl.md: PPO, SAC, A2C × two rewards × four windows × seeds.
+
+    python benchmarks/rl_table.py run [--out benchmarks/results/rl_table] [--models results/rl_table_models]
+                                      [--algos ppo,sac,a2c] [--rewards log_return,risk_adjusted]
+                                      [--windows normal_2024,covid_2020,crypto_2022,china_2015]
+                                      [--seeds 0-4] [--timesteps N | ppo=N,sac=N,a2c=N] [--jobs 2]
+    python benchmarks/rl_table.py tables [--results DIR] [--write docs/rl.md | --check docs/rl.md]
+    python benchmarks/rl_table.py speed [--timesteps 4096]    # CPU steps/s of each algorithm's training
+
+``run``
+    One training per (algorithm, reward, window, seed), each **walk-forward**: the model evaluated on a
+    window is trained only on data before it (:func:`quantgym.envs.portbench.training.walk_forward_windows`:
+    the training start up to the day before the window, the other evaluation periods and their 90-day
+    lookback buffers cut out). The training start is 2016-01-01 (``TRAIN_START``), except for china_2015,
+    which starts in 2015: its model trains from 2014-04-01 (the first date with a full 60-row lookback in
+    the bundled data, docs/rl.md). Each training is ``quantgym.envs.portbench.rl.train_sb3`` (what
+    ``quantgym train`` runs, with ``--train-period START:<day before the window> --eval-periods WINDOW``),
+    and its model is evaluated on the window through the one evaluation loop of ``quantgym bench`` /
+    ``quantgym eval`` (:func:`quantgym.evaluation.evaluate`, S1–S5 scoring on, so CEPS is measured).
+    The six classical baselines of ``quantgym bench`` are evaluated on the same windows with the same
+    loop, so every comparison is on identical days.
+
+    Jobs run in ``--jobs`` worker processes (default 2; one fresh process per training, torch with one
+    thread), seed by seed (every cell has seed 0 before any has seed 1, so an interrupted run is a
+    complete grid at fewer seeds). A job whose result file exists is skipped (resumable; a file holding
+    another training budget is refused). Written to ``--out`` (committed; small JSON):
+
+    - ``run_<algo>_<reward>_<window>_s<seed>.json``: the run's Sharpe, return, MaxDD, volatility, CEPS,
+      its daily NAV (relative to the first day, 10 decimals), the budget (timesteps requested and
+      trained), the training windows and its times: training wall and CPU seconds, the seconds spent in
+      the batched env's ``step_wait``/``reset`` (env share = env / training wall), evaluation seconds,
+      the 1-min load average at start and end;
+    - ``baselines_<window>.json``: the six baselines' metrics and daily NAVs on the window (and its dates);
+    - ``manifest.json``: the command, the commit and each session's wall time.
+
+    Models (``model.zip``, ``rl_meta.json``, ``results.json`` of each training, about 5 MB each) go to
+    ``--models`` (default ``results/rl_table_models``, not committed).
+
+``tables``
+    Reads the result files only (no training, no evaluation) and renders the generated block
+    ``rl-table`` of docs/rl.md (``--write`` / ``--check``, :func:`_common.write_or_check`). Per
+    (algorithm, reward, window):
+
+    - mean ± standard deviation (ddof 1) [min, max] over seeds of Sharpe, return, MaxDD and CEPS;
+    - the interquartile mean (IQM) of the seeds' Sharpe ratios (``scipy.stats.trim_mean``, 25 % cut
+      at each end, rliable's IQM; Agarwal et al. 2021, "Deep RL at the edge of the statistical
+      precipice") with its 95 % percentile bootstrap interval over seeds (``scipy.stats.bootstrap``,
+      B and seed of :data:`quantgym.stats.config.DEFAULT_BOOTSTRAP`; with one cell per task rliable's
+      stratified bootstrap is this bootstrap over the cell's runs);
+    - the **seed ensemble**: capital split equally across the seeds' policies, rebalanced daily, i.e.
+      the daily mean of the seeds' returns; its Sharpe ratio, and the Ledoit–Wolf (2008) Sharpe
+      difference test (:func:`quantgym.stats.bootstrap.sharpe_difference_test`, studentised circular
+      block bootstrap, rf 4 %, 252 days) against Equal-Weight and against the window's best classical
+      baseline by Sharpe, on the same days;
+    - the profile's stress gate (spec §7.2): on a stress window, the seeds whose MaxDD is within the
+      tolerance; on normal_2024, the seeds whose three stress-window models all are.
+
+Training budget (``--timesteps``; default :data:`TIMESTEPS`): 65,536 environment steps for every algorithm,
+the same sample budget (PPO trains whole rollouts of 256 × 8 = 2,048 steps, A2C of 16 × 8 = 128; 65,536 is a
+multiple of both, so requested = trained). Measured with ``speed`` on this 2-core machine, one training
+at a time on covid_2020's training windows (torch 1 thread), while other jobs kept the 1-min load average
+at 7–9: the rates are the process CPU time of ``learn`` (``time.process_time``), which the load does not
+enter as it enters wall time; "outside" is the CPU of everything else in the job (imports, data,
+building the envs, saving, the scored evaluation on the window):
+
+    algorithm   steps   CPU s of learn   CPU steps/s   env share of wall   CPU s outside learn
+    PPO          8,192        5.1            1,606           2 %                  5.8
+    SAC          8,192       35.4              232           0 %                  5.1
+    A2C          8,192        1.7            4,791           7 %                  5.5
+    MEASURED_LONG
+
+At 65,536 steps a training costs about 41 CPU s (PPO), 310 CPU s (SAC) and 14 CPU s (A2C), plus about
+6 CPU s outside; the 120 trainings (40 per algorithm) about 4.5 CPU hours, i.e. about 2.2 hours of wall
+time with ``--jobs 2`` on two idle cores (more on a loaded machine; ``speed`` prints the estimate for
+the machine it runs on). SAC takes about four fifths of it: it makes one gradient step (batch 256) per
+8 environment steps, PPO 10 epochs over each rollout, A2C one step per 128. The batched env is a few
+per cent of the training time; the networks (MLP 256-256 on a 463-dim observation) are the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+DOC = "docs/rl.md"
+BLOCK = "rl-table"
+RESULTS = ROOT / "benchmarks" / "results" / "rl_table"
+SCHEMA_RUN, SCHEMA_BASE = "quantgym-rl-table-run-1", "quantgym-rl-table-baselines-1"
+ENV_ID = "PortBench-Balanced-v0"
+ALGOS = ("ppo", "sac", "a2c")
+REWARDS = ("log_return", "risk_adjusted")
+WINDOWS = ("normal_2024", "covid_2020", "crypto_2022", "china_2015")
+SEEDS = (0, 1, 2, 3, 4)
+#: [project choice] walk-forward training start per window (docs/rl.md): 2016-01-01, china_2015 2014-04-01
+CHINA_START = "2014-04-01"
+#: [project choice] training steps per algorithm (see the module docstring for the measurement)
+TIMESTEPS = {"ppo": 65_536, "sac": 65_536, "a2c": 65_536}
+ALPHA = 0.05
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def train_start(window: str) -> str:
+    """Walk-forward training start of ``window``: 2014-04-01 for china_2015, else ``TRAIN_START``."""
+    from quantgym.envs.portbench.training import TRAIN_START
+
+    return CHINA_START if window == "china_2015" else TRAIN_START
+
+
+def run_name(algo: str, reward: str, window: str, seed: int) -> str:
+    return f"run_{algo}_{reward}_{window}_s{seed}"
+
+
+def _commit() -> str:
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` to ``path`` atomically (a resumed run never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj, indent=1) + "\n")
+    tmp.replace(path)
+
+
+def _rel_nav(nav: Any) -> list[float]:
+    v = [float(x) for x in nav.to_numpy()]
+    return [round(x / v[0], 10) for x in v]
+
+
+def _metrics(res: Any) -> dict[str, Any]:
+    m = res.metrics
+    return {"sharpe": m.get("sharpe"), "ret_pct": m.get("ret_pct"), "maxdd_pct": m.get("maxdd_pct"),
+            "vol_pct": m.get("vol_pct"), "ceps": res.ceps, "max_drawdown": m.get("max_drawdown")}
+
+
+def _instrument(sb3: Any) -> dict[str, float]:
+    """Time the training inside this (worker) process: CPU and wall seconds of ``learn`` and the wall
+    seconds of the batched env's ``step_wait`` / ``reset``; returns the dict the wrappers add to."""
+    clock = {"learn_cpu": 0.0, "learn_wall": 0.0, "env_wall": 0.0}
+    venv = sb3.PortBenchSB3VecEnv
+    for meth in ("step_wait", "reset"):
+        orig = getattr(venv, meth)
+
+        def timed(self, *a, _orig=orig, **k):
+            t = time.perf_counter()
+            try:
+                return _orig(self, *a, **k)
+            finally:
+                clock["env_wall"] += time.perf_counter() - t
+        setattr(venv, meth, timed)
+    for cls in sb3.ALGOS.values():
+        orig = cls.learn
+
+        def learn(self, *a, _orig=orig, **k):
+            c, t = time.process_time(), time.perf_counter()
+            try:
+                return _orig(self, *a, **k)
+            finally:
+                clock["learn_cpu"] += time.process_time() - c
+                clock["learn_wall"] += time.perf_counter() - t
+        cls.learn = learn
+    return clock
+
+
+def train_one(job: dict) -> dict:
+    """One walk-forward training and its evaluation (runs in a worker process); the compact result."""
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    from quantgym.envs.portbench.rl import sb3
+    from quantgym.envs.portbench.training import walk_forward_windows
+
+    clock = _instrument(sb3)
+    window, start = job["window"], train_start(job["window"])
+    from quantgym.envs.portbench.config import resolve_period
+    import pandas as pd
+
+    end = str((pd.Timestamp(resolve_period(window).start) - pd.Timedelta(days=1)).date())
+    t_call = time.perf_counter()
+    out = sb3.train_sb3(job["algo"], job["env_id"], timesteps=job["timesteps"], seed=job["seed"],
+                        out_dir=job["model_dir"], train_period=(start, end), reward=job["reward"],
+                        eval_periods=[window])
+    if [list(w) for w in out["windows"]] != [list(w) for w in walk_forward_windows(window, start=start)]:
+        raise RuntimeError(f"training windows {out['windows']} are not walk_forward_windows({window!r})")
+    meta = out["section"].extra["training"]
+    (res,) = out["results"]
+    t_done = time.perf_counter()
+    wall, usage = t_done - t0, resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "schema": SCHEMA_RUN, "algo": job["algo"], "reward": job["reward"], "window": window, "seed": job["seed"],
+        "env_id": job["env_id"], "profile": res.profile, "timesteps": meta["timesteps"],
+        "timesteps_trained": meta["timesteps_trained"], "train_period": [start, end],
+        "train_windows": [list(w) for w in out["windows"]], "hyperparameters": meta["hyperparameters"],
+        "metrics": _metrics(res), "nav_first": str(res.nav.index[0].date()), "nav_last": str(res.nav.index[-1].date()),
+        "nav": _rel_nav(res.nav),
+        "timing": {"train_wall_s": round(out["train_seconds"], 2), "train_cpu_s": round(clock["learn_cpu"], 2),
+                   "env_wall_s": round(clock["env_wall"], 2),
+                   "eval_wall_s": round(t_done - t_call - clock["learn_wall"], 2),
+                   "job_wall_s": round(wall, 2), "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+                   "load_avg_start": round(load0, 2), "load_avg_end": round(os.getloadavg()[0], 2)},
+        "versions": meta["versions"], "commit": job["commit"],
+    }
+
+
+def baselines_on(window: str, env_id: str = ENV_ID) -> dict:
+    """The six classical baselines of ``quantgym bench`` on ``window`` (the same evaluation loop)."""
+    from quantgym.envs.portbench.baselines import BASELINES, make_baseline
+    from quantgym.evaluation import evaluate
+
+    out: dict[str, Any] = {"schema": SCHEMA_BASE, "window": window, "env_id": env_id, "baselines": {}}
+    for key in BASELINES:
+        res = evaluate(env_id, make_baseline(key), period=window)
+        out.setdefault("dates", [str(d.date()) for d in res.nav.index])
+        out["baselines"][key] = {"name": res.agent, "metrics": _metrics(res), "nav": _rel_nav(res.nav)}
+    return out
+
+
+def _parse_list(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in items if s not in allowed]
+    if bad or not items:
+        raise ValueError(f"unknown {what} {', '.join(bad) or '(none given)'}; choose from {', '.join(allowed)}")
+    return items
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        if "-" in text and "," not in text:
+            a, b = (int(x) for x in text.split("-"))
+            seeds = list(range(a, b + 1))
+        else:
+            seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise ValueError(f"--seeds takes A-B or a comma-separated list of integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise ValueError(f"--seeds needs at least one seed >= 0, got {text!r}")
+    return seeds
+
+
+def _parse_timesteps(text: str | None, algos: list[str]) -> dict[str, int]:
+    steps = dict(TIMESTEPS)
+    if text:
+        try:
+            if "=" in text:
+                for part in text.split(","):
+                    k, v = part.split("=")
+                    if k.strip() not in ALGOS:
+                        raise ValueError
+                    steps[k.strip()] = int(v)
+            else:
+                steps = {a: int(text) for a in ALGOS}
+        except ValueError:
+            raise ValueError(f"--timesteps takes N or ppo=N,sac=N,a2c=N, got {text!r}") from None
+    if any(steps[a] < 1 for a in algos):
+        raise ValueError(f"--timesteps must be >= 1, got {text!r}")
+    return {a: steps[a] for a in algos}
+
+
+# ------------------------------------------------------------------------------------------ run
+def _jobs(a: argparse.Namespace) -> tuple[list[dict], dict[str, int]]:
+    algos = _parse_list(a.algos, ALGOS, "algorithm")
+    rewards = _parse_list(a.rewards, REWARDS, "reward")
+    windows = _parse_list(a.windows, WINDOWS, "window")
+    seeds = _parse_seeds(a.seeds)
+    steps = _parse_timesteps(a.timesteps, algos)
+    commit = _commit()
+    cost = sorted(algos, key=lambda x: -steps[x] / MEASURED.get(x, {}).get("cpu_steps_s", 1.0))
+    jobs = [{"algo": al, "reward": rw, "window": w, "seed": s, "env_id": a.env, "timesteps": steps[al],
+             "commit": commit, "model_dir": str(Path(a.models) / run_name(al, rw, w, s))}
+            for s in seeds for al in cost for rw in rewards for w in windows]
+    return jobs, steps
+
+
+def run(a: argparse.Namespace) -> int:
+    import multiprocessing as mp
+
+    jobs, steps = _jobs(a)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = []
+    for j in jobs:
+        f = out / f"{run_name(j['algo'], j['reward'], j['window'], j['seed'])}.json"
+        if f.exists():
+            have = json.loads(f.read_text()).get("timesteps")
+            if have != j["timesteps"]:
+                raise ValueError(f"{f} holds a {have}-step run, not {j['timesteps']}: use another --out")
+            continue
+        todo.append(j)
+    t0, load0, started = time.perf_counter(), os.getloadavg()[0], time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    for w in dict.fromkeys(j["window"] for j in jobs):
+        f = out / f"baselines_{w}.json"
+        if not f.exists():
+            _write_json(f, baselines_on(w, a.env))
+            print(f"baselines on {w}: written", flush=True)
+    print(f"{len(jobs) - len(todo)} of {len(jobs)} runs done already; {len(todo)} to train "
+          f"({', '.join(f'{k} {v}' for k, v in steps.items())} steps) in {a.jobs} processes", flush=True)
+    failed = 0
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, max_tasks_per_child=1) as pool:
+        futs = {pool.submit(train_one, j): j for j in todo}
+        for k, fut in enumerate(as_completed(futs), 1):
+            j = futs[fut]
+            name = run_name(j["algo"], j["reward"], j["window"], j["seed"])
+            try:
+                res = fut.result()
+            except Exception as exc:  # noqa: BLE001 - one failed training must not stop the grid
+                failed += 1
+                print(f"[{k}/{len(todo)}] {name}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                      flush=True)
+                continue
+            _write_json(out / f"{name}.json", res)
+            t = res["timing"]
+            print(f"[{k}/{len(todo)}] {name}: Sharpe {res['metrics']['sharpe']:.3f}, train {t['train_wall_s']:.0f} s "
+                  f"wall / {t['train_cpu_s']:.0f} s CPU, {time.perf_counter() - t0:.0f} s elapsed", flush=True)
+    man_path = out / "manifest.json"
+    man = json.loads(man_path.read_text()) if man_path.exists() else {"sessions": []}
+    man.update({"command": "python benchmarks/rl_table.py run " + " ".join(sys.argv[2:]), "env_id": a.env,
+                "timesteps": steps, "commit": _commit()})
+    man["sessions"].append({"start_utc": started, "wall_s": round(time.perf_counter() - t0, 1), "jobs": a.jobs,
+                            "trained": len(todo) - failed, "failed": failed, "load_avg_start": round(load0, 2),
+                            "load_avg_end": round(os.getloadavg()[0], 2)})
+    _write_json(man_path, man)
+    print(f"done: {len(todo) - failed} trained, {failed} failed, {time.perf_counter() - t0:.0f} s wall")
+    return 1 if failed else 0
+
+
+def speed(a: argparse.Namespace) -> int:
+    """Train each algorithm once, briefly (one at a time), and print its CPU steps/s and the grid estimate."""
+    import multiprocessing as mp
+    import tempfile
+
+    rows = []
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        for algo in _parse_list(a.algos, ALGOS, "algorithm"):
+            job = {"algo": algo, "reward": "log_return", "window": a.window, "seed": 0, "env_id": a.env,
+                   "timesteps": a.timesteps, "commit": "", "model_dir": str(Path(tmp) / algo)}
+            with ProcessPoolExecutor(1, mp_context=ctx) as pool:
+                res = pool.submit(train_one, job).result()
+            t = res["timing"]
+            rows.append((algo, res["timesteps_trained"], t))
+            print(f"{algo}: {res['timesteps_trained']} steps, train {t['train_cpu_s']:.1f} s CPU / "
+                  f"{t['train_wall_s']:.1f} s wall -> {res['timesteps_trained'] / t['train_cpu_s']:.0f} CPU steps/s; "
+                  f"env {t['env_wall_s']:.1f} s ({100 * t['env_wall_s'] / t['train_wall_s']:.0f} % of training wall); "
+                  f"job {t['job_wall_s']:.1f} s wall, process {t['process_cpu_s']:.1f} s CPU; "
+                  f"load {t['load_avg_start']:.1f}", flush=True)
+    per_cell = len(REWARDS) * len(WINDOWS) * len(SEEDS)
+    total = 0.0
+    for algo, n, t in rows:
+        over = t["process_cpu_s"] - t["train_cpu_s"]  # imports, data, evaluation: CPU outside learn
+        cpu = TIMESTEPS[algo] / (n / t["train_cpu_s"]) + over
+        total += per_cell * cpu
+        print(f"{algo}: default {TIMESTEPS[algo]} steps ≈ {cpu:.0f} CPU s per run (incl. {over:.0f} s outside "
+              "training)")
+    print(f"grid of {per_cell * len(rows)} runs ≈ {total / 3600:.2f} CPU hours ≈ {total / 3600 / 2:.2f} h wall "
+          "with --jobs 2 on 2 idle cores")
+    return 0
+
+
+#: measured CPU steps/s of training (``speed``; see the module docstring), used to order the jobs
+MEASURED: dict[str, dict[str, float]] = {"ppo": {"cpu_steps_s": 1606.0}, "sac": {"cpu_steps_s": 232.0},
+                                         "a2c": {"cpu_steps_s": 4791.0}}
+
+
+# ------------------------------------------------------------------------------------------ tables
+def load_results(folder: Path) -> tuple[list[dict], dict[str, dict], dict]:
+    """(run records, {window: baselines record}, manifest) of a results folder; ValueError when it holds no run."""
+    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("run_*.json"))]
+    if not runs:
+        raise ValueError(f"no run_*.json in {folder}: run `python benchmarks/rl_table.py run --out {folder}` first")
+    for r in runs:
+        if r.get("schema") != SCHEMA_RUN:
+            raise ValueError(f"{folder}: a run file of schema {r.get('schema')!r}, expected {SCHEMA_RUN}")
+    base = {}
+    for p in sorted(folder.glob("baselines_*.json")):
+        b = json.loads(p.read_text())
+        base[b["window"]] = b
+    missing = sorted({r["window"] for r in runs} - set(base))
+    if missing:
+        raise ValueError(f"{folder}: no baselines_<window>.json for {', '.join(missing)}")
+    man_path = folder / "manifest.json"
+    return runs, base, json.loads(man_path.read_text()) if man_path.exists() else {}
+
+
+def _returns(nav: list[float]) -> Any:
+    import numpy as np
+
+    v = np.asarray(nav, dtype=float)
+    return v[1:] / v[:-1] - 1.0
+
+
+def spread(values: list[float]) -> dict[str, float | None]:
+    """Mean, standard deviation (ddof 1; None for one value), min and max of ``values`` (Nones dropped)."""
+    import numpy as np
+
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return {"n": 0, "mean": None, "sd": None, "min": None, "max": None}
+    return {"n": int(v.size), "mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else None,
+            "min": float(v.min()), "max": float(v.max())}
+
+
+def iqm_interval(values: list[float], config: Any = None) -> dict[str, float | None]:
+    """Interquartile mean of ``values`` (``trim_mean``, 25 % cut each end) and its percentile bootstrap interval."""
+    import numpy as np
+    from scipy import stats
+
+    from quantgym.stats.config import DEFAULT_BOOTSTRAP
+
+    cfg = config or DEFAULT_BOOTSTRAP
+    v = np.asarray([x for x in values if x is not None], dtype=float)
+    if v.size == 0:
+        return {"iqm": None, "lo": None, "hi": None}
+    iqm = float(stats.trim_mean(v, 0.25))
+    if v.size < 2:
+        return {"iqm": iqm, "lo": None, "hi": None}
+    res = stats.bootstrap((v,), lambda s, axis: stats.trim_mean(s, 0.25, axis=axis), n_resamples=cfg.n_boot,
+                          confidence_level=cfg.confidence, method="percentile", rng=np.random.default_rng(cfg.seed))
+    return {"iqm": iqm, "lo": float(res.confidence_interval.low), "hi": float(res.confidence_interval.high)}
+
+
+def summarise(runs: list[dict], base: dict[str, dict]) -> list[dict]:
+    """One record per (window, algorithm, reward): seed spread, Sharpe IQM, ensemble tests, stress gate."""
+    import numpy as np
+
+    from quantgym.envs.portbench.config import STRESS_PERIODS, within_tolerance
+    from quantgym.envs.portbench.profiles import PROFILES
+    from quantgym.metrics import RISK_FREE, TRADING_DAYS
+    from quantgym.stats.bootstrap import return_stats, sharpe_difference_test
+
+    cells: dict[tuple, list[dict]] = {}
+    for r in runs:
+        cells.setdefault((r["window"], r["algo"], r["reward"]), []).append(r)
+    passed: dict[tuple, dict[str, bool]] = {}
+    for r in runs:
+        if r["window"] in STRESS_PERIODS:
+            tol = PROFILES[r["profile"]].max_drawdown
+            passed.setdefault((r["algo"], r["reward"], r["seed"]), {})[r["window"]] = within_tolerance(
+                r["metrics"]["max_drawdown"], tol)
+    order = {w: i for i, w in enumerate(("normal_2024", *STRESS_PERIODS))}
+    out = []
+    for (window, algo, reward), rs in sorted(cells.items(), key=lambda kv: (order.get(kv[0][0], 9), ALGOS.index(
+            kv[0][1]), REWARDS.index(kv[0][2]))):
+        rs = sorted(rs, key=lambda r: r["seed"])
+        b = base[window]
+        for r in rs:
+            if len(r["nav"]) != len(b["dates"]) or (r["nav_first"], r["nav_last"]) != (b["dates"][0], b["dates"][-1]):
+                raise ValueError(f"{run_name(algo, reward, window, r['seed'])}: its NAV days differ from the "
+                                 f"baselines' on {window}")
+        rec: dict[str, Any] = {"window": window, "algo": algo, "reward": reward, "seeds": [r["seed"] for r in rs],
+                               "timesteps": sorted({r["timesteps"] for r in rs}),
+                               "timesteps_trained": sorted({r["timesteps_trained"] for r in rs})}
+        for k in ("sharpe", "ret_pct", "maxdd_pct", "ceps"):
+            rec[k] = spread([r["metrics"][k] for r in rs])
+        rec["sharpe_iqm"] = iqm_interval([r["metrics"]["sharpe"] for r in rs])
+        ens = np.mean([_returns(r["nav"]) for r in rs], axis=0)
+        rec["ensemble_sharpe"] = float(return_stats(ens, RISK_FREE, TRADING_DAYS)["sharpe"][0])
+        bl = b["baselines"]
+        best = max(bl, key=lambda k: bl[k]["metrics"]["sharpe"])
+        rec["best_baseline"] = {"key": best, "name": bl[best]["name"], "sharpe": bl[best]["metrics"]["sharpe"]}
+        for ref, key in (("vs_equal_weight", "equal_weight"), ("vs_best", best)):
+            t = sharpe_difference_test(ens, _returns(bl[key]["nav"]), rf=RISK_FREE, periods_per_year=TRADING_DAYS)
+            rec[ref] = {k: t[k] for k in ("delta", "lo", "hi", "p", "n")}
+        if window in STRESS_PERIODS:
+            rec["gate"] = (sum(passed[(algo, reward, r["seed"])][window] for r in rs), len(rs))
+        else:
+            full = [passed.get((algo, reward, r["seed"]), {}) for r in rs]
+            rec["gate"] = ((sum(all(p.values()) for p in full), len(rs))
+                           if all(set(p) == set(STRESS_PERIODS) for p in full) else None)
+        rec["timing"] = {k: float(sum(r["timing"][k] for r in rs)) for k in ("train_wall_s", "train_cpu_s", "env_wall_s")}
+        out.append(rec)
+    return out
+
+
+def _m(x: float | None, nd: int = 2) -> str:
+    """A docs cell: ``nd`` decimals, typographic minus; – for None."""
+    return "–" if x is None or not math.isfinite(x) else f"{x:.{nd}f}".replace("-", "−")
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def _sp(s: dict, nd: int = 2) -> str:
+    sd = "" if s["sd"] is None else f" ± {_m(s['sd'], nd)}"
+    rng = "" if s["n"] < 2 else f" [{_m(s['min'], nd)}, {_m(s['max'], nd)}]"
+    return f"{_m(s['mean'], nd)}{sd}{rng}"
+
+
+def _test(t: dict) -> str:
+    return f"{_m(t['delta'])} [{_m(t['lo'])}, {_m(t['hi'])}]"
+
+
+def render(runs: list[dict], base: dict[str, dict], manifest: dict, folder: Path = RESULTS) -> str:
+    """Markdown of the ``rl-table`` block (``folder``: where the result files were read, named in the text)."""
+    from quantgym.envs.portbench.baselines import BASELINES
+
+    cells = summarise(runs, base)
+    n_seeds = sorted({len(c["seeds"]) for c in cells})
+    budget = {}
+    for r in runs:
+        budget.setdefault(r["algo"], (set(), set()))
+        budget[r["algo"]][0].add(r["timesteps"])
+        budget[r["algo"]][1].add(r["timesteps_trained"])
+    steps = "; ".join(f"{a.upper()} {'/'.join(f'{x:,}' for x in sorted(req))} steps requested "
+                      f"({'/'.join(f'{x:,}' for x in sorted(tr))} trained)" for a, (req, tr) in
+                      sorted(budget.items(), key=lambda kv: ALGOS.index(kv[0])))
+    train_wall = sum(r["timing"]["train_wall_s"] for r in runs)
+    train_cpu = sum(r["timing"]["train_cpu_s"] for r in runs)
+    env_wall = sum(r["timing"]["env_wall_s"] for r in runs)
+    sessions = manifest.get("sessions") or []
+    wall = sum(s["wall_s"] for s in sessions)
+    loads = [x for s in sessions for x in (s["load_avg_start"], s["load_avg_end"])]
+    commits = sorted({r["commit"] for r in runs})
+    where = (str(Path(folder).resolve().relative_to(ROOT)) if Path(folder).resolve().is_relative_to(ROOT)
+             else str(folder))
+    lines = [f"Generated by `python benchmarks/rl_table.py tables --write docs/rl.md` from the {len(runs)} result "
+             f"files in {where}/ (`{manifest.get('command', 'python benchmarks/rl_table.py run')}`"
+             f", commit {', '.join(commits)}; {manifest.get('env_id', ENV_ID)}). Walk-forward: each window's models "
+             f"trained only on data before it; {'/'.join(map(str, n_seeds))} seeds per cell; {steps}. Training "
+             f"{train_wall / 3600:.2f} h wall summed over runs ({train_cpu / 3600:.2f} CPU h; the batched env "
+             f"{100 * env_wall / max(train_wall, 1e-9):.0f} % of the training wall)"
+             + (f"; the whole run {wall / 3600:.2f} h wall in {len(sessions)} session(s) with "
+                f"{'/'.join(str(s['jobs']) for s in sessions)} worker(s), 1-min load average "
+                f"{min(loads):.1f}–{max(loads):.1f}" if sessions else "") + ".", "",
+             "Seed spread (mean ± sd [min, max] over seeds; IQM = interquartile mean of the seeds' Sharpe ratios "
+             "with its 95 % percentile bootstrap interval; gate = seeds within the Balanced stress gate, §7.2):", "",
+             "| window | algo | reward | Sharpe | Sharpe IQM [95 % CI] | Ret % | MaxDD % | CEPS | gate |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        iq = c["sharpe_iqm"]
+        gate = "–" if c["gate"] is None else f"{c['gate'][0]}/{c['gate'][1]}"
+        lines.append(f"| {c['window']} | {c['algo'].upper()} | {c['reward']} | {_sp(c['sharpe'])} | "
+                     f"{_m(iq['iqm'])} [{_m(iq['lo'])}, {_m(iq['hi'])}] | {_sp(c['ret_pct'], 1)} | "
+                     f"{_sp(c['maxdd_pct'], 1)} | {_sp(c['ceps'], 3)} |{' ' + gate} |")
+    lines += ["", "Seed ensemble (the daily mean of the seeds' returns: capital split equally across the seeds' "
+              "policies) against Equal-Weight and against the window's best classical baseline by Sharpe: "
+              "Ledoit–Wolf (2008) Sharpe difference Δ with its 95 % studentised bootstrap interval and two-sided "
+              "p-value, on the same days:", "",
+              "| window | algo | reward | ensemble Sharpe | Δ vs EqW [95 % CI] | p | best baseline | "
+              "Δ vs best [95 % CI] | p |", "|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        bb = c["best_baseline"]
+        lines.append(f"| {c['window']} | {c['algo'].upper()} | {c['reward']} | {_m(c['ensemble_sharpe'])} | "
+                     f"{_test(c['vs_equal_weight'])} | {_p(c['vs_equal_weight']['p'])} | {bb['name']} "
+                     f"({_m(bb['sharpe'])}) | {_test(c['vs_best'])} | {_p(c['vs_best']['p'])} |")
+    better = sum(1 for c in cells if (c["vs_equal_weight"]["p"] or 1) < ALPHA and c["vs_equal_weight"]["delta"] > 0)
+    worse = sum(1 for c in cells if (c["vs_equal_weight"]["p"] or 1) < ALPHA and c["vs_equal_weight"]["delta"] < 0)
+    lines += ["", f"Cells whose seed ensemble has a higher Sharpe than Equal-Weight at p < {ALPHA}: {better} of "
+              f"{len(cells)}; a lower one: {worse} of {len(cells)}.", "",
+              "The classical baselines on the same windows (Sharpe / Ret % / MaxDD %):", ""]
+    windows = list(dict.fromkeys(c["window"] for c in cells))
+    lines += ["| baseline | " + " | ".join(windows) + " |", "|---|" + "---|" * len(windows)]
+    for key in BASELINES:
+        if not all(key in base[w]["baselines"] for w in windows):
+            continue
+        m = [base[w]["baselines"][key]["metrics"] for w in windows]
+        lines.append(f"| {base[windows[0]]['baselines'][key]['name']} | " + " | ".join(
+            f"{_m(x['sharpe'])} / {_m(x['ret_pct'], 1)} / {_m(x['maxdd_pct'], 1)}" for x in m) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def tables(a: argparse.Namespace) -> int:
+    runs, base, manifest = load_results(Path(a.results))
+    body = render(runs, base, manifest, Path(a.results))
+    if a.check or a.write:
+        from _common import write_or_check
+
+        return write_or_check(a.check or a.write, BLOCK, body, bool(a.check))
+    print(body)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train and evaluate the grid (resumable)")
+    r.add_argument("--out", default=str(RESULTS), help="folder of the per-run result files (committed)")
+    r.add_argument("--models", default=str(ROOT / "results" / "rl_table_models"), help="folder of the models")
+    r.add_argument("--algos", default=",".join(ALGOS))
+    r.add_argument("--rewards", default=",".join(REWARDS))
+    r.add_argument("--windows", default=",".join(WINDOWS))
+    r.add_argument("--seeds", default=f"{SEEDS[0]}-{SEEDS[-1]}", help="A-B or a comma-separated list")
+    r.add_argument("--timesteps", default=None, help="N for every algorithm, or ppo=N,sac=N,a2c=N "
+                   f"(default {', '.join(f'{k}={v}' for k, v in TIMESTEPS.items())})")
+    r.add_argument("--jobs", type=int, default=2, help="worker processes (one training each at a time)")
+    r.add_argument("--env", default=ENV_ID)
+    s = sub.add_parser("speed", help="CPU steps/s of each algorithm's training and the grid's estimated time")
+    s.add_argument("--timesteps", type=int, default=8192)
+    s.add_argument("--algos", default=",".join(ALGOS))
+    s.add_argument("--window", default="covid_2020")
+    s.add_argument("--env", default=ENV_ID)
+    t = sub.add_parser("tables", help="render the block of docs/rl.md from the result files")
+    t.add_argument("--results", default=str(RESULTS))
+    g = t.add_mutually_exclusive_group()
+    g.add_argument("--write", default=None, help=f"write the '{BLOCK}' block of this file")
+    g.add_argument("--check", default=None, help=f"exit 1 when this file's '{BLOCK}' block differs")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "run" and a.jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {a.jobs}")
+        return {"run": run, "speed": speed, "tables": tables}[a.cmd](a)
+    except ValueError as exc:
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
