@@ -86,3 +86,12 @@ def test_direct_runner_records_every_fallback_of_a_reading(monkeypatch):
     assert r.n_decisions == 2 and [d for d, _ in r.fallbacks] == [d for d, _ in r.weights]
     assert all("SLSQP reported failure" in why for _, why in r.fallbacks)
     assert run_direct("black_litterman", per, PaperFidelity()).fallbacks == []  # the exact solver: none
+
+
+def test_direct_runner_takes_a_baseline_instance():
+    from quantgym.envs.portbench.paper.simulator import run_direct
+
+    per = dict(start="2024-07-01", end="2024-08-31", freq="monthly")
+    by_key = run_direct("black_litterman", per, PaperFidelity())
+    by_instance = run_direct(BlackLitterman(), per, PaperFidelity())
+    assert by_instance.agent == by_key.agent and by_instance.metrics["sharpe"] == by_key.metrics["sharpe"]

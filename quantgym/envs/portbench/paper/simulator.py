@@ -155,7 +155,7 @@ def paper_data_for(flags: PaperFidelity, data=None):
     return load_portbench_data()
 
 
-def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | None = None, data=None,
+def run_direct(agent, period: str | dict | Period, flags: PaperFidelity | None = None, data=None,
                config: PortBenchConfig | None = None, keep_weights: bool = False) -> DirectResult:
     """Backtest one classical baseline (spec §8) under ``flags`` as the repo's batch runner does.
 
@@ -166,7 +166,7 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
 
     Parameters
     ----------
-    agent : baseline key or display name (``equal_weight`` … ``black_litterman``).
+    agent : baseline key or display name (``equal_weight`` … ``black_litterman``), or a baseline instance.
     period : period name, alias, dict or :class:`Period`.
     flags : PaperFidelity (default: clean mode).
     data : optional market data (default: :func:`paper_data_for`).
@@ -185,7 +185,7 @@ def run_direct(agent: str, period: str | dict | Period, flags: PaperFidelity | N
     data = paper_data_for(flags, data)
     view = make_view(data, config)
     sim = make_simulator(view, per, config)
-    pol = make_baseline(agent)
+    pol = make_baseline(agent) if isinstance(agent, str) else agent
     pol.tickers = tuple(view.tickers)
     pol.paper = flags
     weights, fallbacks = [], []
