@@ -27,8 +27,9 @@ pytestmark = pytest.mark.slow
 
 PERIOD_2_CLI = "2020-03-02:2020-03-13:weekly"  # two decision dates
 
-#: a small per-stage budget keeps the real-model run short (2 calls and 4,000 result characters per stage)
-TOOL_BUDGET = {"tool_config": {"calls": 2, "chars": 4000}}
+#: a small per-stage budget keeps the real-model run short (2 calls and 2,000 result characters per stage: the
+#: prompts that carry the results stay short, and a long result is cut with its recorded marker)
+TOOL_BUDGET = {"tool_config": {"calls": 2, "chars": 2000}}
 
 
 def _replay_cli(transcript, out, *flags: str) -> None:
@@ -89,8 +90,6 @@ def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
         [(s.get("text"), s.get("tool")) for s in b["steps"]])
 
 
-
-
 def _tool_run_checks(transcript, budget_calls: int) -> tuple[int, list[dict]]:
     """(calls the model made, tool lines): every call is recorded with its outcome, the budget held."""
     _, calls = read_transcript(transcript)
@@ -130,7 +129,7 @@ def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
     """One Market-Bench attempt in tool mode (peek, a draft run, submit offered): the attempt is scored whatever
     the model calls, the draft budget holds, and the replay gives the same records."""
     out = tmp_path / "mb_tools"
-    kw = {"tool_config": {"calls": 2, "chars": 4000, "draft_runs": 1}}
+    kw = {"tool_config": {"calls": 2, "chars": 2000, "draft_runs": 1}}
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
                                  "--env", "MarketBench-Scheduled-v0", "--round", "1", "--attempts", "1", "--tools",
                                  "--env-kwargs", json.dumps(kw), "--max-tokens", "256", "--out", str(out),
