@@ -28,8 +28,9 @@
     - ``run_<algo>_<reward>_<window>_s<seed>.json``: the run's Sharpe, return, MaxDD, volatility, CEPS,
       its daily NAV (relative to the first day, 10 decimals), the budget (timesteps requested and
       trained), the training windows and its times: training wall and CPU seconds, the seconds spent in
-      the batched env's ``step_wait``/``reset`` (env share = env / training wall), evaluation seconds,
-      the 1-min load average at start and end;
+      the batched env's ``step_wait``/``reset`` (env share = env / training wall), the wall seconds of
+      the rest of ``train_sb3`` (building the envs, saving, the scored evaluation), the 1-min load
+      average at start and end;
     - ``baselines_<window>.json``: the six baselines' metrics and daily NAVs on the window (and its dates);
     - ``manifest.json``: the command, the commit and each session's wall time.
 
@@ -59,18 +60,19 @@ Training budget (``--timesteps``; default :data:`TIMESTEPS`): 65,536 environment
 the same sample budget (PPO trains whole rollouts of 256 × 8 = 2,048 steps, A2C of 16 × 8 = 128; 65,536 is a
 multiple of both, so requested = trained). Measured with ``speed`` on this 2-core machine, one training
 at a time on covid_2020's training windows (torch 1 thread), while other jobs kept the 1-min load average
-at 7–9: the rates are the process CPU time of ``learn`` (``time.process_time``), which the load does not
-enter as it enters wall time; "outside" is the CPU of everything else in the job (imports, data,
+at 7–9: the rates are the process CPU time of ``learn`` (``time.process_time``), which the load inflates
+far less than wall time (shared caches still slow it, so an idle machine is rather faster); "outside" is the CPU of everything else in the job (imports, data,
 building the envs, saving, the scored evaluation on the window):
 
     algorithm   steps   CPU s of learn   CPU steps/s   env share of wall   CPU s outside learn
     PPO          8,192        5.1            1,606           2 %                  5.8
     SAC          8,192       35.4              232           0 %                  5.1
     A2C          8,192        1.7            4,791           7 %                  5.5
-    MEASURED_LONG
+    SAC         32,768      147.4              222           0 %                  4.8
+    PPO         32,768       20.8            1,578           1 %                  5.1
 
-At 65,536 steps a training costs about 41 CPU s (PPO), 310 CPU s (SAC) and 14 CPU s (A2C), plus about
-6 CPU s outside; the 120 trainings (40 per algorithm) about 4.5 CPU hours, i.e. about 2.2 hours of wall
+At 65,536 steps a training costs about 42 CPU s (PPO), 300 CPU s (SAC) and 14 CPU s (A2C), plus about
+5 CPU s outside; the 120 trainings (40 per algorithm) about 4.1 CPU hours, i.e. about 2.1 hours of wall
 time with ``--jobs 2`` on two idle cores (more on a loaded machine; ``speed`` prints the estimate for
 the machine it runs on). SAC takes about four fifths of it: it makes one gradient step (batch 256) per
 8 environment steps, PPO 10 epochs over each rollout, A2C one step per 128. The batched env is a few
@@ -182,15 +184,15 @@ def train_one(job: dict) -> dict:
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     import warnings
 
-    warnings.filterwarnings("ignore", category=UserWarning)
+    import pandas as pd
+
+    from quantgym.envs.portbench.config import resolve_period
     from quantgym.envs.portbench.rl import sb3
     from quantgym.envs.portbench.training import walk_forward_windows
 
+    warnings.filterwarnings("ignore", category=UserWarning)
     clock = _instrument(sb3)
     window, start = job["window"], train_start(job["window"])
-    from quantgym.envs.portbench.config import resolve_period
-    import pandas as pd
-
     end = str((pd.Timestamp(resolve_period(window).start) - pd.Timedelta(days=1)).date())
     t_call = time.perf_counter()
     out = sb3.train_sb3(job["algo"], job["env_id"], timesteps=job["timesteps"], seed=job["seed"],
@@ -211,7 +213,7 @@ def train_one(job: dict) -> dict:
         "nav": _rel_nav(res.nav),
         "timing": {"train_wall_s": round(out["train_seconds"], 2), "train_cpu_s": round(clock["learn_cpu"], 2),
                    "env_wall_s": round(clock["env_wall"], 2),
-                   "eval_wall_s": round(t_done - t_call - clock["learn_wall"], 2),
+                   "eval_setup_wall_s": round(t_done - t_call - clock["learn_wall"], 2),
                    "job_wall_s": round(wall, 2), "process_cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
                    "load_avg_start": round(load0, 2), "load_avg_end": round(os.getloadavg()[0], 2)},
         "versions": meta["versions"], "commit": job["commit"],
@@ -321,13 +323,21 @@ def run(a: argparse.Namespace) -> int:
                 res = fut.result()
             except Exception as exc:  # noqa: BLE001 - one failed training must not stop the grid
                 failed += 1
-                print(f"[{k}/{len(todo)}] {name}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
-                      flush=True)
+                import traceback
+
+                log = Path(j["model_dir"]).with_suffix(".error.txt")
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text("".join(traceback.format_exception(exc)))
+                first = (str(exc).splitlines() or [""])[0][:200]
+                print(f"[{k}/{len(todo)}] {name}: FAILED {type(exc).__name__}: {first} (traceback: {log})", flush=True)
                 continue
             _write_json(out / f"{name}.json", res)
             t = res["timing"]
             print(f"[{k}/{len(todo)}] {name}: Sharpe {res['metrics']['sharpe']:.3f}, train {t['train_wall_s']:.0f} s "
                   f"wall / {t['train_cpu_s']:.0f} s CPU, {time.perf_counter() - t0:.0f} s elapsed", flush=True)
+    if not todo:
+        print("nothing to train")
+        return 0
     man_path = out / "manifest.json"
     man = json.loads(man_path.read_text()) if man_path.exists() else {"sessions": []}
     man.update({"command": "python benchmarks/rl_table.py run " + " ".join(sys.argv[2:]), "env_id": a.env,
@@ -374,7 +384,7 @@ def speed(a: argparse.Namespace) -> int:
 
 
 #: measured CPU steps/s of training (``speed``; see the module docstring), used to order the jobs
-MEASURED: dict[str, dict[str, float]] = {"ppo": {"cpu_steps_s": 1606.0}, "sac": {"cpu_steps_s": 232.0},
+MEASURED: dict[str, dict[str, float]] = {"ppo": {"cpu_steps_s": 1578.0}, "sac": {"cpu_steps_s": 222.0},
                                          "a2c": {"cpu_steps_s": 4791.0}}
 
 
@@ -483,7 +493,8 @@ def summarise(runs: list[dict], base: dict[str, dict]) -> list[dict]:
             full = [passed.get((algo, reward, r["seed"]), {}) for r in rs]
             rec["gate"] = ((sum(all(p.values()) for p in full), len(rs))
                            if all(set(p) == set(STRESS_PERIODS) for p in full) else None)
-        rec["timing"] = {k: float(sum(r["timing"][k] for r in rs)) for k in ("train_wall_s", "train_cpu_s", "env_wall_s")}
+        rec["timing"] = {k: float(sum(r["timing"][k] for r in rs))
+                         for k in ("train_wall_s", "train_cpu_s", "env_wall_s")}
         out.append(rec)
     return out
 
@@ -533,7 +544,7 @@ def render(runs: list[dict], base: dict[str, dict], manifest: dict, folder: Path
     lines = [f"Generated by `python benchmarks/rl_table.py tables --write docs/rl.md` from the {len(runs)} result "
              f"files in {where}/ (`{manifest.get('command', 'python benchmarks/rl_table.py run')}`"
              f", commit {', '.join(commits)}; {manifest.get('env_id', ENV_ID)}). Walk-forward: each window's models "
-             f"trained only on data before it; {'/'.join(map(str, n_seeds))} seeds per cell; {steps}. Training "
+             f"trained only on data before it; seeds per cell: {'/'.join(map(str, n_seeds))}; {steps}. Training "
              f"{train_wall / 3600:.2f} h wall summed over runs ({train_cpu / 3600:.2f} CPU h; the batched env "
              f"{100 * env_wall / max(train_wall, 1e-9):.0f} % of the training wall)"
              + (f"; the whole run {wall / 3600:.2f} h wall in {len(sessions)} session(s) with "

@@ -30,8 +30,8 @@ def _nav(r: np.ndarray) -> list[float]:
 
 
 def _metrics(sharpe: float, mdd: float) -> dict:
-    return {"sharpe": sharpe, "ret_pct": 10 * sharpe, "maxdd_pct": 100 * mdd, "vol_pct": 20.0, "ceps": 0.3 + sharpe / 100,
-            "max_drawdown": mdd}
+    return {"sharpe": sharpe, "ret_pct": 10 * sharpe, "maxdd_pct": 100 * mdd, "vol_pct": 20.0,
+            "ceps": 0.3 + sharpe / 100, "max_drawdown": mdd}
 
 
 @pytest.fixture()
