@@ -269,6 +269,75 @@ def _child_details(extra: dict) -> dict:
     return out
 
 
+class _FreshChild:
+    """A child started as a new interpreter (``python -s -P -c <bootstrap>``); the host is its parent."""
+
+    def __init__(self, prefix: list[str], tmp: str, paths: list[str], fds: list[int]) -> None:
+        r_in, w_out, w_res, w_vio, w_lim = fds
+        cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths), str(w_vio),
+                        str(w_lim)]
+        self.proc = subprocess.Popen(cmd, stdin=r_in, stdout=w_out, stderr=w_out, pass_fds=(w_res, w_vio, w_lim),
+                                     cwd=tmp, env=_child_env(tmp), start_new_session=True, close_fds=True)
+        self.pid = self.proc.pid
+
+    def kill(self) -> None:
+        _killpg(self.pid)
+
+    def wait(self) -> tuple[int, float | None, float | None]:
+        """(exit code, CPU seconds, max RSS KiB) from the kernel's rusage.
+
+        Waits without reaping, kills any leftover group members while the group id is still pinned
+        by the zombie leader, then reaps with rusage."""
+        proc = self.proc
+        while True:
+            try:
+                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+        _killpg(proc.pid)
+        _reap_group(proc.pid)
+        try:
+            _pid, status, rusage = os.wait4(proc.pid, 0)
+        except ChildProcessError:  # reaped by someone else (a SIGCHLD handler in the host)
+            return (proc.returncode if proc.returncode is not None else -signal.SIGKILL), None, None
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return proc.returncode, rusage.ru_utime + rusage.ru_stime, rusage.ru_maxrss
+
+
+class _ZygoteChild:
+    """A child forked by the runner's zygote (:mod:`quantgym.sandbox._zygote`), which is its parent."""
+
+    def __init__(self, zygote, tmp: str, fds: list[int]) -> None:
+        self.zygote = zygote
+        self.pid = zygote.spawn(fds, tmp)
+
+    def kill(self) -> None:
+        self.zygote.kill(self.pid)
+
+    def wait(self) -> tuple[int, float | None, float | None]:
+        return self.zygote.wait(self.pid)
+
+
+def _start_child(prefix: list[str], runner: str, tmp: str, paths: list[str], fds: list[int]):
+    """Start the child on ``fds`` (stdin, output, result, violation, limit): a fork of the runner's
+    warm zygote, or a fresh interpreter when zygotes are switched off or the zygote failed.
+
+    Returns (child, ``details`` entries): ``start`` is ``"zygote"`` or ``"fresh"``; a fresh start
+    after a zygote failure carries the one-line reason in ``zygote_error``."""
+    from quantgym.sandbox import _zygote
+
+    if not _zygote.enabled():
+        return _FreshChild(prefix, tmp, paths, fds), {"start": "fresh"}
+    try:
+        return _ZygoteChild(_zygote.get(prefix, _child_env, runner.partition(":")[0]), tmp, fds), {"start": "zygote"}
+    except (_zygote.ZygoteError, OSError) as exc:
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return _FreshChild(prefix, tmp, paths, fds), {"start": "fresh", "zygote_error": why}
+
+
 def run_in_sandbox(
     source: str,
     runner: str,
@@ -325,45 +394,38 @@ def run_in_sandbox(
     request = {"source": source, "filename": filename, "runner": runner, "payload": payload, "limits": lim}
     try:
         data = _payload.dumps(request)
+        skeleton = _payload.skeleton(request)  # the same opcodes without the array contents
     except Exception as exc:  # noqa: BLE001 - anything unpicklable is a host error
         raise ValueError(f"payload cannot be pickled for the sandbox: {exc}") from None
-    _check_payload_pickle(data)
+    _check_payload_pickle(skeleton)  # one scan of a few kB instead of the whole payload
+    del skeleton
 
     paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
     tmp = tempfile.mkdtemp(prefix="qg-sandbox-")
+    r_in, w_in = os.pipe()  # the request (host -> child)
+    r_out, w_out = os.pipe()  # the child's stdout + stderr
     r_res, w_res = os.pipe()
     r_vio, w_vio = os.pipe()  # violation record: written by the child's audit hook, read here
     # limit record: written by a trusted helper of the runner (e.g. Quant-Arena's keeper) that stopped
     # the child from outside its process (see _child.limit_fd and docs/security.md)
     r_lim, w_lim = os.pipe()
     prefix = _unshare_prefix() if limits.isolate_network else []
-    cmd = prefix + [sys.executable, "-s", "-P", "-c", _BOOTSTRAP, str(w_res), json.dumps(paths), str(w_vio),
-                    str(w_lim)]
     t0 = time.monotonic()
     try:
         try:
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(w_res, w_vio, w_lim),
-                cwd=tmp,
-                env=_child_env(tmp),
-                start_new_session=True,
-                close_fds=True,
-            )
+            child, start = _start_child(prefix, runner, tmp, paths, [r_in, w_out, w_res, w_vio, w_lim])
+        except BaseException:
+            for fd in (w_in, r_out, r_res, r_vio, r_lim):
+                os.close(fd)
+            raise
         finally:
-            os.close(w_res)
-            os.close(w_vio)
-            os.close(w_lim)
+            for fd in (r_in, w_out, w_res, w_vio, w_lim):
+                os.close(fd)
         vio_reader = _Reader(r_vio, _VIOLATION_CAP, stop_at_cap=False)
         lim_reader = _Reader(r_lim, _LIMIT_CAP, stop_at_cap=False)
-        out_reader = _Reader(os.dup(proc.stdout.fileno()), limits.max_output_bytes, stop_at_cap=False)
+        out_reader = _Reader(r_out, limits.max_output_bytes, stop_at_cap=False)
         res_reader = _Reader(r_res, limits.max_result_bytes, stop_at_cap=True)
-        proc.stdout.close()
-        writer = _Writer(os.dup(proc.stdin.fileno()), data)
-        proc.stdin.close()
+        writer = _Writer(w_in, data)
         del data
         out_reader.start()
         res_reader.start()
@@ -375,30 +437,13 @@ def run_in_sandbox(
 
         def on_wall() -> None:
             timed_out.set()
-            _killpg(proc.pid)
+            child.kill()
 
         timer = threading.Timer(limits.wall_seconds, on_wall)
         timer.daemon = True
         timer.start()
         try:
-            # Wait without reaping, kill any leftover group members while the group id is still
-            # pinned by the zombie leader, then reap with rusage.
-            while True:
-                try:
-                    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
-                    break
-                except InterruptedError:
-                    continue
-                except ChildProcessError:
-                    break
-            _killpg(proc.pid)
-            _reap_group(proc.pid)
-            try:
-                _pid, status, rusage = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-            except ChildProcessError:  # reaped by someone else (a SIGCHLD handler in the host)
-                rusage = None
-                proc.returncode = proc.returncode if proc.returncode is not None else -signal.SIGKILL
+            rc, cpu, maxrss_kb = child.wait()
         finally:
             timer.cancel()
         wall = time.monotonic() - t0
@@ -410,16 +455,16 @@ def run_in_sandbox(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    cpu = float(rusage.ru_utime + rusage.ru_stime) if rusage is not None else float("nan")
-    maxrss_mb = rusage.ru_maxrss / 1024.0 if rusage is not None else float("nan")
-    rc = proc.returncode
+    cpu = float(cpu) if cpu is not None else float("nan")
+    maxrss_mb = maxrss_kb / 1024.0 if maxrss_kb is not None else float("nan")
     details: dict[str, Any] = {
         "exit_code": rc if rc >= 0 else None,
         "signal": signal.Signals(-rc).name if rc < 0 and -rc in signal.valid_signals() else None,
         "max_rss_mb": round(maxrss_mb, 1),
         "network_namespace": bool(prefix),
-        "pid": proc.pid,
+        "pid": child.pid,
         "sandbox_version": SANDBOX_VERSION,
+        **start,
     }
     stdout = out_reader.data().decode("utf-8", "replace")
     truncated = out_reader.overflow

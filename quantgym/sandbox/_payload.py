@@ -69,3 +69,15 @@ def dumps(obj: Any) -> bytes:
     buf = io.BytesIO()
     _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buf.getvalue()
+
+
+def skeleton(obj: Any) -> bytes:
+    """The opcodes of :func:`dumps` without the contiguous data buffers (numpy array contents).
+
+    Protocol 5 lets picklable buffers go out of band (PEP 574): the stream keeps a ``NEXT_BUFFER``
+    opcode in place of each buffer's bytes and every other opcode as it is, so it names the same
+    modules as ``dumps(obj)``. It is a few kB for a panel of tens of MB, which makes scanning it for
+    the modules the child needs cheap."""
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5, buffer_callback=lambda _b: False).dump(obj)
+    return buf.getvalue()
