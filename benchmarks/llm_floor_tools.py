@@ -4,13 +4,13 @@ Two commands:
 
     python benchmarks/llm_floor_tools.py run [--llama-server PATH] [--out results/llm-floor-tools]
                                              [--resume DIR ...] [--period normal_2024] [--parts a,b]
-        starts one llama.cpp ``llama-server --jinja`` (SmolLM2-135M-Instruct, the GGUF of
+        starts one llama.cpp ``llama-server`` (SmolLM2-135M-Instruct, the GGUF of
         quantgym.agents.llm.tokens.find_test_model(), n_ctx 8192, 2 threads) and runs, one after the
         other, ``quantgym eval --agent openai:smollm2 --tools --concurrency 1`` on PortBench-Balanced-v0
         over normal_2024 and on QuantArena-OneShot-v0, with the floor's tool budget (TOOL_CONFIGS), then
         gzips the transcripts into examples/llm_floor/tools/<part>.jsonl.gz and writes
-        examples/llm_floor/tools/runs.json (each part's eval arguments: a replay needs the same --tools and
-        --env-kwargs, since a tool_config is not in the transcript header). ``--period`` runs PortBench
+        examples/llm_floor/tools/runs.json (each part's eval arguments, passed again to its replay; the
+        transcript's header records the same plan). ``--period`` runs PortBench
         over another period (a short smoke test, into a scratch ``--out``, never shipped); ``--resume OUT``
         reuses the answers of an interrupted run (or of a smoke test over normal_2024's first date, whose
         prompts are the same) as cache hits with their recorded latency.
@@ -94,8 +94,11 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     todo = [(n, a) for n, a in parts(args.period) if not args.parts or n in args.parts.split(",")]
+    # The JSON action protocol sends no `tools`, so the server runs as the one-prompt floor's does, without
+    # --jinja: with --jinja, llama-server's grammar for an S2 answer's schema generated about 0.4 tokens/s here
+    # (S1's: 21 tokens/s), and each S2 answer ran into the client's 300 s timeout (docs/llm-agents.md §10.2).
     srv = LlamaCppServer(model, n_ctx=args.n_ctx, n_threads=args.threads, log=out / "server.log", kind="native",
-                         binary=args.llama_server, jinja=True)
+                         binary=args.llama_server, jinja=(TOOL_RUNG == "native"))
     t0, errors = time.time(), []
     try:
         for name, extra in todo:
@@ -223,6 +226,7 @@ def tables(transcripts: Path) -> str:
                       _row("tool calls by tool", "–", _by_tool(tools)),
                       _row("tool calls per date S1 / S2 / S3", "–",
                            " / ".join(f"{per.get(s, 0) / max(n2, 1):.2f}" for s in ("S1", "S2", "S3"))),
+                      _row("malformed tool calls", "–", str(sum(1 for t in tools if t.get("malformed")))),
                       _row("unknown_tool / bad_arguments", "–",
                            f"{errors.get('unknown_tool', 0)} / {errors.get('bad_arguments', 0)}"),
                       _row("budget_exhausted", "–", str(errors.get("budget_exhausted", 0))),
@@ -247,6 +251,7 @@ def tables(transcripts: Path) -> str:
                       _row("model calls", str(one["calls"]), str(tl["calls"])),
                       _row("tool calls", "–", str(len(tools))),
                       _row("tool calls by tool", "–", _by_tool(tools)),
+                      _row("malformed tool calls", "–", str(sum(1 for t in tools if t.get("malformed")))),
                       _row("errors (unknown_tool / bad_arguments / budget)", "–",
                            f"{errors.get('unknown_tool', 0)} / {errors.get('bad_arguments', 0)} / "
                            f"{errors.get('budget_exhausted', 0)}"),

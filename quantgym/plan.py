@@ -90,7 +90,7 @@ class EvalPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)  # resolved options as their fields (a PortBench Period: name, start, end, freq)
         del d["validated"]
-        d["env_kwargs"] = {k: v for k, v in self.env_kwargs.items() if isinstance(v, (str, int, float, bool, type(None)))}
+        d["env_kwargs"] = {k: v for k, v in self.env_kwargs.items() if _plain(v)}
         return d
 
     def agent_label(self, name: str) -> str:
@@ -106,6 +106,18 @@ class EvalPlan:
         kw["options"] = {**legacy, **dict(kw.get("options") or {})}
         return cls(**kw)
 
+
+
+def _plain(v: Any) -> bool:
+    """A JSON value of scalars, lists and string-keyed dicts (a ``tool_config``), kept in the recorded plan; a
+    user's data object or cost model is not (a replay passes it again)."""
+    if isinstance(v, (str, int, float, bool, type(None))):
+        return True
+    if isinstance(v, (list, tuple)):
+        return all(_plain(x) for x in v)
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _plain(x) for k, x in v.items())
+    return False
 
 
 class EvalContext:

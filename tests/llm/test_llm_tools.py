@@ -297,10 +297,16 @@ def test_portbench_tool_mode_through_the_cli_replays(server, tmp_path):
     out = tmp_path / "o"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:test-model", "--base-url", server.base_url, "--env",
                                  "PortBench-Balanced-v0", "--period", "2020-03-02:2020-03-06:weekly", "--tools",
+                                 "--env-kwargs", '{"tool_config": {"calls": 2, "chars": 3000}}',
                                  "--no-baseline", "--out", str(out), "--quiet", "--no-plots", "--retries", "1"],
                            env={"OPENAI_API_KEY": "test-key"})
     assert r.exit_code == 0, r.output
     run = json.loads((out / "results.json").read_text())["tasks"]["portbench"]["runs"][0]
+    # the tool budget is in the transcript's recorded plan: the replay below needs no flags
+    from quantgym.agents.llm.client import read_transcript
+
+    header, _ = read_transcript(run["transcript"])
+    assert header["eval"]["env_kwargs"] == {"tools": True, "tool_config": {"calls": 2, "chars": 3000}}
     assert all("tools" in q and q["tool_choice"] == "auto" for q in server.requests[::2])
     # while the tools are offered the stage schema is not sent as response_format (a server that grammar-
     # constrains the reply to it would never return a tool call); the answers are parsed from the text

@@ -33,8 +33,8 @@ TOOL_BUDGET = {"tool_config": {"calls": 2, "chars": 2000}}
 
 
 def _replay_cli(transcript, out, *flags: str) -> None:
-    """`quantgym eval --agent replay:TRANSCRIPT` into ``out`` (offline). A dict env kwarg (``tool_config``) is not
-    in the recorded plan (EvalPlan.to_dict keeps scalars): the tool tests pass their flags again."""
+    """`quantgym eval --agent replay:TRANSCRIPT` into ``out`` (offline): the recorded plan holds ``tools`` and the
+    ``tool_config``, so no flag is passed again."""
     r = CliRunner().invoke(app, ["eval", "--agent", f"replay:{transcript}", "--out", str(out), "--no-plots", "--quiet",
                                  *flags])
     assert r.exit_code == 0, r.output
@@ -80,7 +80,7 @@ def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
     assert run["llm"]["tool_calls"] == made and "native" in run["llm"]["tool_rungs"]
     # replay: offline, the same path and the same results bit for bit
     out2 = tmp_path / "tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(TOOL_BUDGET))
+    _replay_cli(run["transcript"], out2)
     assert (out / "summary.csv").read_text() == (out2 / "summary.csv").read_text()
     a, b = _runs(out)[0], _runs(out2)[0]
     # the scores, and each stage answer and each tool call with its result
@@ -121,7 +121,7 @@ def test_tool_mode_quant_arena_research_step(llama_tools, tmp_path):
     fin = run["final"]
     assert fin["status_research"] and 0.0 <= float(run["S"]) <= 100.0
     out2 = tmp_path / "qa_tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(kw))
+    _replay_cli(run["transcript"], out2)
     assert _tasks(out2)["quant_arena"]["runs"][0]["S"] == run["S"]
 
 
@@ -141,5 +141,5 @@ def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
     assert sum(1 for t in tools if t["tool"] == "run_draft" and t["ok"]) <= 1
     assert len(run["records"]) == 1 and run["records"][0]["status"] in (SUCCESS, FAILED)
     out2 = tmp_path / "mb_tools_replay"
-    _replay_cli(run["transcript"], out2, "--tools", "--env-kwargs", json.dumps(kw))
+    _replay_cli(run["transcript"], out2)
     assert _tasks(out2)["market_bench"]["scores"] == mb["scores"]
