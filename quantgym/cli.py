@@ -283,7 +283,8 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     results: list[SectionResult] = []
-    t0 = time.perf_counter()
+    timings: dict[str, dict[str, float]] = {}  # task -> wall and process-tree CPU seconds
+    t0, cpu0 = time.perf_counter(), _tree_cpu_seconds()
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -299,12 +300,16 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
                 continue
             ctx = BenchContext(out_dir=out_dir, console=console, progress=progress, options=options,
                                data=(data or {}).get(task))
+            w0, c0 = time.perf_counter(), _tree_cpu_seconds()
             try:
                 results.append(sections[task].run_section(ctx))
             except (ValueError, FileNotFoundError, MissingExtraError, _ClickException) as exc:  # bad --agent, key…
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
                 fail(f"{task}: {msg}")
+            if "quantgym.sandbox._zygote" in sys.modules:  # the section's warm sandbox parents: reaped, so
+                sys.modules["quantgym.sandbox._zygote"].close_all()  # their CPU counts in the task's below
+            timings[task] = {"wall_s": time.perf_counter() - w0, "cpu_s": _tree_cpu_seconds() - c0}
     for r in results:  # a section run on user data says so in its own block too (bundled data: no key)
         if (provenance or {}).get(r.task):
             r.extra["data"] = provenance[r.task]
@@ -321,9 +326,26 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
         print_cost_table(console, results, capital)
     write_results(out_dir, results, meta={"command": " ".join(sys.argv), "options": options,
                                           "data": {t: (provenance or {}).get(t) for t in wanted if t in sections},
-                                          "elapsed_s": time.perf_counter() - t0})
+                                          "elapsed_s": time.perf_counter() - t0, "timings": timings})
     files = "summary.csv, results.json" + (", plots" if plots else "")
     console.print(f"\nWrote [bold]{out_dir}[/] ({files}) in {time.perf_counter() - t0:.1f}s")
+    timings["total"] = {"wall_s": time.perf_counter() - t0, "cpu_s": _tree_cpu_seconds() - cpu0}
+    console.print(_timing_table(timings), highlight=False, markup=False)
+
+
+def _tree_cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its reaped children (the sandboxed attempts)."""
+    import resource
+
+    return sum(sum(resource.getrusage(who)[:2]) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+
+
+def _timing_table(timings: dict[str, dict[str, float]]) -> str:
+    """The time each task took: wall seconds and CPU seconds of the process tree (sandbox children
+    included; CPU above wall means both cores worked), one line per task and the total."""
+    lines = [f"{'time per task':<16}{'wall s':>10}{'CPU s':>10}"]
+    lines += [f"{task:<16}{t['wall_s']:>10.1f}{t['cpu_s']:>10.1f}" for task, t in timings.items()]
+    return "\n".join(lines)
 
 
 def _register_plugins() -> None:
