@@ -19,6 +19,7 @@ from quantgym.envs.portbench.baselines import BASELINES, make_baseline
 from quantgym.agents.registry import AgentSpec, make_agent
 from quantgym.envs.portbench.config import (BENCH_PERIODS, NORMAL_PERIOD, PERIODS, SHARPE_NOTE, period_gate,
                                            resolve_period)
+from quantgym.envs.portbench.optimize import single_thread_blas
 from quantgym.envs.portbench.plots import plot_nav
 from quantgym.envs.portbench.profiles import PROFILES, get_profile
 from quantgym.envs.portbench.uncertainty import p_cell, run_uncertainty, sharpe_cell, summary_fields
@@ -40,7 +41,8 @@ def run_baselines(periods, agents, progress=None, task_id=None, data=None,
             kw: dict[str, Any] = {"period": (specs or {}).get(per, per)}
             if data is not None:
                 kw["data"] = data
-            out[(key, per)] = evaluate(ENV_IDS["balanced"], make_baseline(key), **kw)
+            with single_thread_blas():  # many small covariance solves (skfolio/cvxpy, eigh): speed only
+                out[(key, per)] = evaluate(ENV_IDS["balanced"], make_baseline(key), **kw)
             if progress is not None:
                 progress.advance(task_id)
     return out
