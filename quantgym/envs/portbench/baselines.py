@@ -393,7 +393,8 @@ def black_litterman_weights(x: np.ndarray, notes: list[str] | None = None, readi
 
 
 class BlackLitterman(_Baseline):
-    """§8.6 Black–Litterman (repo variant: sample-mean prior, ±1 % daily absolute views)."""
+    """§8.6 Black–Litterman (repo variant: sample-mean prior, ±1 % daily absolute views); in paper mode
+    it follows ``PaperFidelity.bl_reading`` (:func:`black_litterman_weights`)."""
 
     name = "Black-Litterman"
     key = "black_litterman"
