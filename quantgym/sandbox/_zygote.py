@@ -27,8 +27,10 @@ Protocol (one JSON object per packet; descriptors as ``SCM_RIGHTS``):
 * host -> zygote ``{"op": "kill", "pid"}``;
 * zygote -> host ``{"op": "exited", "pid", "code", "cpu", "maxrss_kb"}`` for every child.
 
-The zygote exits when the host's end of the socket closes (killing its running children) and when
-the host dies (``PR_SET_PDEATHSIG``).
+The zygote exits when the host's end of the socket closes, killing its running children first: at the
+host's exit or :func:`close_all`, and when the host dies (the kernel closes the host's descriptors; the
+socket is not inherited by the host's other children). ``PR_SET_PDEATHSIG`` is not used: it fires when the
+host *thread* that started the zygote ends, e.g. a worker of a thread pool.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import socket
 import sys
 import threading
 
-_PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _MSG = 65536
 #: descriptors of one spawn request: stdin, output, result, violation record, limit record
@@ -105,11 +106,8 @@ def serve() -> None:  # noqa: C901 - one event loop
     import importlib
 
     sys.dont_write_bytecode = True
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     sock = socket.socket(fileno=int(sys.argv[1]))
-    if os.getppid() == 1:  # the host died before the death signal was armed
-        os._exit(0)
     sys.meta_path.insert(0, _child._NeverLoad())
     for m in _child.PRELOAD:
         try:
@@ -323,8 +321,8 @@ class Zygote:
         with self._cond:
             self._cond.wait_for(lambda: pid in self._exited or self.dead)
             msg = self._exited.pop(pid, None)
-        if msg is None:  # the zygote died: its children were killed with it (PR_SET_PDEATHSIG is not
-            from quantgym.sandbox._host import _killpg  # inherited, so kill the group here)
+        if msg is None:  # the zygote died without killing its children: kill the group here
+            from quantgym.sandbox._host import _killpg
 
             _killpg(pid)
             return -signal.SIGKILL, None, None
@@ -343,7 +341,7 @@ class Zygote:
             pass
         try:
             self.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001 - at exit: leave it to PR_SET_PDEATHSIG
+        except Exception:  # noqa: BLE001 - it saw EOF and exits on its own
             pass
         shutil.rmtree(self.tmp, ignore_errors=True)
 
