@@ -103,6 +103,85 @@ def _window_stats(win):  # pragma: no cover - compiled; the interpreted twin is 
     return growth, cnt, sq
 
 
+@njit(error_model="numpy")
+def _window_stats_rows(returns, lo, hi):  # pragma: no cover - compiled; the interpreted twin is the numpy form
+    """:func:`_window_stats` of the window ``returns[lo[k]:hi[k]]`` of every row ``k``, as (T, N) arrays (one
+    compiled call per dataset; each row the same arithmetic as the single-window kernel)."""
+    n_rows = lo.shape[0]
+    n = returns.shape[1]
+    growth = np.empty((n_rows, n))
+    cnt = np.empty((n_rows, n), np.int64)
+    sq = np.empty((n_rows, n))
+    for k in range(n_rows):
+        g, c, s = _window_stats(returns[lo[k]:hi[k]])
+        growth[k] = g
+        cnt[k] = c
+        sq[k] = s
+    return growth, cnt, sq
+
+
+def row_table(view: "MarketView") -> dict[str, Any]:
+    """The O(N) snapshot parts of every row of ``view``'s dataset at once, vectorised over the dates (speed only:
+    row ``k`` holds what the per-row rules give at data row ``k``, tested): ``lo`` / ``hi`` (T,) the return
+    window ``[lo, hi)`` (:meth:`MarketView.window_rows`), ``available`` (T, N) ``A_d`` (§11.6,
+    :func:`~.availability.available_mask`), ``price``, ``trailing_return``, ``ann_vol`` (T, N), ``macro`` /
+    ``macro_mask`` (T, 17) and ``regime`` (T,) labels (§1.9, :func:`~.availability.market_regime`). Arrays are
+    read-only; computed once per dataset and window config (:data:`SHARED_CACHES`)."""
+    config = view.config
+    dates64 = view._dates64
+    returns = view.returns
+    n_rows = returns.shape[0]
+    hi = np.arange(1, n_rows + 1, dtype=np.int64)
+    lo = np.maximum(hi - config.lookback, 0)
+    lo = np.maximum(lo, np.searchsorted(dates64, dates64 - np.timedelta64(config.window_days, "D"), side="left"))
+    counts = np.zeros((n_rows + 1, returns.shape[1]), np.int64)
+    np.cumsum(np.isfinite(returns), axis=0, out=counts[1:])
+    available = np.isfinite(view.prices) & (counts[hi] - counts[lo] >= int(config.min_obs))
+    if jit_enabled():
+        growth, cnt, sq = _window_stats_rows(returns, lo, hi)
+    else:
+        stats = [_window_stats_numpy(returns[a:b]) for a, b in zip(lo.tolist(), hi.tolist())]
+        growth, cnt, sq = (np.array([x[i] for x in stats]).reshape(n_rows, -1) for i in range(3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = sq / (cnt - 1)
+    vol = np.sqrt(np.where(cnt > 1, var, 0.0)) * SQRT252
+    macro_mask = np.isfinite(view.macro)
+    out = {
+        "lo": lo, "hi": hi, "available": available,
+        "price": np.where(available, view.prices, np.nan),
+        "trailing_return": np.where(available, growth - 1.0, 0.0),
+        "ann_vol": np.where(available, vol, 0.0),
+        "macro": np.where(macro_mask, view.macro, 0.0), "macro_mask": macro_mask,
+        "regime": _regimes(view, dates64),
+    }
+    for v in out.values():
+        v.flags.writeable = False
+    return out
+
+
+def _regimes(view: "MarketView", dates64: np.ndarray) -> np.ndarray:
+    """§1.9 regime label of every row (:func:`~.availability.market_regime` vectorised: ``g`` = the last price
+    up to the row over the first one dated ``≥ d − regime_days`` days)."""
+    n_rows = dates64.shape[0]
+    if not view.regime_ticker:
+        return np.full(n_rows, "sideways", dtype=object)
+    px = view.prices[:, view.tickers.index(view.regime_ticker)]
+    fin = np.isfinite(px)
+    idx = np.arange(n_rows)
+    last = np.maximum.accumulate(np.where(fin, idx, -1))  # the last finite price at or before each row
+    nxt = np.minimum.accumulate(np.where(fin, idx, n_rows)[::-1])[::-1]  # the first at or after each row
+    start = np.searchsorted(dates64, dates64 - np.timedelta64(int(view.config.regime_days), "D"), side="left")
+    first = np.append(nxt, n_rows)[start]
+    ok = first <= idx
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = px[np.where(ok, last, 0)] / px[np.where(ok, first, 0)] - 1.0
+    labels = np.full(n_rows, "sideways", dtype=object)
+    labels[ok & (g > 0.10)] = "bull"
+    labels[ok & (g < -0.05)] = "bear"
+    labels[ok & (g < -0.20)] = "crisis"
+    return labels
+
+
 class RowArrays:
     """Least-recently-used cache of large per-row arrays within a byte budget (speed only).
 
@@ -307,6 +386,7 @@ class MarketView:
                config.regime_days)
         self._row_cache: dict[int, dict] = shared.setdefault(key, {})
         self._row_cache_key = key
+        self._shared = shared
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
 
     def window_rows(self, t: int) -> tuple[int, int]:
@@ -349,11 +429,33 @@ class MarketView:
         cache[t] = parts
         return parts
 
+    def _table(self) -> dict[str, Any] | None:
+        """:func:`row_table` of this view (built on first use, shared per dataset and config), or None when a
+        subclass changes the per-row rules (its rows are computed one by one)."""
+        cls = type(self)
+        if (cls.available_at is not MarketView.available_at or cls.regime_at is not MarketView.regime_at
+                or cls.window_rows is not MarketView.window_rows or int(self.config.regime_days) < 1):
+            return None
+        key = ("row_table", *self._row_cache_key)
+        table = self._shared.get(key)
+        if table is None:
+            table = self._shared[key] = row_table(self)
+        return table
+
     def _compute_row_parts(self, t: int) -> dict:
         config = self.config
         td = t - 1 if config.as_of == "previous_close" else t
         if td < 0:
             raise ValueError("no data before the first decision date")
+        table = self._table()
+        if table is not None:  # the row of the per-dataset table (read-only views)
+            lo, hi = int(table["lo"][td]), int(table["hi"][td])
+            return {
+                "decision_date": self.dates[t], "available": table["available"][td], "window": (lo, hi),
+                "window_dates": self.dates[lo:hi], "price": table["price"][td],
+                "trailing_return": table["trailing_return"][td], "ann_vol": table["ann_vol"][td],
+                "macro": table["macro"][td], "macro_mask": table["macro_mask"][td], "regime": table["regime"][td],
+            }
         lo, hi = self.window_rows(td)
         win = self.returns[lo:hi]
         available = self.available_at(td)
