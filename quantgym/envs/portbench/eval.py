@@ -183,9 +183,13 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
     sec = SectionResult(task="portbench")
     cells_rows: list[dict[str, str]] = []  # one per table row, keyed by EVAL_COLS header
     by_profile: dict[str, dict[str, float]] = {}
+    base_by_profile: dict[str, dict[str, float]] = {}  # the Equal-Weight references' drawdowns: their own gate
     for run in runs:
         r = run["result"]
         by_profile.setdefault(r.profile, {})[r.period] = r.metrics["max_drawdown"]
+        base = baselines.get((r.env_id, r.period))
+        if base is not None:
+            base_by_profile.setdefault(r.profile, {})[r.period] = base.metrics["max_drawdown"]
     for run in runs:
         r = run["result"]
         tol = PROFILES[r.profile].max_drawdown
@@ -201,8 +205,9 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                  transcript=agent.usage().get("transcript") if hasattr(agent, "usage") else None,
                  inference=inference)
         sec.runs.append(d)
+        base_gate = period_gate(r.period, base_by_profile[r.profile], tol) if base is not None else None
         if base is not None:
-            sec.rows.append(base.summary_row(gate=None))
+            sec.rows.append(base.summary_row(gate=base_gate))
             sec.rows[-1].profile = r.profile
             sec.rows[-1].extra.update(cost_columns(cost_record(None, sec.rows[-1].ret_pct, plan.capital)))
             bd = base.to_dict()
@@ -228,7 +233,8 @@ def _portbench_section(runs: list[dict], baselines: dict, agent: Any, out_dir: P
                 bm = base.metrics
                 cells_rows.append({"profile": r.profile, "period": r.period, "agent": base.agent,
                                    "Sharpe": _fmt(bm["sharpe"], 3), "Ret%": _fmt(bm["ret_pct"]),
-                                   "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"])})
+                                   "MaxDD%": _fmt(bm["maxdd_pct"]), "Vol%": _fmt(bm["vol_pct"]),
+                                   "gate": "" if base_gate is None else ("✓" if base_gate else "✗")})
         if plan.plots:
             from quantgym.envs.portbench.plots import plot_nav
 
