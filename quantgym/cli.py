@@ -184,9 +184,10 @@ def bench(
 ) -> None:
     """Run the benchmark's classical agents on the bundled real data (or --data) and print paper-style tables.
 
-    Writes OUT/summary.csv (task,agent,profile,period,sharpe,ret_pct,maxdd_pct,vol_pct,ceps,gate,cost_usd,
-    net_pnl_usd,pnl_per_cost,status, then
-    each task's own columns, e.g. PortBench's intervals: docs/uncertainty.md), OUT/results.json (everything, incl. NAV series) and PNG plots.
+    Writes OUT/summary.csv: the columns task, agent, profile, period, sharpe,
+    ret_pct, maxdd_pct, vol_pct, ceps, gate, cost_usd, net_pnl_usd, pnl_per_cost,
+    status, then each task's own (PortBench's intervals: docs/uncertainty.md);
+    OUT/results.json (everything, incl. NAV series) and PNG plots.
     """
     # the tasks' own options (--profiles, ...: their records' bench_options) arrive in task_options
     from quantgym.cli_options import collect, declared
