@@ -159,6 +159,7 @@ def test_cli_train_tools_trains_on_the_tool_interface_and_loads_as_a_tool_policy
     """``quantgym train --tools``: tool-mode training envs, rl_meta.json says so, ``sb3:DIR`` evaluates the model
     through the tools again; a batched or risk_adjusted tool run is one line, exit 2."""
     typer_testing = pytest.importorskip("typer.testing")
+    pytest.importorskip("stable_baselines3", reason="quantgym train needs the 'rl' extra (stable-baselines3, torch)")
     from quantgym.cli import app
     from quantgym.envs.portbench.rl import load_sb3_agent
     from quantgym.envs.portbench.rl.tools import ToolPolicy
