@@ -157,6 +157,15 @@ def _usage(calls: list[dict]) -> dict:
             "lat": sum(float(c.get("latency_s") or c.get("cached_latency_s") or 0) for c in calls)}
 
 
+def _first_calls_pt(calls: list[dict]) -> int:
+    """Prompt tokens of each (date, stage)'s first model call: the stage's brief before any tool result or retry."""
+    seen: dict = {}
+    for c in calls:
+        m = c.get("meta") or {}
+        seen.setdefault((m.get("date"), m.get("stage")), int((c.get("usage") or {}).get("prompt_tokens") or 0))
+    return sum(seen.values())
+
+
 def _replay_tools(transcripts: Path, work: Path) -> dict[str, dict]:
     """Replay each tool transcript through ``quantgym eval`` with its recorded arguments; {part: results.json}."""
     runs = json.loads((transcripts / "runs.json").read_text())
@@ -233,6 +242,9 @@ def tables(transcripts: Path) -> str:
                       _row("model calls per tool rung", "–", rungs),
                       _row("**prompt tokens per date**", f"{one['pt'] / max(n1, 1):,.0f}",
                            f"{tl['pt'] / max(n2, 1):,.0f}"),
+                      _row("prompt tokens per date, each stage's first call (the brief)",
+                           f"{_first_calls_pt(one_calls) / max(n1, 1):,.0f}",
+                           f"{_first_calls_pt(tool_calls) / max(n2, 1):,.0f}"),
                       _row("largest prompt (tokens)", f"{one['max_pt']:,}", f"{tl['max_pt']:,}"),
                       _row("completion tokens", f"{one['ct']:,}", f"{tl['ct']:,}"),
                       _row("model time", f"{one['lat'] / 60:.1f} min", f"{tl['lat'] / 60:.1f} min")]
