@@ -2,8 +2,9 @@
 ``chatml-function-calling`` chat format answers with native tool calls (conftest.py, fixture ``llama_tools``).
 
 Whatever the model calls runs in the env within its budget and is in the transcript with its outcome; the
-run is scored and a replay reproduces it offline. A module of its own, so that pytest-xdist (``--dist
-loadfile``) runs it on the other worker than test_llama_server.py. Marked ``slow``.
+run is scored and a replay reproduces it offline. Modules of their own (this one and
+test_llama_tools_market_bench.py), so that pytest-xdist (``--dist loadfile``) spreads the real-server work over
+both workers. Marked ``slow``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ if MISSING and not REQUIRED:  # one skip line for the module (under REQUIRED the
 
 from quantgym.agents.llm.client import read_transcript
 from quantgym.cli import app
-from quantgym.envs.market_bench.scoring import FAILED, SUCCESS
 
 pytestmark = pytest.mark.slow
 
@@ -123,23 +123,3 @@ def test_tool_mode_quant_arena_research_step(llama_tools, tmp_path):
     out2 = tmp_path / "qa_tools_replay"
     _replay_cli(run["transcript"], out2)
     assert _tasks(out2)["quant_arena"]["runs"][0]["S"] == run["S"]
-
-
-def test_tool_mode_market_bench_attempt(llama_tools, tmp_path):
-    """One Market-Bench attempt in tool mode (peek, a draft run, submit offered): the attempt is scored whatever
-    the model calls, the draft budget holds, and the replay gives the same records."""
-    out = tmp_path / "mb_tools"
-    kw = {"tool_config": {"calls": 2, "chars": 2000, "draft_runs": 1}}
-    r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
-                                 "--env", "MarketBench-Scheduled-v0", "--round", "1", "--attempts", "1", "--tools",
-                                 "--env-kwargs", json.dumps(kw), "--max-tokens", "256", "--out", str(out),
-                                 "--quiet", "--no-plots"])
-    assert r.exit_code == 0, r.output
-    mb = _tasks(out)["market_bench"]
-    run = mb["runs"][0]
-    made, tools = _tool_run_checks(run["transcript"], 2)
-    assert sum(1 for t in tools if t["tool"] == "run_draft" and t["ok"]) <= 1
-    assert len(run["records"]) == 1 and run["records"][0]["status"] in (SUCCESS, FAILED)
-    out2 = tmp_path / "mb_tools_replay"
-    _replay_cli(run["transcript"], out2)
-    assert _tasks(out2)["market_bench"]["scores"] == mb["scores"]
