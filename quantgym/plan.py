@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -305,7 +304,7 @@ def run_eval(agents: Any, plan: EvalPlan, out_dir: str | Path, *, concurrency: i
         names = ", ".join(dict.fromkeys(policy_name(a) for a in agents.values()))
         where = ", ".join(dict.fromkeys(a.engine.endpoint for a in agents.values() if is_llm_agent(a)
                                         and not hasattr(a.engine, "source")))
-        replayed = ", ".join(dict.fromkeys(os.path.basename(str(a.engine.source)) for a in agents.values()
+        replayed = ", ".join(dict.fromkeys(Path(a.engine.source).name for a in agents.values()
                                            if is_llm_agent(a) and hasattr(a.engine, "source")))
         log(f"eval: {len(jobs)} episode(s) of {names}" + (f" at {where}" if where else "")
             + (f" replayed offline from {replayed}" if replayed else "")

@@ -1,4 +1,8 @@
-"""Host side of the sandbox: spawn the child, feed it, watch it, read its result safely."""
+"""Host side of the sandbox: spawn the child, feed it, watch it, read its result safely.
+
+Longer than 500 lines as one job, one run's life on the host (start cold or from the zygote, timers,
+limits, reading the result): the two starts share every check after the spawn.
+"""
 
 from __future__ import annotations
 

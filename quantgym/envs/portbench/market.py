@@ -4,6 +4,9 @@ A :class:`MarketSnapshot` holds everything an agent may see at decision date ``d
 it is built from rows ``≤ t`` of :class:`quantgym.envs.portbench.data.PortBenchData` only, so a
 change to any later row cannot change it (tested). Forward data never enter a
 snapshot; the ex-post oracle reads them in :mod:`.stages` (scoring only).
+
+Longer than 500 lines as one job, what an agent may see at a date: the per-dataset row table and the
+snapshot built from it share the window and availability rules, which must not drift apart.
 """
 
 from __future__ import annotations

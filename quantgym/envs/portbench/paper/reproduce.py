@@ -15,6 +15,9 @@ direct-allocation baseline's weights through the S3 coercion of §4.3/§11.4 (un
 dropped, renormalised, **rounded to 4 decimals**), the direct runner trades the baseline's own output
 (6 decimals, §8) as the repo's batch runner does. :attr:`Reproduction.clean_direct` keeps the direct
 runner's clean rows so the size of that difference is reported (``table_clean_paths``).
+
+Longer than 500 lines as one job, the reproduction of spec §10: the runs, the ablation and their tables
+read the same rows.
 """
 
 from __future__ import annotations
