@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -98,6 +98,9 @@ def register(app: typer.Typer) -> None:
         data: Optional[str] = typer.Option(None, "--data", help="Without CONFIG: the data directory of the task whose sweep hooks load shared data (default: the bundled real data)."),
         blind: bool = typer.Option(False, "--blind", help="Without CONFIG: every run blind (docs/blind.md; "
                                    "PortBench and Quant-Arena ids). Named and blind: --set blind=false,true."),
+        retries: int = typer.Option(
+            2, "--retries", min=0, help="Ray: times a run is submitted again after its worker or node died "
+            "(each failure is recorded in the run's record)."),
         retry_failed: bool = typer.Option(True, "--retry-failed/--keep-failed",
                                           help="On resume, run again the runs that failed before (default)."),
         strict: bool = typer.Option(False, "--strict", help="Exit with code 1 when a run failed."),
@@ -154,13 +157,15 @@ def register(app: typer.Typer) -> None:
 
             try:
                 outcome = run_sweep(grid, out_dir, backend=backend, address=address, workers=workers,
-                                    retry_failed=retry_failed, on_result=on_result, data=shared,
+                                    retry_failed=retry_failed, on_result=on_result, data=shared, retries=retries,
                                     meta={"command": f"quantgym sweep {config or '(flags)'} --backend {backend}",
                                           "argv": " ".join(sys.argv)})
             except SweepError as exc:
                 progress.stop()
                 fail(exc)
         console.print(results_table(grid.name, outcome))
+        for line in placement_lines(outcome):
+            console.print(escape(line), soft_wrap=True)
         for w in outcome.warnings:  # e.g. a run record that could not be read: that run ran again
             console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         for rec in outcome.records:
@@ -199,4 +204,33 @@ def register(app: typer.Typer) -> None:
                       f"[bold]{rep.markdown_path}[/], [bold]{rep.html_path}[/]")
 
 
-__all__ = ["register", "results_table"]
+def placement_lines(outcome: Any) -> list[str]:
+    """Where a Ray sweep's new runs ran (runs per node) and which runs were retried after a worker or node
+    died; nothing for the local backend."""
+    info = outcome.backend_info or {}
+    if "nodes" not in info:
+        return []
+    new = set(outcome.executed)
+    per: dict[str, int] = {}
+    for rec in outcome.records:
+        if rec["run_id"] in new:
+            node = (rec.get("timing") or {}).get("node") or "?"
+            per[node] = per.get(node, 0) + 1
+    nodes = info["nodes"]
+    dead = sorted(n[:8] for n, v in nodes.items() if not v.get("alive"))
+    lines = [f"Ray: {len(new)} runs on {len(per)} of {len(nodes)} nodes ("
+             + ", ".join(f"{n[:8]}: {k}" for n, k in sorted(per.items())) + ")"
+             + (f"; dead nodes: {', '.join(dead)}" if dead else "")]
+    retried = info.get("retried") or {}
+    if retried:
+        recs = {r["run_id"]: r for r in outcome.records}
+        parts = []
+        for run_id, k in sorted(retried.items()):
+            why = (recs.get(run_id, {}).get("retries") or [{}])[-1].get("type", "?")
+            ok = recs.get(run_id, {}).get("status") == "ok"
+            parts.append(f"{run_id[:8]} ({k}× {why}, {'then ok' if ok else 'failed'})")
+        lines.append(f"{len(retried)} run(s) retried after a worker or node died: " + ", ".join(parts))
+    return lines
+
+
+__all__ = ["register", "results_table", "placement_lines"]

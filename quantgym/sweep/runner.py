@@ -19,8 +19,13 @@ once by the pool initializer. As with any ``multiprocessing`` code, a script tha
 :func:`run_sweep` must guard its entry point with ``if __name__ == "__main__":``. ``ray``: Ray Core remote tasks; ``ray.init(address=...)``
 connects to a running cluster (``"auto"``, ``"ray://host:10001"``, ``"host:6379"``) or
 starts a local one (``None``). The data is ``ray.put`` once and its ``ObjectRef`` is passed
-to every task (Ray resolves it to the shared, zero-copy object), never the object by value
-(Ray's "passing the same large argument by value" anti-pattern).
+to every task inside a list, never the object by value (Ray's "passing the same large argument
+by value" anti-pattern); each worker process resolves it once (``ray.get``: the shared, zero-copy
+object) and keeps it for its next runs, so per-dataset caches built on it survive from run to run.
+Each run records the Ray node it ran on (``timing.node``); ``backend_info["nodes"]`` lists the
+cluster's nodes as seen at the start (address, CPUs, custom resources) with whether each was alive
+at the end. A run whose worker process or node dies (``ray.get`` raises) is submitted again, up to
+``retries`` times, and each failure is kept in its record (``retries``).
 
 Every run evaluates with one BLAS thread (``threadpoolctl``), so results do not depend on
 the backend or on how many runs share a machine.
@@ -39,8 +44,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from quantgym.results import SectionResult, SummaryRow, write_results
 from quantgym.sweep.grid import Grid, RunSpec
-from quantgym.sweep.runs import (RECORD_SCHEMA, init_worker, error_record, execute_run, load_record,  # noqa: F401
-                                 read_record, runs_dir, sweep_hooks, task_of, write_record)
+from quantgym.sweep.runs import (RECORD_SCHEMA, init_worker, error_record, execute_ray_run,  # noqa: F401
+                                 execute_run, load_record, read_record, runs_dir, sweep_hooks, task_of, write_record)
 
 BACKENDS = ("local", "ray")
 
@@ -102,15 +107,34 @@ _REMOTE: dict[str, Any] = {}
 
 
 def _remote_execute(ray: Any) -> Any:
-    """``execute_run`` as a Ray remote function, defined once per process (Ray anti-pattern: redefining)."""
+    """``execute_ray_run`` as a Ray remote function, defined once per process (Ray anti-pattern: redefining).
+    ``max_retries=0``: the driver resubmits a run whose worker or node died and records it (:func:`_run_ray`)."""
     if "fn" not in _REMOTE:
-        _REMOTE["fn"] = ray.remote(num_cpus=1, max_retries=0)(execute_run)
+        _REMOTE["fn"] = ray.remote(num_cpus=1, max_retries=0)(execute_ray_run)
     return _REMOTE["fn"]
+
+
+#: [project choice] times a Ray run is submitted again after its worker or node died (docs/sweeps.md)
+RAY_RETRIES = 2
+
+
+def _ray_nodes(ray: Any) -> dict[str, dict[str, Any]]:
+    """Node id -> address, name, alive, CPUs of every node the cluster knows (dead ones included)."""
+    try:
+        nodes = ray.nodes()
+    except Exception:  # noqa: BLE001 - informational only (e.g. a client connection that cannot list nodes)
+        return {}
+    builtin = {"CPU", "GPU", "memory", "object_store_memory"}
+    return {n["NodeID"]: {"address": n.get("NodeManagerAddress"), "name": n.get("NodeName"),
+                          "alive": bool(n.get("Alive")), "cpus": (n.get("Resources") or {}).get("CPU", 0.0),
+                          "resources": sorted(k for k in (n.get("Resources") or {})  # custom tags (--resources)
+                                              if k not in builtin and not k.startswith("node:"))}
+            for n in nodes}
 
 
 def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: str | None,
              on_result: Callable[[dict], None], ray_init: dict[str, Any] | None = None,
-             transcript_dir: str | None = None) -> dict[str, Any]:
+             transcript_dir: str | None = None, retries: int = RAY_RETRIES) -> dict[str, Any]:
     try:
         import ray
     except ImportError as exc:
@@ -129,28 +153,40 @@ def _run_ray(todo: Sequence[RunSpec], data: Any, workers: int | None, address: s
                              f"(address={address!r}): {type(exc).__name__}: {exc}") from exc
         started = True
     info = {"address": address, "started_local": started and starts_local,
-            "cluster_cpus": ray.cluster_resources().get("CPU")}
+            "cluster_cpus": ray.cluster_resources().get("CPU"), "nodes": _ray_nodes(ray)}
     try:
         data_ref = ray.put(data) if data is not None else None  # once; tasks get the reference
+        box = [data_ref] if data_ref is not None else None  # in a list: each worker resolves it once
         remote = _remote_execute(ray)
         queue = list(todo)
         limit = workers or len(queue) or 1
         pending: dict[Any, RunSpec] = {}
+        failures: dict[str, list[dict[str, str]]] = {}
         while queue or pending:
             while queue and len(pending) < limit:
                 spec = queue.pop(0)
-                pending[remote.remote(spec.to_dict(), data_ref, transcript_dir)] = spec
+                pending[remote.remote(spec.to_dict(), box, transcript_dir)] = spec
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 spec = pending.pop(ref)
                 try:
                     rec = ray.get(ref)
-                except Exception as exc:  # worker crash / RayTaskError
+                except Exception as exc:  # noqa: BLE001 - execute_run never raises: the worker or its node died
+                    tries = failures.setdefault(spec.run_id, [])
+                    tries.append({"type": type(exc).__name__, "message": " ".join(str(exc).split())[:300]})
+                    if len(tries) <= retries:  # again, first in line, on whichever node has room
+                        queue.insert(0, spec)
+                        continue
                     rec = error_record(spec, exc)
+                if spec.run_id in failures:
+                    rec["retries"] = failures[spec.run_id]
                 on_result(rec)
+        for node, now in _ray_nodes(ray).items():  # a dead node no longer reports its resources: keep the first view
+            info["nodes"].setdefault(node, now)["alive"] = now["alive"]
     finally:
         if started:
             ray.shutdown()
+    info["retried"] = {k: len(v) for k, v in failures.items()}
     return info
 
 
@@ -279,7 +315,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
               workers: int | None = None, retry_failed: bool = True,
               on_result: Callable[[dict[str, Any]], None] | None = None,
               ray_init: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
-              data: Any = None) -> SweepOutcome:
+              data: Any = None, retries: int = RAY_RETRIES) -> SweepOutcome:
     """Run every run of ``grid`` not yet finished in ``out_dir``; write run files and the results.
 
     Parameters
@@ -294,6 +330,10 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
         ``False`` keeps their error records.
     on_result : called in the driver with each new record (progress bars).
     ray_init : extra ``ray.init`` kwargs (``runtime_env``, ``num_cpus``...).
+    retries : Ray only: how many times a run is submitted again when its worker process or its node dies
+        (``ray.get`` raises: ``WorkerCrashedError``, ``NodeDiedError``, a lost result); each failure is kept in
+        the run's record under ``retries`` and the run ids in ``backend_info["retried"]``. A run that fails
+        in its own code is never retried (it returns an error record). Default :data:`RAY_RETRIES`.
     meta : extra entries for ``results.json``'s ``meta``.
     data : already loaded shared data of the task whose runs share one (PortBench: a
         :class:`~quantgym.envs.portbench.data.PortBenchData`; default: loaded once from the grid's ``data``
@@ -310,6 +350,8 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     """
     if backend not in BACKENDS:
         raise SweepError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise SweepError(f"retries must be an integer >= 0, got {retries!r}")
     if backend == "ray":
         import importlib.util
 
@@ -348,7 +390,7 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
             _run_local(todo, data, workers, _done, tdir)
             outcome.backend_info = {"workers": max(1, min(workers or _default_workers(), len(todo)))}
         else:
-            outcome.backend_info = _run_ray(todo, data, workers, address, _done, ray_init, tdir)
+            outcome.backend_info = _run_ray(todo, data, workers, address, _done, ray_init, tdir, retries)
     outcome.records = [read_record(out, s.run_id) or error_record(s, RuntimeError("run record missing"))
                        for s in specs]
     outcome.failed = [r["run_id"] for r in outcome.records if r.get("status") != "ok"]
@@ -356,7 +398,8 @@ def run_sweep(grid: Grid, out_dir: str | Path, *, backend: str = "local", addres
     write_sweep_results(out, outcome.records, meta={
         "command": "sweep", "grid": grid.to_dict(), "backend": backend, "backend_info": outcome.backend_info,
         "n_runs": outcome.n_runs, "n_executed": len(outcome.executed), "n_skipped": len(skipped),
-        "n_failed": len(outcome.failed), "unreadable_records": unreadable, "warnings": outcome.warnings,
+        "n_failed": len(outcome.failed), "n_retried": len(outcome.backend_info.get("retried") or {}),
+        "unreadable_records": unreadable, "warnings": outcome.warnings,
         "elapsed_s": outcome.elapsed_s, **(meta or {})})
     return outcome
 

@@ -124,8 +124,47 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str
         rec["status"] = "ok"
     except Exception as exc:  # a failing run is recorded, never fatal for the grid
         rec["error"] = {"type": type(exc).__name__, "message": str(exc), "traceback": traceback.format_exc()}
-    rec["timing"] = {"wall_s": time.perf_counter() - t0, "host": socket.gethostname(), "pid": os.getpid()}
+    rec["timing"] = {"wall_s": time.perf_counter() - t0, **where()}
     return json.loads(json.dumps(rec, allow_nan=False, default=str))
+
+
+def where() -> dict[str, Any]:
+    """Where this process runs: ``host``, ``pid`` and, inside a Ray worker, ``node`` (the Ray node id, hex;
+    several raylets on one host have one host name but distinct node ids), else ``node`` None."""
+    import sys
+
+    node = None
+    ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded and initialised
+    if ray is not None and ray.is_initialized():
+        node = ray.get_runtime_context().get_node_id()
+    return {"host": socket.gethostname(), "pid": os.getpid(), "node": node}
+
+
+#: a Ray worker's resolved shared data: ObjectRef hex -> object (the latest sweep's only)
+_RAY_DATA: dict[str, Any] = {}
+
+
+def execute_ray_run(spec_dict: dict[str, Any], data_box: list | None = None,
+                    transcript_dir: str | None = None) -> dict[str, Any]:
+    """:func:`execute_run` in a Ray worker, with the shared data resolved once per worker process.
+
+    ``data_box`` is ``[ObjectRef]`` (or None): a reference inside a list is not resolved by Ray before the
+    call, so this worker fetches the object once and keeps it for the sweep's next runs. A task's
+    per-dataset caches (PortBench's row table, keyed by the data object) then survive from run to run, as
+    they do in a local pool worker; a reference resolved by Ray per call would be a new object each run and
+    rebuild them every time.
+    """
+    data = None
+    if data_box:
+        import ray
+
+        ref = data_box[0]
+        key = ref.hex()
+        if key not in _RAY_DATA:
+            _RAY_DATA.clear()  # one sweep's data per worker; the previous one is released
+            _RAY_DATA[key] = ray.get(ref)
+        data = _RAY_DATA[key]
+    return execute_run(spec_dict, data, transcript_dir)
 
 
 def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
@@ -134,7 +173,7 @@ def error_record(spec: RunSpec, exc: BaseException) -> dict[str, Any]:
             "status": "error", "result": None, "summary": None,
             "error": {"type": type(exc).__name__, "message": str(exc),
                       "traceback": "".join(traceback.format_exception(exc))},
-            "timing": {"wall_s": None, "host": platform.node(), "pid": None}}
+            "timing": {"wall_s": None, "host": platform.node(), "pid": None, "node": None}}
 
 
 def init_worker(data: Any, environ: dict[str, str] | None = None) -> None:
