@@ -5,6 +5,8 @@
                                       [--windows normal_2024,covid_2020,crypto_2022,china_2015]
                                       [--seeds 0-4] [--timesteps N | ppo=N,sac=N,a2c=N] [--jobs 2]
     python benchmarks/rl_table.py tables [--results DIR] [--write docs/rl.md | --check docs/rl.md]
+                                         [--perf docs/performance.md]
+    python benchmarks/rl_table.py ship [--window normal_2024] [--to examples/rl_policy]
     python benchmarks/rl_table.py speed [--timesteps 4096]    # CPU steps/s of each algorithm's training
 
 ``run``
@@ -56,8 +58,8 @@
     - the profile's stress gate (spec §7.2): on a stress window, the seeds whose MaxDD is within the
       tolerance; on normal_2024, the seeds whose three stress-window models all are.
 
-Training budget (``--timesteps``; default :data:`TIMESTEPS`): 65,536 environment steps for every algorithm,
-the same sample budget (PPO trains whole rollouts of 256 × 8 = 2,048 steps, A2C of 16 × 8 = 128; 65,536 is a
+Training budget (``--timesteps``; default :data:`TIMESTEPS`): 32,768 environment steps for every algorithm,
+the same sample budget (PPO trains whole rollouts of 256 × 8 = 2,048 steps, A2C of 16 × 8 = 128; 32,768 is a
 multiple of both, so requested = trained). Measured with ``speed`` on this 2-core machine, one training
 at a time on covid_2020's training windows (torch 1 thread), while other jobs kept the 1-min load average
 at 7–9: the rates are the process CPU time of ``learn`` (``time.process_time``), which the load inflates
@@ -71,12 +73,13 @@ building the envs, saving, the scored evaluation on the window):
     SAC         32,768      147.4              222           0 %                  4.8
     PPO         32,768       20.8            1,578           1 %                  5.1
 
-At 65,536 steps a training costs about 42 CPU s (PPO), 300 CPU s (SAC) and 14 CPU s (A2C), plus about
-5 CPU s outside; the 120 trainings (40 per algorithm) about 4.1 CPU hours, i.e. about 2.1 hours of wall
+At 32,768 steps a training costs about 21 CPU s (PPO), 150 CPU s (SAC) and 7 CPU s (A2C), plus about
+5 CPU s outside; the 120 trainings (40 per algorithm) about 2.1 CPU hours, i.e. about 1.1 hours of wall
 time with ``--jobs 2`` on two idle cores (more on a loaded machine; ``speed`` prints the estimate for
 the machine it runs on). SAC takes about four fifths of it: it makes one gradient step (batch 256) per
 8 environment steps, PPO 10 epochs over each rollout, A2C one step per 128. The batched env is a few
 per cent of the training time; the networks (MLP 256-256 on a 463-dim observation) are the rest.
+65,536 steps (twice the budget) would take about 2.1 hours of wall time.
 """
 
 from __future__ import annotations
@@ -98,6 +101,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DOC = "docs/rl.md"
 BLOCK = "rl-table"
+#: the training-time block of docs/performance.md
+SPEED_BLOCK = "rl-table-speed"
 RESULTS = ROOT / "benchmarks" / "results" / "rl_table"
 SCHEMA_RUN, SCHEMA_BASE = "quantgym-rl-table-run-1", "quantgym-rl-table-baselines-1"
 ENV_ID = "PortBench-Balanced-v0"
@@ -108,7 +113,7 @@ SEEDS = (0, 1, 2, 3, 4)
 #: [project choice] walk-forward training start per window (docs/rl.md): 2016-01-01, china_2015 2014-04-01
 CHINA_START = "2014-04-01"
 #: [project choice] training steps per algorithm (see the module docstring for the measurement)
-TIMESTEPS = {"ppo": 65_536, "sac": 65_536, "a2c": 65_536}
+TIMESTEPS = {"ppo": 32_768, "sac": 32_768, "a2c": 32_768}
 ALPHA = 0.05
 
 
@@ -341,7 +346,7 @@ def run(a: argparse.Namespace) -> int:
     man_path = out / "manifest.json"
     man = json.loads(man_path.read_text()) if man_path.exists() else {"sessions": []}
     man.update({"command": "python benchmarks/rl_table.py run " + " ".join(sys.argv[2:]), "env_id": a.env,
-                "timesteps": steps, "commit": _commit()})
+                "timesteps": steps, "commit": jobs[0]["commit"] if jobs else _commit()})  # at the start
     man["sessions"].append({"start_utc": started, "wall_s": round(time.perf_counter() - t0, 1), "jobs": a.jobs,
                             "trained": len(todo) - failed, "failed": failed, "load_avg_start": round(load0, 2),
                             "load_avg_end": round(os.getloadavg()[0], 2)})
@@ -520,6 +525,8 @@ def _test(t: dict) -> str:
 
 def render(runs: list[dict], base: dict[str, dict], manifest: dict, folder: Path = RESULTS) -> str:
     """Markdown of the ``rl-table`` block (``folder``: where the result files were read, named in the text)."""
+    import numpy as np
+
     from quantgym.envs.portbench.baselines import BASELINES
 
     cells = summarise(runs, base)
@@ -574,9 +581,23 @@ def render(runs: list[dict], base: dict[str, dict], manifest: dict, folder: Path
     better = sum(1 for c in cells if (c["vs_equal_weight"]["p"] or 1) < ALPHA and c["vs_equal_weight"]["delta"] > 0)
     worse = sum(1 for c in cells if (c["vs_equal_weight"]["p"] or 1) < ALPHA and c["vs_equal_weight"]["delta"] < 0)
     lines += ["", f"Cells whose seed ensemble has a higher Sharpe than Equal-Weight at p < {ALPHA}: {better} of "
-              f"{len(cells)}; a lower one: {worse} of {len(cells)}.", "",
-              "The classical baselines on the same windows (Sharpe / Ret % / MaxDD %):", ""]
+              f"{len(cells)}; a lower one: {worse} of {len(cells)}.", ""]
     windows = list(dict.fromkeys(c["window"] for c in cells))
+    algos = [a for a in ALGOS if any(c["algo"] == a for c in cells)]
+    rewards = [r for r in REWARDS if any(c["reward"] == r for c in cells)]
+    lines += ["Algorithm or reward: the mean seed Sharpe of each algorithm (over its rewards' cells) and of each "
+              "reward (over the algorithms' cells), with the spread each factor makes (max − min of its means):", "",
+              "| window | " + " | ".join(a.upper() for a in algos) + " | spread | " + " | ".join(rewards)
+              + " | spread | Equal-Weight |", "|---|" + "---|" * (len(algos) + len(rewards) + 3)]
+    for w in windows:
+        by_a = [float(np.mean([c["sharpe"]["mean"] for c in cells if (c["window"], c["algo"]) == (w, a)]))
+                for a in algos]
+        by_r = [float(np.mean([c["sharpe"]["mean"] for c in cells if (c["window"], c["reward"]) == (w, r)]))
+                for r in rewards]
+        ew = base[w]["baselines"].get("equal_weight", {}).get("metrics", {}).get("sharpe")
+        lines.append(f"| {w} | " + " | ".join(_m(x) for x in by_a) + f" | {_m(max(by_a) - min(by_a))} | "
+                     + " | ".join(_m(x) for x in by_r) + f" | {_m(max(by_r) - min(by_r))} | {_m(ew)} |")
+    lines += ["", "The classical baselines on the same windows (Sharpe / Ret % / MaxDD %):", ""]
     lines += ["| baseline | " + " | ".join(windows) + " |", "|---|" + "---|" * len(windows)]
     for key in BASELINES:
         if not all(key in base[w]["baselines"] for w in windows):
@@ -587,14 +608,147 @@ def render(runs: list[dict], base: dict[str, dict], manifest: dict, folder: Path
     return "\n".join(lines) + "\n"
 
 
+def render_speed(runs: list[dict], manifest: dict) -> str:
+    """Markdown of the ``rl-table-speed`` block of docs/performance.md: the training time of the grid per
+    algorithm, from the run files (the wall and CPU seconds of ``learn``, the batched env's share of it)."""
+    commits = sorted({r["commit"] for r in runs})
+    lines = [f"Generated by `python benchmarks/rl_table.py tables --write docs/rl.md --perf docs/performance.md` "
+             f"from the {len(runs)} result files of the RL table (benchmarks/results/rl_table/, "
+             f"`{manifest.get('command', 'python benchmarks/rl_table.py run')}`, commit {', '.join(commits)}). "
+             "Per training: `learn` wall and CPU seconds (`time.process_time`), the seconds in the batched env's "
+             "`step_wait`/`reset` (its share of the training wall), and the rest of the job (data, envs, "
+             "saving, the scored evaluation on the window):", "",
+             "| algo | trainings | steps each | train wall h | train CPU h | CPU steps/s | env share | "
+             "rest of job, wall s each |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for algo in ALGOS:
+        rs = [r for r in runs if r["algo"] == algo]
+        if not rs:
+            continue
+        wall = sum(r["timing"]["train_wall_s"] for r in rs)
+        cpu = sum(r["timing"]["train_cpu_s"] for r in rs)
+        env = sum(r["timing"]["env_wall_s"] for r in rs)
+        steps = sum(r["timesteps_trained"] for r in rs)
+        rest = sum(r["timing"]["job_wall_s"] - r["timing"]["train_wall_s"] for r in rs) / len(rs)
+        lines.append(f"| {algo.upper()} | {len(rs)} | {'/'.join(f'{x:,}' for x in sorted({r['timesteps_trained'] for r in rs}))} "
+                     f"| {wall / 3600:.2f} | {cpu / 3600:.2f} | {steps / cpu:,.0f} | {100 * env / wall:.1f} % | "
+                     f"{rest:.1f} |")
+    sessions = manifest.get("sessions") or []
+    if sessions:
+        loads = [x for s in sessions for x in (s["load_avg_start"], s["load_avg_end"])]
+        lines += ["", f"The whole grid: {sum(s['wall_s'] for s in sessions) / 3600:.2f} h wall in {len(sessions)} "
+                  f"session(s) with {'/'.join(str(s['jobs']) for s in sessions)} worker process(es) on this 2-core "
+                  f"machine, 1-min load average {min(loads):.1f}–{max(loads):.1f} (read at each session's start and end)."]
+    return "\n".join(lines) + "\n"
+
+
 def tables(a: argparse.Namespace) -> int:
     runs, base, manifest = load_results(Path(a.results))
     body = render(runs, base, manifest, Path(a.results))
     if a.check or a.write:
         from _common import write_or_check
 
-        return write_or_check(a.check or a.write, BLOCK, body, bool(a.check))
+        rc = write_or_check(a.check or a.write, BLOCK, body, bool(a.check))
+        if a.perf:
+            rc = max(rc, write_or_check(a.perf, SPEED_BLOCK, render_speed(runs, manifest), bool(a.check)))
+        return rc
     print(body)
+    if a.perf:
+        print(render_speed(runs, manifest))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ ship
+#: where ``ship`` writes the example policy (``quantgym bench --agent sb3:examples/rl_policy``)
+SHIP_DIR = ROOT / "examples" / "rl_policy"
+
+
+def strip_optimizer_state(model: Any) -> int:
+    """Empty the state (the running moment estimates of Adam or RMSprop) of every torch optimizer ``model`` saves;
+    return how many.
+
+    The weights and the hyperparameters stay; SB3's ``load`` accepts an optimizer with no state (it is what
+    a freshly built optimizer saves), and prediction never reads it. Continued training would restart
+    Adam's moments. This divides the size of a saved model by about three.
+    """
+    from operator import attrgetter
+
+    import torch
+
+    names, _ = model._get_torch_save_params()
+    n = 0
+    for name in names:
+        obj = attrgetter(name)(model)
+        if isinstance(obj, torch.optim.Optimizer):
+            obj.state.clear()
+            n += 1
+    return n
+
+
+def ship(a: argparse.Namespace) -> int:
+    """Copy the best run on ``--window`` (highest Sharpe over every algorithm, reward and seed) to ``--to``:
+    its model without optimizer state, its rl_meta.json, shipped.json (which run, its metrics) and a
+    README.md; the copy is evaluated again and must reproduce the run's metrics."""
+    from quantgym.agents.registry import make_agent
+    from quantgym.envs.portbench.rl.sb3 import ALGOS as SB3_ALGOS
+    from quantgym.evaluation import evaluate
+
+    runs, _, _ = load_results(Path(a.results))
+    cand = [r for r in runs if r["window"] == a.window]
+    if not cand:
+        raise ValueError(f"no run on {a.window} in {a.results}")
+    best = max(cand, key=lambda r: r["metrics"]["sharpe"])
+    name = run_name(best["algo"], best["reward"], best["window"], best["seed"])
+    src = Path(a.models) / name
+    if not (src / "model.zip").exists():
+        raise ValueError(f"{src / 'model.zip'} not found: the models of `run` are in --models")
+    dst = Path(a.to)
+    dst.mkdir(parents=True, exist_ok=True)
+    model = SB3_ALGOS[best["algo"]].load(str(src / "model.zip"), device="cpu")
+    n_opt = strip_optimizer_state(model)
+    model.save(str(dst / "model.zip"))
+    meta = json.loads((src / "rl_meta.json").read_text())
+    meta["name"] = f"SB3-{best['algo'].upper()} s{best['seed']}"  # short: a column of the bench tables
+    (dst / "rl_meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    res = evaluate(best["env_id"], make_agent(f"sb3:{dst}", task="portbench"), period=a.window)
+    again = _metrics(res)
+    for k in ("sharpe", "ret_pct", "maxdd_pct", "ceps"):
+        if not math.isclose(again[k], best["metrics"][k], rel_tol=1e-9, abs_tol=1e-12):
+            raise RuntimeError(f"the shipped copy gives {k} {again[k]!r} on {a.window}, the run {best['metrics'][k]!r}")
+    same = sorted(r["metrics"]["sharpe"] for r in cand if (r["algo"], r["reward"]) == (best["algo"], best["reward"]))
+    info = {"run": name, "algo": best["algo"], "reward": best["reward"], "seed": best["seed"],
+            "env_id": best["env_id"], "window": a.window, "train_period": best["train_period"],
+            "timesteps_trained": best["timesteps_trained"], "metrics": best["metrics"],
+            "cell_sharpes": same, "candidates": len(cand), "commit": best["commit"],
+            "bytes": {"original": (src / "model.zip").stat().st_size, "shipped": (dst / "model.zip").stat().st_size},
+            "optimizers_emptied": n_opt}
+    (dst / "shipped.json").write_text(json.dumps(info, indent=1) + "\n")
+    m = best["metrics"]
+    (dst / "README.md").write_text(f"""# A trained PortBench policy (stable-baselines3)
+
+Generated by `python benchmarks/rl_table.py ship --window {a.window}` from the walk-forward RL table of
+docs/rl.md (run `{name}`). Evaluate it beside the six classical baselines, no training
+needed (extra `rl`, docs/rl.md "Install"):
+
+    pip install -e ".[rl]"
+    quantgym bench --tasks portbench --profiles balanced --periods {a.window} --agent sb3:examples/rl_policy
+
+- **What it is:** {best['algo'].upper()} with the `{best['reward']}` reward on {best['env_id']}, seed {best['seed']},
+  {best['timesteps_trained']:,} environment steps, trained on {best['train_period'][0]} to {best['train_period'][1]}
+  with the evaluation windows and their lookback buffers cut out (walk-forward, docs/rl.md).
+- **Its numbers on {a.window}:** Sharpe {m['sharpe']:.2f}, return {m['ret_pct']:.1f} %, MaxDD
+  {m['maxdd_pct']:.1f} %, CEPS {m['ceps']:.3f}.
+- **Chosen on that window:** it is the best of the table's {len(cand)} runs on {a.window} (every algorithm, reward and
+  seed) by Sharpe on that same window, so its row overstates what one more seed would do. The seeds of its cell
+  had Sharpe {', '.join(f'{x:.2f}' for x in same)}; docs/rl.md gives the cell's interquartile mean and interval.
+- **Size:** {info['bytes']['shipped'] / 1e6:.1f} MB. The optimizer's state (its running moment estimates:
+  RMSprop for A2C, Adam for PPO and SAC) is removed ({info['bytes']['original'] / 1e6:.1f} MB with it); the weights
+  are the trained ones, and the copy reproduces the run's metrics exactly (checked by `ship` and by
+  tests/rl/test_shipped_policy.py). Training it further restarts those estimates.
+- Files: `model.zip` (SB3), `rl_meta.json` (action mode, reward, training record), `shipped.json` (which run,
+  its metrics).
+""")
+    print(f"shipped {name} to {dst}: Sharpe {m['sharpe']:.3f}, {info['bytes']['shipped'] / 1e6:.2f} MB "
+          f"(was {info['bytes']['original'] / 1e6:.2f} MB)")
     return 0
 
 
@@ -623,11 +777,18 @@ def main(argv: list[str] | None = None) -> int:
     g = t.add_mutually_exclusive_group()
     g.add_argument("--write", default=None, help=f"write the '{BLOCK}' block of this file")
     g.add_argument("--check", default=None, help=f"exit 1 when this file's '{BLOCK}' block differs")
+    t.add_argument("--perf", default=None, help=f"also write (or check) the '{SPEED_BLOCK}' block of this file "
+                   "(docs/performance.md): the grid's training time")
+    h = sub.add_parser("ship", help="copy the best run on a window, without optimizer state, to examples/")
+    h.add_argument("--results", default=str(RESULTS))
+    h.add_argument("--models", default=str(ROOT / "results" / "rl_table_models"))
+    h.add_argument("--window", default="normal_2024", choices=WINDOWS)
+    h.add_argument("--to", default=str(SHIP_DIR))
     a = ap.parse_args(argv)
     try:
         if a.cmd == "run" and a.jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {a.jobs}")
-        return {"run": run, "speed": speed, "tables": tables}[a.cmd](a)
+        return {"run": run, "speed": speed, "tables": tables, "ship": ship}[a.cmd](a)
     except ValueError as exc:
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -10,8 +10,9 @@
   ``python benchmarks/docs_tables.py --check``;
 - docs/uncertainty.md 'uncertainty-2024': ``python benchmarks/uncertainty_table.py --check`` (the six
   baselines and 40 seeded random-weights policies on normal_2024, about 30 s);
-- docs/rl.md 'rl-table': ``python benchmarks/rl_table.py tables --check docs/rl.md`` (the multi-seed
-  walk-forward RL table from the committed result files in benchmarks/results/rl_table/; skipped while none);
+- docs/rl.md 'rl-table' and docs/performance.md 'rl-table-speed': ``python benchmarks/rl_table.py tables
+  --check docs/rl.md --perf docs/performance.md`` (the multi-seed walk-forward RL table and its training
+  time, from the committed result files in benchmarks/results/rl_table/; skipped while none);
 - docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
 
 Speed figures are never re-measured here: their blocks are rendered from the committed result files in
@@ -153,6 +154,6 @@ def test_rl_table_block_is_current():
     if not any((ROOT / "benchmarks" / "results" / "rl_table").glob("run_*.json")):
         pytest.skip("no RL table runs committed in benchmarks/results/rl_table/ yet "
                     "(python benchmarks/rl_table.py run, then tables --write docs/rl.md)")
-    r = _run("benchmarks/rl_table.py", "tables", "--check", "docs/rl.md")
+    r = _run("benchmarks/rl_table.py", "tables", "--check", "docs/rl.md", "--perf", "docs/performance.md")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "up to date" in r.stdout
+    assert "'rl-table' up to date" in r.stdout and "'rl-table-speed' up to date" in r.stdout

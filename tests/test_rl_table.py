@@ -51,7 +51,8 @@ def results(tmp_path, rl_table):
         run = {"schema": rl_table.SCHEMA_RUN, "algo": "ppo", "reward": "log_return", "window": WINDOW, "seed": seed,
                "env_id": "PortBench-Balanced-v0", "profile": "balanced", "timesteps": 1000, "timesteps_trained": 2048,
                "metrics": _metrics(sh, mdd), "nav_first": dates[0], "nav_last": dates[-1], "nav": _nav(r),
-               "timing": {"train_wall_s": 10.0, "train_cpu_s": 8.0, "env_wall_s": 1.0}, "commit": "abc1234"}
+               "timing": {"train_wall_s": 10.0, "train_cpu_s": 8.0, "env_wall_s": 1.0, "job_wall_s": 16.0},
+               "commit": "abc1234"}
         (tmp_path / f"{rl_table.run_name('ppo', 'log_return', WINDOW, seed)}.json").write_text(json.dumps(run))
     (tmp_path / "manifest.json").write_text(json.dumps({"command": "python benchmarks/rl_table.py run --seeds 0-4",
                                                         "env_id": "PortBench-Balanced-v0", "sessions": [
@@ -107,9 +108,26 @@ def test_render_and_check_a_stale_block(rl_table, results, tmp_path_factory, cap
     text = doc.read_text()
     assert "| covid_2020 | PPO | log_return | 1.20 ± 2.13 [0.10, 5.00] | 0.30 [" in text
     assert "| Min-Variance | 0.80 / 8.0 / −10.0 |" in text
+    # one algorithm and one reward: each factor's mean is the cell's mean Sharpe, its spread 0; EqW 0.50
+    assert "| covid_2020 | 1.20 | 0.00 | 1.20 | 0.00 | 0.50 |" in text
     assert "the whole run 1.00 h wall in 1 session(s)" in text
     assert rl_table.main([*args, "--check", str(doc)]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_training_time_block_of_docs_performance(rl_table, results, tmp_path_factory, capsys):
+    doc = tmp_path_factory.mktemp("doc")
+    (doc / "rl.md").write_text("<!-- generated:rl-table begin -->\n<!-- generated:rl-table end -->\n")
+    (doc / "perf.md").write_text("<!-- generated:rl-table-speed begin -->\n<!-- generated:rl-table-speed end -->\n")
+    args = ["tables", "--results", str(results), "--perf", str(doc / "perf.md")]
+    assert rl_table.main([*args, "--write", str(doc / "rl.md")]) == 0
+    text = " ".join((doc / "perf.md").read_text().split())
+    # five PPO trainings of 2,048 steps: 50 s wall, 40 s CPU -> 256 CPU steps/s; env 5 s of 50; 6 s outside learn
+    assert "| PPO | 5 | 2,048 | 0.01 | 0.01 | 256 | 10.0 % | 6.0 |" in text
+    assert "The whole grid: 1.00 h wall in 1 session(s) with 2 worker process(es)" in text
+    assert rl_table.main([*args, "--check", str(doc / "rl.md")]) == 0
+    (doc / "perf.md").write_text("<!-- generated:rl-table-speed begin -->\nold\n<!-- generated:rl-table-speed end -->\n")
+    assert rl_table.main([*args, "--check", str(doc / "rl.md")]) == 1
 
 
 def test_bad_inputs_are_one_line_exit_2(rl_table, tmp_path, capsys):
