@@ -25,7 +25,7 @@ from quantgym.cli import app
 
 pytestmark = pytest.mark.slow
 
-PERIOD_2_CLI = "2020-03-02:2020-03-13:weekly"  # two decision dates
+PERIOD_1_CLI = "2020-03-02:2020-03-13:monthly"  # one decision date (2020-03-02), ten trading days of NAV
 
 #: a small per-stage budget keeps the real-model run short (2 calls and 2,000 result characters per stage: the
 #: prompts that carry the results stay short, and a long result is cut with its recorded marker)
@@ -47,15 +47,16 @@ def _tool_lines(path) -> list[dict]:
 
 
 def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
-    """`quantgym eval --tools` on two decision dates: what the real server and model do, then a replay."""
+    """`quantgym eval --tools` on one decision date (five stages): what the real server and model do, then a
+    replay."""
     out = tmp_path / "tools"
     r = CliRunner().invoke(app, ["eval", "--agent", "openai:smollm2", "--base-url", llama_tools.base_url,
-                                 "--env", "PortBench-Balanced-v0", "--period", PERIOD_2_CLI, "--tools",
+                                 "--env", "PortBench-Balanced-v0", "--period", PERIOD_1_CLI, "--tools",
                                  "--env-kwargs", json.dumps(TOOL_BUDGET), "--max-tokens", "256", "--out", str(out),
                                  "--no-plots", "--quiet"])  # 256: the tool-call cap too (TOOL_CALL_CAP)
     assert r.exit_code == 0, r.output
     run = _runs(out)[0]
-    assert run["metrics"]["n_rebalances"] == 2  # the run finishes: both dates, every stage answered
+    assert run["metrics"]["n_rebalances"] == 1  # the run finishes: every stage answered
     _, calls = read_transcript(run["transcript"])
     tools = _tool_lines(run["transcript"])
     made = sum(len(c.get("tool_calls") or []) for c in calls if c["ok"])
