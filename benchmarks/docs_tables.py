@@ -30,6 +30,8 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
   re-measured by ``--check``.
 - ``perf-tools`` in docs/performance.md: the env-side cost of a PortBench tool call, named and blind
   (benchmarks/bench_tools.py), from benchmarks/results/perf-tools.json, measured the same way.
+- ``perf-main-job`` in docs/performance.md: ``quantgym bench`` in a fresh clone, first and second run
+  (benchmarks/bench_main_job.py), from benchmarks/results/perf-main-job.json, measured the same way.
 - ``bl-readings`` in docs/fidelity.md: paper-mode Black–Litterman 2024 under each reading of the repo's
   §8.6 code (``python benchmarks/bl_readings.py``), from benchmarks/results/bl-readings.json, written by
   ``--measure bl-readings`` (its SLSQP row depends on the machine's floating-point kernels); never re-run
@@ -424,6 +426,7 @@ MEASURED = {"perf-tools": "python benchmarks/bench_tools.py --repeat 200",
             "perf-quant-arena": "python benchmarks/bench_quant_arena.py --repeat 5",
             "perf-market-bench": "python benchmarks/bench_market_bench.py --repeat 5",
             "perf-blind-prompts": "python benchmarks/bench_blind_prompts.py --repeat 15",
+            "perf-main-job": "python benchmarks/bench_main_job.py",
             "bl-readings": "python benchmarks/bl_readings.py"}
 RESULTS = ROOT / "benchmarks" / "results"
 
@@ -541,6 +544,26 @@ def perf_tools() -> str:
     return "\n".join(lines) + "\n"
 
 
+def perf_main_job() -> str:
+    """Markdown of the ``perf-main-job`` block, from benchmarks/results/perf-main-job.json."""
+    import json
+
+    res = json.loads((RESULTS / "perf-main-job.json").read_text())
+    f = res["figures"]
+    tasks = list(f["first"]["tasks"])
+    lines = [_measured_head(res), "",
+             "| `quantgym bench` in a fresh clone | wall | CPU (process tree) | " + " | ".join(
+                 f"{t} wall / CPU" for t in tasks) + " |", "|---|---:|---:|" + "---:|" * len(tasks)]
+    for name, label in (("first", "first run (no `.pyc`, numba cache empty)"), ("second", "second run (warm)")):
+        r = f[name]
+        lines.append(f"| {label} | {r['wall_s']:.1f} s | {r['cpu_s']:.1f} s | " + " | ".join(
+            f"{r['tasks'][t]['wall_s']:.1f} / {r['tasks'][t]['cpu_s']:.1f} s" for t in tasks) + " |")
+    met = f["first"]["wall_s"] <= f["target_s"]
+    lines += ["", f"Target for the first run: {f['target_s']:.0f} s of wall time on this 2-core machine: "
+              + ("met." if met else "**not met**.")]
+    return "\n".join(lines) + "\n"
+
+
 def bl_readings() -> str:
     """Markdown of the ``bl-readings`` block, from benchmarks/results/bl-readings.json."""
     import json
@@ -587,6 +610,7 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "perf-quant-arena": ("docs/performance.md", perf_quant_arena),
           "perf-market-bench": ("docs/performance.md", perf_market_bench),
           "perf-blind-prompts": ("docs/performance.md", perf_blind_prompts),
+          "perf-main-job": ("docs/performance.md", perf_main_job),
           "floor-blind": ("docs/blind.md", floor_blind),
           "bl-readings": ("docs/fidelity.md", bl_readings)}
 
