@@ -38,6 +38,8 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
   by ``--check``.
 - the blocks of ``python benchmarks/run_all.py`` in docs/performance.md (except ``perf-pb-scaling``),
   rendered from the figures it saved to benchmarks/results/run_all.json, when that file exists.
+
+Longer than 500 lines as one job: one renderer per generated block, each small, all run by one --check.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """Multi-seed, walk-forward RL table of docs/rl.md: PPO, SAC, A2C × two rewards × four windows × seeds.
 
+Longer than 500 lines as one job, the RL table of docs/rl.md: `run`, `tables` and `ship` read and write the
+same result files, and splitting them would only pass those records between modules.
+
     python benchmarks/rl_table.py run [--out benchmarks/results/rl_table] [--models results/rl_table_models]
                                       [--algos ppo,sac,a2c] [--rewards log_return,risk_adjusted]
                                       [--windows normal_2024,covid_2020,crypto_2022,china_2015]

@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import socket
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -131,8 +132,6 @@ def execute_run(spec_dict: dict[str, Any], data: Any = None, transcript_dir: str
 def where() -> dict[str, Any]:
     """Where this process runs: ``host``, ``pid`` and, inside a Ray worker, ``node`` (the Ray node id, hex;
     several raylets on one host have one host name but distinct node ids), else ``node`` None."""
-    import sys
-
     node = None
     ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded and initialised
     if ray is not None and ray.is_initialized():
