@@ -36,8 +36,14 @@ Blocks (markdown between ``<!-- generated:NAME begin -->`` / ``<!-- generated:NA
   §8.6 code (``python benchmarks/bl_readings.py``), from benchmarks/results/bl-readings.json, written by
   ``--measure bl-readings`` (its SLSQP row depends on the machine's floating-point kernels); never re-run
   by ``--check``.
-- the blocks of ``python benchmarks/run_all.py`` in docs/performance.md (except ``perf-pb-scaling``),
-  rendered from the figures it saved to benchmarks/results/run_all.json, when that file exists.
+- the blocks of ``python benchmarks/run_all.py`` in docs/performance.md, rendered from the figures it saved to
+  benchmarks/results/run_all.json.
+- ``perf-llm-throughput`` in docs/performance.md: ``quantgym eval -j 1/4/8`` beside a plain load generator
+  against a real ``llama-server --parallel 4`` (benchmarks/bench_llm_throughput.py), from
+  benchmarks/results/perf-llm-throughput.json.
+
+Whether the code each speed block times changed since the commit it was measured at is checked by
+``python benchmarks/staleness.py`` (tests/test_docs_generated.py runs both checks).
 
 Longer than 500 lines as one job: one renderer per generated block, each small, all run by one --check.
 """
@@ -448,8 +454,12 @@ def measure(block: str) -> Path:
     cmd = MEASURED[block]
     git = ["git", "-C", str(ROOT)]
     commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run([*git, "status", "--porcelain", "--", "quantgym", "benchmarks"], capture_output=True,
-                           text=True).stdout.strip()
+    import staleness
+
+    dirty = staleness.dirty(staleness.WATCHED[block][1]) if block in staleness.WATCHED else False
+    if dirty:
+        print(f"{block}: the code it times has uncommitted changes; the figures will be recorded as "
+              f"{commit}+dirty, which the staleness check (benchmarks/staleness.py) reports as stale")
     load0 = os.getloadavg()[0]
     t0 = datetime.datetime.now(datetime.timezone.utc)
     with tempfile.TemporaryDirectory() as tmp:
@@ -619,8 +629,7 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
 
 def run_all_blocks() -> dict:
     """The blocks of ``python benchmarks/run_all.py`` rendered again from its committed figures
-    (benchmarks/results/run_all.json, written by its last run); {} when no run has written that file.
-    ``perf-pb-scaling`` is left out: ``bench_portbench_scaling.py`` alone writes it too."""
+    (benchmarks/results/run_all.json, written by its last run); {} when no run has written that file."""
     import json
 
     path = RESULTS / "run_all.json"
@@ -630,8 +639,7 @@ def run_all_blocks() -> dict:
 
     saved = json.loads(path.read_text())
     blocks = run_all.render(saved["figures"], saved["argv"])
-    return {name: ("docs/performance.md", lambda body=body: body) for name, body in blocks.items()
-            if name != "perf-pb-scaling"}
+    return {name: ("docs/performance.md", lambda body=body: body) for name, body in blocks.items()}
 
 
 def main() -> int:

@@ -124,8 +124,16 @@ def portbench(rounds: int, duration: float) -> dict:
 
 
 def collect(a: argparse.Namespace) -> dict:
+    import staleness
+
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    if staleness.dirty(staleness.WATCHED["run_all"][1]):
+        log("the timed code has uncommitted changes: recorded as +dirty, which benchmarks/staleness.py reports "
+            "as stale")
+        commit += "+dirty"
     res: dict = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": [os.getloadavg()[0]],
-                 "errors": {}}
+                 "errors": {}, "commit": commit, "host": host_versions()}
     if not a.no_setup:
         e = setup()
         if e:
@@ -280,11 +288,16 @@ def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | N
     return rows
 
 
-def versions(res: dict) -> str:
+def host_versions() -> dict[str, str]:
+    """The versions of the measuring interpreter, saved with the figures (a later render must not read its own)."""
     import numpy as np
     import pandas as pd
 
-    parts = [f"Python {platform.python_version()}", f"numpy {np.__version__}", f"pandas {pd.__version__}"]
+    return {"Python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__}
+
+
+def versions(res: dict) -> str:
+    parts = [f"{k} {v}" for k, v in (res.get("host") or host_versions()).items()]
     g = res["portbench"].get("versions", {}).get("gymnasium")
     if g:
         parts.append(f"gymnasium {g}")
@@ -294,8 +307,7 @@ def versions(res: dict) -> str:
     for name, ver in res["portbench"].get("peer_versions", {}).items():
         if ver:
             peers.append(f"{'FinRL' if name.startswith('FinRL') else 'gym-anytrading'} {ver}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
-    return (f"quantgym at {commit.strip() or '?'}; " + ", ".join(parts) + "; peers venv: " +
+    return (f"quantgym at {res.get('commit') or '?'}; " + ", ".join(parts) + "; peers venv: " +
             (", ".join(dict.fromkeys(peers)) if peers else NM))
 
 
@@ -410,10 +422,8 @@ def main(argv: list[str] | None = None) -> int:
             write_or_check(str(DOC), name, body, check=False)
     if not (a.no_write or a.from_json):
         # the figures the blocks were rendered from: python benchmarks/docs_tables.py --check renders them again
-        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
         RESULTS.write_text(json.dumps({"command": "python benchmarks/run_all.py" + "".join(f" {x}" for x in shown),
-                                       "argv": shown, "commit": commit, "figures": res}, indent=1) + "\n")
+                                       "argv": shown, "commit": res.get("commit"), "figures": res}, indent=1) + "\n")
         log(f"wrote {RESULTS.relative_to(ROOT)}")
     return 0
 

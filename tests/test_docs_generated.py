@@ -16,7 +16,9 @@
 - docs/fidelity.md's 'quantgym reproduce portbench' block: checked by tests/test_outputs_unchanged.py.
 
 Speed figures are never re-measured here: their blocks are rendered from the committed result files in
-benchmarks/results/ (each names its command and commit) and compared with the docs.
+benchmarks/results/ (each names its command and commit) and compared with the docs; and
+``python benchmarks/staleness.py`` fails when the code a speed block times changed after the commit it was
+measured at.
 """
 
 from __future__ import annotations
@@ -157,3 +159,14 @@ def test_rl_table_block_is_current():
     r = _run("benchmarks/rl_table.py", "tables", "--check", "docs/rl.md", "--perf", "docs/performance.md")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "'rl-table' up to date" in r.stdout and "'rl-table-speed' up to date" in r.stdout
+
+
+def test_speed_figures_are_current():
+    """Every speed block of docs/performance.md was measured at a commit whose timed code equals HEAD's
+    (benchmarks/staleness.py: ``git diff COMMIT HEAD`` over the paths each benchmark times)."""
+    r = _run("benchmarks/staleness.py")
+    states = [line.split(":", 1)[1].split(",", 1)[0].strip() for line in r.stdout.splitlines() if ":" in line]
+    if states and all(s == "unknown" for s in states):
+        pytest.skip("git cannot compare the measured commits with HEAD here (no checkout or a shallow clone)")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert states and all(s in ("current", "unknown") for s in states), r.stdout
