@@ -308,8 +308,8 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
                 progress.stop()
                 msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
                 fail(f"{task}: {msg}")
-            if "quantgym.sandbox._zygote" in sys.modules:  # the section's warm sandbox parents: reaped, so
-                sys.modules["quantgym.sandbox._zygote"].close_all()  # their CPU counts in the task's below
+            if "quantgym.sandbox" in sys.modules:  # the section's warm sandbox parents: reaped, so their CPU
+                sys.modules["quantgym.sandbox"].close_warm_parents()  # counts in the task's time below
             timings[task] = {"wall_s": time.perf_counter() - w0, "cpu_s": _tree_cpu_seconds() - c0}
     for r in results:  # a section run on user data says so in its own block too (bundled data: no key)
         if (provenance or {}).get(r.task):

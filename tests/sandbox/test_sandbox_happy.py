@@ -253,8 +253,8 @@ for sleep, body in [(0, "return 1"), (30, "return 1"), (0, "return 1"), (30, "wh
     r = run_in_sandbox("def f():\n    " + body + "\n", runner, {"helper_sleep": sleep},
                        SandboxLimits(cpu_seconds=1 if "while" in body else 20, wall_seconds=30))
     statuses.append(r.status)
-from quantgym.sandbox import _zygote
-_zygote.close_all()  # the warm zygote is a child of the host until closed (docs/security.md)
+from quantgym.sandbox import close_warm_parents
+close_warm_parents()  # the warm zygote is a child of the host until closed (docs/security.md)
 time.sleep(0.5)  # let any unreaped helper die
 me, zombies, alive = os.getpid(), [], []
 for name in os.listdir("/proc"):
