@@ -277,9 +277,10 @@ def test_trades_built_when_read_are_the_steps_trades():
 
 
 def test_per_step_history_is_left_to_the_garbage_collector_untracked():
-    """Speed: a step keeps no object the garbage collector tracks (the records' and trades' flat
-    rows hold only numbers, strings, arrays and untracked dicts), so an episode of daily steps does not
-    grow the collector's oldest generation (its full collections were about a tenth of the step time)."""
+    """Speed: a step keeps no object the garbage collector tracks (the records and trades are rows of
+    preallocated arrays, the records' per-decision lists hold the row cache's info dicts, None or untracked
+    tuples), so an episode of daily steps does not grow the collector's oldest generation (its full collections
+    were about a tenth of the step time) and a reset frees a few arrays."""
     import gc
 
     for scoring in (False, True):
@@ -288,8 +289,12 @@ def test_per_step_history_is_left_to_the_garbage_collector_untracked():
         _random_steps(env, 20)
         gc.collect()
         gc.collect()  # (a tuple inside a tuple is untracked one collection after its items)
-        rows = env._records.rows + env.sim._trade_rows
-        assert len(rows) == 40 and not any(gc.is_tracked(r) for r in rows)
+        recs = env._records
+        kept = [x for x in recs.logs + recs.scored if x is not None]
+        assert len(recs) == 20 and env.sim.n_trades == 20 and not any(gc.is_tracked(x) for x in kept)
+        assert all(info is env.view.row_cache(int(t)).get("row_info")
+                   for info, t in zip(recs.infos, env.sim.decision_rows))
+        assert not env.sim._trades  # no Trade object until sim.trades is read
 
 
 def test_without_scoring_the_default_reward_is_the_log_return_and_ceps_is_refused():
@@ -297,3 +302,43 @@ def test_without_scoring_the_default_reward_is_the_log_return_and_ceps_is_refuse
     assert env.reward_kind == "log_return" and PortBenchEnv(period="covid_2020").reward_kind == "ceps"
     with pytest.raises(ValueError, match="reward='ceps' needs scoring=True"):
         PortBenchEnv(period="covid_2020", scoring=False, reward="ceps")
+
+
+@pytest.mark.parametrize("obs_keys", [None, ("weights", "nav", "returns", "class_id")])
+def test_the_lean_allocation_step_is_the_full_step(obs_keys):
+    """Speed only: an allocation step without scoring that passes the compiled checks takes one compiled call
+    (``PortBenchEnv._lean_step``, rows seen before); its observation, reward, info (types included), records,
+    metrics, NAV history and trades are those of the full step (``_step``), over two episodes (the second on
+    rows whose templates are cached), with invalid answers and refusals in between."""
+    a, b = (PortBenchEnv(period=DAILY, scoring=False, obs_keys=obs_keys) for _ in range(2))
+    n_lean = 0
+    for _episode in range(2):
+        a.reset(seed=0)
+        b.reset(seed=0)
+        rng, done, i = np.random.default_rng(3), False, 0
+        while not done:
+            n = a.n_assets
+            act = {"views": rng.uniform(-1, 1, n), "signals": rng.integers(0, 3, n), "weights": rng.uniform(0, 1, n),
+                   "status": 1 if i % 13 == 6 else 0}
+            if i % 9 == 4:
+                act["weights"][:3] = np.nan
+            n_lean += a._lean and a.decision_k + 1 < a.sim.decision_rows.size and a.sim.t in a._lean_rows
+            got, want = a.step(act), b._step(act)
+            for x, y in zip(got[:4], want[:4]):
+                if isinstance(x, dict):
+                    assert list(x) == list(y)
+                    for k in x:
+                        assert type(x[k]) is type(y[k]) and np.array_equal(x[k], y[k]), k
+                        assert not isinstance(x[k], np.ndarray) or x[k].dtype == y[k].dtype
+                else:
+                    assert x == y and type(x) is type(y)
+            assert list(got[4]) == list(want[4])
+            for k, v in got[4].items():
+                if k != "episode_metrics":  # (interpreted kernels, QUANTGYM_JIT=0, give numpy floats)
+                    assert v == want[4][k] and (type(v) is type(want[4][k]) or isinstance(v, float)), k
+            done, i = got[2], i + 1
+        assert a.records == b.records and a.episode_metrics() == b.episode_metrics()
+        assert np.array_equal(a.sim.nav_history, b.sim.nav_history) and a.sim.nav_dates == b.sim.nav_dates
+        assert [(t.date, t.turnover, t.cost, t.nav_after, t.orders) for t in a.sim.trades] == \
+            [(t.date, t.turnover, t.cost, t.nav_after, t.orders) for t in b.sim.trades]
+    assert n_lean > 40  # the second episode's steps took the lean path

@@ -17,7 +17,8 @@ import numpy as np
 from gymnasium import spaces
 
 from quantgym.envs.portbench.config import WEIGHT_SUM_TOLERANCE
-from quantgym.envs.portbench.execution import fallback_weights
+from quantgym.envs.portbench.execution import fallback_weights, trade_into
+from quantgym.envs.portbench.records import coerce_message
 from quantgym.envs.portbench.stages import HOLD
 from quantgym.jit import njit, np_sum
 from quantgym.spaces import InvalidActionError
@@ -77,6 +78,65 @@ def check_answers(views, signals, weights, available, w_out, views_out, signals_
     return True, tot, dropped, n_pos
 
 
+@njit
+def allocate_and_trade(views, signals, weights, available, hist, h, returns0, t0, m, rate, min_trade, trades, j,
+                       rec, k, obs, initial_nav):
+    """An allocation step without scoring in one compiled call (a kernel, :mod:`quantgym.jit`; speed only): the
+    checks and S3 weights of :func:`check_answers`, the trade and day loop of
+    :func:`~quantgym.envs.portbench.execution.trade_into`, and the portfolio entries of the next observation,
+    with the arithmetic of the code they replace.
+
+    ``hist``, ``h``, ``returns0``, ``t0``, ``m``, ``rate``, ``min_trade``, ``trades``, ``j``: as
+    :func:`~quantgym.envs.portbench.execution.trade_into`. ``rec`` (K, N + 5): row ``k`` receives ``w_hat`` (:N),
+    Σ of the weights on ``A_d``, Σ on unavailable assets, τ, cost and the NAV after the trade. ``obs`` (2N + 1,)
+    receives the observation's weights clipped to [0, 1] (:N), zero views (N:2N) and NAV / ``initial_nav``
+    clipped to [0, 1000].
+
+    Returns -1 when an answer fails the checks or the weights on ``A_d`` sum to 0 (nothing traded: decode the
+    answers one by one), else the number of clipped weights, plus 2**20 when the NAV was clipped.
+    """
+    n = views.shape[0]
+    for i in range(n):
+        if not (abs(views[i]) <= 1.0 and 0 <= signals[i] <= 2 and weights[i] >= 0.0 and weights[i] <= 1.0):
+            return -1
+    w_out = rec[k]
+    buf = hist[hist.shape[0] - 1]
+    for i in range(n):  # the weights on A_d, then those dropped (numpy: np.where(a, w, 0), np.where(a, 0, w))
+        w_out[i] = weights[i] if available[i] else 0.0
+        buf[i] = 0.0 if available[i] else weights[i]
+    tot = np_sum(w_out, 0, n)
+    dropped = np_sum(buf, 0, n)
+    if not tot > 0:
+        return -1
+    for i in range(n):
+        w_out[i] = np.rint((w_out[i] / tot) * 10000.0) / 10000.0
+    w_out[n] = tot
+    w_out[n + 1] = dropped
+    tau, cost = trade_into(hist, h, w_out[:n], rate, min_trade, returns0, t0, m, trades, j)
+    w_out[n + 2] = tau
+    w_out[n + 3] = cost
+    w_out[n + 4] = hist[h - 1, n]
+    last = hist[h - 1 + m]
+    moved = 0
+    for i in range(n):  # observation.clip_count
+        v = last[i]
+        if not np.isnan(v):
+            if v < 0.0:
+                v = 0.0
+                moved += 1
+            if v > 1.0:
+                v = 1.0
+                moved += 1
+        obs[i] = v
+        obs[n + i] = 0.0
+    x = last[n] / initial_nav
+    if x < 0.0 or x > 1e3:
+        moved += 1 << 20
+    x = 0.0 if 0.0 > x else x  # min(max(x, 0.0), 1e3)
+    obs[2 * n] = 1e3 if 1e3 < x else x
+    return moved
+
+
 class DecisionLog:
     """What one decision date's answers left: ``scores`` (stage → score), ``invalid`` (stage → message of a
     fallback), ``coerced`` (stage → message of a recorded repair), ``status`` (stage → status code)."""
@@ -97,13 +157,9 @@ class DecisionLog:
     def coerce_note(self, dropped: float, tot: float) -> None:
         """The recorded S3 coercions (not invalid; spec §4.3, §11.4): weight on unavailable assets dropped,
         weights renormalised to sum 1."""
-        notes = []
-        if dropped > 0:
-            notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-        if abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
-            notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
-        if notes:
-            self.coerced["S3"] = "; ".join(notes)
+        msg = coerce_message(dropped, tot, WEIGHT_SUM_TOLERANCE)
+        if msg is not None:
+            self.coerced["S3"] = msg
 
 
 def _refusal(status: int) -> str:
@@ -242,4 +298,4 @@ class ActionDecoder:
 
 
 __all__ = ["ACTION_KEYS", "ActionDecoder", "DecisionLog", "STAGES", "STATUS_OK", "STATUS_REFUSED",
-           "STATUS_UNPARSEABLE", "action_space", "check_answers"]
+           "STATUS_UNPARSEABLE", "action_space", "allocate_and_trade", "check_answers"]

@@ -21,11 +21,13 @@ from quantgym._util import check_flag
 from quantgym.envs.portbench import prompts
 from quantgym.envs.portbench.actions import (
     ACTION_KEYS, STAGES, STATUS_OK, STATUS_REFUSED, STATUS_UNPARSEABLE, ActionDecoder, DecisionLog, action_space,
+    allocate_and_trade,
 )
 from quantgym.envs.portbench.blinding import BlindView, check_blind
 from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import (
-    STRESS_PERIODS, LivePeriod, PortBenchConfig, resolve_live, resolve_period, within_tolerance,
+    STRESS_PERIODS, WEIGHT_SUM_TOLERANCE, LivePeriod, PortBenchConfig, resolve_live, resolve_period,
+    within_tolerance,
 )
 from quantgym.envs.portbench.market import MarketSnapshot
 from quantgym.envs.portbench.observation import OBS_KEYS, ObservationView, check_obs_keys, observation_space
@@ -33,14 +35,27 @@ from quantgym.envs.portbench.optimize import single_thread_blas
 from quantgym.envs.portbench.paper.config import PaperFidelity
 from quantgym.envs.portbench.paper.mode import fidelity_mode, resolve_fidelity
 from quantgym.envs.portbench.profiles import get_profile
-from quantgym.envs.portbench.records import DecisionRecords, flat
+from quantgym.envs.portbench.records import DecisionRecords, coerce_message, flat
 from quantgym.envs.portbench.scorer import DecisionScorer
-from quantgym.envs.portbench.simulator import PortfolioSimulator, TickerWeights
+from quantgym.envs.portbench.simulator import Orders, PortfolioSimulator, TickerWeights
 from quantgym.envs.portbench.stages import BUY, HOLD, SIGNAL_NAMES, s1_score, s12_parts, s2_score
 from quantgym.envs.portbench.universe import MACRO_KEYS
 from quantgym.metrics import performance_summary
 from quantgym.spaces import check_prompt_style
 from quantgym.tools import parse_tool_call
+
+_F64, _I64 = np.dtype(np.float64), np.dtype(np.int64)
+_ACTION_KEYSET = frozenset(ACTION_KEYS)
+#: the observation entries that are (L, N) / (N, N) arrays of the per-row array cache
+_ROW_ARRAYS = {"returns": "obs_returns", "returns_mask": "obs_mask", "corr": "obs_corr"}
+_LEAN_KERNEL: list = []
+
+
+def _lean_kernel():
+    """:func:`~quantgym.envs.portbench.actions.allocate_and_trade`'s compiled dispatcher (or the interpreted
+    function with ``QUANTGYM_JIT=0``), called without the wrapper's extra Python call (speed only)."""
+    _LEAN_KERNEL.append(allocate_and_trade._quantgym_dispatcher())
+    return _LEAN_KERNEL[0]
 
 
 class PortBenchEnv(gym.Env):
@@ -271,6 +286,67 @@ class PortBenchEnv(gym.Env):
         self._obs_views = False  # the next observation may hand out the row arrays as views (see _obs)
         self._w_positive: np.ndarray | None = None  # the positive S3 weights of this step, when the kernel made them
         self._clipped: dict[str, int] | None = None  # the clipped values of the last observation
+        #: the lean allocation step (:meth:`_lean_step`) applies to this episode
+        self._lean = False
+        self._lazy_snap = False
+        self._book_snap: MarketSnapshot | None = None
+        self._log: DecisionLog | None = None
+        self._obs_row: dict[str, Any] | None = None
+        self._obs_row_clipped: dict[str, int] = {}
+        # what the lean step needs of the universe and the observation (fixed for the env)
+        self._shape_n = (n,)
+        self._lean_keys = tuple((k, _ROW_ARRAYS[k]) for k in self.obs_keys if k in _ROW_ARRAYS)
+        self._lean_key = ("lean_row", self.obs_keys)
+        self._lean_rows: dict[int, tuple] = {}  # row -> the lean step's (row info, A_d, template, clip counts)
+
+    # ------------------------------------------------------------------------------ lazy state
+    # the lean step leaves the snapshot, its book and the decision log to be built when first read (speed only:
+    # an agent that reads only the observation does not pay for them); they are those of _begin_decision
+    @property
+    def snapshot(self) -> MarketSnapshot | None:
+        """The current decision's :class:`MarketSnapshot` (None before ``reset``)."""
+        if self._lazy_snap:
+            self._build_snapshot()
+        return self._snapshot
+
+    @snapshot.setter
+    def snapshot(self, snap: MarketSnapshot | None) -> None:
+        self._snapshot, self._lazy_snap = snap, False
+
+    @property
+    def _book(self) -> MarketSnapshot | None:
+        if self._lazy_snap:
+            self._build_snapshot()
+        return self._book_snap
+
+    @_book.setter
+    def _book(self, snap: MarketSnapshot | None) -> None:
+        self._book_snap = snap
+
+    def _build_snapshot(self) -> None:
+        sim = self.sim
+        snap = self.view.snapshot(sim.t, sim.weights, self.nav_pre / sim.initial_nav, self._profile_block)
+        self._snapshot = self._book_snap = snap
+        self._lazy_snap = False
+
+    @property
+    def log(self) -> DecisionLog:
+        """What the current decision's answers left (scores, fallbacks, coercions, status)."""
+        if self._log is None:
+            self._log = DecisionLog()
+        return self._log
+
+    @log.setter
+    def log(self, log: DecisionLog) -> None:
+        self._log = log
+
+    def _lean_applies(self) -> bool:
+        """Whether the lean allocation step can run this episode: one step per date, scoring off, the log-return
+        reward, no tools, blinding, text or news, the clean per-row observation, the compiled simulator."""
+        return (not self.stagewise and not self.scoring and self._tools is None and self._blind is None
+                and not self.text_obs and self.text_provider is None and self.reward_kind == "log_return"
+                and not self._as_of_previous and self.mode.cached_observation and self.sim.lean_ready()
+                and type(self).step is PortBenchEnv.step)
 
     # ------------------------------------------------------------------------------ helpers
     def _tool_mode(self, tools: Any, tool_config: Any):
@@ -335,9 +411,15 @@ class PortBenchEnv(gym.Env):
         if info is None:  # per-row constants of the info dict and the decision record
             info = parts.put("row_info", {"date": str(snap.decision_date.date()),
                                           "n_available": int(snap.available.sum()),
-                                          "available_tickers": tuple(self._ticker_array[snap.available].tolist())})
+                                          "available_tickers": tuple(self._ticker_array[snap.available].tolist()),
+                                          "regime": snap.regime})
         self._row_info = info
+        self._lean_avail = snap.available
         self._obs_row, self._obs_row_clipped = self._observer.row(snap, parts)
+        if self._lean and self._lean_key not in parts:  # the lean step's observation template of this row
+            keys = self.obs_keys
+            tmpl = {k: (None if k in _ROW_ARRAYS else v) for k, v in self._obs_row.items() if k in keys}
+            parts[self._lean_key] = (info, snap.available, tmpl, self._obs_row_clipped)
         self._obs_views = False  # set by a step that reaches this decision (see _obs)
         self.stage = 0
         self.prev_views = self._zero_views
@@ -359,6 +441,8 @@ class PortBenchEnv(gym.Env):
         # the first observation of a decision reached by step() hands out the row's arrays as read-only views of
         # the per-row cache, every other call (reset, stagewise sub-steps, the final observation) copies them
         views, self._obs_views = self._obs_views, False
+        if self._obs_row is None:  # left by the lean step
+            self._obs_row, self._obs_row_clipped = self._observer.row(self.snapshot)
         obs, self._clipped = self._observer.observe(self._obs_row, self._obs_row_clipped, views, self.snapshot,
                                                     self.stage, self.prev_views, self.prev_signals)
         if self._blind is not None:  # rebased closes and macro z-scores instead of the levels
@@ -462,9 +546,12 @@ class PortBenchEnv(gym.Env):
         if self.blind:  # aliases drawn from the episode seed (a fresh draw per episode without one)
             alias_seed = seed if seed is not None else int(self.np_random.integers(2**31))
             self._blind = BlindView(self.view, alias_seed, self.sim.decision_rows.size, self.config.regime_ticker)
-        self._aborted = False
+        self._aborted = self._terminated = False
         self.decision_k = 0
-        self._records = DecisionRecords(self._ticker_array)  # one flat row per traded decision
+        # the traded decisions, in preallocated storage
+        self._records = DecisionRecords(self._ticker_array, int(self.sim.decision_rows.size), WEIGHT_SUM_TOLERANCE)
+        self._lean = self._lean_applies()
+        self._n_dec = int(self.sim.decision_rows.size)
         if self._tools is not None:
             self._tools.reset()
         self.sim.advance_to(int(self.sim.decision_rows[0]))
@@ -474,7 +561,118 @@ class PortBenchEnv(gym.Env):
     def step(self, action: Any):
         # the oracle's many tiny BLAS calls run single-threaded (optimize.single_thread_blas, in
         # _begin_decision; the row arrays in MarketView): speed only, the same numbers
+        if self._lean and type(action) is dict:
+            out = self._lean_step(action)
+            if out is not None:
+                return out
         return self._step(action)
+
+    def _lean_step(self, action: dict):
+        """An allocation step without scoring whose answers pass the compiled checks and which does not end the
+        episode, in one compiled call (:func:`~quantgym.envs.portbench.actions.allocate_and_trade`; speed only):
+        the observation, reward, ``info``, records and simulator state of :meth:`_step`. None: take
+        :meth:`_step` (another action form, an answer that needs a fallback or a message, the last decision)."""
+        k = self.decision_k
+        if k + 1 >= self._n_dec:
+            return None
+        v, sg, w = action.get("views"), action.get("signals"), action.get("weights")
+        st = action.get("status", 0)
+        shape = self._shape_n
+        if not (type(v) is np.ndarray and type(sg) is np.ndarray and type(w) is np.ndarray and type(st) is int
+                and st == 0 and v.dtype is _F64 and w.dtype is _F64 and sg.dtype is _I64 and v.shape == shape
+                and w.shape == shape and sg.shape == shape and _ACTION_KEYSET.issuperset(action)):
+            return None
+        sim, recs = self.sim, self._records
+        t0 = sim.t
+        row = int(sim.decision_rows[k + 1])
+        if row > sim.last_row:
+            row = sim.last_row
+        m = row - t0 if row > t0 else 0
+        h, n = sim._h, self.n_assets
+        if h + m >= sim._hist.shape[0]:
+            return None
+        j, rk = sim._trade_row(), recs.row()
+        blk = np.empty(2 * n + 1)
+        kernel = _LEAN_KERNEL[0] if _LEAN_KERNEL else _lean_kernel()
+        code = kernel(v, sg, w, self._lean_avail, sim._hist, h, sim.returns0, t0, m, sim._rate, sim._min_trade,
+                      sim._tr, j, recs.block, rk, blk, sim.initial_nav)
+        if code < 0:
+            return None
+        r = recs.block[rk]
+        tot, dropped, tau = r[n : n + 3].tolist()
+        cost = sim._tr[j, n + 1]  # (numpy float, as the numpy trade left it)
+        sim._n_tr = j + 1  # PortfolioSimulator._advanced, inline
+        sim._total_cost += cost
+        sim._n_costs += 1
+        if m:
+            sim._h = h + m
+            sim.nav_dates.extend(sim._stamps[t0 + 1 : row + 1])
+            sim.t = row
+        msg = coerce_message(dropped, tot, WEIGHT_SUM_TOLERANCE) if dropped > 0 or abs(tot - 1.0) > \
+            WEIGHT_SUM_TOLERANCE else None
+        row_info = self._row_info
+        recs.infos.append(row_info)
+        recs.logs.append(None)
+        recs.scored.append(None)
+        nav_pre, nav_end = self.nav_seen, sim._hist[h + m - 1, n]
+        reward = float(math.log(nav_end / nav_pre)) if nav_pre > 0 and nav_end > 0 else 0.0
+        nav_f = float(nav_end)
+        info = {
+            "date": row_info["date"], "decision_index": k, "n_decisions": self._n_dec, "stage": "all",
+            "stage_scores": {}, "invalid": {}, "coerced": {"S3": msg} if msg is not None else {}, "refused": False,
+            "unparseable": False, "nav": nav_f, "uses_future_data": self._uses_future_data,
+            "n_available": row_info["n_available"], "prompt_style": self.config.prompt_style, "turnover": tau,
+            "cost": cost, "weights": TickerWeights(r[:n], self._ticker_array),
+            "orders": Orders(sim._tr[j, :n], None, self.nav_pre, sim.costs, self.view.tickers),
+        }
+        self.decision_k = k + 1
+        # the next decision (_begin_decision without the snapshot, built when read)
+        lean = self._lean_rows.get(row)
+        if lean is None:
+            lean = self.view.row_cache(row).get(self._lean_key)
+            if lean is not None:
+                self._lean_rows[row] = lean
+        if lean is None:  # first visit of the row: the full path, which stores the row's template
+            self._begin_decision()
+            self._obs_views = True
+            obs = self._obs()
+            if self._clipped:
+                info["clipped"] = dict(self._clipped)
+            return obs, reward, False, False, info
+        self._row_info, self._lean_avail, tmpl, row_clipped = lean
+        self.nav_pre, self.nav_seen = nav_end, nav_f
+        self._snapshot = self._book_snap = None
+        self._lazy_snap = True
+        self._log = self._obs_row = self.truth = None
+        self._obs_views = False
+        self.stage = 0
+        self.prev_views, self.prev_signals = self._zero_views, self._hold_signals
+        self.stage_notes = {}
+        obs = tmpl.copy()
+        if self._lean_keys:
+            arrays = self.view._arrays.get(row)
+            for key, name in self._lean_keys:
+                a = arrays.get(name) if arrays is not None else None
+                obs[key] = (a if a is not None else self.view.row_array(row, name)).view()
+        obs["weights"] = blk[:n]
+        obs["nav"] = blk[2 * n :]
+        obs["stage"] = 0
+        obs["prev_views"] = blk[n : 2 * n]
+        obs["prev_signals"] = self._hold_signals.copy()
+        for key in self._observer.dropped:  # obs_keys: a subset chosen (the row entries are left out already)
+            obs.pop(key, None)
+        clipped = None
+        if row_clipped or code:
+            clipped = dict(row_clipped)
+            if code & 0xFFFFF and "weights" in self.obs_keys:
+                clipped["weights"] = code & 0xFFFFF
+            if code >> 20 and "nav" in self.obs_keys:
+                clipped["nav"] = 1
+            clipped = clipped or None
+            if clipped:
+                info["clipped"] = dict(clipped)
+        self._clipped = clipped
+        return obs, reward, False, False, info
 
     def _step(self, action: Any):
         if self.sim is None:
@@ -555,9 +753,8 @@ class PortBenchEnv(gym.Env):
         w_pos, self._w_positive = self._w_positive, None
         row_info = self._row_info
         # the decision's record as a flat row (records.COL), its dict built when the records are read
-        row = (row_info["date"], snap.regime, row_info["n_available"], row_info["available_tickers"], trade.turnover,
-               trade.cost, trade.nav_after, flat(log.invalid), flat(log.coerced), flat(log.status), w_hat, w_pos)
-        self._records.append(row if scored is None else row + scored)
+        self._records.append(row_info, w_hat, trade.turnover, trade.cost, trade.nav_after, flat(log.invalid),
+                             flat(log.coerced), flat(log.status), scored)
         info = self._base_info()
         info["turnover"], info["cost"] = trade.turnover, trade.cost
         # the executed target weights of this decision (non-zero entries, by ticker): evaluate() keeps them

@@ -24,7 +24,7 @@ import numpy as np
 from quantgym.jit import njit, np_sum
 
 __all__ = ["Execution", "execute_trade", "turnover", "fallback_weights", "cash_cost_drag", "cash_key",
-           "trade_and_mark"]
+           "trade_and_mark", "trade_into"]
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,60 @@ def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, out):
             out[d, i] = buf[i] / g if g > 0 else out[d - 1, i]
     for i in range(n):
         buf[i] = target[i] - weights[i]
+    return tau, cost
+
+
+@njit
+def trade_into(hist, h, target, rate, min_trade, returns0, t0, m, trades, j):
+    """:func:`trade_and_mark` on a simulator's preallocated history (a kernel, :mod:`quantgym.jit`; speed only):
+    the same arithmetic in the same order, so NAVs and weights are bit-identical.
+
+    Parameters
+    ----------
+    hist : (H, N + 1) float64, row ``i``: weights (:N) and NAV (N) at a close; row ``h − 1`` holds the current
+        weights and NAV (replaced by those after the trade), rows ``h .. h + m − 1`` receive the marked days
+        (rows ``t0 + 1 .. t0 + m``); the last row is scratch space (``h + m < H − 1``).
+    target : (N,) float64 target weights. ``rate``, ``min_trade``: :func:`execute_trade`.
+    returns0 : (T, N) float64 daily returns, missing = 0. ``t0``: the trade's row.
+    trades : (K, N + 5) float64, row ``j`` receives Δw (:N), τ, cost, NAV after, NAV before and ``t0``.
+
+    Returns
+    -------
+    tau, cost : float, turnover and cost of the trade.
+    """
+    n = target.shape[0]
+    cur = hist[h - 1]
+    buf = hist[hist.shape[0] - 1]
+    rec = trades[j]
+    k = 0
+    for i in range(n):  # |Δw| of the traded entries, in order (numpy's delta[traded])
+        ad = abs(target[i] - cur[i])
+        if ad >= min_trade:
+            buf[k] = ad
+            k += 1
+    tau = np_sum(buf, 0, k)
+    nav = cur[n]
+    cost = rate * tau * nav
+    tot = np_sum(target, 0, n)
+    for i in range(n):
+        rec[i] = target[i] - cur[i]
+    if tot > 0:
+        for i in range(n):
+            cur[i] = target[i] / tot
+    v = nav - cost
+    cur[n] = v
+    rec[n], rec[n + 1], rec[n + 2], rec[n + 3], rec[n + 4] = tau, cost, v, nav, t0
+    for d in range(1, m + 1):
+        r = returns0[t0 + d]
+        prev = hist[h - 2 + d]
+        row = hist[h - 1 + d]
+        for i in range(n):
+            buf[i] = prev[i] * (1.0 + r[i])
+        g = np_sum(buf, 0, n)
+        v *= g
+        row[n] = v
+        for i in range(n):
+            row[i] = buf[i] / g if g > 0 else prev[i]
     return tau, cost
 
 

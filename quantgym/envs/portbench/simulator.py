@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from quantgym.envs.portbench.config import PortBenchCostModel, Period, proportional_costs
-from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
+from quantgym.envs.portbench.execution import execute_trade, trade_into
 from quantgym.models import ImportableModel, build_model, fee_parts
 
 
@@ -267,6 +267,11 @@ def equal_weight_start(view):
     return init
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
 class PortfolioSimulator:
     """Clean-mode NAV sandbox for one period (spec §6.1–§6.3).
 
@@ -303,35 +308,83 @@ class PortfolioSimulator:
         self.tickers = tickers
         self.first_row, self.last_row, self.decision_rows = period_rows(self.dates, period)
         self.t = self.first_row - 1
-        self.nav = self.initial_nav
-        self.weights = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
+        w0 = np.asarray(initial_weights_fn(self.t), dtype=np.float64)
+        n = self._n = int(w0.shape[0])
+        # the episode's history in one preallocated block (speed only: no per-day objects to keep and free):
+        # row i = the end-of-day weights (:N) and NAV (N) of the i-th recorded day, the last row a scratch row
+        # of the compiled trade (execution.trade_into); ``_h`` rows are recorded
+        cap = self.last_row - self.t + 1
+        self._hist = np.empty((cap + 1, n + 1))
+        self._hist[0, :n] = w0
+        self._hist[0, n] = self.initial_nav
+        self._h = 1
         # one Timestamp per row, built once per calendar and shared (speed only: no pandas indexing per day)
         self._stamps = _timestamps(self.dates)
         self.nav_dates: list[pd.Timestamp] = [self._stamps[self.t]]
-        self.nav_history: list[float] = [self.nav]
-        self.weight_history: list[np.ndarray] = [self.weights.copy()]
         self._trades: list[Trade] = []
-        # trades of trade_and_advance not yet built as Trade objects: (row, τ, cost, NAV after, Δw, NAV before),
-        # no container inside, so the garbage collector untracks them (speed only; see :attr:`trades`)
-        self._trade_rows: list[tuple] = []
-        self.total_cost = 0.0
+        # the trades of trade_and_advance not yet built as Trade objects, one preallocated row each (speed only;
+        # see :attr:`trades`): Δw (:N), then τ, cost, NAV after, NAV before, row
+        self._tr = np.empty((cap + 1, n + 5))
+        self._n_tr = self._tr_built = 0
+        self._total_cost = 0.0
+        self._n_costs = 0
+
+    # the history as views of the preallocated block (read-only use; the simulator writes it)
+    @property
+    def nav(self) -> float:
+        """NAV at the current day's close (currency units; after the trade on a decision date)."""
+        return self._hist[self._h - 1, self._n]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(N,) current drifted weights (a read-only view of the history: copy before keeping)."""
+        return _read_only(self._hist[self._h - 1, : self._n])
+
+    @property
+    def nav_history(self) -> np.ndarray:
+        """(days + 1,) NAV at each recorded close, the initial NAV first (a read-only view)."""
+        return _read_only(self._hist[: self._h, self._n])
+
+    @property
+    def weight_history(self) -> np.ndarray:
+        """(days + 1, N) end-of-day weights, the initial weights first (a read-only view)."""
+        return _read_only(self._hist[: self._h, : self._n])
+
+    @property
+    def total_cost(self) -> float:
+        """Sum of the trading costs so far (currency units)."""
+        return np.float64(self._total_cost) if self._n_costs else self._total_cost
+
+    def _add_cost(self, cost: float) -> None:
+        self._total_cost += cost
+        self._n_costs += 1
+
+    def _push_day(self) -> np.ndarray:
+        """The next history row (grown when full: a subclass may record more days than the period has)."""
+        h = self._h
+        if h + 1 >= self._hist.shape[0]:
+            self._hist = np.concatenate([self._hist, np.empty_like(self._hist)])
+        self._h = h + 1
+        return self._hist[h]
 
     @property
     def trades(self) -> list[Trade]:
         """The rebalances so far, oldest first (:class:`Trade`); the same list object for the whole
         episode, brought up to date on each read."""
-        rows = self._trade_rows
-        if rows:
-            stamps, costs, tickers = self._stamps, self.costs, self.tickers
-            self._trades.extend(Trade(stamps[t], tau, cost, nav, Orders(delta, None, nav_before, costs, tickers))
-                                for t, tau, cost, nav, delta, nav_before in rows)
-            rows.clear()
+        n_tr, i = self._n_tr, self._tr_built
+        if i < n_tr:
+            stamps, costs, tickers, tr, n = self._stamps, self.costs, self.tickers, self._tr, self._n
+            for j in range(i, n_tr):
+                row = tr[j]
+                self._trades.append(Trade(stamps[int(row[n + 4])], float(row[n]), row[n + 1], row[n + 2],
+                                          Orders(row[:n], None, row[n + 3], costs, tickers)))
+            self._tr_built = n_tr
         return self._trades
 
     @property
     def n_trades(self) -> int:
         """``len(self.trades)`` without building the Trade objects."""
-        return len(self._trades) + len(self._trade_rows)
+        return len(self._trades) + self._n_tr - self._tr_built
 
     @property
     def done(self) -> bool:
@@ -344,22 +397,25 @@ class PortfolioSimulator:
     def advance_to(self, row: int) -> None:
         """Mark to market day by day up to and including ``row`` (§6.2 step 1)."""
         row = min(row, self.last_row)
+        n = self._n
         for t in range(self.t + 1, row + 1):
+            prev = self._hist[self._h - 1]
+            cur = self._push_day()
             if self.marks_to_market(t):
-                growth = self.weights * (1.0 + self.returns0[t])
+                growth = prev[:n] * (1.0 + self.returns0[t])
                 g = growth.sum()
-                self.nav *= g
-                self.weights = growth / g if g > 0 else self.weights
+                cur[n] = prev[n] * g
+                cur[:n] = growth / g if g > 0 else prev[:n]
+            else:
+                cur[:] = prev
             self.t = t
             self.nav_dates.append(self._stamps[t])
-            self.nav_history.append(self.nav)
-            self.weight_history.append(self.weights.copy())
 
     def trade(self, target: np.ndarray) -> Trade:
         """Trade to ``target`` at the close of the current day (§6.3): cost ``K = rate·τ·NAV``
         (:func:`~quantgym.envs.portbench.execution.execute_trade`)."""
         nav_before = self.nav
-        ex = execute_trade(self.weights, target, nav_before, self.costs.rate, self.costs.min_trade)
+        ex = execute_trade(self.weights.copy(), target, nav_before, self.costs.rate, self.costs.min_trade)
         tau, cost = ex.turnover, ex.cost
         fees = None
         if self.fee_model is not None:  # a user fee model: one order per traded asset on |Δw|·NAV
@@ -368,59 +424,66 @@ class PortfolioSimulator:
                              for dw in ex.delta[ex.traded].tolist()], dtype=np.float64)
             cost = float(fees.sum())
             ex = dataclasses.replace(ex, nav=nav_before - cost, cost=cost)
-        self.nav = ex.nav
-        self.weights = ex.weights
-        self.total_cost += cost
+        self._add_cost(cost)
+        # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
+        cur = self._hist[self._h - 1]
+        cur[: self._n] = ex.weights
+        cur[self._n] = ex.nav
         # per-asset orders as arrays; the order dicts are built only if read (speed only)
         orders = Orders(ex.delta, ex.traded, nav_before, self.costs, self.tickers, fees)
         tr = Trade(self._stamps[self.t], tau, cost, self.nav, orders)
         self.trades.append(tr)  # (the property: the rows of trade_and_advance first, so the order is kept)
-        # the end-of-day record holds the post-trade NAV and weights (§6.2 step 3)
-        self.nav_history[-1] = self.nav
-        self.weight_history[-1] = self.weights.copy()
         return tr
+
+    def _trade_row(self) -> int:
+        """The index of the next preallocated trade row (grown when full)."""
+        j = self._n_tr
+        if j >= self._tr.shape[0]:
+            self._tr = np.concatenate([self._tr, np.empty_like(self._tr)])
+        return j
+
+    def lean_ready(self) -> bool:
+        """Whether :meth:`trade_and_advance` takes the compiled path (no user fee model, every day marked)."""
+        return self.fee_model is None and type(self).marks_to_market is PortfolioSimulator.marks_to_market
 
     def trade_and_advance(self, target: np.ndarray, row: int) -> Trade:
         """:meth:`trade` to ``target`` at the close of the current day, then :meth:`advance_to` ``row``: the
         same state and :class:`Trade`, the arithmetic in one compiled pass
-        (:func:`~quantgym.envs.portbench.execution.trade_and_mark`; speed only). A subclass that does not
+        (:func:`~quantgym.envs.portbench.execution.trade_into`; speed only). A subclass that does not
         mark every day (:meth:`marks_to_market`), or one with a user fee model, runs the two methods."""
-        if self.fee_model is not None or type(self).marks_to_market is not PortfolioSimulator.marks_to_market:
+        if not self.lean_ready():
             tr = self.trade(target)
             self.advance_to(row)
             return tr
         row = min(row, self.last_row)
-        t, n, m = self.t, self.weights.shape[0], max(row - self.t, 0)
-        nav_before = self.nav
+        t, n, m = self.t, self._n, max(row - self.t, 0)
         if type(target) is not np.ndarray or target.dtype != np.float64:
             target = np.asarray(target, dtype=np.float64)
-        out = np.empty((m + 2, n + 1))  # one block: the day weights and NAVs, then Δw (trade_and_mark)
-        tau, cost = trade_and_mark(self.weights, target, nav_before, self._rate, self._min_trade, self.returns0, t, out)
-        navs = list(out[: m + 1, n])  # numpy float64 scalars, as the numpy day loop leaves them
-        days = list(out[: m + 1, :n])
-        cost = np.float64(cost)
-        self.total_cost += cost
-        delta = out[m + 1, :n]
-        tr = Trade(self._stamps[t], tau, cost, navs[0], Orders(delta, None, nav_before, self.costs, self.tickers))
-        # kept as a flat row, built again as a Trade when :attr:`trades` is read: a Trade kept per step is two
-        # objects the garbage collector tracks, and at a day per step those made its full collections about
-        # a tenth of the step time (speed only; the same Trade values)
-        self._trade_rows.append((t, tau, cost, navs[0], delta, nav_before))
-        self.nav_history[-1] = navs[0]
-        self.weight_history[-1] = days[0]
+        h = self._h
+        if h + m >= self._hist.shape[0]:
+            self._hist = np.concatenate([self._hist, np.empty((h + m + 1, n + 1))])
+        j = self._trade_row()
+        tau, cost = trade_into(self._hist, h, target, self._rate, self._min_trade, self.returns0, t, m, self._tr, j)
+        self._advanced(t, row, m, cost)
+        r = self._tr[j]
+        return Trade(self._stamps[t], tau, r[n + 1], r[n + 2], Orders(r[:n], None, r[n + 3], self.costs,
+                                                                      self.tickers))
+
+    def _advanced(self, t: int, row: int, m: int, cost: float) -> None:
+        """The bookkeeping after :func:`~quantgym.envs.portbench.execution.trade_into` traded at row ``t`` and
+        marked ``m`` days up to ``row``."""
+        self._n_tr += 1
+        self._total_cost += cost
+        self._n_costs += 1
         if m:
+            self._h += m
             self.nav_dates.extend(self._stamps[t + 1 : row + 1])
-            self.nav_history.extend(navs[1:])
-            self.weight_history.extend(days[1:])
             self.t = row
-        self.weights = days[-1]
-        self.nav = navs[-1]
-        return tr
 
     def nav_series(self) -> pd.Series:
         """NAV curve in currency units, one point per trading day plus the initial point."""
         return pd.Series(self.nav_history, index=pd.DatetimeIndex(self.nav_dates), name="nav")
 
     def daily_returns(self) -> np.ndarray:
-        n = np.asarray(self.nav_history)
+        n = self.nav_history
         return n[1:] / n[:-1] - 1.0
