@@ -283,3 +283,20 @@ def test_record_episode_frame():
     assert df[["S1", "S2", "S3", "S4", "S5", "ceps"]].notna().all().all()
     assert df["nav"].iloc[-1] == pytest.approx(env.unwrapped.sim.nav)
     assert len(env.episodes) == 1
+
+
+def test_vector_env_under_record_episode_statistics():
+    """Gymnasium's vector RecordEpisodeStatistics applies (it refuses an info key it writes itself, ``episode``):
+    its statistics at episode ends equal the env's own ``episode_stats``."""
+    vec = gym.wrappers.vector.RecordEpisodeStatistics(PortBenchVectorEnv(3, train_windows=True, episode_len=4))
+    vec.reset(seed=2)
+    rng = np.random.default_rng(2)
+    ends = 0
+    for _ in range(12):
+        _, _, term, trunc, info = vec.step(rng.uniform(-1, 1, (3, 80)).astype(np.float32))
+        if (term | trunc).any():
+            ends += 1
+            np.testing.assert_array_equal(info["_episode"], info["_episode_stats"])
+            np.testing.assert_array_equal(info["episode"]["l"], info["episode_stats"]["l"])
+            np.testing.assert_allclose(info["episode"]["r"], info["episode_stats"]["r"], rtol=1e-12, atol=1e-15)
+    assert ends >= 2 and vec.episode_count == 3 * ends

@@ -1,6 +1,6 @@
 """The batched vector env's info in Gymnasium's vector convention (``info[key]`` over the envs, ``info["_" + key]``
 the mask of the envs that set it): NAV and turnover equal the single env's, episode statistics at episode ends
-as RecordEpisodeStatistics records them."""
+as RecordEpisodeStatistics records them (under its own key, so that wrapper still applies)."""
 
 from __future__ import annotations
 
@@ -46,14 +46,14 @@ def test_vector_info_matches_single_envs_and_records_episodes():
         np.testing.assert_array_equal(done, tv | trv)
         if done.any():
             ends += 1
-            np.testing.assert_array_equal(info["_episode"], done)
-            ep = info["episode"]
+            np.testing.assert_array_equal(info["_episode_stats"], done)
+            ep = info["episode_stats"]
             assert set(ep) == {"r", "l", "t"}
             np.testing.assert_allclose(ep["r"], np.where(done, ret, 0.0), rtol=1e-9, atol=1e-15)
             np.testing.assert_array_equal(ep["l"], np.where(done, length, 0))
             assert (ep["t"][done] >= 0).all() and (ep["t"][~done] == 0).all()
         else:
-            assert "episode" not in info and "_episode" not in info
+            assert "episode_stats" not in info and "_episode_stats" not in info
     assert ends >= 2
 
 

@@ -91,30 +91,47 @@ def _reference(s, logits, risk):
     return w, nav, lr, term, bad
 
 
-def _kernel(s, logits, risk, kernel=V._batch_step, shift=V._logit_shift):
+def _par(risk):
+    return np.array([RATE, MIN_TRADE, NAV0, KAPPA, float(risk), LOGIT_SCALE, 6, -1])
+
+
+def _no_starts(B, N):
+    """draw, cut and the episode tables of _batch_step (unused: no env starts an episode)."""
+    return (np.zeros(B, np.int64), np.zeros(B, bool), np.arange(10, dtype=np.int64), np.array([[0, 10, 12, 4]]),
+            np.zeros((1, N)), np.zeros(30, np.int64))
+
+
+def _kernel(s, logits, risk, kernel=V._batch_step, shift=V._logit_shift, targets=V._softmax_targets):
+    """The kernel's step as BatchCore.run makes it: the fused call, then (return -1) numpy's exp for the softmaxes
+    flagged _EXACT and the S3 fallback for the _BAD ones, and the call with the targets given."""
     B, N = s["a"].shape
     ist, w, fst, dec = s["ist"].copy(), s["w"].copy(), s["fst"].copy(), s["dec"].copy()
     ops = np.full(B, V._STEP, np.int8)
-    z = np.zeros((B, N))
-    if logits:
-        assert shift(s["a"], ops, s["avail_table"], ist, z, LOGIT_SCALE) == 0
-        src = np.exp(z, out=z)
-    else:
-        src = s["a"]
-    target, bad, rew, term = np.zeros((B, N)), np.zeros(B, bool), np.zeros(B), np.zeros(B, bool)
-    obs = np.zeros((B, s["feat_table"].shape[1] + N + 1), np.float32)
-    par = np.array([RATE, MIN_TRADE, NAV0, KAPPA, float(risk)])
-    args = [ops, logits, 0, src, target, bad, rew, term, w, fst, ist, dec, s["avail_table"], s["feat_table"],
-            s["rowmap"], s["g0"], obs, par]
+    e, target, flag = np.zeros((B, N)), np.zeros((B, N)), np.zeros(B, np.int8)
+    rew, term = np.zeros(B), np.zeros(B, bool)
+    F = s["feat_table"].shape[1]
+    tail = np.zeros((B, N + 4), np.float32)
+    tail[:, N + 1 :] = [0.0, 1.0, 0.0]
+    out = np.full((B, F + N + 4), np.nan, np.float32)
+    args = [ops, logits, 0, s["a"], target, flag, e, rew, term, w, fst, ist, dec, s["avail_table"], s["feat_table"],
+            s["rowmap"], s["g0"], tail, *_no_starts(B, N), out, _par(risk)]
     n_term = kernel(*args)
-    flagged = bad.copy()
+    flagged = flag.copy()
     if n_term < 0:
-        assert not (ist != s["ist"]).any() and (w == s["w"]).all()  # nothing changed before the fallback
+        assert n_term == -1
+        assert not (ist != s["ist"]).any() and (w == s["w"]).all()  # nothing changed before the targets
+        exact = flag == V._EXACT
+        if exact.any():
+            sel = np.where(exact, V._STEP, V._IDLE).astype(np.int8)
+            assert shift(s["a"], sel, s["avail_table"], ist, e, LOGIT_SCALE) == 0
+            e[exact] = np.exp(e[exact])
+            targets(sel, e, target, flag)
+        bad = flag == V._BAD
         avail = s["avail_table"][ist[:, V._ROW]]
         target[bad] = fallback_weights(w[bad], avail[bad])
         args[2] = 1
         n_term = kernel(*args)
-    return w, fst[:, V._NAV], rew, term, flagged, n_term, obs, ist
+    return w, fst[:, V._NAV], rew, term, flagged, n_term, out, ist, tail
 
 
 @pytest.mark.parametrize("N", [80, 300])
@@ -124,29 +141,78 @@ def test_kernel_equals_numpy_form_bit_for_bit(N, logits, risk):
     for seed in range(3):
         s = _state(6, N, 30, seed, logits)
         w_ref, nav_ref, lr_ref, term_ref, bad_ref = _reference(s, logits, risk)
-        w, nav, rew, term, bad, n_term, obs, ist = _kernel(s, logits, risk)
-        np.testing.assert_array_equal(bad, bad_ref)
+        w, nav, rew, term, flagged, n_term, obs, ist, tail = _kernel(s, logits, risk)
+        np.testing.assert_array_equal(flagged == V._BAD, bad_ref)
         np.testing.assert_array_equal(w, w_ref)
         np.testing.assert_array_equal(nav, nav_ref)
         np.testing.assert_array_equal(term, term_ref)
         assert n_term == term_ref.sum()
         np.testing.assert_allclose(rew, lr_ref, rtol=1e-13, atol=0)  # np.log (numpy) vs libm log: last ulp
-        # the observation row of every env that did not terminate: its new decision's features, weights
+        # the observation of every env: the features of its decision, then the weights and log NAV of the step
+        # (a terminated env keeps its last ones: here the initial zeros of tail) and the profile
         F = s["feat_table"].shape[1]
+        np.testing.assert_array_equal(obs[:, :F], s["feat_table"][ist[:, V._ROW]])
+        np.testing.assert_array_equal(obs[:, F:], tail)
+        assert (obs[:, F + N + 1 :] == [0.0, 1.0, 0.0]).all()
         for i in np.flatnonzero(~term):
-            np.testing.assert_array_equal(obs[i, :F], s["feat_table"][ist[i, V._ROW]])
             np.testing.assert_array_equal(obs[i, F : F + N], np.clip(w_ref[i], 0.0, 1.0).astype(np.float32))
             assert obs[i, F + N] == np.float32(np.clip(np.log(nav_ref[i] / NAV0), -10, 10))
-        assert not obs[term].any()  # a terminated env keeps its last observation (here: zeros)
+        assert not obs[term, F : F + N + 1].any()
 
 
-def test_non_finite_logit_is_refused_before_any_change():
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fast_softmax_rounds_as_numpys_exp_on_many_actions(dtype):
+    """The kernel's softmax (its own exp, numpy's where a weight lies within _GUARD of a rounding boundary)
+    against masked_softmax + np.round on many random and clipped actions, bit for bit."""
+    rng = np.random.default_rng(7)
+    for seed in range(40):
+        s = _state(16, 80, 30, seed, True)
+        a = rng.uniform(-1.3, 1.3, size=(16, 80))
+        a[rng.uniform(size=a.shape) < 0.2] = rng.choice([-1.0, 1.0, 0.0, -0.0])
+        s["a"] = a.astype(dtype)
+        w_ref, nav_ref, _, _, bad_ref = _reference(dict(s, a=s["a"].astype(np.float64)), True, False)  # as the env
+        w, nav, _, _, flagged, _, _, _, _ = _kernel(s, True, False)
+        np.testing.assert_array_equal(flagged == V._BAD, bad_ref)
+        np.testing.assert_array_equal(w, w_ref)
+        np.testing.assert_array_equal(nav, nav_ref)
+
+
+def test_softmax_on_a_rounding_boundary_takes_numpys_exp():
+    """32 available assets with equal logits: every weight is 1/32 = 0.03125, a tie of the 4-decimal rounding;
+    the fast exp leaves it to numpy's (_EXACT) and the targets are np.round's (0.0312, half to even)."""
+    s = _state(4, 80, 30, 1, True)
+    s["avail_table"][0] = False
+    s["avail_table"][0, :32] = True
+    s["ist"][:, V._ROW] = 0
+    s["a"][:] = 1.0
+    s["a"][1, 40] = -0.5  # an unavailable asset's logit does not count
+    s["a"][2, :32] = 0.25
+    s["a"][3, 0] = 0.9  # no tie: the fast exp decides
+    w_ref, nav_ref, _, _, _ = _reference(s, True, False)
+    w, nav, _, _, flagged, _, _, _, _ = _kernel(s, True, False)
+    assert flagged.tolist() == [V._EXACT, V._EXACT, V._EXACT, V._OK]
+    np.testing.assert_array_equal(w, w_ref)
+    np.testing.assert_array_equal(nav, nav_ref)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_non_finite_logit_is_refused_before_any_change(bad):
     s = _state(4, 80, 30, 0, True)
-    s["a"][2, 5] = np.inf
+    s["a"][2, 5] = bad
     z = np.zeros((4, 80))
     ops = np.full(4, V._STEP, np.int8)
+    assert V._non_finite(s["a"], ops)
     assert V._logit_shift(s["a"], ops, s["avail_table"], s["ist"], z, LOGIT_SCALE) == 1 and not z.any()
+    ist, w, fst = s["ist"].copy(), s["w"].copy(), s["fst"].copy()
+    B, N = s["a"].shape
+    out = np.zeros((B, s["feat_table"].shape[1] + N + 4), np.float32)
+    got = V._batch_step(ops, True, 0, s["a"], np.zeros((B, N)), np.zeros(B, np.int8), np.zeros((B, N)), np.zeros(B),
+                        np.zeros(B, bool), w, fst, ist, s["dec"], s["avail_table"], s["feat_table"], s["rowmap"],
+                        s["g0"], np.zeros((B, N + 4), np.float32), *_no_starts(B, N), out, _par(False))
+    assert got == -2 and (ist == s["ist"]).all() and (w == s["w"]).all() and (fst == s["fst"]).all()
+    assert not out.any()
     ops[2] = V._IDLE  # an env that does not step is not checked
+    assert not V._non_finite(s["a"], ops)
     assert V._logit_shift(s["a"], ops, s["avail_table"], s["ist"], z, LOGIT_SCALE) == 0
 
 
@@ -154,7 +220,8 @@ def test_non_finite_logit_is_refused_before_any_change():
 def test_interpreted_kernel_equals_compiled(logits):
     s = _state(5, 300, 30, 4, logits)
     got = _kernel(s, logits, True)
-    want = _kernel(s, logits, True, kernel=V._batch_step.py_func, shift=V._logit_shift.py_func)
+    want = _kernel(s, logits, True, kernel=V._batch_step.py_func, shift=V._logit_shift.py_func,
+                   targets=V._softmax_targets.py_func)
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
 
