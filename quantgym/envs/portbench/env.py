@@ -608,8 +608,10 @@ class PortBenchEnv(gym.Env):
             sim._h = h + m
             sim.nav_dates.extend(sim._stamps[t0 + 1 : row + 1])
             sim.t = row
-        msg = coerce_message(dropped, tot, WEIGHT_SUM_TOLERANCE) if dropped > 0 or abs(tot - 1.0) > \
-            WEIGHT_SUM_TOLERANCE else None
+        if dropped > 0 or abs(tot - 1.0) > WEIGHT_SUM_TOLERANCE:
+            coerced = {"S3": coerce_message(dropped, tot, WEIGHT_SUM_TOLERANCE)}
+        else:
+            coerced = {}
         row_info = self._row_info
         recs.infos.append(row_info)
         recs.logs.append(None)
@@ -619,7 +621,7 @@ class PortBenchEnv(gym.Env):
         nav_f = float(nav_end)
         info = {
             "date": row_info["date"], "decision_index": k, "n_decisions": self._n_dec, "stage": "all",
-            "stage_scores": {}, "invalid": {}, "coerced": {"S3": msg} if msg is not None else {}, "refused": False,
+            "stage_scores": {}, "invalid": {}, "coerced": coerced, "refused": False,
             "unparseable": False, "nav": nav_f, "uses_future_data": self._uses_future_data,
             "n_available": row_info["n_available"], "prompt_style": self.config.prompt_style, "turnover": tau,
             "cost": cost, "weights": TickerWeights(r[:n], self._ticker_array),

@@ -59,12 +59,11 @@ LEAN_STATUS = ("S1", 0, "S2", 0, "S3", 0)
 def coerce_message(dropped: float, tot: float, tolerance: float) -> str | None:
     """The recorded S3 coercion note (:meth:`~quantgym.envs.portbench.actions.DecisionLog.coerce_note`), None when
     nothing was coerced."""
-    notes = []
+    summed = abs(tot - 1.0) > tolerance
     if dropped > 0:
-        notes.append(f"weight {dropped:.6g} on unavailable assets dropped (§11.4)")
-    if abs(tot - 1.0) > tolerance:
-        notes.append(f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)")
-    return "; ".join(notes) if notes else None
+        msg = f"weight {dropped:.6g} on unavailable assets dropped (§11.4)"
+        return msg + f"; weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)" if summed else msg
+    return f"weights on the available assets summed to {tot:.6g}; normalised to 1 (§4.3)" if summed else None
 
 
 class DecisionRecords:
