@@ -3,10 +3,11 @@
 Measures book snapshots per second through each reference backtester on seeded synthetic
 books already loaded into arrays (``BookData``; the replay = synthetic-book matching, FIFO
 accounting, signals, equity curve and drawdown). Parsing the CSV is timed separately.
-The backtesters are ``BACKTESTERS`` (what computes the stored reference outputs; for pairs the
-compiled ``backtest_pairs_compiled``, whose first call in a fresh process, numba compile or cache
-load, is reported apart); the readable, interpreted ``backtest_pairs`` (what the reference agent
-submits) is timed beside it on the same book, with a check that both return the same dict.
+The backtesters are ``BACKTESTERS`` (what computes the stored reference outputs; for pairs and
+delta_hedge the compiled ``backtest_pairs_compiled`` and ``backtest_delta_hedge_compiled``, whose
+first call in a fresh process, numba compile or cache load, is reported apart); the readable,
+interpreted ``backtest_pairs`` and ``backtest_delta_hedge`` (what the reference agent submits) are
+timed beside them on the same book, with a check that both return the same dict.
 
 Run::
 
@@ -25,7 +26,7 @@ import pandas as pd
 from quantgym.envs.market_bench.book import BookData
 from quantgym.envs.market_bench.config import PairsBookConfig
 from quantgym.envs.market_bench.data import generate_option_delta, generate_pairs_book, synthetic_book
-from quantgym.envs.market_bench.references import BACKTESTERS, backtest_pairs
+from quantgym.envs.market_bench.references import BACKTESTERS, backtest_delta_hedge, backtest_pairs
 
 
 def best_of(fn, repeat: int) -> tuple[float, float]:
@@ -67,7 +68,8 @@ def strategies(n: int) -> dict[str, tuple]:
         "scheduled": (lambda: bt["scheduled"](bk1, sched, 1e7), "200 orders", bk1),
         "pairs": (lambda: bt["pairs"](bk2, **p2), "KO/PEP generator, round-1 parameters; compiled loop", bk2,
                   lambda: backtest_pairs(bk2, **p2)),
-        "delta_hedge": (lambda: bt["delta_hedge"](bk1, od, **p3), f"{len(od):,} grid/delta points", bk1),
+        "delta_hedge": (lambda: bt["delta_hedge"](bk1, od, **p3), f"{len(od):,} grid/delta points; compiled loop", bk1,
+                        lambda: backtest_delta_hedge(bk1, od, **p3)),
     }
 
 

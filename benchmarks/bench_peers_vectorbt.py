@@ -15,10 +15,16 @@ on; the figures are the medians over ``--rounds`` rounds, so both sides see the 
    ``vbt.Portfolio.from_orders(size_granularity=100)`` on the *same orders* (signed filled shares at
    the evaluator's effective fill prices, per-order fees as fixed fees, one cash-sharing group, sells
    before buys). The final NAVs of both are printed as a consistency check.
-2. **Market-Bench reference replay**: book snapshots per second through each public reference
-   backtester (the books of bench_market_bench.py: 1M-row seeded synthetic books), versus
-   vectorbt's order-fill rate: ``from_orders`` on the same 1M mid prices with an order on every row
-   (fills per second).
+2. **Market-Bench reference replay, like for like**: each public reference backtester replays its
+   book (the books of bench_market_bench.py: 1M-row seeded synthetic books; the timed call is the
+   whole replay, from the book's arrays to the result dict with its equity curve), versus
+   ``vbt.Portfolio.from_orders`` on the *same orders on the same rows*: the orders the replay filled
+   (recorded once from the readable reference, untimed: the row, the symbol, the signed shares of
+   each walk and its VWAP fill price, orders of one row and symbol merged), on the same prices (the
+   1M raw mids of the book; for pairs the two legs' as-of mids, two columns in one cash-sharing
+   group), ``direction="both"``, no fees, the replay's starting cash. The ratio divides vectorbt's
+   time by the replay's on the same work; a second vectorbt figure adds its equity curve and
+   maximum drawdown (``pf.value()``, ``pf.max_drawdown()``), which the replay computes too.
 
 Prints a table; ``--json`` writes every figure; ``--append`` adds the table to docs/performance.md
 (``python benchmarks/run_all.py`` writes the generated tables there instead).
@@ -53,9 +59,12 @@ def child(npz: str) -> None:
     kw = dict(close=z["qa_close"], size=z["qa_size"], price=z["qa_price"], fixed_fees=z["qa_fees"],
               size_type="amount", direction="longonly", init_cash=float(z["qa_cash"]), cash_sharing=True,
               group_by=True, call_seq="auto", size_granularity=100, freq="1D")
-    mid = z["mb_mid"]
-    kw2 = dict(close=mid, size=np.where(np.arange(mid.size) % 2 == 0, 100.0, -100.0), size_type="amount",
-               direction="longonly", init_cash=1e7, freq="1s")
+    mb = {}
+    for name in ("scheduled", "pairs", "delta_hedge"):
+        close = z[f"mb_{name}_close"]
+        mb[name] = dict(close=close, size=z[f"mb_{name}_size"], price=z[f"mb_{name}_price"], size_type="amount",
+                        direction="both", init_cash=float(z[f"mb_{name}_cash"]), freq="1s",
+                        **(dict(cash_sharing=True, group_by=True) if close.shape[1] > 1 else {}))
     t0 = time.perf_counter()
     pf = vbt.Portfolio.from_orders(**kw)
     info = {"vectorbt": vbt.__version__, "numba": __import__("numba").__version__, "numpy": np.__version__,
@@ -63,15 +72,25 @@ def child(npz: str) -> None:
             "qa_final_value": float(np.asarray(pf.value()).reshape(-1)[-1])}
     cnt = pf.orders.count()
     info["qa_orders"] = int(cnt.sum()) if hasattr(cnt, "sum") else int(cnt)
-    pf2 = vbt.Portfolio.from_orders(**kw2)
-    info.update(mb_rows=int(mid.size), mb_fills=int(pf2.orders.count()))
+    for name, kwn in mb.items():
+        t0 = time.perf_counter()
+        pf2 = vbt.Portfolio.from_orders(**kwn)
+        info[f"mb_{name}_first_call_s"] = time.perf_counter() - t0
+        cnt = pf2.orders.count()
+        info[f"mb_{name}_orders"] = int(np.sum(cnt))
+        info[f"mb_{name}_final_value"] = float(np.asarray(pf2.value()).reshape(-1)[-1])
+        info[f"mb_{name}_max_drawdown"] = float(np.asarray(pf2.max_drawdown()).reshape(-1)[-1])
     print(json.dumps(info), flush=True)
     for line in sys.stdin:
         what = line.strip()
         if what == "quit":
             break
+        name = what.removesuffix("+value")
         t0, c0 = time.perf_counter(), time.process_time()
-        vbt.Portfolio.from_orders(**(kw if what == "qa" else kw2))
+        pf = vbt.Portfolio.from_orders(**(kw if name == "qa" else mb[name.removeprefix("mb_")]))
+        if what.endswith("+value"):  # the equity curve and its drawdown, as the replay computes them
+            pf.value()
+            pf.max_drawdown()
         print(json.dumps({"s": time.perf_counter() - t0, "cpu": time.process_time() - c0}), flush=True)
 
 
@@ -141,6 +160,52 @@ def quant_arena(data: str | None) -> tuple[dict, dict, dict]:
     return fns, info, arrays
 
 
+def replay_orders(name: str, entry: tuple) -> dict[str, np.ndarray]:
+    """The orders one Market-Bench replay fills, as vectorbt arrays (``close``, ``size``, ``price``: rows ×
+    symbols; ``cash``): one readable-reference run (untimed) with ``SyntheticBook.walk`` recorded (row,
+    side, fills); the signed shares of each walk at its VWAP price, walks of one row and symbol merged."""
+    from quantgym.envs.market_bench import book as mbook
+
+    fn, _, bk, *more = entry
+    walks: list[tuple[int, bool, list]] = []
+    orig = mbook.SyntheticBook.walk
+
+    def walk(self, row, buy, qty, limit=None, cash=None):  # noqa: ANN001, ANN202 - SyntheticBook.walk
+        fills = orig(self, row, buy, qty, limit=limit, cash=cash)
+        walks.append((int(row), bool(buy), list(fills)))
+        return fills
+
+    mbook.SyntheticBook.walk = walk
+    try:
+        res = more[0]() if more else fn()  # the readable reference where a kernel replays (the same fills)
+    finally:
+        mbook.SyntheticBook.walk = orig
+    if name == "pairs":  # the legs and starting cash of bench_market_bench.py's pairs replay
+        from quantgym.envs.market_bench.references.pairs import pairs_zscore
+
+        mid_a, mid_b, *_ = pairs_zscore(bk, 0.375, 200)
+        syms = [bk.code("KO"), bk.code("PEP")]
+        close = np.column_stack([mid_a, mid_b])
+        for c in range(2):  # vectorbt needs a price on every row: the first as-of mid before a leg's first row
+            first = np.flatnonzero(np.isfinite(close[:, c]))[0]
+            close[:first, c] = close[first, c]
+        cash = 1e6
+    else:
+        syms, close, cash = [0], bk.mid.astype(np.float64)[:, None], 1e7
+    shares = np.zeros(close.shape)
+    value = np.zeros(close.shape)
+    for row, buy, fills in walks:
+        col = syms.index(int(bk.sym[row]))
+        q = sum(f for _, f in fills)
+        shares[row, col] += q if buy else -q
+        value[row, col] += sum(p / 100 * f for p, f in fills) * (1 if buy else -1)
+    has = shares != 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        price = np.where(has, value / np.where(has, shares, 1.0), close)
+    return {"close": close, "size": np.where(has, shares, np.nan), "price": price, "cash": np.array(cash),
+            "n_walks": len(walks), "n_orders": int(has.sum()), "n_fills": int(res.get("n_fills", 0))}
+
+
 def _timed(fn) -> tuple[float, float]:
     """(wall, CPU) seconds of one call of ``fn``."""
     t0, c0 = time.perf_counter(), time.process_time()
@@ -156,13 +221,18 @@ def run(rounds: int, rows: int, data: str | None = None) -> dict:
 
     qa_fns, qa, arr1 = quant_arena(data)
     mb = strategies(rows)
-    arr2 = {"mb_mid": mb["scheduled"][2].mid.astype(np.float64)}
+    arr2, mb_orders = {}, {}
+    for k, v in mb.items():
+        o = replay_orders(k, v)
+        mb_orders[k] = {x: o.pop(x) for x in ("n_walks", "n_orders", "n_fills")}
+        arr2.update({f"mb_{k}_{x}": a for x, a in o.items()})
     mb_fns = {f"mb_{k}": v[0] for k, v in mb.items()}
     for fn in (*qa_fns.values(), *mb_fns.values()):
         fn()  # warm-up (per-dataset caches, first-call costs)
     out: dict = {"rounds": rounds, "qa": qa, "mb_rows": rows, "mb_notes": {k: v[1] for k, v in mb.items()},
-                 "times": {}, "errors": {}, "vectorbt": None}
-    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in (*qa_fns, *mb_fns, "vbt_qa", "vbt_mb")}
+                 "mb_orders": mb_orders, "times": {}, "errors": {}, "vectorbt": None}
+    vbt_mb = [f"vbt_{k}" for k in mb_fns] + [f"vbt_{k}+value" for k in mb_fns]
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in (*qa_fns, *mb_fns, "vbt_qa", *vbt_mb)}
     peer = None
     if not PEERS_PY.exists():
         out["errors"]["vectorbt"] = f"{PEERS_PY.relative_to(ROOT)} missing (python benchmarks/bench_peers_gyms.py --setup)"
@@ -184,7 +254,8 @@ def run(rounds: int, rows: int, data: str | None = None) -> dict:
                 for k, fn in mb_fns.items():
                     samples[k].append(_timed(fn))
                     if peer:
-                        samples["vbt_mb"].append(peer.time("mb"))
+                        samples[f"vbt_{k}"].append(peer.time(k))
+                        samples[f"vbt_{k}+value"].append(peer.time(k + "+value"))
         finally:
             if peer:
                 peer.close()
@@ -210,14 +281,11 @@ def table(r: dict) -> list[tuple[str, str, str]]:
     if vb is None:
         rows.append(("vectorbt", "not measured", r["errors"].get("vectorbt", "")))
         return rows
-    fills = vb["mb_fills"] / t["vbt_mb"]
     rows += [
         (f"vectorbt {vb['vectorbt']} from_orders, same Quant-Arena orders", f"{1e3 * t['vbt_qa']:.1f} ms",
          f"size_granularity=100; first call (numba compile) {vb['qa_first_call_s']:.1f} s; {vb['qa_orders']} orders "
          f"filled; final value {vb['qa_final_value']:,.0f} vs evaluator NAV {qa['final_nav']:,.0f} (from_orders "
          "applies no dividends/splits; the evaluator does, §10.7)"),
-        (f"vectorbt {vb['vectorbt']} order-fill rate", f"{fills / 1e6:.2f} M fills/s",
-         f"{vb['mb_fills']:,} fills over {vb['mb_rows']:,} rows"),
         ("speed ratio: evaluation / vectorbt (vbt time ÷ quantgym time)", f"{t['vbt_qa'] / t['qa_eval']:.2f}",
          "≥ 1: the whole evaluation is at least as fast as from_orders on its orders"),
         ("speed ratio: account alone / vectorbt", f"{t['vbt_qa'] / t['qa_account']:.2f}", ""),
@@ -225,8 +293,15 @@ def table(r: dict) -> list[tuple[str, str, str]]:
          f"CPU {1e3 * c['qa_eval']:.1f} ms vs {1e3 * c['vbt_qa']:.1f} ms"),
     ]
     for k in ("scheduled", "pairs", "delta_hedge"):
-        rows.append((f"speed ratio: {k} snapshots/s ÷ vectorbt fills/s",
-                     f"{r['mb_rows'] / t['mb_' + k] / fills:.2f}", ""))
+        o, q, v, vv = r["mb_orders"][k], t["mb_" + k], t["vbt_mb_" + k], t["vbt_mb_" + k + "+value"]
+        rows += [
+            (f"vectorbt from_orders, same {k} orders on the same {r['mb_rows']:,} rows", f"{1e3 * v:.1f} ms",
+             f"{o['n_orders']} orders ({o['n_walks']} walks, {o['n_fills']} fills); with value() and "
+             f"max_drawdown() {1e3 * vv:.1f} ms; final value {vb['mb_' + k + '_final_value']:,.2f}"),
+            (f"speed ratio: {k} replay / vectorbt (same orders, same rows)", f"{v / q:.2f}",
+             f"replay {1e3 * q:.1f} ms wall, {1e3 * c['mb_' + k]:.1f} ms CPU; by CPU "
+             f"{c['vbt_mb_' + k] / c['mb_' + k]:.2f}; against from_orders + value() + max_drawdown() {vv / q:.2f}"),
+        ]
     return rows
 
 

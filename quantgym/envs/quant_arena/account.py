@@ -17,8 +17,8 @@ Order of operations on execution day ``d = D_{k+1}`` (§10.7): corporate actions
 greedy on cash) → mark at the close. Orders are sized here in lots of
 ``ExecutionModel.lot`` shares; the exchange (:mod:`~quantgym.envs.quant_arena.exchange`)
 prices them: price limits (§10.6), the simulated book walk (§10.8) and fees (§10.9).
-The selections are vectorised numpy; the day loop (:func:`_account_days`) is one
-compiled kernel (:mod:`quantgym.jit`; ``QUANTGYM_JIT=0`` runs the same source as plain
+The selections come from one numpy sort of every day's scores (:func:`score_order`, shared with the
+signal metrics); the day loop (:func:`_account_days`) is one compiled kernel (:mod:`quantgym.jit`; ``QUANTGYM_JIT=0`` runs the same source as plain
 Python, same bits), because each day depends on the cash and positions the previous
 one left.
 """
@@ -35,10 +35,10 @@ import pandas as pd
 from quantgym.jit import interpreted, njit
 from quantgym.models import ImportableModel, build_model, fee_parts, impact_fill
 
-from .config import ArenaCostModel, ExecutionModel, ImpactModel
+from .config import ArenaCostModel, ExecutionModel, ImpactModel, _date
 from .data import ArenaDataset
-from .exchange import (book_levels_kernel, book_series, fees_kernel, fill_kernel, impact_args, nan_maximum, nan_minimum,
-                       price_limits, sigma_adv_kernel)
+from .exchange import (book_levels_kernel, book_series_by_stock, fees_kernel, fill_kernel, impact_args, nan_maximum,
+                       nan_minimum, price_limits, sigma_adv_series)
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -87,6 +87,120 @@ def select_top(scores: np.ndarray, eligible: np.ndarray, top_n: int) -> np.ndarr
     return order[:top_n]
 
 
+def score_order(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's finite scores in selection order (score descending, ties by column; spec §10.5, §10.11).
+
+    Parameters
+    ----------
+    scores : ndarray (D, N) float64
+
+    Returns
+    -------
+    order : ndarray (D, N) int64
+        Row i's columns with a finite score in that order in ``order[i, :count[i]]`` (the rest: the other
+        columns, in no set order).
+    count : ndarray (D,) int64
+        Finite scores per row.
+
+    The same order as a stable ascending argsort of ``−score``, by one numpy sort of 64-bit keys: the
+    score's order-preserving bit pattern (``−0.0`` as ``0.0``) with its lowest ``b`` bits replaced by the
+    column (``2**b >= N``); keys whose upper bits tie are then ordered by the full score and the column
+    (:func:`_score_order_fix`).
+    """
+    s = np.ascontiguousarray(scores, dtype=np.float64)
+    D, N = s.shape
+    b = max(int(N - 1).bit_length(), 1)
+    u, comp = _score_keys(s, b)
+    comp.sort(axis=1)
+    order = np.empty((D, N), dtype=np.int64)
+    count = np.zeros(D, dtype=np.int64)
+    _score_order_fix(comp, u, order, count, b)
+    return order, count
+
+
+@njit
+def _score_keys(s: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`score_order`'s keys of ``s`` (D, N): ``u``, the order-preserving bits of ``−score`` (``−0.0``
+    as ``0.0``), and ``comp``, ``u`` with its lowest ``b`` bits replaced by the column (all bits set
+    where the score is not finite)."""
+    D, N = s.shape
+    u = np.empty((D, N), dtype=np.uint64)
+    comp = np.empty((D, N), dtype=np.uint64)
+    low = np.uint64((1 << b) - 1)
+    sign = np.uint64(1) << np.uint64(63)
+    key = np.empty(1)
+    bits = key.view(np.uint64)
+    for i in range(D):
+        for j in range(N):
+            v = s[i, j]
+            if math.isfinite(v):
+                key[0] = -v + 0.0
+                x = bits[0]
+                x = ~x if x & sign else x | sign
+                u[i, j] = x
+                comp[i, j] = (x & ~low) | np.uint64(j)
+            else:
+                u[i, j] = ~np.uint64(0)
+                comp[i, j] = ~np.uint64(0)
+    return u, comp
+
+
+@njit
+def _score_order_fix(comp: np.ndarray, u: np.ndarray, order: np.ndarray, count: np.ndarray, b: int) -> None:
+    """The columns of :func:`score_order`'s sorted keys ``comp`` into ``order`` and the finite count into
+    ``count``; each run of keys whose upper bits tie is ordered by the full key ``u`` (D, N), then by column."""
+    D, N = comp.shape
+    low = np.uint64((1 << b) - 1)
+    last = ~np.uint64(0)
+    for i in range(D):
+        m = 0
+        for x in range(N):
+            c = comp[i, x]
+            order[i, x] = np.int64(c & low)
+            if c != last:
+                m += 1
+        count[i] = m
+        x = 0
+        while x < m:
+            hi = comp[i, x] >> b
+            y = x + 1
+            while y < m and comp[i, y] >> b == hi:
+                y += 1
+            for z in range(x + 1, y):  # insertion sort of the run (already by column)
+                j = order[i, z]
+                w = z
+                while w > x and u[i, order[i, w - 1]] > u[i, j]:
+                    order[i, w] = order[i, w - 1]
+                    w -= 1
+                order[i, w] = j
+            x = y
+
+
+@njit
+def _select_days(order: np.ndarray, count: np.ndarray, has_row: np.ndarray, top_n: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`select_top` of every day at once from :func:`score_order`: ``(sel_idx, sel_ptr)``, day k's
+    selection (eligible = ``has_row[k]`` and a finite score) in selection order at
+    ``sel_idx[sel_ptr[k]:sel_ptr[k + 1]]``."""
+    n = order.shape[0]
+    cap = max(top_n, 0)
+    sel_idx = np.empty(n * cap, dtype=np.int64)
+    sel_ptr = np.zeros(n + 1, dtype=np.int64)
+    used = 0
+    for k in range(n):
+        m = 0
+        for x in range(count[k]):
+            if m == cap:
+                break
+            j = order[k, x]
+            if has_row[k, j]:
+                sel_idx[used + m] = j
+                m += 1
+        used += m
+        sel_ptr[k + 1] = used
+    return sel_idx[:used], sel_ptr
+
+
 # ---------------------------------------------------------------------- the account
 @dataclass
 class AccountResult:
@@ -124,11 +238,12 @@ class AccountResult:
 
 def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
                 cost: ArenaCostModel | ImportableModel | None = None,
-                impact: ImpactModel | ImportableModel | None = None, record_trades: bool = False) -> AccountResult:
+                impact: ImpactModel | ImportableModel | None = None, record_trades: bool = False,
+                order: tuple[np.ndarray, np.ndarray] | None = None) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
-    The selections (§10.5) are made here, vectorised per day; the day loop itself is
-    :func:`_account_days`, a compiled kernel (:mod:`quantgym.jit`).
+    The selections (§10.5) are made here from :func:`score_order` (all days at once); the day loop
+    itself is :func:`_account_days`, a compiled kernel (:mod:`quantgym.jit`).
 
     Parameters
     ----------
@@ -149,6 +264,8 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         ``fill``): it fills each order in place of the simulated book, given the book's σ and ADV.
     record_trades : bool
         Keep a per-order log in ``AccountResult.trades`` (tests, diagnostics).
+    order : (ndarray, ndarray), optional
+        :func:`score_order` of ``scores`` when the caller has it (computed here otherwise).
 
     Returns
     -------
@@ -175,17 +292,14 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    lr, vol = book_series(ds)
+    lr, vol = book_series_by_stock(ds)
     top_n = int(ex.top_n)
-    sels = [select_top(scores[kk], ds.has_row[d0 + kk], top_n) for kk in range(n)]
-    sel_ptr = np.zeros(n + 1, dtype=np.int64)
-    sel_ptr[1:] = np.cumsum([s.size for s in sels])
-    sel_idx = np.concatenate(sels).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+    order, count = score_order(scores) if order is None else order
+    sel_idx, sel_ptr = _select_days(order, count, ds.has_row[d0:d0 + n], top_n)
     days = ds.dates[d0 + 1:d0 + n + 1]
     user = {}  # the kernel's helpers that a user model replaces (the loop then runs interpreted)
     if isinstance(cost, ArenaCostModel):  # the spec's fees (§10.9), compiled
-        rates = np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
-                         dtype=np.float64).reshape(n, 2)
+        rates = _day_rates(cost, days)
         fee_args = (bool(cost.enabled), float(cost.commission_rate), float(cost.commission_min))
     else:  # a user fee model prices each order
         rates, fee_args = np.zeros((n, 2)), (True, 0.0, 0.0)
@@ -219,6 +333,21 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
                          stale=stale, trades=trades)
 
 
+def _day_rates(cost: ArenaCostModel, days: np.ndarray) -> np.ndarray:
+    """(n, 2) transfer-fee and stamp-duty rates of ``cost`` on each execution day (datetime64[D]): the
+    model's ``transfer_rate``/``stamp_rate`` per day, or the same two-rate rule as one comparison per day
+    when they are the spec's (:class:`ArenaCostModel`'s own methods)."""
+    if (type(cost).transfer_rate is ArenaCostModel.transfer_rate
+            and type(cost).stamp_rate is ArenaCostModel.stamp_rate):
+        tc = np.datetime64(_date(cost.transfer_change), "D")
+        sc = np.datetime64(_date(cost.stamp_change), "D")
+        days = np.asarray(days, dtype="datetime64[D]")
+        return np.column_stack([np.where(days < tc, float(cost.transfer_rate_before), float(cost.transfer_rate_after)),
+                                np.where(days < sc, float(cost.stamp_rate_before), float(cost.stamp_rate_after))])
+    return np.array([[cost.transfer_rate(d), cost.stamp_rate(d)] for d in days.astype(object)],
+                    dtype=np.float64).reshape(len(days), 2)
+
+
 # ---------------------------------------------------------------------- the day loop (compiled)
 @njit
 def _day_fees(value: float, side: int, kk: int, fee: tuple, rates: np.ndarray) -> tuple[float, float, float]:
@@ -240,11 +369,12 @@ def _model_fees(model: object, days: list[str]):
 def _order_book(side: int, P: float, limit: float, t: int, j: int, lr: np.ndarray, vol: np.ndarray,
                 imp: tuple) -> tuple[float, float, float]:
     """The simulated book ``(Δ, q, L)`` of one order of column ``j`` decided at row ``t`` (spec §10.8;
+    ``lr``, ``vol`` (N, T) by stock, :func:`~quantgym.envs.quant_arena.exchange.book_series_by_stock`;
     ``imp`` = :func:`~quantgym.envs.quant_arena.exchange.impact_args`); ``(0, 0, 0)`` with impact off."""
     imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
     if not imp_on:
         return 0.0, 0.0, 0.0
-    sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+    sig, adv = sigma_adv_series(lr[j], vol[j], t, W, min_obs, vol_default, Wa)
     return book_levels_kernel(side, P, sig, adv, limit, levels, k_s, k_d, tick)
 
 
@@ -268,7 +398,7 @@ def _model_book(model: object, dates: list[str]):
     W, min_obs, vol_default, Wa = impact_args(ImpactModel())[5:]
 
     def order_book(side, P, limit, t, j, lr, vol, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
-        sig, adv = sigma_adv_kernel(lr, vol, t, j, W, min_obs, vol_default, Wa)
+        sig, adv = sigma_adv_series(lr[j], vol[j], t, W, min_obs, vol_default, Wa)
         return sig, adv, limit, t + 1
 
     def book_fill(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
@@ -328,8 +458,9 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     trad, has_row : bool (T, N)
     up, down, base : float64 (T, N)
         Price limits (NaN = none) and base prices (§10.6), CNY.
-    lr, vol : float64 (T, N)
-        The book's daily log returns and tradable volume (NaN where not counted), for σ and ADV.
+    lr, vol : float64 (N, T)
+        The book's daily log returns and tradable volume (NaN where not counted), for σ and ADV, by stock
+        (:func:`~quantgym.envs.quant_arena.exchange.book_series_by_stock`).
     rates : float64 (n, 2)
         Transfer-fee and stamp-duty rates in force on each execution day.
     top_n, band, lot, cash0 : int, float, float, float
@@ -356,7 +487,10 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     path = np.empty((3, n + 1))
     shares = np.zeros(N)
     bought_day = np.full(N, -1)
-    held = np.zeros(N, dtype=np.bool_)
+    hl = np.empty(N, dtype=np.int64)  # the held names (shares > 0) in column order, nhl of them
+    nhl = 0
+    hl2 = np.empty(N, dtype=np.int64)  # the next day's list, built at the close
+    bought = np.empty(N, dtype=np.int64)  # the day's bought columns
     selected = np.zeros(N, dtype=np.bool_)
     xs = np.empty(N)  # the held names' shares and prices, gathered for np.dot (numpy's BLAS order)
     ps = np.empty(N)
@@ -373,14 +507,13 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         B = S = fees = stamp = impact = 0.0
         # 1. corporate actions (§10.7.1), 2. NAV_open at the open (base price if not tradable)
         nh = 0
-        for j in range(N):
-            held[j] = shares[j] > 0
-            if held[j]:
-                r = F[d, j] / F[d - 1, j] if F[d - 1, j] != 0 else np.nan
-                shares[j] = shares[j] * (r if math.isfinite(r) else 1.0)
-                xs[nh] = shares[j]
-                ps[nh] = O[d, j] if trad[d, j] else (base[d, j] if math.isfinite(base[d, j]) else C[d - 1, j])
-                nh += 1
+        for x in range(nhl):  # every name with shares > 0 (buys are the only way in), column order
+            j = hl[x]
+            r = F[d, j] / F[d - 1, j] if F[d - 1, j] != 0 else np.nan
+            shares[j] = shares[j] * (r if math.isfinite(r) else 1.0)
+            xs[nh] = shares[j]
+            ps[nh] = O[d, j] if trad[d, j] else (base[d, j] if math.isfinite(base[d, j]) else C[d - 1, j])
+            nh += 1
         nav_open = cash + np.dot(xs[:nh], ps[:nh]) if nh else cash
         vstar = nav_open / top_n
         daily[_NAV_OPEN, kk] = nav_open
@@ -391,8 +524,9 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         hi_band = (1.0 + band) * vstar
         for pass_ in range(2):
             is_exit = pass_ == 0
-            for j in range(N):
-                if not held[j] or selected[j] != (not is_exit):
+            for x in range(nhl):  # the names held at the open
+                j = hl[x]
+                if selected[j] != (not is_exit):
                     continue
                 P = O[d, j]
                 val_open = shares[j] * P if trad[d, j] else np.nan
@@ -429,6 +563,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     n_trades += 1
         # 4. buys in selection order, greedy on cash: worth less than (1−b)V*, one lot less until affordable
         lo_band = (1.0 - band) * vstar
+        nb = 0
         for j in sel:
             selected[j] = False  # (reset for the next day)
             P = O[d, j]
@@ -464,6 +599,8 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     counts[_PARTIAL, kk] += 1
                 shares[j] += filled
                 bought_day[j] = k
+                bought[nb] = j
+                nb += 1
                 counts[_N_BUYS, kk] += 1
                 cash -= total
                 B += value
@@ -478,10 +615,29 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             return daily, counts, path, shares, trades, n_trades, stale, n_stale, 1, k
         if cash < 0.0:
             cash = 0.0
-        # 5. mark at the close
+        # 5. mark at the close: the names with shares > 0 among the open's and the day's buys, column order
+        for x in range(1, nb):  # the buys in column order (insertion sort)
+            j = bought[x]
+            y = x
+            while y > 0 and bought[y - 1] > j:
+                bought[y] = bought[y - 1]
+                y -= 1
+            bought[y] = j
         nh = 0
-        for j in range(N):
+        a = b = 0
+        last = -1
+        while a < nhl or b < nb:
+            if b == nb or (a < nhl and hl[a] <= bought[b]):
+                j = hl[a]
+                a += 1
+            else:
+                j = bought[b]
+                b += 1
+            if j == last:
+                continue
+            last = j
             if shares[j] > 0:
+                hl2[nh] = j
                 xs[nh] = shares[j]
                 ps[nh] = C[d, j]
                 nh += 1
@@ -489,6 +645,8 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     stale = _grow(stale, n_stale)
                     stale[n_stale, 0], stale[n_stale, 1], stale[n_stale, 2] = k, j, shares[j]
                     n_stale += 1
+        hl, hl2 = hl2, hl
+        nhl = nh
         pv = np.dot(xs[:nh], ps[:nh]) if nh else 0.0
         path[0, k], path[1, k], path[2, k] = cash + pv, cash, pv
         counts[_N_HELD, kk] = nh
@@ -534,4 +692,4 @@ def reference_path(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:
     return np.concatenate([[1.0], np.cumprod(1.0 + r.to_numpy())])
 
 
-__all__ = ["AccountResult", "run_account", "select_top", "window_rows", "labels", "reference_path"]
+__all__ = ["AccountResult", "run_account", "select_top", "score_order", "window_rows", "labels", "reference_path"]

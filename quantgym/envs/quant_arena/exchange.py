@@ -103,6 +103,15 @@ def book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
+def book_series_by_stock(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`book_series` laid out by stock: two C-contiguous (N, T) arrays (one stock's window is
+    contiguous in memory, for the per-order σ and ADV of the cash account); cached."""
+    if "book_series_by_stock" not in ds._cache:
+        lr, vol = book_series(ds)
+        ds._cache["book_series_by_stock"] = (np.ascontiguousarray(lr.T), np.ascontiguousarray(vol.T))
+    return ds._cache["book_series_by_stock"]
+
+
 # ---------------------------------------------------------------------- order-level kernels
 # One order at a time, as scalars: the cash account's compiled day loop (account.py) calls these, and so do
 # the spec's one-order forms below (book_params, walk_book, order_fees) and book_inputs. They are compiled
@@ -155,13 +164,13 @@ def _round10(x: float) -> float:
 
 
 @njit
-def _window_sum(x: np.ndarray, t: int, w: int, j: int) -> tuple[float, int]:
+def _window_sum(x: np.ndarray, t: int, w: int) -> tuple[float, int]:
     """Sum (NaN as 0.0, from the oldest row on, as numpy's nansum over the window) and count of the non-NaN
-    values of ``x[t−w+1 .. t, j]``; rows before 0 count as missing."""
+    values of ``x[t−w+1 .. t]`` (one stock's daily series); rows before 0 count as missing."""
     tot = 0.0
     cnt = 0
     for r in range(t - w + 1, t + 1):
-        v = x[r, j] if r >= 0 else np.nan
+        v = x[r] if r >= 0 else np.nan
         if v == v:
             cnt += 1
         else:
@@ -171,21 +180,22 @@ def _window_sum(x: np.ndarray, t: int, w: int, j: int) -> tuple[float, int]:
 
 
 @njit
-def sigma_adv_kernel(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
+def sigma_adv_series(lr: np.ndarray, vol: np.ndarray, t: int, W: int, min_obs: int, vol_default: float,
                      Wa: int) -> tuple[float, float]:
-    """σ and ADV of column ``j`` at decision row ``t`` (spec §10.8; :func:`book_inputs` of one cell).
+    """σ and ADV of one stock at decision row ``t`` from its daily series ``lr``, ``vol`` (T,) (spec §10.8).
 
-    σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t, j]`` in numpy's own steps (sum from the oldest row,
+    σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t]`` in numpy's own steps (sum from the oldest row,
     mean, squared deviations summed from the oldest row); rows before 0 count as missing. ADV: the
-    non-NaN mean of ``vol[t−Wa+1 .. t, j]`` (0 if none).
+    non-NaN mean of ``vol[t−Wa+1 .. t]`` (0 if none). The cash account passes rows of
+    :func:`book_series_by_stock` (contiguous in time).
     """
-    tot, cnt = _window_sum(lr, t, W, j)
+    tot, cnt = _window_sum(lr, t, W)
     sd = np.nan
     if cnt > 1 and min(t + 1, W) > 1:
         avg = tot / cnt
         ss = 0.0
         for r in range(t - W + 1, t + 1):
-            x = lr[r, j] if r >= 0 else np.nan
+            x = lr[r] if r >= 0 else np.nan
             dv = 0.0
             if x == x:
                 dv = x - avg
@@ -193,8 +203,16 @@ def sigma_adv_kernel(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, mi
             ss = dv if r == t - W + 1 else ss + dv
         sd = math.sqrt(ss / (cnt - 1))
     sig = sd if (cnt >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
-    tot, cnt = _window_sum(vol, t, Wa, j)
+    tot, cnt = _window_sum(vol, t, Wa)
     return sig, (tot / cnt if cnt > 0 else 0.0)
+
+
+@njit
+def sigma_adv_kernel(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
+                     Wa: int) -> tuple[float, float]:
+    """σ and ADV of column ``j`` of ``lr``, ``vol`` (T, N) at decision row ``t`` (spec §10.8;
+    :func:`book_inputs` of one cell): :func:`sigma_adv_series` of that column."""
+    return sigma_adv_series(lr[:, j], vol[:, j], t, W, min_obs, vol_default, Wa)
 
 
 @njit
@@ -366,4 +384,4 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
 
 
 __all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args", "book_series",
-           "sigma_adv_kernel", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
+           "book_series_by_stock", "sigma_adv_kernel", "sigma_adv_series", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]

@@ -25,12 +25,12 @@ import numpy as np
 from quantgym.blind import day_label
 
 from .config import ArenaConfig
-from .account import AccountResult, labels, reference_path, run_account, window_rows
+from .account import AccountResult, labels, reference_path, run_account, score_order, window_rows
 from .child.harness import score_days
 from .blinding import ArenaBlinding
 from .data import ArenaDataset
 from .handoff import RUNNER, ChildOutputError, build_payload, validate_child_value
-from .metrics import account_metrics, diversity, score_window, signal_metrics, yearly_returns
+from .metrics import account_metrics, diversity, label_order, score_window, signal_metrics, yearly_returns
 
 #: Statuses of an evaluation (spec §10.4), plus ``host_error``: quantgym itself failed (not the submission);
 #: such a result is never scored (the env raises :class:`ArenaHostError`).
@@ -116,6 +116,19 @@ class WindowResult:
         return out
 
 
+def _window_inputs(ds: ArenaDataset, d0: int, n: int) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """Market reference path, labels and the labels' order of a window (the same for every candidate
+    scored on it), cached on the dataset; read-only arrays."""
+    key = ("window_inputs", int(d0), int(n))
+    if key not in ds._cache:
+        ref, y = reference_path(ds, d0, n), labels(ds, d0, n)
+        y_order = label_order(y)
+        for a in (ref, y, *y_order):
+            a.setflags(write=False)
+        ds._cache[key] = (ref, y, y_order)
+    return ds._cache[key]
+
+
 def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, config: ArenaConfig | None = None,
                     features: np.ndarray | None = None, sample_days: np.ndarray | None = None) -> dict[str, Any]:
     """Account, metrics and score of a validated score matrix (host only, no agent code).
@@ -141,12 +154,14 @@ def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, confi
     """
     config = config or ArenaConfig()
     sc = config.scoring
-    acct = run_account(ds, d0, n, scores, execution=config.execution, cost=config.cost, impact=config.impact)
-    ref = reference_path(ds, d0, n)
+    # one sort of the scores serves the selections and the signal metrics (run_account checks the shape)
+    order = score_order(scores) if np.shape(scores) == (n, ds.N) else None
+    acct = run_account(ds, d0, n, scores, execution=config.execution, cost=config.cost, impact=config.impact,
+                       order=order)
+    ref, y, y_order = _window_inputs(ds, d0, n)
     am = account_metrics(acct.nav, acct.position_value, acct.bought, acct.sold, acct.nav_open, ref, sc.n_ann)
-    y = labels(ds, d0, n)
     in_view = ds.has_row[d0:d0 + n]
-    sm = signal_metrics(scores, y, in_view, sc)
+    sm = signal_metrics(scores, y, in_view, sc, label_order=y_order, score_order=order)
     if features is not None and sample_days is not None and features.shape[1] > 0:
         div = diversity(features, scores[np.asarray(sample_days, dtype=np.int64)], sc)
     else:
@@ -163,7 +178,7 @@ def evaluate_scores(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, confi
                "partial_fills": int(acct.partial.sum()), "stale_holdings": len(acct.stale),
                **sb.components, "Q": sb.Q, "D": sb.D, "K": sb.K, "S": sb.S,
                "n_features_measured": div["n_features"], "n_clusters": div["n_clusters"]}
-    return {"account": acct, "metrics": metrics, "score": sb, "reference": ref,
+    return {"account": acct, "metrics": metrics, "score": sb, "reference": ref.copy(),
             "years": yearly_returns(acct.dates, acct.nav, ref), "signal": sm, "diversity": div}
 
 

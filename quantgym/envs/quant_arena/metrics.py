@@ -27,6 +27,7 @@ from scipy.sparse.csgraph import connected_components
 from quantgym import metrics as qm
 from quantgym.jit import njit, np_sum
 
+from .account import score_order as _score_order
 from .config import ArenaScoringConfig
 
 
@@ -93,9 +94,8 @@ def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> d
     before Y) − 1`` (D_0 for the first year), the same on the reference, and the
     difference ``excess``.
     """
-    d = pd.DatetimeIndex(np.asarray(dates))
     out = {}
-    years = d.year.to_numpy()
+    years = np.asarray(dates).astype("datetime64[Y]").astype(np.int64) + 1970
     for y in sorted(set(years[1:].tolist())):
         idx = np.flatnonzero(years == y)
         idx = idx[idx > 0]
@@ -108,24 +108,26 @@ def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> d
 
 # ---------------------------------------------------------------------- signal metrics
 @njit
-def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key_y: np.ndarray, order_y: np.ndarray,
-                 m: np.ndarray, min_pairs: int, quantiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Daily RankIC, long-short spread and quantile means from the sorted pairs (spec §10.11).
+def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, count_s: np.ndarray,
+                 order_y: np.ndarray, count_y: np.ndarray, min_pairs: int, quantiles: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Daily RankIC, long-short spread and quantile means from the sorted rows (spec §10.11).
 
     Parameters
     ----------
-    key_s, order_s : (D, N)
-        ``−score`` on the valid pairs (NaN elsewhere) and its stable ascending argsort (score
-        descending, ties in column order; valid cells first).
-    labels : (D, N)
-    key_y, order_y : (D, N)
-        The label on the valid pairs (NaN elsewhere) and any ascending argsort of it.
-    m : (D,) int
-        Valid pairs per day.
+    scores, labels : (D, N)
+    order_s, count_s : (D, N), (D,)
+        Each row's columns with a finite score, score descending and ties in column order, in
+        ``order_s[i, :count_s[i]]`` (:func:`~quantgym.envs.quant_arena.account.score_order`).
+    order_y, count_y : (D, N), (D,)
+        Each row's columns with a finite label in any ascending order of the label, in
+        ``order_y[i, :count_y[i]]`` (:func:`label_order`).
+
+    The valid pairs (finite score and label) of a row are these orders with the other cells skipped.
 
     Returns
     -------
-    ic, ls : (D,)   NaN on days below ``min_pairs`` (ls also where ``m // quantiles`` = 0)
+    ic, ls : (D,)   NaN on days below ``min_pairs`` valid pairs (ls also where ``m // quantiles`` = 0)
     qmeans : (D, quantiles)
 
     Average ranks (``scipy.stats.rankdata(method="average")``) are half-integers, so the RankIC's
@@ -136,34 +138,54 @@ def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key
     ic = np.full(D, np.nan)
     ls = np.full(D, np.nan)
     qm = np.full((D, quantiles), np.nan)
-    rank_s = np.empty(N)  # ascending average rank of each column's score
+    rank_s = np.empty(N)  # average descending rank of each column's score
     ys = np.empty(N)      # labels in score order
+    os = np.empty(N, dtype=np.int64)  # valid columns in score order
+    oy = np.empty(N, dtype=np.int64)  # valid columns in label order
     for i in range(D):
-        mi = m[i]
+        # valid columns in score order; a group of equal scores shares the average h of its descending
+        # ranks (kept in rank_s: the ascending rank is (m + 1) − h once the count m is known)
+        mi = 0
+        first = 0
+        for x in range(count_s[i]):
+            j = order_s[i, x]
+            y = labels[i, j]
+            if not math.isfinite(y):
+                continue
+            if mi > 0 and scores[i, j] != scores[i, os[mi - 1]]:
+                h = (first + mi + 1) * 0.5  # the group first..mi−1 closes
+                for z in range(first, mi):
+                    rank_s[os[z]] = h
+                first = mi
+            os[mi] = j
+            ys[mi] = y
+            mi += 1
         if mi < min_pairs:
             continue
-        first = 0
-        for x in range(mi):  # groups of equal keys in sorted order share the average rank
-            j = order_s[i, x]
-            ys[x] = labels[i, j]
-            if x + 1 == mi or key_s[i, order_s[i, x + 1]] != key_s[i, j]:
-                r = (mi + 1) - (first + x + 2) * 0.5  # descending rank → ascending
-                for z in range(first, x + 1):
-                    rank_s[order_s[i, z]] = r
-                first = x + 1
+        h = (first + mi + 1) * 0.5
+        for z in range(first, mi):
+            rank_s[os[z]] = h
         c = (mi + 1) * 0.5
         sxx = syy = sxy = 0.0
+        my = 0
         first = 0
-        for x in range(mi):
-            j = order_y[i, x]
-            if x + 1 == mi or key_y[i, order_y[i, x + 1]] != key_y[i, j]:
-                ry = (first + x + 2) * 0.5 - c
-                for z in range(first, x + 1):
-                    rx = rank_s[order_y[i, z]] - c
+        for x in range(count_y[i] + 1):  # valid columns in label order, one group of equal labels at a time
+            j = -1
+            if x < count_y[i]:
+                j = order_y[i, x]
+                if not math.isfinite(scores[i, j]):
+                    continue
+            if my > 0 and (j < 0 or labels[i, j] != labels[i, oy[my - 1]]):
+                ry = (first + my + 1) * 0.5 - c  # the group first..my−1 closes
+                for z in range(first, my):
+                    rx = ((mi + 1) - rank_s[oy[z]]) - c
                     sxx += rx * rx
                     syy += ry * ry
                     sxy += rx * ry
-                first = x + 1
+                first = my
+            if j >= 0:
+                oy[my] = j
+                my += 1
         den = math.sqrt(sxx * syy)
         ic[i] = sxy / den if den > 0 else 0.0
         k = mi // quantiles
@@ -179,17 +201,27 @@ def _signal_days(key_s: np.ndarray, order_s: np.ndarray, labels: np.ndarray, key
     return ic, ls, qm
 
 
-def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(daily RankIC, daily long-short, quantile means) of (D, N) scores and labels: two numpy sorts
-    (all days at once) and :func:`_signal_days`."""
-    scores = np.asarray(scores, dtype=np.float64)
+def label_order(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's columns with a finite label in ascending label order: ``(order (D, N), count (D,))``, the
+    first ``count[i]`` entries of ``order[i]`` (the input of :func:`signal_metrics`' ``label_order``).
+
+    It depends on the labels only, so it is the same for every candidate scored on one window.
+    """
     labels = np.asarray(labels, dtype=np.float64)
-    valid = np.isfinite(scores) & np.isfinite(labels)
-    key_s = np.where(valid, -scores, np.nan)  # NaN sorts last
-    key_y = np.where(valid, labels, np.nan)
-    return _signal_days(key_s, np.argsort(key_s, axis=1, kind="stable"), np.ascontiguousarray(labels), key_y,
-                        np.argsort(key_y, axis=1), valid.sum(axis=1), int(min_pairs), int(quantiles))
+    fin = np.isfinite(labels)
+    return np.argsort(np.where(fin, labels, np.nan), axis=1), fin.sum(axis=1)
+
+
+def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int,
+            y_order: tuple[np.ndarray, np.ndarray] | None = None,
+            s_order: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(daily RankIC, daily long-short, quantile means) of (D, N) scores and labels: the rows' score and
+    label orders (each one numpy sort of all days at once, or given) and :func:`_signal_days`."""
+    scores = np.ascontiguousarray(scores, dtype=np.float64)
+    labels = np.ascontiguousarray(labels, dtype=np.float64)
+    o_s, c_s = _score_order(scores) if s_order is None else s_order
+    o_y, c_y = label_order(labels) if y_order is None else y_order
+    return _signal_days(scores, labels, o_s, c_s, o_y, c_y, int(min_pairs), int(quantiles))
 
 
 def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) -> np.ndarray:
@@ -254,7 +286,9 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 
 
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
-                   config: ArenaScoringConfig | None = None) -> dict[str, Any]:
+                   config: ArenaScoringConfig | None = None, *,
+                   label_order: tuple[np.ndarray, np.ndarray] | None = None,
+                   score_order: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -265,10 +299,17 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
         Labels of D_0..D_{n−2} (:func:`~quantgym.envs.quant_arena.account.labels`).
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
+    label_order : (ndarray, ndarray), optional
+        :func:`label_order` of ``labels`` (one per window; computed here otherwise).
+    score_order : (ndarray, ndarray), optional
+        :func:`~quantgym.envs.quant_arena.account.score_order` of ``scores`` (rows beyond the labels'
+        are ignored; computed here otherwise).
     """
     config = config or ArenaScoringConfig()
     labels = np.asarray(labels, dtype=np.float64)
-    ic, ls, qmeans = _signal(scores[: labels.shape[0]], labels, config.ic_min_pairs, config.quantiles)
+    D = labels.shape[0]
+    s_order = None if score_order is None else (score_order[0][:D], score_order[1][:D])
+    ic, ls, qmeans = _signal(scores[:D], labels, config.ic_min_pairs, config.quantiles, label_order, s_order)
     cov, act = coverage(scores, in_view)
     valid = np.isfinite(ic)
     with np.errstate(invalid="ignore"):
@@ -536,7 +577,7 @@ def summary_extra(final: dict | None) -> dict[str, Any]:
             **overfitting_extra(fin.get("overfitting"))}
 
 
-__all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio",
+__all__ = ["arr", "long_sharpe", "account_metrics", "yearly_returns", "daily_rank_ic", "information_ratio", "label_order",
            "long_short", "coverage", "signal_metrics", "logistic", "component_scores", "quality",
            "window_score", "total_score", "diversity", "ScoreBreakdown", "score_window",
            "research_overfitting", "overfitting_extra", "summary_extra"]

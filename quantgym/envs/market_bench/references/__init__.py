@@ -6,17 +6,20 @@ Each module exposes ``backtest_<strategy>(...) -> dict`` (the §9.11 metrics plu
 is what the reference agent submits.
 
 ``BACKTESTERS`` maps each strategy to the function that computes its stored reference outputs:
-the readable module's for scheduled and delta_hedge, and for pairs
-:func:`~quantgym.envs.market_bench.kernels.backtest_pairs_compiled`, the same backtester with its
-per-decision loop compiled (bit-identical to ``backtest_pairs``; see that module for how the two
-are held together).
+the readable module's for scheduled, and for pairs and delta_hedge
+:func:`~quantgym.envs.market_bench.kernels.backtest_pairs_compiled` and
+:func:`~quantgym.envs.market_bench.kernels.backtest_delta_hedge_compiled`, the same backtesters with
+their event loops compiled (bit-identical to ``backtest_pairs`` and ``backtest_delta_hedge``; see
+that module for how they are held together).
 """
 
-from quantgym.envs.market_bench.kernels import backtest_pairs_compiled
+from quantgym.envs.market_bench.kernels import backtest_delta_hedge_compiled, backtest_pairs_compiled
 from quantgym.envs.market_bench.references.delta_hedge import backtest_delta_hedge
 from quantgym.envs.market_bench.references.pairs import backtest_pairs
 from quantgym.envs.market_bench.references.scheduled import backtest_scheduled
 
-BACKTESTERS = {"scheduled": backtest_scheduled, "pairs": backtest_pairs_compiled, "delta_hedge": backtest_delta_hedge}
+BACKTESTERS = {"scheduled": backtest_scheduled, "pairs": backtest_pairs_compiled,
+               "delta_hedge": backtest_delta_hedge_compiled}
 
-__all__ = ["BACKTESTERS", "backtest_scheduled", "backtest_pairs", "backtest_pairs_compiled", "backtest_delta_hedge"]
+__all__ = ["BACKTESTERS", "backtest_scheduled", "backtest_pairs", "backtest_pairs_compiled", "backtest_delta_hedge",
+           "backtest_delta_hedge_compiled"]

@@ -101,6 +101,8 @@ def backtest_delta_hedge(book, option_delta, c0, interval_ns, delay_ns, fraction
     mark = float(bk.mid[-1])
     di_last = int(np.searchsorted(d_ts, t_last, side="right")) - 1
     final_od = int(d_val[di_last]) if di_last >= 0 else 0
+    points = curve.tolist()  # the equity curve: C0, then one point per row
+    points.insert(0, float(c0))
     return {
         "final_cash": cash,
         "final_position": float(led.position),
@@ -115,5 +117,5 @@ def backtest_delta_hedge(book, option_delta, c0, interval_ns, delay_ns, fraction
         "n_hedges_killed": float(killed),
         "n_fills": float(n_fills),
         "filled_qty": float(filled_qty),
-        "equity_curve": [float(c0)] + curve.tolist(),
+        "equity_curve": points,
     }

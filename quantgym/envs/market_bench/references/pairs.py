@@ -211,6 +211,8 @@ def pairs_metrics(c0, curve, mid_a, mid_b, z, *, cash, pos_a, pos_b, realized, u
     ma = float(mid_a[-1]) if np.isfinite(mid_a[-1]) else 0.0
     mb = float(mid_b[-1]) if np.isfinite(mid_b[-1]) else 0.0
     defined = np.flatnonzero(np.isfinite(z))
+    points = curve.tolist()  # the equity curve: C0, then one point per row
+    points.insert(0, float(c0))
     return {
         "final_cash": cash,
         "final_position_a": float(pos_a),
@@ -228,5 +230,5 @@ def pairs_metrics(c0, curve, mid_a, mid_b, z, *, cash, pos_a, pos_b, realized, u
         "fill_vwap_a": notional[0] / qty[0] if qty[0] else 0.0,
         "fill_vwap_b": notional[1] / qty[1] if qty[1] else 0.0,
         "final_z": float(z[defined[-1]]) if len(defined) else 0.0,
-        "equity_curve": [float(c0)] + curve.tolist(),
+        "equity_curve": points,
     }

@@ -40,10 +40,11 @@ def backtest_scheduled(book, schedule, c0, trace=None):
     cash = float(c0)
     n_fills = filled = unfilled = 0
     rec_rows, rec_cash, rec_pos = [], [], []
+    ts_col, side_col, qty_col = sch["ts_event"].tolist(), sch["side"].tolist(), sch["qty"].tolist()
     for i in order:
-        t = int(sch["ts_event"].iloc[i])
-        buy = str(sch["side"].iloc[i]).strip().upper() == "BUY"
-        qty = int(sch["qty"].iloc[i])
+        t = int(ts_col[i])
+        buy = str(side_col[i]).strip().upper() == "BUY"
+        qty = int(qty_col[i])
         row = int(np.searchsorted(bk.ts, t, side="left"))  # first_at_or_after (one symbol)
         if row >= bk.n:
             unfilled += qty  # expired: no fill, no consumption
@@ -69,6 +70,8 @@ def backtest_scheduled(book, schedule, c0, trace=None):
     curve = cash_path + pos_path * bk.mid
     mark = float(bk.mid[-1])
     bid_size, bid_vwap, ask_size, ask_vwap = sb.stats(bk.n - 1)
+    points = curve.tolist()  # the equity curve: C0, then one point per row
+    points.insert(0, float(c0))
     return {
         "final_cash": cash,
         "final_position": float(led.position),
@@ -83,5 +86,5 @@ def backtest_scheduled(book, schedule, c0, trace=None):
         "syn_ask_size": ask_size,
         "syn_bid_vwap": bid_vwap,
         "syn_ask_vwap": ask_vwap,
-        "equity_curve": [float(c0)] + curve.tolist(),
+        "equity_curve": points,
     }
