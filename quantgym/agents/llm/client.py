@@ -503,17 +503,24 @@ class ChatEngine:
 
         Until the endpoint's behaviour is known (a first successful call; for a schema call, which
         rung works; for a call with tools, whether the server takes them) calls are serialised, so
-        concurrent episodes probe the endpoint once and a replay takes exactly the recorded path.
+        concurrent episodes probe the endpoint once and a replay takes exactly the recorded path. A call
+        that waited for the probe and finds the behaviour known once it holds the lock is sent at once,
+        concurrently with the others (the episodes of ``-j N`` do not queue behind one another's calls).
         """
+        if self._probing(schema, tools):
+            with self._call_lock:
+                if self._probing(schema, tools):
+                    return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools,
+                                      tool_choice)
+        return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools, tool_choice)
+
+    def _probing(self, schema: dict | None, tools: list[dict] | None) -> bool:
+        """A call with ``schema`` / ``tools`` would probe what the endpoint accepts (see :meth:`chat`)."""
         st = self.state()
-        probing = not self._basic_known or (schema is not None and self.config.structured == "auto"
-                                            and not st.rung_known and RUNGS[st.rung] != "text") or (
+        return not self._basic_known or (schema is not None and self.config.structured == "auto"
+                                         and not st.rung_known and RUNGS[st.rung] != "text") or (
             bool(tools) and self.config.tool_calls == "auto" and not st.tool_known
             and TOOL_RUNGS[st.tool_rung] == "native")
-        if probing:
-            with self._call_lock:
-                return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools, tool_choice)
-        return self._chat(messages, schema, meta, nonce, hash_subs, max_tokens, refit, tools, tool_choice)
 
     def _chat(self, messages: list[dict], schema: dict | None, meta: dict | None, nonce: int,
               hash_subs: tuple[tuple[str, str], ...], max_tokens: int | None, refit: Any,
