@@ -18,20 +18,24 @@ Figures per (N, observation):
 - cold step: wall time of each ``env.step`` of the first episode, each step reaching a decision row
   no env over this data has seen (the trade, the day loop to the next decision date, that row's
   snapshot parts: availability, window statistics, regime; its observation: the (L, N) window and,
-  with ``full``, the N×N correlation; the observation copies): median, mean and p95, and the median
-  CPU time (``time.process_time``: what the step costs when the machine is shared). Not included: data
+  with ``full``, the N×N correlation; the observation copies): median, mean and p95, and the median and
+  mean CPU time (``time.process_time``: what the step costs when the machine is shared). A step that reaches
+  a row not computed yet computes the next rows' window arrays with it, in one batch (several rows at small
+  N, ``market.ROW_BATCH_BYTES``): the median is then a step without a batch, the mean (and ``cold_cpu_s``,
+  the whole first episode's CPU seconds) what the episode pays per step. Not included: data
   loading, construction and ``reset``; numba's import and the load of the compiled correlation kernel
   (``full``: done once before the episode, the first call of a process, about 0.1-1 s, the machine code
   cached on disk; ``no-corr`` never loads them);
-- steps/s: a second episode (the row cache keeps what fits in ``ROW_CACHE_BYTES``; with ``full`` at
-  large N most rows are recomputed, so this is close to the cold rate), per wall and per CPU second;
+- steps/s: a second episode (the row cache keeps the first rows that fit in ``ROW_CACHE_BYTES``; with
+  ``full`` at large N the later rows are recomputed, so this nears the cold rate), per wall and per CPU second;
 - peak RSS of the child (``ru_maxrss``: data, env, caches; the Python interpreter and numpy included).
 
 ``--max-steps K`` stops each episode after K steps (0: the whole 2,012-day episode). The table is written
 to the generated block ``perf-pb-scaling`` of docs/performance.md (``--no-write``: print only;
 ``benchmarks/run_all.py`` writes the same block from its own run). ``--json PATH`` writes ``{"sizes",
 "obs", "max_steps", "results": {"N/obs": {"cold_ms_median", "cold_ms_mean", "cold_ms_p95",
-"cold_cpu_ms_median", "steps_per_s", "steps_per_cpu_s", "peak_rss_mib", "steps", "row_cache_mib"}},
+"cold_cpu_ms_median", "cold_cpu_ms_mean", "cold_cpu_s", "steps_per_s", "steps_per_cpu_s", "peak_rss_mib", "steps",
+"row_cache_mib"}},
 "errors", "context" (versions, load average)}``.
 """
 
@@ -122,18 +126,20 @@ def measure(n: int, obs: str, max_steps: int, seed: int) -> dict:
     c, cc = np.asarray(cold), np.asarray(cold_cpu)
     return {"n": n, "obs": obs, "steps": i, "cold_ms_median": float(np.median(c)), "cold_ms_mean": float(c.mean()),
             "cold_ms_p95": float(np.percentile(c, 95)), "cold_cpu_ms_median": float(np.median(cc)),
+            "cold_cpu_ms_mean": float(cc.mean()), "cold_cpu_s": float(cc.sum()) / 1e3,
             "steps_per_s": rate, "steps_per_cpu_s": rate_cpu, "row_cache_mib": arrays.nbytes / 2**20,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def table(res: dict) -> list[str]:
     """The markdown table of a run's ``results`` (this script's JSON)."""
-    out = ["| N (synthetic) | observation | steps | cold step wall: median, mean (p95) | cold step CPU, median | "
+    out = ["| N (synthetic) | observation | steps | cold step wall: median, mean (p95) | cold step CPU: median, mean | "
            "steps/s, 2nd episode: wall (per CPU-s) | row-array cache | peak RSS |",
            "|---|---|---|---|---|---|---|---|"]
     for r in res.values():
         out.append(f"| {r['n']:,} | {r['obs']} | {r['steps']:,} | {r['cold_ms_median']:.2f} ms, "
-                   f"{r['cold_ms_mean']:.2f} ms ({r['cold_ms_p95']:.2f}) | {r['cold_cpu_ms_median']:.2f} ms | "
+                   f"{r['cold_ms_mean']:.2f} ms ({r['cold_ms_p95']:.2f}) | {r['cold_cpu_ms_median']:.2f} ms, "
+                   f"{r.get('cold_cpu_ms_mean', float('nan')):.2f} ms | "
                    f"{r['steps_per_s']:,.0f} ({r['steps_per_cpu_s']:,.0f}) | {r['row_cache_mib']:,.0f} MiB | "
                    f"{r['peak_rss_mib']:,.0f} MiB |")
     return out
@@ -186,7 +192,8 @@ def main(argv=None) -> None:
                 continue
             res[key] = r = json.loads(p.stdout.strip().splitlines()[-1])
             print(f"N = {n:5d} {obs:8s}: {r['steps']} steps, cold median {r['cold_ms_median']:.2f} ms "
-                  f"(CPU {r['cold_cpu_ms_median']:.2f}), {r['steps_per_s']:,.0f} steps/s, "
+                  f"(CPU {r['cold_cpu_ms_median']:.2f}, mean {r['cold_cpu_ms_mean']:.2f}), {r['steps_per_s']:,.0f} steps/s "
+                  f"({r['steps_per_cpu_s']:,.0f} per CPU-s), "
                   f"peak RSS {r['peak_rss_mib']:,.0f} MiB", flush=True)
     ctx = {**run_context(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     run = {"sizes": sizes, "obs": obs_list, "max_steps": a.max_steps, "results": res, "errors": errors,

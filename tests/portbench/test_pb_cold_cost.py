@@ -189,8 +189,9 @@ def _rollout(env, steps, seed=0):
 
 def test_obs_keys_without_corr_never_computes_it_and_keeps_every_other_entry(monkeypatch):
     calls = []
-    real = market.corr_and_obs
+    real, batch = market.corr_and_obs, market.obs_corr_rows
     monkeypatch.setattr(market, "corr_and_obs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(market, "obs_corr_rows", lambda *a, **k: calls.append(1) or batch(*a, **k))
     lean = PortBenchEnv(period=DAILY_2016, scoring=False, data=synthetic_data(30, seed=1), obs_keys=NO_CORR)
     assert set(lean.observation_space.spaces) == set(NO_CORR)  # gymnasium's Dict sorts its keys
     got = _rollout(lean, 20)

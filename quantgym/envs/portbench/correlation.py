@@ -133,6 +133,108 @@ def corr_and_obs(x: np.ndarray, corr: bool = True, obs: bool = True) -> tuple[np
     return res, (res if n_nan == 0 else obs_corr(res))  # a NaN not foreseen (an overflow): the numpy form
 
 
+def obs_corr_rows(win: np.ndarray, z: np.ndarray, n_rows: np.ndarray, sxy: np.ndarray | None = None,
+                  out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The observation form of the correlation (:func:`corr_and_obs` with ``corr=False``) of a batch of windows.
+
+    Parameters
+    ----------
+    win : (B, L, N) float64 windows, NaN = missing; window ``k`` is ``win[k, :n_rows[k]]``.
+    z : (B, L, N) the same with missing → 0 (C-contiguous).
+    n_rows : (B,) int64 rows of each window.
+    sxy, out : optional (B, N, N) float64 C-contiguous arrays for the cross products (work) and the result.
+
+    Returns
+    -------
+    obs : (B, N, N) float64, ``obs[k]`` = ``corr_and_obs(win[k, :n_rows[k]], corr=False)[1]``, the same bits
+    (tested); left unwritten where ``todo[k]``. todo : (B,) bool, the windows with more missing-value patterns
+    than :func:`_use_patterns` allows (their sums come from the matrix products: call :func:`corr_and_obs`).
+
+    How: per window, the cross products ``z.T @ z`` as in :func:`corr_and_obs` (the same single-threaded BLAS
+    call on a C-contiguous (L', N) array), then one compiled call for the whole batch (:func:`_obs_corr_rows`):
+    the missing-value patterns, their sums (:func:`_pattern_sums`) and the finish (:func:`_corr_from_sums`),
+    each the arithmetic of :func:`corr_and_obs` in its order. Compiled only (no ``QUANTGYM_JIT=0`` form: the
+    caller uses :func:`corr_and_obs` then).
+    """
+    n_batch, _, n = win.shape
+    sxy = np.empty((n_batch, n, n)) if sxy is None else sxy
+    for k in range(n_batch):
+        zk = z[k, : n_rows[k]]
+        np.matmul(zk.T, zk, out=sxy[k])
+    out = np.empty_like(sxy) if out is None else out  # not in place (see _corr_row)
+    todo = np.zeros(n_batch, np.bool_)
+    _obs_corr_rows(win, z, n_rows, sxy, out, todo)
+    return out, todo
+
+
+@njit(error_model="numpy")
+def _obs_corr_rows(win, z, n_rows, sxy, out, todo):  # pragma: no cover - compiled
+    """:func:`obs_corr_rows`' compiled part: for each window ``k``, its missing-value patterns (columns with the
+    same observed rows; numbered in order of first appearance, which changes no value), then, unless more than
+    ``max(16, N/16)`` (``todo[k]`` set), the pattern sums, the common counts, the variances ``sxx − sx²/n`` and
+    the observation form into ``out[k]`` (:func:`_corr_from_sums`, mode 1), as in :func:`corr_and_obs`."""
+    n_batch = win.shape[0]
+    n = win.shape[2]
+    max_pat = max(16, n // 16)
+    no_obs = np.empty((0, 0))
+    for k in range(n_batch):
+        n_r = n_rows[k]
+        words = max(1, (n_r + 63) // 64)
+        key = np.zeros((n, words), np.uint64)
+        for r in range(n_r):
+            w = r // 64
+            bit = np.uint64(1) << np.uint64(r % 64)
+            for i in range(n):
+                if np.isfinite(win[k, r, i]):
+                    key[i, w] |= bit
+        pid = np.empty(n, np.int64)
+        first = np.empty(max_pat + 1, np.int64)
+        n_pat = 0
+        for i in range(n):
+            p = -1
+            for q in range(n_pat):
+                same = True
+                for w in range(words):
+                    if key[first[q], w] != key[i, w]:
+                        same = False
+                        break
+                if same:
+                    p = q
+                    break
+            if p < 0:
+                if n_pat == max_pat:
+                    n_pat += 1
+                    break
+                first[n_pat] = i
+                p = n_pat
+                n_pat += 1
+            pid[i] = p
+        if n_pat > max_pat:
+            todo[k] = True
+            continue
+        pats = np.zeros((n_r, n_pat))
+        for r in range(n_r):
+            w = r // 64
+            bit = np.uint64(1) << np.uint64(r % 64)
+            for p in range(n_pat):
+                if key[first[p], w] & bit:
+                    pats[r, p] = 1.0
+        cnt = np.zeros((n_pat, n_pat))  # common counts (integers: exact in any order)
+        for p in range(n_pat):
+            for q in range(n_pat):
+                c = 0.0
+                for r in range(n_r):
+                    c += pats[r, p] * pats[r, q]
+                cnt[p, q] = c
+        sx, sxx = _pattern_sums(z[k, :n_r], pats)
+        var = np.empty((n, n_pat))
+        for i in range(n):
+            for p in range(n_pat):
+                var[i, p] = sxx[i, p] - (sx[i, p] * sx[i, p]) / cnt[pid[i], p]
+        _corr_from_sums(cnt, pid, sx, np.ascontiguousarray(sx.T), var, np.ascontiguousarray(var.T), sxy[k], out[k],
+                        no_obs, 1)
+
+
 def _pattern_sums_numpy(z: np.ndarray, pats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The numpy form of :func:`_pattern_sums` (the reference; run when ``QUANTGYM_JIT=0``)."""
     sx = np.zeros((z.shape[1], pats.shape[1]))

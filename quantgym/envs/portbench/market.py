@@ -12,7 +12,6 @@ snapshot built from it share the window and availability rules, which must not d
 from __future__ import annotations
 
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
@@ -24,7 +23,7 @@ from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.availability import available_mask, market_regime
 from quantgym.envs.portbench.availability import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
-from quantgym.envs.portbench.correlation import class_correlations, corr_and_obs
+from quantgym.envs.portbench.correlation import class_correlations, corr_and_obs, obs_corr_rows
 from quantgym.jit import jit_enabled, njit
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
@@ -37,6 +36,13 @@ ROW_CACHE_MAX = 4096
 #: row is recomputed, to the same values). At N = 80 every daily row of 2016-2023 fits (~185 kB a row); at
 #: N = 1000 about 30 rows do (~17 MB a row), so memory stays linear in the number of trading days × N.
 ROW_CACHE_BYTES = 512 * 2**20
+#: at most this many bytes of window arrays are computed in one batch (:meth:`MarketView.row_array`): 7 daily
+#: rows at N = 80 with the correlation, one row from N = 320 (larger batches run slower: the batch leaves the cache)
+ROW_BATCH_BYTES = 2**20
+#: the row arrays of batches are carved from blocks of about this many bytes (:meth:`RowArrays.carve`)
+ROW_BLOCK_BYTES = 32 * 2**20
+#: the row arrays computed in batches (the others per row)
+_BATCHED = frozenset({"returns", "obs_returns", "obs_mask", "obs_corr"})
 #: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
 SHARED_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
@@ -123,6 +129,35 @@ def _window_stats_rows(returns, lo, hi):  # pragma: no cover - compiled; the int
     return growth, cnt, sq
 
 
+@njit
+def _window_rows_batch(returns, lo, hi, available, win, z, ret, mask):  # pragma: no cover - compiled
+    """The window arrays of a batch of rows: row ``k``'s window ``returns[lo[k]:hi[k]]`` with unavailable columns
+    NaN into ``win[k, :hi[k] − lo[k]]`` (:meth:`MarketView.window_returns`), the same with NaN → 0 into ``z[k]``,
+    and its observation form into ``ret[k]`` / ``mask[k]`` (:func:`obs_window`: the window in the last rows, the
+    rows above zero, clipped to [−1, 10]; the window has at most L rows). Values are copied or selected, never
+    computed, except the clip, which keeps numpy's result (signed zeros included)."""
+    n = returns.shape[1]
+    lookback = ret.shape[1]
+    for k in range(lo.shape[0]):
+        a = lo[k]
+        n_r = hi[k] - a
+        off = lookback - n_r
+        for r in range(off):
+            for i in range(n):
+                ret[k, r, i] = 0.0
+                mask[k, r, i] = 0
+        for r in range(n_r):
+            for i in range(n):
+                v = returns[a + r, i] if available[k, i] else np.nan
+                win[k, r, i] = v
+                f = np.isfinite(v)
+                c = v if f else 0.0
+                z[k, r, i] = c
+                c = -1.0 if c < -1.0 else c
+                ret[k, off + r, i] = 10.0 if c > 10.0 else c
+                mask[k, off + r, i] = f
+
+
 def row_table(view: "MarketView") -> dict[str, Any]:
     """The O(N) snapshot parts of every row of ``view``'s dataset at once, vectorised over the dates (speed only:
     row ``k`` holds what the per-row rules give at data row ``k``, tested): ``lo`` / ``hi`` (T,) the return
@@ -186,50 +221,133 @@ def _regimes(view: "MarketView", dates64: np.ndarray) -> np.ndarray:
 
 
 class RowArrays:
-    """Least-recently-used cache of large per-row arrays within a byte budget (speed only).
+    """Cache of large per-row arrays within a byte budget (speed only: a row not kept is recomputed, to the same
+    values).
 
-    ``get(t)`` returns the dict ``name -> array`` of row ``t`` (or None) and marks the row as used;
-    ``put(t, name, array)`` stores a read-only array and drops the least recently used other rows while
-    the total exceeds ``max_bytes`` (the row being filled is always kept; an array stored under two
-    names counts once).
+    ``get(t)`` returns the dict ``name -> array`` of row ``t`` (or None); ``put(t, name, array)`` stores a
+    read-only array, ``put_rows({t: {name: array}})`` the rows of a batch. Bytes are those of the arrays' own
+    buffers, each counted once: an array stored under two names, or the rows of a batch carved from one block
+    (:meth:`carve`). Rows are kept while the budget allows; past it, a batch is kept only until the next one
+    (``transient``): a pass over more rows than fit keeps its first rows for the next pass, instead of each row
+    replacing an older one and the next pass finding none (what a least-recently-used order does to a pass
+    repeated in the same order: every episode over the same dates).
     """
 
     def __init__(self, max_bytes: int):
         self.max_bytes = int(max_bytes)
         self.nbytes = 0
-        self.rows: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
+        self.rows: dict[int, dict[str, np.ndarray]] = {}
+        #: the last batch past the budget (not counted; replaced by the next one)
+        self.transient: dict[int, dict[str, np.ndarray]] = {}
+        self._owners: dict[int, list] = {}  # id of a buffer's owner -> [owner, references]
+        self._block: np.ndarray | None = None  # the block batches are carved from (:meth:`carve`)
+        self._block_ro: memoryview | None = None
+        self._block_used = 0
+        self._row_max = 0  # bytes of the largest row kept
 
     def get(self, t: int) -> dict[str, np.ndarray] | None:
-        row = self.rows.get(t)
-        if row is not None:
-            self.rows.move_to_end(t)
-        return row
+        row = self.transient.get(t)
+        return self.rows.get(t) if row is None else row
 
     def put(self, t: int, name: str, value: np.ndarray) -> np.ndarray:
-        value.flags.writeable = False
-        row = self.rows.get(t)
-        if row is None:
-            row = self.rows[t] = {}
-        else:
-            self.rows.move_to_end(t)
-        before = self._row_bytes(row)
-        row[name] = value
-        self.nbytes += self._row_bytes(row) - before
-        while self.nbytes > self.max_bytes and len(self.rows) > 1:
-            first = next(iter(self.rows))
-            if first == t:
-                self.rows.move_to_end(t)
-                continue
-            self.nbytes -= self._row_bytes(self.rows.pop(first))
+        self.put_rows({t: {name: value}})
         return value
 
+    def fits(self, n_bytes: int) -> bool:
+        """Whether ``n_bytes`` more stay within the budget."""
+        return self.nbytes + n_bytes <= self.max_bytes
+
+    def put_rows(self, rows: dict[int, dict[str, np.ndarray]]) -> None:
+        """Store the arrays of several rows (made read-only): kept if they fit the budget, else as the
+        transient batch."""
+        owners = {}
+        for arrays in rows.values():
+            for value in arrays.values():
+                value.flags.writeable = False
+                owner = self._owner(value)
+                if owner is value.base and not isinstance(owner.base, memoryview) and owner is not self._block:
+                    owner.flags.writeable = False  # a view of a writeable array could be made writeable again
+                if id(owner) not in self._owners:
+                    owners[id(owner)] = owner.nbytes
+        # a new row is kept only with room for it to grow to the largest row kept so far
+        new_rows = sum(t not in self.rows for t in rows)
+        if self.fits(max(sum(owners.values()), new_rows * self._row_max)):
+            for t, arrays in rows.items():
+                row = self.rows.get(t)
+                if row is None:
+                    row = self.rows[t] = {}
+                for name, value in arrays.items():
+                    old = row.get(name)
+                    row[name] = value
+                    self._ref(value, 1)
+                    if old is not None:
+                        self._ref(old, -1)
+                self._row_max = max(self._row_max, sum({id(v): v.nbytes for v in row.values()}.values()))
+                self.transient.pop(t, None)
+            return
+        fresh = {t: {**self.rows.get(t, {}), **self.transient.get(t, {}), **arrays} for t, arrays in rows.items()}
+        if fresh.keys() <= self.transient.keys():  # more arrays of rows of the transient batch: added to it
+            self.transient.update(fresh)
+        else:
+            self.transient = fresh
+
+    def carve(self, specs: list[tuple[tuple[int, ...], Any]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """New arrays of the given (shape, dtype), uninitialised: carved from a block of about
+        :data:`ROW_BLOCK_BYTES` (at most an eighth of the budget) while the budget has room for the block,
+        else allocated alone (a transient batch: freed when no longer used). Speed only: one large
+        allocation, transparent huge pages where the system offers them, instead of one page fault per 4 kB
+        of each row. Each as a pair: a writeable array to fill, and a read-only array over the same memory to
+        store (no view of it can be made writeable). Bytes count when stored (:meth:`put_rows`)."""
+        sizes = [-(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64 for shape, dtype in specs]
+        need = sum(sizes)
+        block = self._block
+        if block is None or self._block_used + need > block.nbytes:
+            size = max(1, min(ROW_BLOCK_BYTES, self.max_bytes // 8) // need) * need
+            if not self.fits(size):
+                return [(a, a.view()) for a in (np.empty(shape, dtype) for shape, dtype in specs)]
+            block = np.empty(size, np.uint8)
+            self._block, self._block_used = block, 0
+            self._block_ro = memoryview(block).toreadonly()
+        out = []
+        for (shape, dtype), size in zip(specs, sizes):
+            count = int(np.prod(shape))
+            a = self._block_used
+            fill = block[a:a + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+            out.append((fill, np.frombuffer(self._block_ro, dtype, count, a).reshape(shape)))
+            self._block_used += size
+        return out
+
     @staticmethod
-    def _row_bytes(row: dict[str, np.ndarray]) -> int:
-        """Bytes of a row's arrays, an array stored under two names counted once."""
-        return sum({id(v): v.nbytes for v in row.values()}.values())
+    def _owner(value: np.ndarray) -> np.ndarray:
+        """The array that holds ``value``'s memory (a carved array's block)."""
+        while isinstance(value.base, np.ndarray):
+            value = value.base
+        base = value.base
+        return base.obj if isinstance(base, memoryview) and isinstance(base.obj, np.ndarray) else value
+
+    def _ref(self, value: np.ndarray, step: int) -> None:
+        owner = self._owner(value)
+        entry = self._owners.get(id(owner))
+        if entry is None:
+            entry = self._owners[id(owner)] = [owner, 0]
+            self.nbytes += owner.nbytes
+        entry[1] += step
+        if entry[1] == 0:
+            del self._owners[id(owner)]
+            self.nbytes -= owner.nbytes
+
+    def __getstate__(self) -> dict:
+        """Pickled empty (a cache: its rows are recomputed, to the same values; its blocks are not picklable)."""
+        return {"max_bytes": self.max_bytes}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["max_bytes"])
 
     def clear(self) -> None:
         self.rows.clear()
+        self.transient = {}
+        self._owners.clear()
+        self._block = self._block_ro = None
         self.nbytes = 0
 
 
@@ -270,7 +388,7 @@ class RowCache(dict):
 
 #: placeholder of a snapshot field computed on first access (``MarketSnapshot.loader``)
 LAZY: Any = type("Lazy", (), {"__repr__": lambda self: "LAZY"})()
-LAZY_FIELDS = ("returns", "corr", "intra", "inter")
+LAZY_FIELDS = ("returns", "corr", "intra", "inter", "window_dates")
 
 
 @dataclass(eq=False)
@@ -318,7 +436,7 @@ class MarketSnapshot:
     news_text: str = ""
     extra: dict = field(default_factory=dict)
     #: optional ``name -> value`` loader of the fields passed as :data:`LAZY` (``returns``, ``corr``, ``intra``,
-    #: ``inter``): they are computed on first access (speed only; the view's snapshots use it)
+    #: ``inter``, ``window_dates``): they are computed on first access (speed only; the view's snapshots use it)
     loader: Callable[[str], Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -391,6 +509,8 @@ class MarketView:
         self._row_cache_key = key
         self._shared = shared
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
+        self._batch_corr = False  # row_array: batches include the observation form of the correlation
+        self._work: dict[str, np.ndarray] = {}  # _scratch
 
     def window_rows(self, t: int) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
@@ -445,6 +565,13 @@ class MarketView:
             table = self._shared[key] = row_table(self)
         return table
 
+    def _timestamps(self) -> list:
+        """``self.dates`` as a list of Timestamps (built once per dataset: indexing the index costs more)."""
+        stamps = self._shared.get("timestamps")
+        if stamps is None:
+            stamps = self._shared["timestamps"] = self.dates.tolist()
+        return stamps
+
     def _compute_row_parts(self, t: int) -> dict:
         config = self.config
         td = t - 1 if config.as_of == "previous_close" else t
@@ -454,8 +581,8 @@ class MarketView:
         if table is not None:  # the row of the per-dataset table (read-only views)
             lo, hi = int(table["lo"][td]), int(table["hi"][td])
             return {
-                "decision_date": self.dates[t], "available": table["available"][td], "window": (lo, hi),
-                "window_dates": self.dates[lo:hi], "price": table["price"][td],
+                "decision_date": self._timestamps()[t], "available": table["available"][td], "window": (lo, hi),
+                "price": table["price"][td],
                 "trailing_return": table["trailing_return"][td], "ann_vol": table["ann_vol"][td],
                 "macro": table["macro"][td], "macro_mask": table["macro_mask"][td], "regime": table["regime"][td],
             }
@@ -472,10 +599,9 @@ class MarketView:
         macro = self.macro[td]
         mmask = np.isfinite(macro)
         parts = {
-            "decision_date": self.dates[t],
+            "decision_date": self._timestamps()[t],
             "available": available,
             "window": (lo, hi),
-            "window_dates": self.dates[lo:hi],
             "price": np.where(available, self.prices[td], np.nan),
             "trailing_return": trailing,
             "ann_vol": vol,
@@ -507,6 +633,11 @@ class MarketView:
             v = row.get(name)
             if v is not None:
                 return v
+        if name in _BATCHED:
+            # a view that observes the correlation computes it with the windows (one batch, not two)
+            self._batch_corr = self._batch_corr or name == "obs_corr"
+            if self._fill_rows(t, self._batch_corr):
+                return self._arrays.get(t)[name]
         if name == "returns":
             v = self.window_returns(self.row_cache(t))
         elif name == "returns0":  # missing = 0 (the S5 risk report's window)
@@ -531,6 +662,65 @@ class MarketView:
             raise KeyError(f"unknown row array {name!r}")
         return self._arrays.put(t, name, v)
 
+    def _fill_rows(self, t: int, with_corr: bool) -> bool:
+        """Compute the window arrays of decision row ``t`` (``returns``, ``obs_returns``, ``obs_mask``; with
+        ``with_corr`` also ``obs_corr``) and, when row ``t − 1`` was computed too (a pass over consecutive rows,
+        e.g. a daily episode), those of the next rows not computed yet, in one batch (:func:`_window_rows_batch`,
+        :func:`~.correlation.obs_corr_rows`; at most :data:`ROW_BATCH_BYTES` and a quarter of the budget), and
+        store them. The values are those of the per-row path (tested). False (nothing done) without the
+        compiled kernels or the per-dataset table (a subclass's rules), or before the first return row."""
+        table = self._table() if jit_enabled() else None
+        if table is None:
+            return False
+        shift = 1 if self.config.as_of == "previous_close" else 0
+        n_dates, n = self.returns.shape
+        lookback = int(self.config.lookback)
+        if t - shift < 0:
+            return False
+        need = ("returns", "obs_returns", "obs_mask") + (("obs_corr",) if with_corr else ())
+        arrays = self._arrays
+        row_bytes = lookback * n * 17 + (8 * n * n if with_corr else 0)
+        size = 1
+        if arrays.get(t - 1) is not None:
+            size = max(1, min(ROW_BATCH_BYTES, arrays.max_bytes // 4) // row_bytes)
+        rows = [t]
+        for u in range(t + 1, min(t + size, n_dates)):
+            have = arrays.get(u)
+            if have is not None and all(k in have for k in need):
+                break
+            rows.append(u)
+        td = np.asarray(rows, np.int64) - shift
+        lo, hi = table["lo"][td], table["hi"][td]
+        n_rows = hi - lo
+        if int(n_rows.max()) > lookback:
+            return False
+        b, n_max = len(rows), int(n_rows.max())
+        (win, win_ro), (ret, ret_ro), (mask, mask_ro), *obs = arrays.carve(
+            [((b, n_max, n), np.float64), ((b, lookback, n), np.float64), ((b, lookback, n), np.int8)]
+            + ([((b, n, n), np.float64)] if with_corr else []))
+        z = self._scratch("z", (b, n_max, n))
+        _window_rows_batch(self.returns, lo, hi, table["available"][td], win, z, ret, mask)
+        out = {u: {"returns": win_ro[k, : n_rows[k]], "obs_returns": ret_ro[k], "obs_mask": mask_ro[k]}
+               for k, u in enumerate(rows)}
+        if with_corr:
+            from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
+
+            with single_thread_blas():
+                (obs, obs_ro), = obs
+                todo = obs_corr_rows(win, z, n_rows, self._scratch("sxy", obs.shape), obs)[1]
+                for k, u in enumerate(rows):
+                    out[u]["obs_corr"] = (obs_ro[k] if not todo[k] else
+                                          corr_and_obs(out[u]["returns"], corr=False, obs=True)[1])
+        arrays.put_rows(out)
+        return True
+
+    def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A float64 work array of ``shape``, reused by this view's batches (never handed out)."""
+        a = self._work.get(name)
+        if a is None or a.size < int(np.prod(shape)):
+            a = self._work[name] = np.empty(int(np.prod(shape)))
+        return a[:int(np.prod(shape))].reshape(shape)
+
     def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(intra (6,), inter (6, 6)) class correlations of decision row ``t`` (:func:`~.correlation.class_correlations`),
         cached with the row parts."""
@@ -549,7 +739,7 @@ class MarketView:
         """Build the snapshot of decision row ``t`` from rows ``≤ t`` (``≤ t − 1`` with ``as_of='previous_close'``).
 
         Row-dependent arrays come from a per-dataset cache and are read-only (copy before modifying); ``returns``,
-        ``corr``, ``intra`` and ``inter`` are computed when first read.
+        ``corr``, ``intra``, ``inter`` and ``window_dates`` are computed when first read.
         """
         t = int(t)
         p = self.row_cache(t)
@@ -557,7 +747,7 @@ class MarketView:
         if fields is None:  # the row's constant fields, built once (speed only: no dataclass __init__ per step)
             fields = p.put("snapshot_fields", MarketSnapshot(
                 decision_date=p["decision_date"], t=t, tickers=self.tickers, classes=self.classes,
-                class_id=self.class_id, available=p["available"], window_dates=p["window_dates"], returns=LAZY,
+                class_id=self.class_id, available=p["available"], window_dates=LAZY, returns=LAZY,
                 price=p["price"], trailing_return=p["trailing_return"], ann_vol=p["ann_vol"], corr=LAZY, intra=LAZY,
                 inter=LAZY, macro=p["macro"], macro_mask=p["macro_mask"], regime=p["regime"], current_weights=None,
                 nav=0.0,
@@ -576,4 +766,10 @@ class MarketView:
         """The lazy snapshot fields of row ``t`` (``MarketSnapshot.loader``)."""
         if name in ("intra", "inter"):
             return self.class_corr(t)[name == "inter"]
+        if name == "window_dates":
+            parts = self.row_cache(t)
+            if "window_dates" in parts:  # a subclass's own window (paper mode: its calendar)
+                return parts["window_dates"]
+            lo, hi = parts["window"]
+            return self.dates[lo:hi]
         return self.row_array(t, name)
