@@ -589,9 +589,9 @@ class PortBenchEnv(gym.Env):
             row = sim.last_row
         m = row - t0 if row > t0 else 0
         h, n = sim._h, self.n_assets
-        if h + m >= sim._hist.shape[0]:
-            return None
-        j, rk = sim._trade_row(), recs.row()
+        j, rk = sim._n_tr, len(recs.infos)
+        if h + m >= sim._hist.shape[0] or j >= sim._tr.shape[0] or rk >= recs.block.shape[0]:
+            return None  # (a block is full: the full step grows it)
         blk = np.empty(2 * n + 1)
         kernel = _LEAN_KERNEL[0] if _LEAN_KERNEL else _lean_kernel()
         code = kernel(v, sg, w, self._lean_avail, sim._hist, h, sim.returns0, t0, m, sim._rate, sim._min_trade,
