@@ -193,7 +193,7 @@ def test_delta_hedge_interpreted_and_compact_keys(monkeypatch):
     bk, od, step = _dh_case(6_000, 3, levels=2, grid=50)
     p = dict(DH, interval_ns=step, delay_ns=step // 3, min_gap_ns=step)
     monkeypatch.setattr(K, "_delta_hedge_events", K._delta_hedge_events.py_func)
-    monkeypatch.setattr(K, "_book_scan", K._book_scan.py_func)
+    monkeypatch.setattr(K, "_tick_range", K._tick_range.py_func)
     assert _same_dh(bk, od, p)["n_fills"] > 0
     monkeypatch.setattr(K, "DENSE_LEVELS_MAX", 0)
     _same_dh(bk, od, p)

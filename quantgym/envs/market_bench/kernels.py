@@ -527,6 +527,28 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
 
 
 @njit
+def _tick_range(sym, bid_tk, bid_sz, ask_tk, ask_sz, n_sym):
+    """The ``lo``/``hi`` of :func:`_book_scan` alone: int64[2, n_sym] lowest / highest tick of a non-empty
+    level per (side 0 bid / 1 ask, symbol); hi < lo if none."""
+    n, L = bid_tk.shape
+    lo = np.full((2, n_sym), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full((2, n_sym), np.iinfo(np.int64).min, dtype=np.int64)
+    for r in range(n):
+        s = sym[r]
+        for side in range(2):
+            tk = bid_tk if side == 0 else ask_tk
+            sz = bid_sz if side == 0 else ask_sz
+            for l in range(L):
+                if sz[r, l] > 0:
+                    p = tk[r, l]
+                    if p < lo[side, s]:
+                        lo[side, s] = p
+                    if p > hi[side, s]:
+                        hi[side, s] = p
+    return lo, hi
+
+
+@njit
 def _delta_hedge_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key_base, n_keys, mid,
                         grid, od_grid, match_rows, asof_rows, c0, fraction, lot, min_gap_ns, k):
     """The grid loop of ``backtest_delta_hedge`` (spec §9.10) over arrays, and its equity curve.
@@ -741,7 +763,7 @@ def backtest_delta_hedge_compiled(book, option_delta, c0, interval_ns, delay_ns,
     match_rows = np.searchsorted(ts, grid + int(delay_ns), side="left")
     asof_rows = np.searchsorted(ts, grid, side="right") - 1
     n_sym = len(bk.symbols)
-    *_, lo, hi = _book_scan(bk.sym, bk.mid, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, 0, 0, n_sym)
+    lo, hi = _tick_range(bk.sym, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, n_sym)
     bid_key, ask_key, key_base, n_keys = _level_keys(bk, lo, hi)
     ints, floats, curve, lots_q, lots_px = _delta_hedge_events(
         ts, bk.sym, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, bid_key, ask_key, key_base, n_keys, bk.mid,
