@@ -527,13 +527,13 @@ def _pairs_events(ts, sym, bid_tk, bid_sz, ask_tk, ask_sz, bid_key, ask_key, key
 
 
 @njit
-def _tick_range(sym, bid_tk, bid_sz, ask_tk, ask_sz, n_sym):
-    """The ``lo``/``hi`` of :func:`_book_scan` alone: int64[2, n_sym] lowest / highest tick of a non-empty
-    level per (side 0 bid / 1 ask, symbol); hi < lo if none."""
-    n, L = bid_tk.shape
+def _tick_range(sym, bid_tk, bid_sz, ask_tk, ask_sz, n_sym, rows):
+    """The ``lo``/``hi`` of :func:`_book_scan` over the book rows ``rows`` only: int64[2, n_sym] lowest /
+    highest tick of a non-empty level per (side 0 bid / 1 ask, symbol); hi < lo if none."""
+    L = bid_tk.shape[1]
     lo = np.full((2, n_sym), np.iinfo(np.int64).max, dtype=np.int64)
     hi = np.full((2, n_sym), np.iinfo(np.int64).min, dtype=np.int64)
-    for r in range(n):
+    for r in rows:
         s = sym[r]
         for side in range(2):
             tk = bid_tk if side == 0 else ask_tk
@@ -763,7 +763,9 @@ def backtest_delta_hedge_compiled(book, option_delta, c0, interval_ns, delay_ns,
     match_rows = np.searchsorted(ts, grid + int(delay_ns), side="left")
     asof_rows = np.searchsorted(ts, grid, side="right") - 1
     n_sym = len(bk.symbols)
-    lo, hi = _tick_range(bk.sym, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, n_sym)
+    # the synthetic book is only read on the grid's as-of rows and matching rows: its tick ranges there
+    looked_up = np.concatenate([asof_rows, match_rows[match_rows < bk.n]]).astype(np.int64)
+    lo, hi = _tick_range(bk.sym, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, n_sym, looked_up)
     bid_key, ask_key, key_base, n_keys = _level_keys(bk, lo, hi)
     ints, floats, curve, lots_q, lots_px = _delta_hedge_events(
         ts, bk.sym, bk.bid_tk, bk.bid_sz, bk.ask_tk, bk.ask_sz, bid_key, ask_key, key_base, n_keys, bk.mid,
