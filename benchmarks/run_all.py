@@ -266,8 +266,9 @@ def headline(res: dict) -> list[tuple[str, str, str, float | None, str, bool | N
     pbs = (res.get("pb_scaling") or {}).get("results", {})
     for obs, what in (("no-corr", "observation without `corr` (`obs_keys`)"), ("full", "default observation")):
         r = pbs.get(f"1000/{obs}")
-        cold, cold_c = (None, None) if r is None else (r["cold_ms_median"] / 1e3, r["cold_cpu_ms_median"] / 1e3)
-        rows.append((f"PortBench cold step, N = 1000 synthetic, daily 2016-2023, scoring off, {what}, median",
+        # the mean: a pass computes a batch of dates at the first of them, so the median step is one without
+        cold, cold_c = (None, None) if r is None else (r["cold_ms_mean"] / 1e3, r["cold_cpu_ms_mean"] / 1e3)
+        rows.append((f"PortBench cold step, N = 1000 synthetic, daily 2016-2023, scoring off, {what}, mean",
                      f"{_ms(cold)} wall, {_ms(cold_c)} CPU", "–", None, "≤ 5 ms (CPU time)",
                      None if cold_c is None else cold_c <= 0.005))
         warm, warm_c = (None, None) if r is None else (1 / r["steps_per_s"], 1 / r["steps_per_cpu_s"])
