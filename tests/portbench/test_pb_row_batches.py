@@ -4,6 +4,8 @@ budget, counts a block shared by the rows of a batch once, and never lets a view
 
 from __future__ import annotations
 
+import copy
+
 import sys
 from pathlib import Path
 
@@ -53,7 +55,9 @@ def test_batched_observation_form_is_the_per_window_one(shape, cells):
 def test_batched_row_arrays_are_the_per_row_bits(as_of, source):
     """A pass over consecutive rows (batches) and row by row (the per-row path) give the same arrays."""
     config = PortBenchConfig(as_of=as_of)
-    data = (load_portbench_data if source == "bundled" else lambda: synthetic_data(40, seed=5))
+    # a new data object per view: the bundled loader returns one cached object, and the per-dataset caches are
+    # keyed on the object, so two views over it would share (and compare) the same row arrays
+    data = (lambda: copy.copy(load_portbench_data())) if source == "bundled" else lambda: synthetic_data(40, seed=5)
     batched, per_row = MarketView(data(), config), MarketView(data(), config)
     per_row._fill_rows = lambda t, with_corr: False
     n_dates = batched.returns.shape[0]
