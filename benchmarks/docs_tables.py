@@ -576,6 +576,16 @@ def perf_main_job() -> str:
     return "\n".join(lines) + "\n"
 
 
+def perf_llm_throughput() -> str:
+    """Markdown of the ``perf-llm-throughput`` block, from benchmarks/results/perf-llm-throughput.json (written by
+    ``python benchmarks/bench_llm_throughput.py`` itself: it starts the server and records its own provenance)."""
+    import json
+
+    import bench_llm_throughput
+
+    return bench_llm_throughput.render(json.loads((RESULTS / "perf-llm-throughput.json").read_text()))
+
+
 def bl_readings() -> str:
     """Markdown of the ``bl-readings`` block, from benchmarks/results/bl-readings.json."""
     import json
@@ -623,6 +633,7 @@ BLOCKS = {"qa-reference": ("docs/qa.md", qa_reference),
           "perf-market-bench": ("docs/performance.md", perf_market_bench),
           "perf-blind-prompts": ("docs/performance.md", perf_blind_prompts),
           "perf-main-job": ("docs/performance.md", perf_main_job),
+          "perf-llm-throughput": ("docs/performance.md", perf_llm_throughput),
           "floor-blind": ("docs/blind.md", floor_blind),
           "bl-readings": ("docs/fidelity.md", bl_readings)}
 

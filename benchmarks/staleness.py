@@ -98,8 +98,9 @@ def main() -> int:
     rc = 0
     for block in WATCHED:
         state, why = status(block)
-        how = ("python benchmarks/run_all.py" if block == "run_all"
-               else f"python benchmarks/docs_tables.py --measure {block}")
+        how = {"run_all": "python benchmarks/run_all.py",
+               "perf-llm-throughput": "python benchmarks/bench_llm_throughput.py"}.get(
+                   block, f"python benchmarks/docs_tables.py --measure {block}")
         line = f"{block}: {state}, {why}"
         if state in ("stale", "missing"):
             rc = 1
