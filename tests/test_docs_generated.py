@@ -114,8 +114,8 @@ def test_measured_speed_blocks_show_their_committed_result_files():
 
 
 def test_run_all_blocks_are_rendered_from_its_saved_figures(tmp_path, monkeypatch):
-    """docs_tables checks run_all.py's blocks against the figures run_all.py saved (never a new run);
-    perf-pb-scaling is left to its own script."""
+    """docs_tables checks run_all.py's blocks, perf-pb-scaling included, against the figures run_all.py saved
+    (never a new run)."""
     import json
 
     from tests.test_run_all import _result, _run_all
@@ -127,7 +127,7 @@ def test_run_all_blocks_are_rendered_from_its_saved_figures(tmp_path, monkeypatc
                                                       "figures": res}))
     monkeypatch.setattr(dt, "RESULTS", tmp_path)
     blocks = dt.run_all_blocks()
-    assert set(blocks) == {"perf-headline", "perf-scaling", "perf-details"}
+    assert set(blocks) == {"perf-headline", "perf-scaling", "perf-details", "perf-pb-scaling"}
     expected = _run_all().render(res, ["--rounds", "3"])
     assert all(make() == expected[name] for name, (_, make) in blocks.items())
     monkeypatch.setattr(dt, "RESULTS", tmp_path / "none")
