@@ -32,12 +32,53 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["jit_enabled", "njit", "np_sum", "interpreted"]
+__all__ = ["jit_enabled", "njit", "np_sum", "interpreted", "uncompiled"]
 
 
 def jit_enabled() -> bool:
     """True unless ``QUANTGYM_JIT`` is ``0``/``false``/``no``/``off`` (read at each kernel's first call)."""
     return os.environ.get("QUANTGYM_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+
+def uncompiled(dirs: "list[str | os.PathLike[str]]") -> bool:
+    """True when the package folders ``dirs`` hold kernels and none of them is in numba's disk cache yet.
+
+    A module counts when its source wraps a kernel (``@njit``); it is cached when its folder's
+    ``__pycache__`` holds a numba cache index of it (``<module>.<kernel>-<line>.py<ver>.nbi``). So this is
+    True on the first run of an installation (every kernel a run calls compiles) and False once any of
+    them has been compiled; a run of a task whose kernels its job never calls stays True. Without numba or
+    the in-tree cache (``QUANTGYM_JIT=0``, ``NUMBA_CACHE_DIR`` set, or a read-only folder, where numba
+    caches elsewhere) it is False. Reads file names and sources only; does not import numba.
+    """
+    if not jit_enabled() or os.environ.get("NUMBA_CACHE_DIR"):
+        return False
+    found = False
+    for d in map(os.fspath, dirs):
+        try:
+            names = sorted(n for n in os.listdir(d) if n.endswith(".py"))
+        except OSError:
+            continue
+        stems = []
+        for n in names:
+            try:
+                with open(os.path.join(d, n), encoding="utf-8") as fh:
+                    if "@njit" in fh.read():
+                        stems.append(n[:-3] + ".")
+            except (OSError, UnicodeDecodeError):
+                continue
+        if not stems:
+            continue
+        if not os.access(d, os.W_OK):
+            return False
+        found = True
+        try:
+            cached = os.listdir(os.path.join(d, "__pycache__"))
+        except OSError:
+            cached = []
+        if any(c.endswith(".nbi") and c.startswith(tuple(stems)) for c in cached):
+            return False
+    return found
 
 
 def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., Any]:
@@ -140,6 +181,7 @@ def _compile(f: Callable[..., Any], wrapper: Callable[..., Any], files: Callable
             ns[name] = disp if g[name] is wrapper else g[name]._quantgym_dispatcher()
         return disp
 
+    _lean_numba(numba)
     disp = make(True)
     others = sorted(files() - {f.__code__.co_filename})
     if others:
@@ -148,7 +190,68 @@ def _compile(f: Callable[..., Any], wrapper: Callable[..., Any], files: Callable
             cache_file._source_stamp = (cache_file._source_stamp, *[(p, *_stamp(p)) for p in others])
         else:  # a numba without that attribute: no disk cache rather than a stale one
             disp = make(False)
+    _typed_without_literals(disp)
     return disp
+
+
+
+def _typed_without_literals(disp: Any) -> None:
+    """Make a kernel called from another kernel compile once per argument *type*, not once per constant.
+
+    numba types a constant argument of a call between compiled functions as a literal (``Literal[int](-1)``,
+    ``Literal[bool](False)``) and compiles the callee once per distinct constant (numba's
+    ``Dispatcher.get_call_template`` passes the caller's argument types as they are). A helper called as
+    ``f(x, -1)`` and ``f(x, 1)`` and ``f(x, i)`` was thus compiled three times, with all its own callees,
+    on a first run. Here the callee is typed and compiled for the non-literal types only (one
+    specialisation, the one an interpreted call would also get); LLVM still inlines and constant-folds
+    small helpers into their callers. Calls from Python are unaffected (they never carry literals).
+    """
+    orig = getattr(disp, "get_call_template", None)
+    if orig is None:  # pragma: no cover - a numba without that method: literal specialisation kept
+        return
+    from numba.core import types as nbtypes
+
+    def get_call_template(args: tuple, kws: dict) -> Any:
+        return orig(tuple(nbtypes.unliteral(a) for a in args), {k: nbtypes.unliteral(v) for k, v in kws.items()})
+
+    disp.get_call_template = get_call_template
+
+
+_LEAN: list[bool] = []
+
+
+def _lean_numba(numba: Any) -> None:
+    """Slice assignment (``a[i:j] = b``) in a kernel raises a fixed message on a shape mismatch.
+
+    numba's CPU lowering of an array slice assignment formats a message with both shapes
+    (``numba.np.arrayobj.raise_with_shape_context``), which compiles numba's ``str(int)``, ``repr``,
+    ``str.join`` and f-string machinery into every process that compiles such a kernel: measured on a
+    first ``quantgym bench``, several seconds of compile time for an error path a correct kernel never
+    takes. Its generic-target variant, used here, raises the same ``ValueError`` with a constant message
+    (``cannot assign slice from input of different size``). Applied once per process, before the first
+    kernel compiles; a numba without that hook is left as it is.
+    """
+    if _LEAN:
+        return
+    _LEAN.append(True)
+    try:
+        from numba.np import arrayobj
+        from numba.extending import overload
+    except ImportError:  # pragma: no cover - numba layout changed: keep its own message
+        return
+    if not callable(getattr(arrayobj, "raise_with_shape_context", None)):  # pragma: no cover
+        return
+
+    def raise_with_shape_context(src_shapes, index_shape):
+        raise ValueError("cannot assign slice from input of different size")
+
+    @overload(raise_with_shape_context)
+    def _ol(src_shapes, index_shape):
+        def impl(src_shapes, index_shape):
+            raise ValueError("cannot assign slice from input of different size")
+        return impl
+
+    arrayobj.raise_with_shape_context = raise_with_shape_context
 
 
 @njit

@@ -92,3 +92,55 @@ def test_editing_a_helper_in_another_file_recompiles_its_caller(tmp_path):
     time.sleep(1.1)
     (tmp_path / "helper_mod.py").write_text("from quantgym.jit import njit\n\n@njit\ndef h(x):\n    return x + 2.0\n")
     assert run() == "6.0"
+
+
+@njit
+def _signed(x, side, flag):
+    return side * x if flag else x
+
+
+@njit
+def _three_calls(x, k):
+    return _signed(x, -1, False) + _signed(x, 1, True) + _signed(x, k, True)
+
+
+def test_a_helper_called_with_constants_compiles_once_per_argument_type():
+    if not jit_enabled():
+        pytest.skip("QUANTGYM_JIT=0")
+    assert _three_calls(2.0, 3) == _three_calls.py_func(2.0, 3) == 2.0 + 2.0 + 6.0
+    sigs = _signed._quantgym_dispatcher().signatures
+    assert len(sigs) == 1 and "Literal" not in str(sigs[0])
+
+
+@njit
+def _copy_into(dst, src):
+    dst[0:2] = src
+    return dst
+
+
+def test_slice_assignment_shape_mismatch_still_raises():
+    if not jit_enabled():
+        pytest.skip("QUANTGYM_JIT=0")
+    assert np.array_equal(_copy_into(np.zeros(3), np.ones(2)), [1.0, 1.0, 0.0])
+    with pytest.raises(ValueError, match="cannot assign slice"):
+        _copy_into(np.zeros(3), np.ones(3))
+
+
+def test_uncompiled_until_a_kernel_is_cached(tmp_path, monkeypatch):
+    from quantgym.jit import uncompiled
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("QUANTGYM_JIT", raising=False)
+    plain, task = tmp_path / "plain", tmp_path / "task"
+    plain.mkdir()
+    task.mkdir()
+    (plain / "m.py").write_text("x = 1\n")
+    (task / "k.py").write_text("from quantgym.jit import njit\n\n@njit\ndef f(a):\n    return a\n")
+    assert not uncompiled([plain])  # no kernels: nothing to compile
+    assert uncompiled([plain, task])
+    (task / "__pycache__").mkdir()
+    (task / "__pycache__" / "k.f-3.py311.nbi").write_bytes(b"")
+    assert not uncompiled([plain, task])
+    monkeypatch.setenv("QUANTGYM_JIT", "0")
+    (task / "__pycache__" / "k.f-3.py311.nbi").unlink()
+    assert not uncompiled([task])
