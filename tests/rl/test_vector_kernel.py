@@ -113,7 +113,7 @@ def _kernel(s, logits, risk, kernel=V._batch_step, shift=V._logit_shift, targets
     tail = np.zeros((B, N + 4), np.float32)
     tail[:, N + 1 :] = [0.0, 1.0, 0.0]
     out = np.full((B, F + N + 4), np.nan, np.float32)
-    args = [ops, logits, 0, s["a"], target, flag, e, rew, term, w, fst, ist, dec, s["avail_table"], s["feat_table"],
+    args = [ops, logits, 0, s["a"], target, flag, rew, term, w, fst, ist, dec, s["avail_table"], s["feat_table"],
             s["rowmap"], s["g0"], tail, *_no_starts(B, N), out, _par(risk)]
     n_term = kernel(*args)
     flagged = flag.copy()
@@ -206,9 +206,9 @@ def test_non_finite_logit_is_refused_before_any_change(bad):
     ist, w, fst = s["ist"].copy(), s["w"].copy(), s["fst"].copy()
     B, N = s["a"].shape
     out = np.zeros((B, s["feat_table"].shape[1] + N + 4), np.float32)
-    got = V._batch_step(ops, True, 0, s["a"], np.zeros((B, N)), np.zeros(B, np.int8), np.zeros((B, N)), np.zeros(B),
-                        np.zeros(B, bool), w, fst, ist, s["dec"], s["avail_table"], s["feat_table"], s["rowmap"],
-                        s["g0"], np.zeros((B, N + 4), np.float32), *_no_starts(B, N), out, _par(False))
+    got = V._batch_step(ops, True, 0, s["a"], np.zeros((B, N)), np.zeros(B, np.int8), np.zeros(B), np.zeros(B, bool),
+                        w, fst, ist, s["dec"], s["avail_table"], s["feat_table"], s["rowmap"], s["g0"],
+                        np.zeros((B, N + 4), np.float32), *_no_starts(B, N), out, _par(False))
     assert got == -2 and (ist == s["ist"]).all() and (w == s["w"]).all() and (fst == s["fst"]).all()
     assert not out.any()
     ops[2] = V._IDLE  # an env that does not step is not checked

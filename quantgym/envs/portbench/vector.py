@@ -10,6 +10,10 @@ equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes 
 
 from __future__ import annotations
 
+# One module: the compiled kernels and the two classes that drive them share the state layout (the column and
+# parameter constants below), so the kernel and the Python around it are read and changed together.
+
+import functools
 import math
 import time
 from typing import Any, Sequence
@@ -67,6 +71,54 @@ _EXP_MIN = -700.0
 #: terms, under 1e−12 relative, so under 1e−8 for ``y ≤ 10^4``, and both round ``y`` to the same integer; a
 #: softmax with a ``y`` closer to a tie (about 2e−7 of the weights) takes numpy's ``exp`` (``_EXACT``)
 _GUARD = 1e-7
+
+
+@functools.lru_cache(maxsize=None)
+def _prefetch_intrinsic() -> Any:
+    """numba intrinsic ``(a, j) -> None``: LLVM's ``llvm.prefetch`` (read, high locality, data) of the cache line
+    of ``a.flat[j]``, ``a`` a C-contiguous array; built at the first compile (numba is imported lazily)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, a, j):
+        if not isinstance(a, types.Array) or not isinstance(j, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
+            builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return types.void(a, j), codegen
+
+    return prefetch
+
+
+class _Prefetch:
+    """``_prefetch(a, j)`` in a kernel: a hint that the kernel reads the cache line of ``a.flat[j]`` soon (no value
+    changes; an address outside ``a`` is not read). Compiled, :func:`quantgym.jit.njit` binds the name to
+    :func:`_prefetch_intrinsic` as it binds other kernels (the ``_quantgym_dispatcher`` protocol); interpreted
+    (``QUANTGYM_JIT=0``) the call does nothing."""
+
+    def __call__(self, a: np.ndarray, j: int) -> None:
+        return None
+
+    @staticmethod
+    def _quantgym_dispatcher() -> Any:
+        return _prefetch_intrinsic()
+
+    @staticmethod
+    def _quantgym_files() -> set[str]:
+        return {__file__}
+
+
+_prefetch = _Prefetch()
 
 
 @njit(error_model="numpy")
@@ -134,7 +186,7 @@ def _softmax_targets(ops, e, target, flag):  # pragma: no cover - compiled (QUAN
 
 
 @njit(error_model="numpy")
-def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, dec, avail_table, feat_table,
+def _batch_step(ops, logits, given, a, target, flag, rew, term, w, fst, ist, dec, avail_table, feat_table,
                 rowmap, g0, tail, draw, cut, ep_rows, ep_win, w_init, initmap, out, par):  # pragma: no cover - compiled
     """One batched step of every env with ``ops[i]`` = ``_STEP`` (trade, advance, reward) or ``_RESET``
     (a new episode, drawn by :meth:`BatchCore.begin_episode`: set up, then advanced to its first decision),
@@ -146,7 +198,7 @@ def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, 
 
     Phase 1 (``given == 0``): the targets of the stepping envs into ``target`` (B, N) from the actions ``a``
     (B, N) float32 or float64: logits (:func:`~quantgym.envs.portbench.allocation.masked_softmax` with the
-    fast ``exp`` above into the scratch ``e`` (B, N), then the env's normalisation) or weights (zero off the
+    fast ``exp`` above into a scratch row, then the env's normalisation) or weights (zero off the
     available set); 4-decimal rounding (§4.3). Returns −2 at a non-finite logit (nothing written but
     scratch). An invalid target (weights: non-finite, outside [0, 1] or zero total on the available set;
     logits: nothing available) sets ``flag[i] = _BAD``, a softmax with a weight within ``_GUARD`` of a
@@ -170,6 +222,7 @@ def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, 
     F = feat_table.shape[1]
     rate, min_trade, nav0, kappa, risk = par[_RATE], par[_MIN_TRADE], par[_NAV0], par[_KAPPA], par[_RISK]
     scale, ep_len, init_fixed = par[_SCALE], int(par[_EP_LEN]), int(par[_INIT])
+    tmp = np.empty(N)  # scratch row: the softmax's exp, then |Δw| of the trade, then the day's drifted weights
 
     if given == 0:  # phase 1: targets
         anyflag = False
@@ -180,7 +233,7 @@ def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, 
             valid = True
             far = 0  # softmax values the fast exp cannot decide
             if logits:
-                x = e[i]
+                x = tmp
                 nonfin = 0
                 c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13 = _EXP_C
                 for n in range(N):
@@ -232,9 +285,22 @@ def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, 
         if anyflag:
             return -1
     n_term = 0
-    tmp = np.empty(N)
     for i in range(B):
         op = ops[i]
+        # the table rows the next env reads (its day loop's first day, the features of its next decision: random
+        # rows of tables larger than L2) are fetched while this env computes (64-byte lines: 8 float64, 16 float32)
+        i1 = i + 1
+        if i1 < B and ops[i1] == _STEP:
+            t1 = ist[i1, _T] + 1
+            if t1 < g0.shape[0]:
+                for c in range(0, N + 7, 8):
+                    _prefetch(g0, t1 * N + min(c, N - 1))
+            k1 = ist[i1, _K] + 1
+            if k1 < ist[i1, _NDEC]:
+                r1 = rowmap[dec[i1, k1]]
+                if r1 >= 0:
+                    for c in range(0, F + 15, 16):
+                        _prefetch(feat_table, r1 * F + min(c, F - 1))
         if op == _RESET:  # the new episode (EpisodeSampler.sample)
             j = draw[i]
             wi = 0
@@ -310,11 +376,11 @@ def _batch_step(ops, logits, given, a, target, flag, e, rew, term, w, fst, ist, 
                     tail[i, n] = min(max(w[i, n], 0.0), 1.0)
                 rel = min(max(nav / nav0, 0.0), 1e3)
                 tail[i, N] = min(max(np.log(rel), -10.0), 10.0) if rel > 0 else -10.0
-        o, f, tl = out[i], feat_table[ist[i, _ROW]], tail[i]
+        row = ist[i, _ROW]
         for c in range(F):
-            o[c] = f[c]
-        for c in range(tl.size):
-            o[F + c] = tl[c]
+            out[i, c] = feat_table[row, c]
+        for c in range(tail.shape[1]):
+            out[i, F + c] = tail[i, c]
     return n_term
 
 
@@ -405,7 +471,7 @@ class BatchCore:
         self.fst = np.zeros((B, _FST_WIDTH))
         self.w = np.zeros((B, N))
         self.ops = np.zeros(B, np.int8)
-        self.e = np.zeros((B, N))  # scratch: the softmax's exp (kernel), shifted logits then their exp (run)
+        self.e = np.zeros((B, N))  # scratch of _targets: shifted logits, then their exp
         self.target = np.zeros((B, N))
         self.flag = np.zeros(B, np.int8)  # _OK, _BAD, _EXACT per env after the targets phase
         self.rew = np.zeros(B)
@@ -440,7 +506,7 @@ class BatchCore:
         self.last_obs = np.zeros(self.obs_shape, np.float32)  # the observation of the last run
         self._handed = False  # last_obs was returned by obs()
         # the arguments of _batch_step after the actions (the state arrays are updated in place, never replaced)
-        self._args = (self.target, self.flag, self.e, self.rew, self.term, self.w, self.fst, self.ist, self.dec,
+        self._args = (self.target, self.flag, self.rew, self.term, self.w, self.fst, self.ist, self.dec,
                       self.avail_table, self.feat_table, self.rowmap, self.g0, self.tail, self.draw, self.cut,
                       self.ep_rows, self.ep_win, self.w_init, self.initmap)
         self._logits = self.action_mode == "logits"
