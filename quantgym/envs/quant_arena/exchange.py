@@ -187,9 +187,29 @@ def sigma_adv_series(lr: np.ndarray, vol: np.ndarray, t: int, W: int, min_obs: i
     σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t]`` in numpy's own steps (sum from the oldest row,
     mean, squared deviations summed from the oldest row); rows before 0 count as missing. ADV: the
     non-NaN mean of ``vol[t−Wa+1 .. t]`` (0 if none). The cash account passes rows of
-    :func:`book_series_by_stock` (contiguous in time).
+    :func:`book_series_by_stock` (contiguous in time). When both windows are the same rows (the default)
+    the two window sums run in one loop, each in its own order.
     """
-    tot, cnt = _window_sum(lr, t, W)
+    a = t - W + 1
+    if W == Wa and a >= 0 and W > 0:  # _window_sum of both, in one loop
+        v, w = lr[a], vol[a]
+        cnt, cnt_v = (1 if v == v else 0), (1 if w == w else 0)
+        tot, tot_v = (v if v == v else 0.0), (w if w == w else 0.0)
+        for r in range(a + 1, t + 1):
+            v, w = lr[r], vol[r]
+            if v == v:
+                cnt += 1
+            else:
+                v = 0.0
+            if w == w:
+                cnt_v += 1
+            else:
+                w = 0.0
+            tot = tot + v
+            tot_v = tot_v + w
+    else:
+        tot, cnt = _window_sum(lr, t, W)
+        tot_v, cnt_v = _window_sum(vol, t, Wa)
     sd = np.nan
     if cnt > 1 and min(t + 1, W) > 1:
         avg = tot / cnt
@@ -203,8 +223,7 @@ def sigma_adv_series(lr: np.ndarray, vol: np.ndarray, t: int, W: int, min_obs: i
             ss = dv if r == t - W + 1 else ss + dv
         sd = math.sqrt(ss / (cnt - 1))
     sig = sd if (cnt >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
-    tot, cnt = _window_sum(vol, t, Wa)
-    return sig, (tot / cnt if cnt > 0 else 0.0)
+    return sig, (tot_v / cnt_v if cnt_v > 0 else 0.0)
 
 
 @njit

@@ -109,21 +109,26 @@ def yearly_returns(dates: np.ndarray, nav: np.ndarray, ref_nav: np.ndarray) -> d
 # ---------------------------------------------------------------------- signal metrics
 @njit
 def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, count_s: np.ndarray,
-                 order_y: np.ndarray, count_y: np.ndarray, min_pairs: int, quantiles: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 tie_s: np.ndarray, order_y: np.ndarray, count_y: np.ndarray, rank_y: np.ndarray, syy_y: np.ndarray, min_pairs: int,
+                 quantiles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Daily RankIC, long-short spread and quantile means from the sorted rows (spec §10.11).
 
     Parameters
     ----------
     scores, labels : (D, N)
-    order_s, count_s : (D, N), (D,)
+    order_s, count_s, tie_s : (D, N), (D,), (D, N)
         Each row's columns with a finite score, score descending and ties in column order, in
-        ``order_s[i, :count_s[i]]`` (:func:`~quantgym.envs.quant_arena.account.score_order`).
-    order_y, count_y : (D, N), (D,)
+        ``order_s[i, :count_s[i]]``, and where a score equals the one before it in that order
+        (:func:`~quantgym.envs.quant_arena.account.score_order`).
+    order_y, count_y, rank_y, syy_y : (D, N), (D,), (D, N), (D,)
         Each row's columns with a finite label in any ascending order of the label, in
-        ``order_y[i, :count_y[i]]`` (:func:`label_order`).
+        ``order_y[i, :count_y[i]]``; their centred average ranks among the row's finite labels and the
+        sum of those ranks' squares (:func:`label_order`).
 
     The valid pairs (finite score and label) of a row are these orders with the other cells skipped.
+    On a row where every finite label has a finite score (the valid pairs are the finite labels), the
+    label ranks are ``rank_y``'s and one pass in score order gives the RankIC; otherwise a second pass in
+    label order ranks the valid labels.
 
     Returns
     -------
@@ -131,8 +136,9 @@ def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, co
     qmeans : (D, quantiles)
 
     Average ranks (``scipy.stats.rankdata(method="average")``) are half-integers, so the RankIC's
-    centred sums of squares and products are exact in any order; the means are numpy's (pairwise sum
-    over the values in score order, divided by the count), so the same bits as ``y[:k].mean()``.
+    centred sums of squares and products are exact in any order (and in any grouping); the means are
+    numpy's (pairwise sum over the values in score order, divided by the count), so the same bits as
+    ``y[:k].mean()``.
     """
     D, N = labels.shape
     ic = np.full(D, np.nan)
@@ -144,48 +150,64 @@ def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, co
     oy = np.empty(N, dtype=np.int64)  # valid columns in label order
     for i in range(D):
         # valid columns in score order; a group of equal scores shares the average h of its descending
-        # ranks (kept in rank_s: the ascending rank is (m + 1) − h once the count m is known)
+        # ranks, its centred ascending rank is c − h with c = (m + 1)/2, m = count_y[i] on a full row
+        c = (count_y[i] + 1) * 0.5
+        sxx = sxy = gy = 0.0
         mi = 0
         first = 0
+        same = False  # every score from the last valid column's to this one's equal (tie_s)
         for x in range(count_s[i]):
             j = order_s[i, x]
+            same = same and tie_s[i, x] != 0
             y = labels[i, j]
             if not math.isfinite(y):
                 continue
-            if mi > 0 and scores[i, j] != scores[i, os[mi - 1]]:
-                h = (first + mi + 1) * 0.5  # the group first..mi−1 closes
-                for z in range(first, mi):
-                    rank_s[os[z]] = h
+            if mi > 0 and not same:
+                rx = c - (first + mi + 1) * 0.5  # the group first..mi−1 closes
+                sxx += rx * rx * (mi - first)
+                sxy += rx * gy
+                gy = 0.0
                 first = mi
+            same = True
+            gy += rank_y[i, j]
             os[mi] = j
             ys[mi] = y
             mi += 1
         if mi < min_pairs:
             continue
-        h = (first + mi + 1) * 0.5
-        for z in range(first, mi):
-            rank_s[os[z]] = h
-        c = (mi + 1) * 0.5
-        sxx = syy = sxy = 0.0
-        my = 0
-        first = 0
-        for x in range(count_y[i] + 1):  # valid columns in label order, one group of equal labels at a time
-            j = -1
-            if x < count_y[i]:
-                j = order_y[i, x]
-                if not math.isfinite(scores[i, j]):
-                    continue
-            if my > 0 and (j < 0 or labels[i, j] != labels[i, oy[my - 1]]):
-                ry = (first + my + 1) * 0.5 - c  # the group first..my−1 closes
-                for z in range(first, my):
-                    rx = ((mi + 1) - rank_s[oy[z]]) - c
-                    sxx += rx * rx
-                    syy += ry * ry
-                    sxy += rx * ry
-                first = my
-            if j >= 0:
-                oy[my] = j
-                my += 1
+        rx = c - (first + mi + 1) * 0.5
+        sxx += rx * rx * (mi - first)
+        sxy += rx * gy
+        syy = syy_y[i]
+        if mi < count_y[i]:  # some finite labels lack a score: rank the valid pairs' labels among themselves
+            first = 0
+            for z in range(1, mi + 1):
+                if z == mi or scores[i, os[z]] != scores[i, os[z - 1]]:
+                    h = (first + z + 1) * 0.5
+                    for w in range(first, z):
+                        rank_s[os[w]] = h
+                    first = z
+            c = (mi + 1) * 0.5
+            sxx = syy = sxy = 0.0
+            my = 0
+            first = 0
+            for x in range(count_y[i] + 1):  # valid columns in label order, one group of equal labels at a time
+                j = -1
+                if x < count_y[i]:
+                    j = order_y[i, x]
+                    if not math.isfinite(scores[i, j]):
+                        continue
+                if my > 0 and (j < 0 or labels[i, j] != labels[i, oy[my - 1]]):
+                    ry = (first + my + 1) * 0.5 - c  # the group first..my−1 closes
+                    for z in range(first, my):
+                        rx = ((mi + 1) - rank_s[oy[z]]) - c
+                        sxx += rx * rx
+                        syy += ry * ry
+                        sxy += rx * ry
+                    first = my
+                if j >= 0:
+                    oy[my] = j
+                    my += 1
         den = math.sqrt(sxx * syy)
         ic[i] = sxy / den if den > 0 else 0.0
         k = mi // quantiles
@@ -201,27 +223,39 @@ def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, co
     return ic, ls, qm
 
 
-def label_order(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's columns with a finite label in ascending label order: ``(order (D, N), count (D,))``, the
-    first ``count[i]`` entries of ``order[i]`` (the input of :func:`signal_metrics`' ``label_order``).
+def label_order(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's finite labels ranked: ``(order (D, N), count (D,), rank (D, N), syy (D,))``, the input of
+    :func:`signal_metrics`' ``label_order``.
 
+    ``order[i, :count[i]]`` holds row i's columns with a finite label in ascending label order; ``rank``
+    the centred average rank of each finite label among the row's finite labels (``rankdata − (count +
+    1)/2``, a multiple of ½; 0 where the label is not finite) and ``syy`` the sum of their squares (exact).
     It depends on the labels only, so it is the same for every candidate scored on one window.
     """
+    from scipy.stats import rankdata
+
     labels = np.asarray(labels, dtype=np.float64)
     fin = np.isfinite(labels)
-    return np.argsort(np.where(fin, labels, np.nan), axis=1), fin.sum(axis=1)
+    count = fin.sum(axis=1)
+    y = np.where(fin, labels, np.nan)
+    if labels.size:
+        rank = rankdata(y, method="average", axis=1, nan_policy="omit") - ((count + 1) * 0.5)[:, None]
+    else:
+        rank = np.zeros(labels.shape)
+    rank = np.ascontiguousarray(np.where(fin, rank, 0.0), dtype=np.float64)
+    return np.argsort(y, axis=1), count, rank, (rank * rank).sum(axis=1)
 
 
 def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int,
-            y_order: tuple[np.ndarray, np.ndarray] | None = None,
-            s_order: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            y_order: tuple | None = None,
+            s_order: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(daily RankIC, daily long-short, quantile means) of (D, N) scores and labels: the rows' score and
     label orders (each one numpy sort of all days at once, or given) and :func:`_signal_days`."""
     scores = np.ascontiguousarray(scores, dtype=np.float64)
     labels = np.ascontiguousarray(labels, dtype=np.float64)
-    o_s, c_s = _score_order(scores) if s_order is None else s_order
-    o_y, c_y = label_order(labels) if y_order is None else y_order
-    return _signal_days(scores, labels, o_s, c_s, o_y, c_y, int(min_pairs), int(quantiles))
+    o_s, c_s, t_s = _score_order(scores) if s_order is None else s_order
+    o_y, c_y, r_y, syy = label_order(labels) if y_order is None else y_order
+    return _signal_days(scores, labels, o_s, c_s, t_s, o_y, c_y, r_y, syy, int(min_pairs), int(quantiles))
 
 
 def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) -> np.ndarray:
@@ -287,8 +321,8 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
                    config: ArenaScoringConfig | None = None, *,
-                   label_order: tuple[np.ndarray, np.ndarray] | None = None,
-                   score_order: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+                   label_order: tuple | None = None,
+                   score_order: tuple | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -299,16 +333,16 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
         Labels of D_0..D_{n−2} (:func:`~quantgym.envs.quant_arena.account.labels`).
     in_view : ndarray (n, N) bool
         ``view.symbols`` membership per decision date.
-    label_order : (ndarray, ndarray), optional
+    label_order : tuple of ndarray, optional
         :func:`label_order` of ``labels`` (one per window; computed here otherwise).
-    score_order : (ndarray, ndarray), optional
+    score_order : tuple of ndarray, optional
         :func:`~quantgym.envs.quant_arena.account.score_order` of ``scores`` (rows beyond the labels'
         are ignored; computed here otherwise).
     """
     config = config or ArenaScoringConfig()
     labels = np.asarray(labels, dtype=np.float64)
     D = labels.shape[0]
-    s_order = None if score_order is None else (score_order[0][:D], score_order[1][:D])
+    s_order = None if score_order is None else tuple(a[:D] for a in score_order)
     ic, ls, qmeans = _signal(scores[:D], labels, config.ic_min_pairs, config.quantiles, label_order, s_order)
     cov, act = coverage(scores, in_view)
     valid = np.isfinite(ic)
