@@ -93,7 +93,7 @@ def test_interpreted_kernels_and_compact_keys(pairs_book, monkeypatch):
     params = {**ROUND1, "window": 50, "z_in": 1.5, "cooldown_ns": 1_000_000_000}
     monkeypatch.setattr(K, "_pairs_events", K._pairs_events.py_func)
     monkeypatch.setattr(K, "_book_scan", K._book_scan.py_func)
-    for name in ("_spread_zscore", "_rolling_mean_std", "_var_add"):
+    for name in ("_widen_tick_range", "_spread_zscore", "_rolling_mean_std", "_var_add"):
         monkeypatch.setattr(K, name, getattr(K, name).py_func)
     assert _same(small, params)["n_fills"] > 0
     monkeypatch.setattr(K, "DENSE_LEVELS_MAX", 0)
@@ -194,6 +194,7 @@ def test_delta_hedge_interpreted_and_compact_keys(monkeypatch):
     p = dict(DH, interval_ns=step, delay_ns=step // 3, min_gap_ns=step)
     monkeypatch.setattr(K, "_delta_hedge_events", K._delta_hedge_events.py_func)
     monkeypatch.setattr(K, "_tick_range", K._tick_range.py_func)
+    monkeypatch.setattr(K, "_widen_tick_range", K._widen_tick_range.py_func)
     assert _same_dh(bk, od, p)["n_fills"] > 0
     monkeypatch.setattr(K, "DENSE_LEVELS_MAX", 0)
     _same_dh(bk, od, p)

@@ -10,7 +10,7 @@ import pytest
 
 from quantgym.envs.portbench.ceps import ceps, clip_float
 from quantgym.envs.portbench.observation import clip_count as _clip
-from quantgym.envs.portbench.execution import execute_trade, trade_and_mark
+from quantgym.envs.portbench.execution import execute_trade, trade_into
 from quantgym.envs.portbench.stages import _risk_numbers
 from quantgym.jit import np_sum
 from quantgym.metrics import max_drawdown, quantile_linear
@@ -52,25 +52,31 @@ def test_ceps_is_the_numpy_formula():
         assert _same(ceps(sc, 0.1), ref)
 
 
-def test_trade_and_mark_is_execute_trade_then_the_numpy_day_loop():
+def test_trade_into_is_execute_trade_then_the_numpy_day_loop():
     rng = np.random.default_rng(2)
+    h, j = 2, 1  # the trade at history row h - 1, recorded in trades row j
     for n, m in [(80, 1), (80, 21), (5, 7), (200, 3)]:
         w = rng.uniform(0, 1, n)
         w /= w.sum()
         target = np.round(rng.uniform(0, 1, n) / (n / 2), 4)
         r0 = rng.normal(0, 0.02, (m + 3, n))
-        out = np.empty((m + 2, n + 1))
-        tau, cost = trade_and_mark(w, target, 1e6, 0.0015, 1e-6, r0, 1, out)
+        hist = np.full((h + m + 2, n + 1), -7.0)  # rows before h - 1 and after the marked days stay untouched
+        hist[h - 1, :n], hist[h - 1, n] = w, 1e6
+        trades = np.full((3, n + 5), -7.0)
+        tau, cost = trade_into(hist, h, target, 0.0015, 1e-6, r0, 1, m, trades, j)
         ex = execute_trade(w, target, np.float64(1e6), 0.0015, 1e-6)
-        assert tau == ex.turnover and cost == ex.cost and out[0, n] == ex.nav
-        assert np.array_equal(out[0, :n], ex.weights) and np.array_equal(out[m + 1, :n], ex.delta)
+        assert tau == ex.turnover and cost == ex.cost and hist[h - 1, n] == ex.nav
+        assert np.array_equal(hist[h - 1, :n], ex.weights) and np.array_equal(trades[j, :n], ex.delta)
+        assert list(trades[j, n:]) == [ex.turnover, ex.cost, ex.nav, 1e6, 1.0]
+        assert (hist[:h - 1] == -7.0).all() and (hist[h + m:-1] == -7.0).all()
+        assert (trades[[0, 2]] == -7.0).all()
         wt, nav = ex.weights, ex.nav
         for d in range(1, m + 1):
             growth = wt * (1.0 + r0[1 + d])
             g = growth.sum()
             nav *= g
             wt = growth / g
-            assert np.array_equal(out[d, :n], wt) and out[d, n] == nav
+            assert np.array_equal(hist[h - 1 + d, :n], wt) and hist[h - 1 + d, n] == nav
 
 
 def test_risk_numbers_are_quantile_linear_and_max_drawdown():

@@ -24,7 +24,7 @@ import numpy as np
 from quantgym.jit import njit, np_sum
 
 __all__ = ["Execution", "execute_trade", "turnover", "fallback_weights", "cash_cost_drag", "cash_key",
-           "trade_and_mark", "trade_into"]
+           "trade_into"]
 
 
 @dataclass(frozen=True)
@@ -137,61 +137,13 @@ def execute_trade(weights: np.ndarray, target: np.ndarray, nav: float | np.ndarr
 
 
 @njit
-def trade_and_mark(weights, target, nav, rate, min_trade, returns0, t0, out):
+def trade_into(hist, h, target, rate, min_trade, returns0, t0, m, trades, j):
     """:func:`execute_trade` (1-D) at the close of row ``t0``, then marking to market on the following
-    rows (spec §6.2–§6.3), in one compiled pass (a kernel, :mod:`quantgym.jit`).
+    rows (spec §6.2–§6.3), in one compiled pass over a simulator's preallocated history (a kernel,
+    :mod:`quantgym.jit`; speed only).
 
     The arithmetic of the numpy code it replaces, in the same order (``τ`` and every weight sum are
     numpy's pairwise sums, :func:`quantgym.jit.np_sum`), so NAVs and weights are bit-identical.
-
-    Parameters
-    ----------
-    weights, target : (N,) float64, current (drifted) and target weights.
-    nav : float, NAV before the trade (currency units).
-    rate, min_trade : cost rate and the smallest traded ``|Δw|`` (:func:`execute_trade`).
-    returns0 : (T, N) float64 daily returns, missing = 0.
-    t0 : the trade's row; the rows ``t0 + 1 .. t0 + m`` are marked.
-    out : (m + 2, N + 1) float64, written: ``out[d, :N]`` the weights after the trade (``d = 0``) and at the
-        close of row ``t0 + d``, ``out[d, N]`` the NAV then (``d <= m``); ``out[m + 1, :N]`` the signed ``Δw``.
-
-    Returns
-    -------
-    tau, cost : float, turnover and cost of the trade.
-    """
-    n = weights.shape[0]
-    m = out.shape[0] - 2
-    buf = out[m + 1]
-    k = 0
-    for i in range(n):  # |Δw| of the traded entries, in order (numpy's delta[traded])
-        ad = abs(target[i] - weights[i])
-        if ad >= min_trade:
-            buf[k] = ad
-            k += 1
-    tau = np_sum(buf, 0, k)
-    cost = rate * tau * nav
-    tot = np_sum(target, 0, n)
-    for i in range(n):
-        out[0, i] = target[i] / tot if tot > 0 else weights[i]
-    v = nav - cost
-    out[0, n] = v
-    for d in range(1, m + 1):
-        r = returns0[t0 + d]
-        for i in range(n):
-            buf[i] = out[d - 1, i] * (1.0 + r[i])
-        g = np_sum(buf, 0, n)
-        v *= g
-        out[d, n] = v
-        for i in range(n):
-            out[d, i] = buf[i] / g if g > 0 else out[d - 1, i]
-    for i in range(n):
-        buf[i] = target[i] - weights[i]
-    return tau, cost
-
-
-@njit
-def trade_into(hist, h, target, rate, min_trade, returns0, t0, m, trades, j):
-    """:func:`trade_and_mark` on a simulator's preallocated history (a kernel, :mod:`quantgym.jit`; speed only):
-    the same arithmetic in the same order, so NAVs and weights are bit-identical.
 
     Parameters
     ----------
