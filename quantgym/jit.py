@@ -40,7 +40,6 @@ def jit_enabled() -> bool:
     return os.environ.get("QUANTGYM_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-
 def uncompiled(dirs: "list[str | os.PathLike[str]]") -> bool:
     """True when the package folders ``dirs`` hold kernels and none of them is in numba's disk cache yet.
 
@@ -89,6 +88,11 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
     straight to numba; with ``QUANTGYM_JIT=0`` (at that first call) it calls ``fn`` itself.
     ``wrapper.py_func`` is always the interpreted function.
 
+    Called from another kernel, a kernel is compiled once per argument types, not once per constant
+    argument (:func:`_typed_without_literals`), which keeps a first run's compile time down. A small hot
+    helper whose speed depends on a constant argument (``np_sum(x, 0, n)``: a start offset known to be 0)
+    takes ``literals=True`` to keep numba's per-constant specialisation.
+
     A kernel may call other kernels wrapped here (helpers, by their module-level name): when it is
     compiled, those names are bound to the helpers' numba dispatchers (compiled with it), so numba
     sees one call graph; interpreted, the names call the wrappers as usual. numba's disk cache checks
@@ -102,6 +106,7 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
     """
     if options.get("fastmath"):
         raise ValueError("quantgym.jit.njit: fastmath changes results; kernels must stay bit-identical")
+    literals = bool(options.pop("literals", False))
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         impl: list[Callable[..., Any]] = []  # what calls go to: the numba dispatcher, or f itself
@@ -110,7 +115,7 @@ def njit(fn: Callable[..., Any] | None = None, **options: Any) -> Callable[..., 
             """The numba dispatcher of ``f`` (created once; numba compiles it at its first call), or ``f``
             itself with ``QUANTGYM_JIT=0``."""
             if not impl:
-                impl.append(_compile(f, call, files, options) if jit_enabled() else f)
+                impl.append(_compile(f, call, files, options, literals) if jit_enabled() else f)
             return impl[0]
 
         def files() -> set[str]:
@@ -161,7 +166,7 @@ def _stamp(path: str) -> tuple[float, int]:
 
 
 def _compile(f: Callable[..., Any], wrapper: Callable[..., Any], files: Callable[[], set[str]],
-             options: dict) -> Callable[..., Any]:
+             options: dict, literals: bool = False) -> Callable[..., Any]:
     """numba dispatcher of ``f``. Global names of other :func:`njit` wrappers (or of ``f``'s own wrapper,
     for recursion) are bound to their dispatchers in a copy of ``f``'s globals; the disk-cache entry is
     stamped with the source files of those kernels too (else: no disk cache rather than a stale one)."""
@@ -190,9 +195,9 @@ def _compile(f: Callable[..., Any], wrapper: Callable[..., Any], files: Callable
             cache_file._source_stamp = (cache_file._source_stamp, *[(p, *_stamp(p)) for p in others])
         else:  # a numba without that attribute: no disk cache rather than a stale one
             disp = make(False)
-    _typed_without_literals(disp)
+    if not literals:
+        _typed_without_literals(disp)
     return disp
-
 
 
 def _typed_without_literals(disp: Any) -> None:
@@ -254,7 +259,7 @@ def _lean_numba(numba: Any) -> None:
     arrayobj.raise_with_shape_context = raise_with_shape_context
 
 
-@njit
+@njit(literals=True)  # called as np_sum(x, 0, n) in hot loops: the constant offset is worth its copy
 def np_sum(a, lo, n):
     """``float(a[lo:lo + n].sum())`` of a 1-D float64 array, in numpy's summation order (a kernel).
 
@@ -297,7 +302,7 @@ def np_sum(a, lo, n):
     return 0.0 + vals[0]
 
 
-@njit
+@njit(literals=True)  # np_sum's block: specialised with it
 def _np_sum_block(a, lo, n):
     """numpy's ``pairwise_sum`` of ``a[lo:lo + n]`` for ``n <= 128`` (no halving; :func:`np_sum`)."""
     if n < 8:
