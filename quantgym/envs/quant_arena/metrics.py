@@ -232,18 +232,24 @@ def label_order(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     1)/2``, a multiple of ½; 0 where the label is not finite) and ``syy`` the sum of their squares (exact).
     It depends on the labels only, so it is the same for every candidate scored on one window.
     """
-    from scipy.stats import rankdata
-
     labels = np.asarray(labels, dtype=np.float64)
     fin = np.isfinite(labels)
     count = fin.sum(axis=1)
     y = np.where(fin, labels, np.nan)
-    if labels.size:
-        rank = rankdata(y, method="average", axis=1, nan_policy="omit") - ((count + 1) * 0.5)[:, None]
-    else:
-        rank = np.zeros(labels.shape)
-    rank = np.ascontiguousarray(np.where(fin, rank, 0.0), dtype=np.float64)
-    return np.argsort(y, axis=1), count, rank, (rank * rank).sum(axis=1)
+    order = np.argsort(y, axis=1)  # NaN last
+    D, N = y.shape
+    v = np.take_along_axis(y, order, axis=1)
+    pos = np.broadcast_to(np.arange(N), (D, N))
+    new = np.ones((D, N), dtype=bool)  # a group of equal labels starts here
+    new[:, 1:] = v[:, 1:] != v[:, :-1]
+    last = np.ones((D, N), dtype=bool)  # ... ends here
+    last[:, :-1] = new[:, 1:]
+    lo = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+    hi = np.minimum.accumulate(np.where(last, pos, N - 1)[:, ::-1], axis=1)[:, ::-1]
+    rank = np.zeros((D, N))
+    np.put_along_axis(rank, order, (lo + hi) * 0.5 + 1.0, axis=1)  # average rank (rankdata "average")
+    rank = np.where(fin, rank - ((count + 1) * 0.5)[:, None], 0.0)
+    return order, count, rank, (rank * rank).sum(axis=1)
 
 
 def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int,
