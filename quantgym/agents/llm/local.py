@@ -3,11 +3,13 @@
 - ``kind="python"`` (default): ``python -m llama_cpp.server``, extra ``llm-server`` (``pip install -e
   '.[llm-server]'``: llama-cpp-python, built from source, about 5-10 minutes on 2 cores). The
   real-model tests use it.
-- ``kind="native"``: llama.cpp's ``llama-server`` binary (``binary=`` or ``$QUANTGYM_LLAMA_SERVER`` or
-  ``llama-server`` on the PATH), e.g. built from the llama.cpp source that the llama-cpp-python sdist
-  vendors (``docs/llm-agents.md``). Its grammar-constrained sampling checks the sampled token first
-  and falls back to the full grammar only on a miss, where llama-cpp-python 0.3 applies the grammar
-  to the whole vocabulary at every token (several times slower with a JSON schema of 80 keys).
+- ``kind="native"``: llama.cpp's ``llama-server`` binary (:func:`find_llama_server`: ``binary=`` or
+  ``$QUANTGYM_LLAMA_SERVER`` or ``llama-server`` on the PATH), e.g. built from the llama.cpp source that the
+  llama-cpp-python sdist vendors (``docs/llm-agents.md``). Its grammar-constrained sampling checks the
+  sampled token first and falls back to the full grammar only on a miss, where llama-cpp-python 0.3
+  applies the grammar to the whole vocabulary at every token (several times slower with a JSON schema of
+  80 keys). It serves ``parallel`` requests at once (one slot each, ``n_ctx`` split across them);
+  ``server_args`` passes further options through (e.g. ``["--metrics"]``).
 
 Both with SmolLM2-135M-Instruct (:func:`quantgym.agents.llm.tokens.find_test_model`)::
 
@@ -28,6 +30,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Sequence
 
 
 def free_port() -> int:
@@ -35,6 +38,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def find_llama_server(binary: str | os.PathLike | None = None) -> str:
+    """The ``llama-server`` executable: ``binary``, else ``$QUANTGYM_LLAMA_SERVER``, else ``llama-server`` on the
+    PATH.
+
+    Raises
+    ------
+    RuntimeError
+        One line naming the three ways to give it, when none names an existing file.
+    """
+    import shutil
+
+    given = binary or os.environ.get("QUANTGYM_LLAMA_SERVER")
+    exe = str(given) if given else shutil.which("llama-server")
+    if not exe or not Path(exe).is_file():
+        where = f"{exe} does not exist" if given else "no llama-server on the PATH"
+        raise RuntimeError(f"llama-server not found ({where}): pass its path (binary= / --binary), set "
+                           "$QUANTGYM_LLAMA_SERVER, or put llama-server on the PATH")
+    return exe
 
 
 class LlamaCppServer:
@@ -48,12 +71,19 @@ class LlamaCppServer:
     alias : the model name clients send (``openai:<alias>``).
     log : file for the server's output (default: discarded).
     startup_timeout : seconds to wait until ``GET /v1/models`` answers.
-    kind : ``"python"`` (llama-cpp-python) or ``"native"`` (llama.cpp's ``llama-server``, one slot).
-    binary : the ``llama-server`` executable for ``kind="native"``.
+    kind : ``"python"`` (llama-cpp-python) or ``"native"`` (llama.cpp's ``llama-server``).
+    binary : the ``llama-server`` executable for ``kind="native"`` (default: :func:`find_llama_server`).
     chat_format : llama-cpp-python's ``--chat_format`` (``kind="python"``; default: the GGUF's own template).
         ``"chatml-function-calling"`` gives native ``tools`` / ``tool_calls`` (docs/llm-agents.md, "Tool-using
         agents"); the GGUF template takes ``tools`` but never answers with ``tool_calls``.
     jinja : ``kind="native"``: start ``llama-server --jinja`` (the model's template parses tool calls).
+    parallel : ``kind="native"``: slots, i.e. requests decoded at once (``--parallel``; ``n_ctx`` is split
+        across them). llama-cpp-python's server has one; it rejects any other value.
+    server_args : further command-line options, appended as given.
+
+    Attributes
+    ----------
+    command : the server's command line (list of strings).
 
     Raises
     ------
@@ -63,9 +93,15 @@ class LlamaCppServer:
 
     def __init__(self, model: str | os.PathLike, n_ctx: int = 4096, n_threads: int = 2, alias: str = "smollm2",
                  log: str | os.PathLike | None = None, startup_timeout: float = 120.0, kind: str = "python",
-                 binary: str | os.PathLike | None = None, chat_format: str | None = None, jinja: bool = False):
+                 binary: str | os.PathLike | None = None, chat_format: str | None = None, jinja: bool = False,
+                 parallel: int = 1, server_args: Sequence[str] = ()):
         self.model = Path(model)
-        self.n_ctx, self.n_threads, self.alias = int(n_ctx), int(n_threads), alias
+        self.n_ctx, self.n_threads, self.alias, self.parallel = int(n_ctx), int(n_threads), alias, int(parallel)
+        if self.parallel < 1:
+            raise ValueError(f"parallel must be >= 1, got {parallel}")
+        if kind == "python" and self.parallel != 1:
+            raise ValueError("parallel > 1 needs kind='native' (llama-cpp-python's server decodes one request at a "
+                             "time)")
         self.port = free_port()
         self.log = Path(log) if log is not None else None
         out = self.log.open("wb") if self.log is not None else subprocess.DEVNULL
@@ -76,16 +112,13 @@ class LlamaCppServer:
             if chat_format:
                 cmd += ["--chat_format", chat_format]
         elif kind == "native":
-            import shutil
-
-            exe = str(binary or os.environ.get("QUANTGYM_LLAMA_SERVER") or shutil.which("llama-server") or "")
-            if not exe or not Path(exe).is_file():
-                raise RuntimeError("llama-server not found: pass binary= or set $QUANTGYM_LLAMA_SERVER")
-            cmd = [exe, "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port), "-c", str(self.n_ctx),
-                   "-t", str(self.n_threads), "--alias", alias, "--parallel", "1"] + (["--jinja"] if jinja else [])
+            cmd = [find_llama_server(binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
+                   "-c", str(self.n_ctx), "-t", str(self.n_threads), "--alias", alias, "--parallel",
+                   str(self.parallel)] + (["--jinja"] if jinja else [])
         else:
             raise ValueError(f"kind must be 'python' or 'native', got {kind!r}")
-        self.kind = kind
+        cmd += [str(a) for a in server_args]
+        self.kind, self.command = kind, cmd
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
@@ -123,4 +156,4 @@ class LlamaCppServer:
         self.stop()
 
 
-__all__ = ["LlamaCppServer", "free_port"]
+__all__ = ["LlamaCppServer", "find_llama_server", "free_port"]
