@@ -94,6 +94,28 @@ class LocalRayCluster:
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")
 
+    def running(self, name: str, task: str) -> bool:
+        """Whether node ``name`` runs a task of the remote function ``task`` now: a Ray worker titles its process
+        ``ray::<function>`` while it runs one (``ray::IDLE`` between tasks); the worker is the node's if it is
+        in the node's session (``start_new_session``) or descends from its ``ray start`` process."""
+        root = self.nodes[name].pid
+        title = f"ray::{task}".encode()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")[0] != title:
+                    continue
+                pid, hops = int(entry), 0
+                while pid > 1 and hops < 32:
+                    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+                    if int(fields[3]) == root or pid == root:  # session id, or the node's own process
+                        return True
+                    pid, hops = int(fields[1]), hops + 1
+            except (OSError, ValueError, IndexError):
+                continue
+        return False
+
     def kill(self, name: str) -> None:
         """SIGKILL every process of node ``name`` (its raylet, its workers and agents)."""
         p = self.nodes[name]

@@ -83,13 +83,12 @@ def test_a_worker_node_killed_mid_sweep_loses_no_run(cluster, tmp_path, pb_data)
     grid.write_text(json.dumps(FAULT_GRID))
     out = tmp_path / "ray"
     p = _sweep(cluster, [str(grid), "-o", str(out)])
-    # three nodes of 1 CPU, eight runs (2-6 s each): once three have finished, each node is busy with one
-    # of the other five (runs started = finished + busy <= 8)
+    # three nodes of 1 CPU, eight runs (about 2 s each): once three have finished, w3 is killed while it runs
+    # one of the other five (its worker's process title names the task), so that run is lost mid-way
     end = time.monotonic() + 600
-    while len(list((out / "runs").glob("*.json"))) < 3:
+    while len(list((out / "runs").glob("*.json"))) < 3 or not cluster.running("w3", "execute_ray_run"):
         assert p.poll() is None and time.monotonic() < end, p.communicate()[0] if p.poll() is not None else "timeout"
-        time.sleep(0.1)
-    time.sleep(0.3)
+        time.sleep(0.05)
     cluster.kill("w3")
     text, _ = p.communicate(timeout=600)
     assert p.returncode == 0, text
@@ -100,7 +99,9 @@ def test_a_worker_node_killed_mid_sweep_loses_no_run(cluster, tmp_path, pb_data)
     w3 = next(n for n, v in nodes.items() if v["resources"] == ["qg_w3"])
     assert nodes[w3]["alive"] is False
     retried = {k: r for k, r in recs.items() if "retries" in r}
-    assert retried and meta["n_retried"] == len(retried) == len(meta["backend_info"]["retried"])
+    where = {k: r["timing"]["node"][:8] for k, r in recs.items()}
+    assert retried, f"no run retried after killing w3 ({w3[:8]}); runs by node: {where}; output: {text[-1500:]}"
+    assert meta["n_retried"] == len(retried) == len(meta["backend_info"]["retried"])
     for r in retried.values():
         assert r["timing"]["node"] != w3 and r["retries"][0]["type"]  # finished elsewhere; the failure is kept
     flat = " ".join(text.split())
