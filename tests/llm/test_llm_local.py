@@ -87,3 +87,34 @@ def test_find_llama_server_order_and_one_line_error(fake_server, tmp_path, monke
         find_llama_server()
     with pytest.raises(RuntimeError, match="llama-server not found"):
         LlamaCppServer(tmp_path / "m.gguf", kind="native")
+
+
+def _open_paths() -> set[str]:
+    """The files this process holds open (Linux: the links of /proc/self/fd)."""
+    import os
+
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the descriptor listdir itself used, closed since
+            pass
+    return out
+
+
+def test_bad_arguments_open_no_log_and_a_start_keeps_no_handle(fake_server, tmp_path):
+    """The arguments are checked before the log file is opened (a bad binary or kind creates no log and leaks
+    no handle), and a started server's log is held by the server only, not by this process."""
+    import os
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd (Linux) to list this process's open files")
+    log = tmp_path / "server.log"
+    with pytest.raises(RuntimeError, match="nowhere does not exist"):
+        LlamaCppServer(tmp_path / "m.gguf", kind="native", binary=tmp_path / "nowhere", log=log)
+    with pytest.raises(ValueError, match="kind must be"):
+        LlamaCppServer(tmp_path / "m.gguf", kind="cpp", log=log)
+    assert not log.exists()
+    exe, _ = fake_server
+    with LlamaCppServer(tmp_path / "m.gguf", kind="native", binary=exe, log=log):
+        assert log.exists() and str(log) not in _open_paths()

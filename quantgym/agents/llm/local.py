@@ -104,7 +104,6 @@ class LlamaCppServer:
                              "time)")
         self.port = free_port()
         self.log = Path(log) if log is not None else None
-        out = self.log.open("wb") if self.log is not None else subprocess.DEVNULL
         if kind == "python":
             cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
                    "--port", str(self.port), "--model_alias", alias, "--n_ctx", str(self.n_ctx),
@@ -119,7 +118,12 @@ class LlamaCppServer:
             raise ValueError(f"kind must be 'python' or 'native', got {kind!r}")
         cmd += [str(a) for a in server_args]
         self.kind, self.command = kind, cmd
-        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        # the log is opened once the arguments are checked, and closed here: the server holds its own copy
+        if self.log is None:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        else:
+            with self.log.open("wb") as out:
+                self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
