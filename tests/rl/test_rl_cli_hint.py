@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 import quantgym.envs.portbench.rl as rl_pkg
 from quantgym.envs.portbench.rl.cli import TORCH_CPU_HINT, missing_extra_message
 from quantgym.cli import app
+from tests.rl import NEEDS_RL
 
 
 def test_missing_extra_message_text():
@@ -35,7 +36,7 @@ def test_cuda_build_without_a_gpu_is_one_line(monkeypatch):
     # a CUDA build of torch on a CPU-only machine is named in one line (the CPU build is ~5 GB smaller)
     import pytest
 
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=NEEDS_RL)
     from quantgym.envs.portbench.rl.cli import cuda_build_note
 
     monkeypatch.setattr(torch.version, "cuda", "12.8", raising=False)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-pytest.importorskip("stable_baselines3")
+from tests.rl import NEEDS_RL
+
+pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
 from stable_baselines3 import PPO  # noqa: E402
 
 import quantgym  # noqa: E402,F401 - registers the ids

@@ -18,6 +18,7 @@ from quantgym.envs.portbench.config import PortBenchToolsConfig
 from quantgym.envs.portbench.rl import ToolUsingAllocation
 from quantgym.envs.portbench.rl.tools import MENU
 from quantgym.evaluation import evaluate
+from tests.rl import NEEDS_RL
 from tests.tools.scripted import Scripted
 
 ENV_ID = "PortBench-Balanced-v0"
@@ -54,7 +55,7 @@ def test_gymnasium_and_sb3_checkers_pass():
         check_env(env, skip_render_check=True)
     # gymnasium's one note on any wrapper ("it likely has a wrapper applied to it") is the only warning
     assert [str(w.message) for w in caught if "wrapper applied" not in str(w.message)] == []
-    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason=NEEDS_RL)
     sb3_checker.check_env(_env(), warn=True)
     assert env.action_space.shape == (81,) and env.observation_space.shape == (8 * 80 + 50,)
     with pytest.raises(ValueError, match="tool mode"):
@@ -139,7 +140,7 @@ def test_blind_mode_through_the_wrapper():
 
 
 def test_short_ppo_run_trains_evaluates_and_reproduces():
-    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
     spec = importlib.util.spec_from_file_location("rl_tools_example", ROOT / "examples" / "rl_tools.py")
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
@@ -159,7 +160,7 @@ def test_cli_train_tools_trains_on_the_tool_interface_and_loads_as_a_tool_policy
     """``quantgym train --tools``: tool-mode training envs, rl_meta.json says so, ``sb3:DIR`` evaluates the model
     through the tools again; a batched or risk_adjusted tool run is one line, exit 2."""
     typer_testing = pytest.importorskip("typer.testing")
-    pytest.importorskip("stable_baselines3", reason="quantgym train needs the 'rl' extra (stable-baselines3, torch)")
+    pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
     from quantgym.cli import app
     from quantgym.envs.portbench.rl import load_sb3_agent
     from quantgym.envs.portbench.rl.tools import ToolPolicy

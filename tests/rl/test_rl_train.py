@@ -7,8 +7,10 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("stable_baselines3")
-torch = pytest.importorskip("torch")
+from tests.rl import NEEDS_RL
+
+pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
+torch = pytest.importorskip("torch", reason=NEEDS_RL)
 
 from quantgym.evaluation import evaluate  # noqa: E402
 from quantgym.agents.registry import make_agent  # noqa: E402

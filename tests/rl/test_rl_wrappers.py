@@ -17,6 +17,7 @@ from quantgym.envs.portbench.allocation import AllocationWrapper
 from quantgym.envs.portbench.allocation import LOGIT_SCALE, derived_views, masked_softmax, observation_layout
 from quantgym.envs.portbench.training import EpisodeSampler, RandomPeriod, train_windows
 from quantgym.envs.portbench.vector import PortBenchVectorEnv
+from tests.rl import NEEDS_RL
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 ENV_ID = "PortBench-Balanced-v0"
@@ -35,7 +36,7 @@ def _wrapped(**kw):
 def test_allocation_wrapper_passes_gymnasium_and_sb3_checkers(kw):
     env = _wrapped(**kw)
     check_env(env, skip_render_check=True)
-    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason=NEEDS_RL)
     sb3_checker.check_env(_wrapped(**kw), warn=True)
 
 
@@ -43,7 +44,7 @@ def test_random_period_and_recording_pass_checkers_and_pickle():
     env = RecordEpisode(AllocationWrapper(RandomPeriod(gym.make(ENV_ID, scoring=False), episode_len=8),
                                           reward="log_return"))
     check_env(env, skip_render_check=True)
-    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason=NEEDS_RL)
     sb3_checker.check_env(env, warn=True)
     env2 = pickle.loads(pickle.dumps(env))
     o1, _ = env.reset(seed=5)
@@ -54,7 +55,7 @@ def test_random_period_and_recording_pass_checkers_and_pickle():
 def test_record_episode_on_the_raw_env_passes_both_checkers():
     env = RecordEpisode(gym.make(ENV_ID))
     check_env(env, skip_render_check=True)
-    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker")
+    sb3_checker = pytest.importorskip("stable_baselines3.common.env_checker", reason=NEEDS_RL)
     sb3_checker.check_env(RecordEpisode(gym.make(ENV_ID)), warn=True)
 
 
@@ -230,7 +231,7 @@ def test_an_episode_cut_at_episode_len_is_truncated_and_one_at_its_window_end_te
     for term, trunc, cut in ends:
         assert (term, trunc) == (not cut, cut)
     # SB3's VecEnv over the batched core: the same flags, as TimeLimit.truncated (bootstraps the value)
-    sb3 = pytest.importorskip("quantgym.envs.portbench.rl.sb3")
+    sb3 = pytest.importorskip("quantgym.envs.portbench.rl.sb3", reason=NEEDS_RL)
     venv = sb3.PortBenchSB3VecEnv(2, windows=wins, episode_len=20)
     venv.seed(1)
     venv.reset()

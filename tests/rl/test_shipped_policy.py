@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("stable_baselines3")
-pytest.importorskip("torch")
+from tests.rl import NEEDS_RL
+
+pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
+pytest.importorskip("torch", reason=NEEDS_RL)
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "examples" / "rl_policy"

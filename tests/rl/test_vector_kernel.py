@@ -13,6 +13,7 @@ import pytest
 from quantgym.envs.portbench import vector as V
 from quantgym.envs.portbench.allocation import LOGIT_SCALE, masked_softmax
 from quantgym.envs.portbench.execution import execute_trade, fallback_weights
+from tests.rl import NEEDS_RL
 
 RATE, MIN_TRADE, NAV0, KAPPA = 0.0015, 1e-6, 1e6, 1.0
 
@@ -228,7 +229,7 @@ def test_interpreted_kernel_equals_compiled(logits):
 
 def test_sb3_vec_env_equals_wrapper_with_same_step_autoreset():
     """PortBenchSB3VecEnv (the same batched core, SB3 autoreset) against AllocationWrapper(RandomPeriod(...))."""
-    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("stable_baselines3", reason=NEEDS_RL)
     import gymnasium as gym
 
     import quantgym  # noqa: F401 - registers the ids

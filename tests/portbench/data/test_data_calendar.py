@@ -160,8 +160,10 @@ def test_duplicate_dates_rejected():
 def test_unsorted_input_is_sorted_and_missing_ticker_warns():
     days = pd.bdate_range("2024-01-02", periods=4)
     raw = pd.DataFrame({"SPY": [1.0, 2.0, 3.0, 4.0]}, index=days)[::-1]
-    with pytest.warns(PortBenchDataWarning, match="QQQ"):
+    with pytest.warns(PortBenchDataWarning) as caught:
         d = PortBenchData.from_frames(raw, {"SPY": "equity", "QQQ": "equity"}, tickers=["SPY", "QQQ"])
+    said = [str(w.message) for w in caught]
+    assert any("not in date order" in m for m in said) and any("QQQ" in m for m in said), said
     assert d.tickers == ("SPY",)
     assert d.dates.is_monotonic_increasing
     np.testing.assert_allclose(d.returns[1:, 0], [1.0, 0.5, 1 / 3])
