@@ -107,23 +107,33 @@ def pas_step(
     0.666667
     """
     w = np.asarray(weights, dtype=np.float64)
-    last = _LAST_MASKS
-    if classes is last[0] and equity_classes is last[1]:  # the env's step: the same tuples every call
-        eq, defensive = last[2]
-    else:
-        eq, defensive = _class_masks(tuple(classes), tuple(equity_classes))
-        if type(classes) is tuple and type(equity_classes) is tuple:
-            globals()["_LAST_MASKS"] = (classes, equity_classes, (eq, defensive))
+    eq, defensive = pas_masks(classes, equity_classes)
     if w.ndim == 1 and w.shape == eq.shape:  # one kernel, the same floats (speed only)
         e, b = _class_sums(w, eq, defensive, np.empty(w.shape[0]))
     else:
         e = float(w[eq].sum())
         b = float(w[defensive].sum())
+    return pas_value(e, b, var, profile)
+
+
+def pas_value(e: float, b: float, var: float, profile: InvestorProfile) -> float:
+    """PAS of :func:`pas_step` from the weight on the equity side ``e``, on bonds and cash ``b`` and the VaR."""
     cap, floor, lim = profile.max_equity_crypto, profile.min_bonds_cash, profile.var_limit
     s_e = max(1.0 - max(e - cap, 0.0) / cap, 0.0)
     s_b = 1.0 if floor == 0 else min(b / floor, 1.0)
     s_v = max(1.0 + min(var - lim, 0.0) / abs(lim), 0.0)
     return round((s_e + s_b + s_v) / 3.0, 6)
+
+
+def pas_masks(classes: Sequence[str], equity_classes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(equity-side, defensive) boolean masks of PAS over ``classes`` (cached: do not modify)."""
+    last = _LAST_MASKS
+    if classes is last[0] and equity_classes is last[1]:  # the env's step: the same tuples every call
+        return last[2]
+    masks = _class_masks(tuple(classes), tuple(equity_classes))
+    if type(classes) is tuple and type(equity_classes) is tuple:
+        globals()["_LAST_MASKS"] = (classes, equity_classes, masks)
+    return masks
 
 
 #: (classes, equity classes, masks) of the last :func:`pas_step` call (immutable tuples; speed only)

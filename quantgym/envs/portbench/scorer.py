@@ -12,14 +12,16 @@ import numpy as np
 from quantgym.envs.portbench.actions import DecisionLog
 from quantgym.envs.portbench.ceps import ceps as ceps_fn
 from quantgym.envs.portbench.config import proportional_costs
-from quantgym.envs.portbench.execution import turnover
-from quantgym.envs.portbench.market import MarketSnapshot, RowCache
+from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot, RowCache
 from quantgym.envs.portbench.optimize import single_thread_blas
-from quantgym.envs.portbench.profiles import pas_step
-from quantgym.envs.portbench.records import S3_PARTS, flat, report_fields
+from quantgym.envs.portbench.profiles import pas_masks, pas_value
+from quantgym.envs.portbench.records import STAGE_KEYS, flat, report_fields
 from quantgym.envs.portbench.stages import (
-    RiskReport, risk_report, s1_truth, s2_truth, s3_oracle, s3_score, s4_score, s5_score,
+    RiskReport, correlation_parts, risk_report, s1_truth, s2_truth, s3_oracle, s3_value, s4_score, s5_score,
+    score_parts,
 )
+
+N_CLASSES = len(ASSET_CLASSES)
 
 
 class DecisionTruth:
@@ -41,6 +43,20 @@ class DecisionScorer:
 
     def __init__(self, view, profile, config, mode):
         self.view, self.profile, self.config, self.mode = view, profile, config, mode
+        self._consts: tuple = (None, None, None, None)
+
+    def _constants(self) -> tuple:
+        """``(min_trade, rate, commission rate, the truth report's cache-key tail)`` of the scorer's config, profile
+        and mode, kept while they are the same objects (speed only)."""
+        c, config, profile, mode = self._consts, self.config, self.profile, self.mode
+        if c[0] is config and c[1] is profile and c[2] is mode:
+            return c[3]
+        sc = config.scoring
+        costs = proportional_costs(config.costs)  # a user fee model: the spec's min_trade, no rate
+        values = (costs.min_trade, costs.rate, costs.commission_bps / 1e4,
+                  (profile.var_limit, profile.max_drawdown, sc.s5_min_obs, sc.drift_limit, mode.include_start))
+        self._consts = (config, profile, mode, values)
+        return values
 
     def truth(self, snap: MarketSnapshot, parts: RowCache, forward_returns: Callable[[], np.ndarray]) -> DecisionTruth:
         """The ground truth of the decision of ``snap`` (``parts``: its row cache; ``forward_returns()``: the
@@ -76,24 +92,35 @@ class DecisionScorer:
               log: DecisionLog) -> tuple[np.ndarray, tuple, dict[str, Any]]:
         """S3–S5, CEPS and PAS of the S3 weights ``w_hat`` (``valid``: the answer was not a fallback), written to
         ``log.scores``. Returns the executed weights (§4.4), the scored columns of the decision's record
-        (:data:`~quantgym.envs.portbench.records.COL`) and the step's score entries of ``info``."""
-        sc, mode, view = self.config.scoring, self.mode, self.view
-        costs = proportional_costs(self.config.costs)  # a user fee model: the spec's min_trade, no rate
-        w0 = snap.current_weights
-        tau_hat = turnover(w_hat, w0, costs.min_trade)
-        w_exec = mode.executed(w_hat, tau_hat, costs.rate, view)
-        s3 = s3_score(w_hat, truth.w_star, snap, sc.alpha)
-        log.scores["S3"] = s3["score"] if valid else 0.0
+        (:data:`~quantgym.envs.portbench.records.COL`) and the step's score entries of ``info``.
+
+        The values of :func:`~.stages.s3_score`, :func:`~.stages.s4_score`, :func:`~.stages.risk_report`,
+        :func:`~.stages.s5_score` and :func:`~.profiles.pas_step`, with the per-asset sums of all of them in one
+        kernel (:func:`~.stages.score_parts`; speed only, the same floats)."""
+        sc, mode, view, profile = self.config.scoring, self.mode, self.view, self.profile
+        min_trade, rate, commission, _ = self._constants()
+        w_hat = np.asarray(w_hat, dtype=np.float64)
         w_truth = truth.w_star if truth.w_star_s45 is None else truth.w_star_s45
-        tau_star = turnover(w_truth, w0, costs.min_trade)
-        log.scores["S4"] = s4_score(tau_hat, tau_star)
-        star_exec = mode.executed(w_truth, tau_star, costs.commission_bps / 1e4, view)
-        rep_hat = risk_report(w_exec, snap, self.profile, sc, include_start=mode.include_start)
+        eq, defensive = pas_masks(snap.classes, mode.pas_equity_classes)
+        n = w_hat.shape[0]
+        out = np.empty(2 * n)  # the kernel's scratch, then where(A_d, w_hat, 0)
+        tau_hat, tau_star, mae, s_i, n_active, den, num, e, b = score_parts(
+            w_hat, snap.current_weights, w_truth, truth.w_star, snap.available, snap.class_id, snap.intra, snap.inter,
+            eq, defensive, min_trade, N_CLASSES, out)
+        w_exec = mode.executed(w_hat, tau_hat, rate, view)
+        intra, inter, corr = correlation_parts(s_i, n_active, den, num)
+        s3, acc = s3_value(mae, corr, sc.alpha)
+        scores = log.scores
+        scores["S3"] = s3 if valid else 0.0
+        scores["S4"] = s4_score(tau_hat, tau_star)
+        star_exec = mode.executed(w_truth, tau_star, commission, view)
+        rep_hat = risk_report(w_exec, snap, profile, sc, include_start=mode.include_start,
+                              masked=out[n:] if w_exec is w_hat else None)
         rep_star = self._star_report(star_exec, snap, truth)
-        log.scores["S5"] = s5_score(rep_hat, rep_star)
-        ceps_val = ceps_fn([log.scores.get(s) for s in ("S1", "S2", "S3", "S4", "S5")], sc.lam)
-        pas = pas_step(w_hat, snap.classes, rep_hat.var, self.profile, mode.pas_equity_classes)
-        scored = (flat(log.scores), ceps_val, pas, tuple([s3[k] for k in S3_PARTS]), tau_hat, tau_star,
+        scores["S5"] = s5_score(rep_hat, rep_star)
+        ceps_val = ceps_fn([scores.get(s) for s in STAGE_KEYS], sc.lam)
+        pas = pas_value(e, b, rep_hat.var, profile)
+        scored = (flat(scores), ceps_val, pas, (acc, mae, intra, inter, corr), tau_hat, tau_star,
                   *report_fields(rep_hat), *report_fields(rep_star), truth.oracle_fallback)
         info = {"ceps": ceps_val, "pas": pas, "tau": tau_hat, "tau_star": tau_star, "var": rep_hat.var,
                 "drawdown": rep_hat.drawdown, "drift": rep_hat.drift, "alerts": list(rep_hat.alerts),
@@ -109,8 +136,8 @@ class DecisionScorer:
         sc, profile, include_start = self.config.scoring, self.profile, self.mode.include_start
         if truth.cache_key is None or w is not truth.w_star or truth.w_star_s45 is not None:
             return risk_report(w, snap, profile, sc, include_start=include_start)
-        key = ("rep_star", *truth.cache_key, profile.var_limit, profile.max_drawdown, sc.s5_min_obs,
-               sc.drift_limit, include_start)
+        # the profile's limits, the S5 settings and include_start
+        key = ("rep_star", *truth.cache_key, *self._constants()[3])
         parts = self.view.row_cache(int(snap.t))
         rep = parts.get(key)
         return rep if rep is not None else parts.put(key, risk_report(w, snap, profile, sc, include_start=include_start))

@@ -15,9 +15,10 @@ import numpy as np
 
 from quantgym.envs.portbench.ceps import clip_float
 from quantgym.envs.portbench.config import PortBenchScoringConfig
+from quantgym.envs.portbench.execution import _turnover_sum
 from quantgym.envs.portbench.market import ASSET_CLASSES, MarketSnapshot
 from quantgym.envs.portbench.optimize import max_sharpe_weights
-from quantgym.envs.portbench.profiles import InvestorProfile
+from quantgym.envs.portbench.profiles import InvestorProfile, _class_sums
 from quantgym.jit import njit, np_sum
 from quantgym.metrics import max_drawdown, quantile_linear
 
@@ -173,14 +174,17 @@ def correlation_score(weights: np.ndarray, snap: MarketSnapshot) -> CorrelationS
     cw = np.zeros(k)
     s_i, n_active, den, num = _correlation_sums(np.asarray(weights, dtype=np.float64), snap.available, snap.class_id,
                                      snap.intra, snap.inter, cw)
+    i_score, h, score = correlation_parts(s_i, n_active, den, num)
+    return CorrelationScore(i_score, h, score, {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0})
+
+
+def correlation_parts(s_i: float, n_active: int, den: float, num: float) -> tuple[float, float, float]:
+    """``(I, H, C)`` of :func:`correlation_score` from its sums (:func:`_correlation_sums`)."""
     i_score = clip_float(1.0 - s_i, 0.0, 1.0)
     h = 1.0
     if n_active >= 2 and den > 0:
         h = clip_float((1.0 - num / den) / 2.0, 0.0, 1.0)
-    return CorrelationScore(
-        i_score, h, 0.5 * i_score + 0.5 * h,
-        {ASSET_CLASSES[c]: v for c, v in enumerate(cw.tolist()) if v > 0},
-    )
+    return i_score, h, 0.5 * i_score + 0.5 * h
 
 
 @njit
@@ -228,11 +232,16 @@ def s3_score(weights: np.ndarray, truth: np.ndarray, snap: MarketSnapshot, alpha
         mae = _mae_available(weights, truth, avail, np.empty(weights.shape[0]))
     else:
         mae = float(np.abs(weights[avail] - truth[avail]).mean()) if avail.any() else 0.0
-    acc = clip_float(1.0 - mae / 2.0, 0.0, 1.0)
     cs = correlation_score(weights, snap)
-    score = acc if alpha >= 1 else alpha * acc + (1.0 - alpha) * cs.score
-    return {"score": float(score), "accuracy": acc, "mae": mae, "intra": cs.intra, "inter": cs.inter,
+    score, acc = s3_value(mae, cs.score, alpha)
+    return {"score": score, "accuracy": acc, "mae": mae, "intra": cs.intra, "inter": cs.inter,
             "corr": cs.score, "class_weights": cs.class_weights}
+
+
+def s3_value(mae: float, corr: float, alpha: float) -> tuple[float, float]:
+    """``(S3, A)`` of :func:`s3_score` from the MAE over ``A_d`` and the correlation score ``C``."""
+    acc = clip_float(1.0 - mae / 2.0, 0.0, 1.0)
+    return float(acc if alpha >= 1 else alpha * acc + (1.0 - alpha) * corr), acc
 
 
 @njit
@@ -248,6 +257,28 @@ def _mae_available(weights, truth, available, buf):
     if k == 0:
         return 0.0
     return np_sum(buf, 0, k) / k
+
+
+@njit
+def score_parts(w_hat, w0, w_truth, w_star, available, class_id, intra, inter, eq, defensive, min_trade, n_classes,
+                out):
+    """The sums of one scored decision in one compiled call (speed only: the kernels of the functions named here,
+    so the same floats): ``τ̂`` and ``τ*``, the :func:`~.execution.turnover` of ``w_hat`` and of ``w_truth`` from
+    ``w0`` (spec §4.4); S3's MAE of ``w_hat`` against ``w_star`` (:func:`s3_score`); the sums of
+    :func:`correlation_score` of ``w_hat``; PAS's class sums of ``w_hat`` (:func:`~.profiles.pas_step`, ``eq`` and
+    ``defensive`` its class masks). ``out`` (2N): scratch in its first N; its last N get ``where(A_d, w_hat, 0)``,
+    the weights of S5's portfolio returns (:func:`risk_report`). Returns ``(τ̂, τ*, MAE, Σ_I, n_active, den, num,
+    Σ_equity, Σ_defensive)``."""
+    n = w_hat.shape[0]
+    buf = out[:n]
+    tau_hat = _turnover_sum(w_hat, w0, min_trade, buf)
+    tau_star = _turnover_sum(w_truth, w0, min_trade, buf)
+    mae = _mae_available(w_hat, w_star, available, buf)
+    s_i, n_active, den, num = _correlation_sums(w_hat, available, class_id, intra, inter, np.zeros(n_classes))
+    e, b = _class_sums(w_hat, eq, defensive, buf)
+    for i in range(n):
+        out[n + i] = w_hat[i] if available[i] else 0.0
+    return tau_hat, tau_star, mae, s_i, n_active, den, num, e, b
 
 
 # --------------------------------------------------------------------------------------- S4
@@ -282,21 +313,23 @@ class RiskReport:
 
 
 def risk_report(weights: np.ndarray, snap: MarketSnapshot, profile: InvestorProfile | None,
-                config: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True) -> RiskReport:
+                config: PortBenchScoringConfig = PortBenchScoringConfig(), include_start: bool = True,
+                masked: np.ndarray | None = None) -> RiskReport:
     """VaR, drawdown and drift of ``weights`` on the snapshot window, and the alerts (spec §4.5).
 
     ``p_t = Σ_i w_i r_{i,t}`` (missing = 0); ``VaR = q_0.05(p)``, ``DD`` = clean-mode MDD (``P_0 = 1``)
     if more than 10 observations, else 0; ``drift = max_{A_d} |w_i − 1/n|``, ``n = |A_d|``. Alerts:
     ``var_breach`` (VaR < limit; action reduce), ``drawdown`` (DD < −tolerance; rebalance),
     ``weight_drift`` (drift > 0.05; rebalance); ``trigger`` = any rebalance alert. Rounded to 6.
-    ``include_start=False`` (paper mode, §11.9): the DD path starts at the first return.
+    ``include_start=False`` (paper mode, §11.9): the DD path starts at the first return. ``masked``: the
+    float64 ``where(A_d, weights, 0)`` when the caller has it already (:func:`score_parts`; speed only).
     """
     var_limit = profile.var_limit if profile else -0.02
     tol = profile.max_drawdown if profile else 0.10
     # the window with missing = 0 (cached per row by the view's snapshots; speed only)
     r = snap.loader("returns0") if snap.loader is not None else np.nan_to_num(snap.returns, nan=0.0)
     avail = snap.available
-    p = r @ np.where(avail, weights, 0.0)
+    p = r @ (np.where(avail, weights, 0.0) if masked is None else masked)
     w = np.asarray(weights, dtype=np.float64)
     ok, var, dd, drift = _risk_numbers(p, w, avail, 0.05, config.s5_min_obs, include_start)
     if not ok:  # a non-finite portfolio return: numpy's own functions (their rules for NaN)
