@@ -251,3 +251,49 @@ def test_book_inputs_of_some_columns_are_those_of_all_columns_and_of_nanstd(bund
     win = np.diff(lr[t - 20:t + 1, j])
     ok = bundled.tradable[t - 19:t + 1, j] & bundled.has_row[t - 20:t, j]
     assert sig[3, j] == pytest.approx(np.std(win[ok], ddof=1) if ok.sum() >= 10 else 0.03, rel=1e-12)
+
+
+def _sigma_adv_cell(lr, vol, t, W, min_obs, vol_default, Wa):
+    # spec §10.8 for one stock, written out: sums from the oldest row (NaN as 0.0, rows before 0 missing)
+    def window(x, w):
+        vals = [x[r] if r >= 0 else np.nan for r in range(t - w + 1, t + 1)]
+        tot, cnt = 0.0, 0
+        for i, v in enumerate(vals):
+            cnt += v == v
+            tot = (v if v == v else 0.0) if i == 0 else tot + (v if v == v else 0.0)
+        return vals, tot, cnt
+
+    vals, tot, cnt = window(lr, W)
+    sd = np.nan
+    if cnt > 1 and min(t + 1, W) > 1:
+        ss = 0.0
+        for i, v in enumerate(vals):
+            d = v - tot / cnt
+            dv = d * d if v == v else 0.0
+            ss = dv if i == 0 else ss + dv
+        sd = np.sqrt(ss / (cnt - 1))
+    _, tot_v, cnt_v = window(vol, Wa)
+    return (sd if cnt >= min_obs and np.isfinite(sd) and sd > 0 else vol_default), (tot_v / cnt_v if cnt_v else 0.0)
+
+
+@pytest.mark.parametrize("W, min_obs, Wa", [(20, 10, 20), (5, 3, 12), (1, 1, 1)])
+def test_sigma_adv_window_is_the_spec_per_cell(W, min_obs, Wa):
+    # the account reads σ and ADV of a window's (row, stock) cells from one table computed with the stocks in the
+    # inner loop: each cell is the one-stock rule of §10.8, bit for bit (NaN gaps, rows before the panel, −0.0)
+    from quantgym.envs.quant_arena.exchange import sigma_adv_rows
+
+    rng = np.random.default_rng(W)
+    T, M = 40, 7
+    lr = rng.normal(scale=0.02, size=(T, M))
+    vol = rng.integers(0, 10**6, size=(T, M)).astype(float)
+    lr[rng.random((T, M)) < 0.3] = np.nan
+    vol[rng.random((T, M)) < 0.3] = np.nan
+    lr[:, 3] = np.nan
+    lr[5:, 4] = -0.0
+    vol[:, 4] = -0.0
+    for t0, n in [(0, T), (W + 2, 5)]:
+        got = sigma_adv_rows(lr, vol, t0, n, W, min_obs, 0.03, Wa)
+        for k in range(n):
+            for j in range(M):
+                want = _sigma_adv_cell(lr[:, j], vol[:, j], t0 + k, W, min_obs, 0.03, Wa)
+                assert np.array(want).tobytes() == got[k, j].tobytes(), (t0 + k, j)

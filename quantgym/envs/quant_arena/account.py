@@ -37,8 +37,8 @@ from quantgym.models import ImportableModel, build_model, fee_parts, impact_fill
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel, _date
 from .data import ArenaDataset
-from .exchange import (book_levels_kernel, book_series_by_stock, fees_kernel, fill_kernel, impact_args, nan_maximum,
-                       nan_minimum, price_limits, sigma_adv_series)
+from .exchange import (book_levels_kernel, fees_kernel, fill_kernel, impact_args, nan_maximum, nan_minimum,
+                       price_limits, sigma_adv_window)
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -329,7 +329,6 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     if not ex.limits:
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
-    lr, vol = book_series_by_stock(ds)
     top_n = int(ex.top_n)
     order, count = (score_order(scores) if order is None else order)[:2]
     sel_idx, sel_ptr = _select_days(order, count, ds.has_row[d0:d0 + n], top_n)
@@ -343,11 +342,12 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         user["_day_fees"] = _model_fees(cost, [str(d) for d in days])
     imp_args = impact_args(impact if isinstance(impact, ImpactModel) else ImpactModel())
     if not isinstance(impact, ImpactModel):  # a user impact model fills each order (σ, ADV of §10.8 given)
-        user["_order_book"], user["_book_fill"], user["_book_depth"] = _model_book(impact, [str(d) for d in ds.dates])
+        user["_order_book"], user["_book_fill"], user["_book_depth"] = _model_book(impact, [str(d) for d in days])
+    sa = sigma_adv_window(ds, d0, n, imp_args) if imp_args[0] else _NO_BOOK  # σ, ADV of §10.8 (read per order)
     kernel = interpreted(_account_days, **user) if user else _account_days
     daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = kernel(
         d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
-        ds.has_row, up, down, base, lr, vol, rates, top_n, float(ex.rebalance_band), float(ex.lot),
+        ds.has_row, up, down, base, sa, rates, top_n, float(ex.rebalance_band), float(ex.lot),
         float(ex.initial_capital), imp_args, fee_args, bool(record_trades))
     if err:
         day = ds.dates[d0 + err_day]
@@ -403,16 +403,15 @@ def _model_fees(model: object, days: list[str]):
 
 
 @njit
-def _order_book(side: int, P: float, limit: float, t: int, j: int, lr: np.ndarray, vol: np.ndarray,
-                imp: tuple) -> tuple[float, float, float]:
-    """The simulated book ``(Δ, q, L)`` of one order of column ``j`` decided at row ``t`` (spec §10.8;
-    ``lr``, ``vol`` (N, T) by stock, :func:`~quantgym.envs.quant_arena.exchange.book_series_by_stock`;
-    ``imp`` = :func:`~quantgym.envs.quant_arena.exchange.impact_args`); ``(0, 0, 0)`` with impact off."""
-    imp_on, levels, k_s, k_d, tick, W, min_obs, vol_default, Wa = imp
+def _order_book(side: int, P: float, limit: float, kk: int, j: int, sa: np.ndarray, imp: tuple
+                ) -> tuple[float, float, float]:
+    """The simulated book ``(Δ, q, L)`` of one order of column ``j`` on execution day index ``kk`` (spec §10.8;
+    its σ and ADV are ``sa[kk, j]``, :func:`~quantgym.envs.quant_arena.exchange.sigma_adv_window`; ``imp`` =
+    :func:`~quantgym.envs.quant_arena.exchange.impact_args`); ``(0, 0, 0)`` with impact off."""
+    imp_on, levels, k_s, k_d, tick = imp[:5]
     if not imp_on:
         return 0.0, 0.0, 0.0
-    sig, adv = sigma_adv_series(lr[j], vol[j], t, W, min_obs, vol_default, Wa)
-    return book_levels_kernel(side, P, sig, adv, limit, levels, k_s, k_d, tick)
+    return book_levels_kernel(side, P, sa[kk, j, 0], sa[kk, j, 1], limit, levels, k_s, k_d, tick)
 
 
 @njit
@@ -431,12 +430,10 @@ def _book_depth(side: int, qty: float, P: float, book: tuple, imp: tuple) -> flo
 def _model_book(model: object, dates: list[str]):
     """:func:`_order_book`, :func:`_book_fill` and :func:`_book_depth` of a user impact model
     (:class:`quantgym.models.MarketImpactModel`): the "book" is the order's σ, ADV, limit and execution
-    row, and ``model.fill(side, qty, price, sigma, adv, limit, day)`` fills it."""
-    W, min_obs, vol_default, Wa = impact_args(ImpactModel())[5:]
-
-    def order_book(side, P, limit, t, j, lr, vol, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
-        sig, adv = sigma_adv_series(lr[j], vol[j], t, W, min_obs, vol_default, Wa)
-        return sig, adv, limit, t + 1
+    day index (``dates`` = the execution days), and ``model.fill(side, qty, price, sigma, adv, limit, day)``
+    fills it."""
+    def order_book(side, P, limit, kk, j, sa, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
+        return sa[kk, j, 0], sa[kk, j, 1], limit, kk
 
     def book_fill(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
         return impact_fill(model, side, qty, P, book[0], book[1], book[2], dates[book[3]]) if qty > 0 else (0.0, 0.0)
@@ -449,6 +446,8 @@ def _model_book(model: object, dates: list[str]):
 # Field indices of the kernel's outputs.
 _NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
 _N_BUYS, _N_SELLS, _BLOCKED_BUY, _BLOCKED_SELL, _PARTIAL, _N_HELD = range(6)  # counts (6, n) int64
+_NO_BOOK = np.zeros((0, 0, 2))  # the σ/ADV table when impact is off (never read)
+_NO_BOOK.setflags(write=False)
 _TRADE_COLS = 12  # k, column, side (±1), exit, want, filled, value, price, commission, transfer, stamp, impact
 
 
@@ -474,7 +473,7 @@ def _log(buf: np.ndarray, used: int, k: int, j: int, side: int, is_exit: bool, w
 
 
 @njit
-def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, base, lr, vol, rates, top_n, band,
+def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, base, sa, rates, top_n, band,
                   lot, cash0, imp, fee, record):  # noqa: ANN001 - a numba kernel: the types are in the docstring
     """The cash account's day loop: execution days D_1..D_n in order (spec §10.7, §10.8, §10.9).
 
@@ -495,9 +494,9 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     trad, has_row : bool (T, N)
     up, down, base : float64 (T, N)
         Price limits (NaN = none) and base prices (§10.6), CNY.
-    lr, vol : float64 (N, T)
-        The book's daily log returns and tradable volume (NaN where not counted), for σ and ADV, by stock
-        (:func:`~quantgym.envs.quant_arena.exchange.book_series_by_stock`).
+    sa : float64 (n, N, 2)
+        σ and ADV of the book of each stock on each execution day (decided at row ``d0 + k − 1``;
+        :func:`~quantgym.envs.quant_arena.exchange.sigma_adv_window`), read by the orders.
     rates : float64 (n, 2)
         Transfer-fee and stamp-duty rates in force on each execution day.
     top_n, band, lot, cash0 : int, float, float, float
@@ -539,7 +538,6 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     path[0, 0], path[1, 0], path[2, 0] = cash, cash, 0.0
     for k in range(1, n + 1):
         d = d0 + k
-        t = d - 1
         kk = k - 1
         B = S = fees = stamp = impact = 0.0
         # 1. corporate actions (§10.7.1), 2. NAV_open at the open (base price if not tradable)
@@ -578,7 +576,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     continue
                 if bought_day[j] >= k:
                     return daily, counts, path, shares, trades, n_trades, stale, n_stale, 2, k
-                book = _order_book(-1, P, dn, t, j, lr, vol, imp)
+                book = _order_book(-1, P, dn, kk, j, sa, imp)
                 filled, value = _book_fill(-1, want, P, book, imp)
                 if filled <= 0:
                     counts[_PARTIAL, kk] += 1
@@ -616,7 +614,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             want = nan_maximum(lot * np.floor(nan_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
             if not want > 0:  # not a lot's cash left: nothing fills (the book is not needed)
                 continue
-            book = _order_book(+1, P, u, t, j, lr, vol, imp)
+            book = _order_book(+1, P, u, kk, j, sa, imp)
             f1 = _book_depth(+1, want, P, book, imp)  # the walk's fill
             top = lot * np.floor(f1 / lot + 1e-12)
             lots = int(round(top / lot))

@@ -103,13 +103,19 @@ def book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def book_series_by_stock(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`book_series` laid out by stock: two C-contiguous (N, T) arrays (one stock's window is
-    contiguous in memory, for the per-order σ and ADV of the cash account); cached."""
-    if "book_series_by_stock" not in ds._cache:
+def sigma_adv_window(ds: ArenaDataset, t0: int, n: int, imp: tuple) -> np.ndarray:
+    """σ and ADV of the simulated book (spec §10.8) of every stock at the decision rows ``t0 .. t0+n−1`` of a
+    window, under the impact model's windows (``imp`` = :func:`impact_args`): (n, N, 2), ``[k, j]`` = (σ, ADV)
+    of column ``j`` at row ``t0 + k`` (:func:`sigma_adv_rows`). They depend on the panel only, so every
+    candidate evaluated on the window reads the same cells (the cash account reads those of its orders);
+    cached on the dataset per window and impact windows, read-only."""
+    key = ("sigma_adv", int(t0), int(n), *imp[5:])
+    if key not in ds._cache:
         lr, vol = book_series(ds)
-        ds._cache["book_series_by_stock"] = (np.ascontiguousarray(lr.T), np.ascontiguousarray(vol.T))
-    return ds._cache["book_series_by_stock"]
+        out = sigma_adv_rows(lr, vol, int(t0), int(n), *imp[5:])
+        out.setflags(write=False)
+        ds._cache[key] = out
+    return ds._cache[key]
 
 
 # ---------------------------------------------------------------------- order-level kernels
@@ -164,85 +170,97 @@ def _round10(x: float) -> float:
 
 
 @njit
-def _window_sum(x: np.ndarray, t: int, w: int) -> tuple[float, int]:
-    """Sum (NaN as 0.0, from the oldest row on, as numpy's nansum over the window) and count of the non-NaN
-    values of ``x[t−w+1 .. t]`` (one stock's daily series); rows before 0 count as missing."""
-    tot = 0.0
-    cnt = 0
+def _window_sums(x: np.ndarray, t: int, w: int, tot: np.ndarray, cnt: np.ndarray) -> None:
+    """Per column of ``x`` (T, M), the sum (NaN as 0.0, from the oldest row on, as numpy's nansum over the
+    window) and count of the non-NaN values of rows ``t−w+1 .. t`` into ``tot``, ``cnt`` (M,); rows before 0
+    count as missing."""
+    M = x.shape[1]
+    if w < 1:
+        tot[:] = 0.0
+        cnt[:] = 0
     for r in range(t - w + 1, t + 1):
-        v = x[r] if r >= 0 else np.nan
-        if v == v:
-            cnt += 1
-        else:
-            v = 0.0
-        tot = v if r == t - w + 1 else tot + v
-    return tot, cnt
+        first = r == t - w + 1
+        for j in range(M):
+            v = x[r, j] if r >= 0 else np.nan
+            if v == v:
+                c = 1
+            else:
+                c = 0
+                v = 0.0
+            if first:
+                tot[j] = v
+                cnt[j] = c
+            else:
+                tot[j] = tot[j] + v
+                cnt[j] = cnt[j] + c
 
 
 @njit
-def sigma_adv_series(lr: np.ndarray, vol: np.ndarray, t: int, W: int, min_obs: int, vol_default: float,
-                     Wa: int) -> tuple[float, float]:
-    """σ and ADV of one stock at decision row ``t`` from its daily series ``lr``, ``vol`` (T,) (spec §10.8).
+def sigma_adv_rows(lr: np.ndarray, vol: np.ndarray, t0: int, n: int, W: int, min_obs: int, vol_default: float,
+                   Wa: int) -> np.ndarray:
+    """σ and ADV of every column of ``lr``, ``vol`` (T, M) (:func:`book_series`) at decision rows
+    ``t0 .. t0+n−1`` (spec §10.8): (n, M, 2), ``[k, j]`` = (σ, ADV) at row ``t0 + k``.
 
-    σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t]`` in numpy's own steps (sum from the oldest row,
-    mean, squared deviations summed from the oldest row); rows before 0 count as missing. ADV: the
-    non-NaN mean of ``vol[t−Wa+1 .. t]`` (0 if none). The cash account passes rows of
-    :func:`book_series_by_stock` (contiguous in time). When both windows are the same rows (the default)
-    the two window sums run in one loop, each in its own order.
+    σ: ``np.nanstd(ddof=1)`` of ``lr[t−W+1 .. t]`` in numpy's own steps (sum from the oldest row, mean,
+    squared deviations summed from the oldest row), if at least ``min_obs`` values and positive, else
+    ``vol_default``; rows before 0 count as missing. ADV: the non-NaN mean of ``vol[t−Wa+1 .. t]`` (0 if
+    none). Each cell's operations are the same and in the same order whatever the columns around it; the
+    columns are the inner loop.
     """
-    a = t - W + 1
-    if W == Wa and a >= 0 and W > 0:  # _window_sum of both, in one loop
-        v, w = lr[a], vol[a]
-        cnt, cnt_v = (1 if v == v else 0), (1 if w == w else 0)
-        tot, tot_v = (v if v == v else 0.0), (w if w == w else 0.0)
-        for r in range(a + 1, t + 1):
-            v, w = lr[r], vol[r]
-            if v == v:
-                cnt += 1
-            else:
-                v = 0.0
-            if w == w:
-                cnt_v += 1
-            else:
-                w = 0.0
-            tot = tot + v
-            tot_v = tot_v + w
-    else:
-        tot, cnt = _window_sum(lr, t, W)
-        tot_v, cnt_v = _window_sum(vol, t, Wa)
-    sd = np.nan
-    if cnt > 1 and min(t + 1, W) > 1:
-        avg = tot / cnt
-        ss = 0.0
-        for r in range(t - W + 1, t + 1):
-            x = lr[r] if r >= 0 else np.nan
-            dv = 0.0
-            if x == x:
-                dv = x - avg
-                dv *= dv
-            ss = dv if r == t - W + 1 else ss + dv
-        sd = math.sqrt(ss / (cnt - 1))
-    sig = sd if (cnt >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
-    return sig, (tot_v / cnt_v if cnt_v > 0 else 0.0)
+    M = lr.shape[1]
+    out = np.empty((n, M, 2))
+    tot = np.empty(M)
+    cnt = np.empty(M, dtype=np.int64)
+    tot_v = np.empty(M)
+    cnt_v = np.empty(M, dtype=np.int64)
+    avg = np.empty(M)
+    ss = np.zeros(M)
+    for k in range(n):
+        t = t0 + k
+        _window_sums(lr, t, W, tot, cnt)
+        _window_sums(vol, t, Wa, tot_v, cnt_v)
+        spread = min(t + 1, W) > 1
+        if spread:
+            for j in range(M):
+                avg[j] = tot[j] / cnt[j] if cnt[j] > 0 else 0.0
+            for r in range(t - W + 1, t + 1):
+                first = r == t - W + 1
+                for j in range(M):
+                    x = lr[r, j] if r >= 0 else np.nan
+                    dv = 0.0
+                    if x == x:
+                        dv = x - avg[j]
+                        dv *= dv
+                    ss[j] = dv if first else ss[j] + dv
+        for j in range(M):
+            sd = np.nan
+            if spread and cnt[j] > 1:
+                sd = math.sqrt(ss[j] / (cnt[j] - 1))
+            out[k, j, 0] = sd if (cnt[j] >= min_obs and math.isfinite(sd) and sd > 0) else vol_default
+            out[k, j, 1] = tot_v[j] / cnt_v[j] if cnt_v[j] > 0 else 0.0
+    return out
 
 
 @njit
 def sigma_adv_kernel(lr: np.ndarray, vol: np.ndarray, t: int, j: int, W: int, min_obs: int, vol_default: float,
                      Wa: int) -> tuple[float, float]:
     """σ and ADV of column ``j`` of ``lr``, ``vol`` (T, N) at decision row ``t`` (spec §10.8;
-    :func:`book_inputs` of one cell): :func:`sigma_adv_series` of that column."""
-    return sigma_adv_series(lr[:, j], vol[:, j], t, W, min_obs, vol_default, Wa)
+    :func:`book_inputs` of one cell): :func:`sigma_adv_rows` of that column and row."""
+    c = sigma_adv_rows(lr[:, j:j + 1], vol[:, j:j + 1], t, 1, W, min_obs, vol_default, Wa)
+    return c[0, 0, 0], c[0, 0, 1]
 
 
 @njit
-def _book_inputs_kernel(lr: np.ndarray, vol: np.ndarray, rows: np.ndarray, cols: np.ndarray, W: int, min_obs: int,
+def _book_inputs_kernel(lr: np.ndarray, vol: np.ndarray, rows: np.ndarray, W: int, min_obs: int,
                         vol_default: float, Wa: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sigma_adv_kernel` of every (row, column) pair: two (len(rows), len(cols)) arrays."""
-    sig = np.empty((rows.size, cols.size))
-    adv = np.empty((rows.size, cols.size))
+    """:func:`sigma_adv_rows` of every row of ``rows``: two (len(rows), M) arrays."""
+    M = lr.shape[1]
+    sig = np.empty((rows.size, M))
+    adv = np.empty((rows.size, M))
     for a in range(rows.size):
-        for b in range(cols.size):
-            sig[a, b], adv[a, b] = sigma_adv_kernel(lr, vol, rows[a], cols[b], W, min_obs, vol_default, Wa)
+        c = sigma_adv_rows(lr, vol, rows[a], 1, W, min_obs, vol_default, Wa)
+        for b in range(M):
+            sig[a, b], adv[a, b] = c[0, b, 0], c[0, b, 1]
     return sig, adv
 
 
@@ -316,8 +334,8 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     ``vol_window`` panel days up to t on which the stock is tradable and has a
     row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
     ADV = mean volume over the tradable days among the last ``adv_window`` days
-    (0 if none). The account computes them per order (:func:`sigma_adv_kernel`); this is
-    the same kernel over a grid.
+    (0 if none). The account reads them from :func:`sigma_adv_window`; this is the same
+    kernel (:func:`sigma_adv_rows`) at any rows.
 
     ``cols`` (optional): only these columns.
 
@@ -331,7 +349,9 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     if rows.size == 0 or cols.size == 0:
         return np.empty((rows.size, cols.size)), np.empty((rows.size, cols.size))
     _, _, _, _, _, W, min_obs, vol_default, Wa = impact_args(impact)
-    return _book_inputs_kernel(lr, vol, rows, cols, W, min_obs, vol_default, Wa)
+    if cols.size < ds.N or np.any(cols != np.arange(ds.N)):
+        lr, vol = lr[:, cols], vol[:, cols]
+    return _book_inputs_kernel(lr, vol, rows, W, min_obs, vol_default, Wa)
 
 
 # ---------------------------------------------------------------------- one order (the spec's statements)
@@ -403,4 +423,4 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
 
 
 __all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args", "book_series",
-           "book_series_by_stock", "sigma_adv_kernel", "sigma_adv_series", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
+           "sigma_adv_window", "sigma_adv_rows", "sigma_adv_kernel", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
