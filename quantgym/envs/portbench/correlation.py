@@ -169,70 +169,244 @@ def obs_corr_rows(win: np.ndarray, z: np.ndarray, n_rows: np.ndarray, sxy: np.nd
 
 @njit(error_model="numpy")
 def _obs_corr_rows(win, z, n_rows, sxy, out, todo):  # pragma: no cover - compiled
-    """:func:`obs_corr_rows`' compiled part: for each window ``k``, its missing-value patterns (columns with the
-    same observed rows; numbered in order of first appearance, which changes no value), then, unless more than
-    ``max(16, N/16)`` (``todo[k]`` set), the pattern sums, the common counts, the variances ``sxx − sx²/n`` and
-    the observation form into ``out[k]`` (:func:`_corr_from_sums`, mode 1), as in :func:`corr_and_obs`."""
+    """:func:`obs_corr_rows`' compiled part: for each window ``k``, its sums (:func:`_window_sums`), then, unless
+    it has more than ``max(16, N/16)`` missing-value patterns (``todo[k]`` set), the observation form into
+    ``out[k]`` (:func:`_corr_from_sums`, mode 1), as in :func:`corr_and_obs`."""
     n_batch = win.shape[0]
     n = win.shape[2]
     max_pat = max(16, n // 16)
     no_obs = np.empty((0, 0))
     for k in range(n_batch):
-        n_r = n_rows[k]
-        words = max(1, (n_r + 63) // 64)
-        key = np.zeros((n, words), np.uint64)
-        for r in range(n_r):
-            w = r // 64
-            bit = np.uint64(1) << np.uint64(r % 64)
-            for i in range(n):
-                if np.isfinite(win[k, r, i]):
-                    key[i, w] |= bit
-        pid = np.empty(n, np.int64)
-        first = np.empty(max_pat + 1, np.int64)
-        n_pat = 0
-        for i in range(n):
-            p = -1
-            for q in range(n_pat):
-                same = True
-                for w in range(words):
-                    if key[first[q], w] != key[i, w]:
-                        same = False
-                        break
-                if same:
-                    p = q
-                    break
-            if p < 0:
-                if n_pat == max_pat:
-                    n_pat += 1
-                    break
-                first[n_pat] = i
-                p = n_pat
-                n_pat += 1
-            pid[i] = p
-        if n_pat > max_pat:
+        ok, cnt, pid, sx, var = _window_sums(win[k], z[k], n_rows[k], max_pat)
+        if not ok:
             todo[k] = True
             continue
-        pats = np.zeros((n_r, n_pat))
-        for r in range(n_r):
-            w = r // 64
-            bit = np.uint64(1) << np.uint64(r % 64)
-            for p in range(n_pat):
-                if key[first[p], w] & bit:
-                    pats[r, p] = 1.0
-        cnt = np.zeros((n_pat, n_pat))  # common counts (integers: exact in any order)
-        for p in range(n_pat):
-            for q in range(n_pat):
-                c = 0.0
-                for r in range(n_r):
-                    c += pats[r, p] * pats[r, q]
-                cnt[p, q] = c
-        sx, sxx = _pattern_sums(z[k, :n_r], pats)
-        var = np.empty((n, n_pat))
-        for i in range(n):
-            for p in range(n_pat):
-                var[i, p] = sxx[i, p] - (sx[i, p] * sx[i, p]) / cnt[pid[i], p]
         _corr_from_sums(cnt, pid, sx, np.ascontiguousarray(sx.T), var, np.ascontiguousarray(var.T), sxy[k], out[k],
                         no_obs, 1)
+
+
+@njit(error_model="numpy")
+def _window_sums(win, z, n_r, max_pat):  # pragma: no cover - compiled
+    """The sums of one window but its cross products, as in :func:`corr_and_obs`: the missing-value patterns of
+    ``win[:n_r]`` (columns with the same observed rows, numbered in order of first appearance, which changes no
+    value), their common counts ``cnt`` (P, P), the pattern of each column ``pid`` (N,), the pattern sums ``sx``
+    (N, P) (:func:`_pattern_sums` of ``z[:n_r]``) and the variances ``var`` = ``sxx − sx²/cnt[pid]`` (N, P).
+    ``ok`` is False (and the rest empty) past ``max_pat`` patterns."""
+    n = win.shape[1]
+    words = max(1, (n_r + 63) // 64)
+    key = np.zeros((n, words), np.uint64)
+    for r in range(n_r):
+        w = r // 64
+        bit = np.uint64(1) << np.uint64(r % 64)
+        for i in range(n):
+            if np.isfinite(win[r, i]):
+                key[i, w] |= bit
+    pid = np.empty(n, np.int64)
+    first = np.empty(max_pat + 1, np.int64)
+    n_pat = 0
+    for i in range(n):
+        p = -1
+        for q in range(n_pat):
+            same = True
+            for w in range(words):
+                if key[first[q], w] != key[i, w]:
+                    same = False
+                    break
+            if same:
+                p = q
+                break
+        if p < 0:
+            if n_pat == max_pat:
+                n_pat += 1
+                break
+            first[n_pat] = i
+            p = n_pat
+            n_pat += 1
+        pid[i] = p
+    if n_pat > max_pat:
+        e = np.empty((0, 0))
+        return False, e, pid, e, e
+    pats = np.zeros((n_r, n_pat))
+    for r in range(n_r):
+        w = r // 64
+        bit = np.uint64(1) << np.uint64(r % 64)
+        for p in range(n_pat):
+            if key[first[p], w] & bit:
+                pats[r, p] = 1.0
+    cnt = np.zeros((n_pat, n_pat))  # common counts (integers: exact in any order)
+    for p in range(n_pat):
+        for q in range(n_pat):
+            c = 0.0
+            for r in range(n_r):
+                c += pats[r, p] * pats[r, q]
+            cnt[p, q] = c
+    sx, sxx = _pattern_sums(z[:n_r], pats)
+    var = np.empty((n, n_pat))
+    for i in range(n):
+        for p in range(n_pat):
+            var[i, p] = sxx[i, p] - (sx[i, p] * sx[i, p]) / cnt[pid[i], p]
+    return True, cnt, pid, sx, var
+
+
+#: universes at least this wide get the observation form of the correlation in a pass over consecutive rows
+#: from rolling cross products (:class:`RollingCross`; speed only, within 1e-12 of :func:`corr_and_obs`)
+ROLLING_MIN_N = 256
+#: a rolling chain restarts from a direct product at every data row that is a multiple of this (a jump into
+#: the chain applies at most 2·(ROLLING_ANCHOR − 1) updates for daily windows)
+ROLLING_ANCHOR = 16
+#: up to this many updates are applied one pass over the matrix each, more row by row (speed only)
+_PASSES_MAX_OPS = 4
+
+
+class RollingCross:
+    """The cross products ``S_d = Σ_{r ∈ [lo_d, hi_d)} y_r y_rᵀ`` of the return windows of data rows ``d``
+    (``y`` = returns with missing → 0), for windows that slide forward (``lo``, ``hi`` non-decreasing).
+
+    Parameters
+    ----------
+    y : (T, N) float64 returns with missing → 0 (C-contiguous); ``lo``, ``hi`` : (T,) int64 window rows of
+    each data row.
+
+    ``S_d`` is the product ``yᵀy`` of the window at the chain's anchor ``a = d − d mod``
+    :data:`ROLLING_ANCHOR`, then, for each data row ``e = a+1 … d`` in turn, plus ``y_r y_rᵀ`` of the rows
+    entering (``[hi_{e−1}, hi_e)``) and minus those of the rows leaving (``[lo_{e−1}, lo_e)``), each entry
+    in that order. So ``S_d`` is a function of ``d`` alone (the same bits whatever rows were visited
+    before), and a pass over consecutive rows pays one rank-2 update per row (O(N²) memory traffic) instead
+    of an (N×L)·(L×N) product. Rounding: each update adds one rounding of a product of returns (about
+    1e-4 each for daily returns) to sums of L of them, so the correlations stay within 1e-12 of the direct
+    product's (tested). :meth:`ops` advances the chain; the updates are applied by the caller's compiled
+    pass (:func:`_rolled_obs_corr`), fused with the correlation's finish.
+    """
+
+    def __init__(self, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, anchor: int = ROLLING_ANCHOR):
+        if (np.diff(lo) < 0).any() or (np.diff(hi) < 0).any():
+            raise ValueError("RollingCross: the windows must slide forward (lo, hi non-decreasing)")
+        self.y, self.lo, self.hi, self.anchor = y, lo, hi, int(anchor)
+        self.cross: np.ndarray | None = None
+        self.row = -1  # the data row whose S the chain holds once the pending updates are applied
+
+    def __getstate__(self) -> dict:  # the chain is a cache: a copy starts without it
+        return {**self.__dict__, "cross": None, "row": -1}
+
+    def ops(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Advance the chain to data row ``d``. Returns ``(S, z, sign)``: ``S`` (N, N) the chain's cross
+        products (the anchor's product when the chain restarted), and the updates still to apply to reach
+        ``S_d``: rows ``z`` (M, N) of returns with missing → 0 and their signs (M,) (+1 entering, −1 leaving),
+        in order. The caller must apply them to every entry of ``S`` before the next call."""
+        n = self.y.shape[1]
+        a = d - d % self.anchor
+        if self.cross is None or not (a <= self.row <= d):
+            if self.cross is None:
+                self.cross = np.empty((n, n))
+            y = self.y[self.lo[a]:self.hi[a]]
+            np.matmul(y.T, y, out=self.cross)
+            self.row = a
+        rows: list[int] = []
+        sign: list[float] = []
+        lo, hi = self.lo, self.hi
+        for e in range(self.row + 1, d + 1):
+            rows += range(int(hi[e - 1]), int(hi[e]))
+            sign += [1.0] * int(hi[e] - hi[e - 1])
+            rows += range(int(lo[e - 1]), int(lo[e]))
+            sign += [-1.0] * int(lo[e] - lo[e - 1])
+        self.row = d
+        z = self.y[rows] if rows else np.empty((0, n))
+        return self.cross, z, np.asarray(sign, np.float64)
+
+
+@njit(error_model="numpy")
+def _axpy(c, x, y):  # pragma: no cover - compiled
+    """``y += c·x`` (a vectorised loop: ``y`` is not ``x``)."""
+    for j in range(y.shape[0]):
+        y[j] += c * x[j]
+
+
+@njit(error_model="numpy")
+def _scaled_row(s_row, a, b_row, inv_n, ri, r_row, out):  # pragma: no cover - compiled
+    """``out[j] = clip((s_row[j] − (a·b_row[j])·inv_n)·(ri·r_row[j]), −1, 1)`` (:func:`_rolled_obs_corr`; a
+    vectorised loop: ``out`` is none of the inputs)."""
+    for j in range(out.shape[0]):
+        c = (s_row[j] - (a * b_row[j]) * inv_n) * (ri * r_row[j])
+        c = -1.0 if c < -1.0 else c
+        out[j] = 1.0 if c > 1.0 else c
+
+
+def obs_corr_rolled(win: np.ndarray, z: np.ndarray, n_r: int, cross: RollingCross, d: int,
+                    out: np.ndarray) -> bool:
+    """The observation form of the correlation of one window (``win[:n_r]``, data row ``d``'s) into ``out``
+    (N, N), with the cross products from ``cross`` (:class:`RollingCross`, advanced to ``d``), within 1e-12 of
+    ``corr_and_obs(win[:n_r], corr=False)[1]`` (tested). False (``out`` unwritten, the chain advanced) when
+    the window has more missing-value patterns than :func:`_use_patterns` allows: call :func:`corr_and_obs`.
+
+    How: the window's sums but the cross products (:func:`_window_sums`), then one compiled pass
+    (:func:`_rolled_obs_corr`) that applies the chain's pending updates to a row of ``S`` and finishes that
+    row, ``c = (S_ij − (sx_ij·sx_ji)·(1/n))·(r_ij·r_ji)`` with ``r`` = 1/√var precomputed per column and
+    pattern (no division or square root per entry)."""
+    n = win.shape[1]
+    ok, cnt, pid, sx, var = _window_sums(win, z, n_r, max(16, n // 16))
+    s, zr, sign = cross.ops(d)
+    if not ok:
+        _rolled_obs_corr(s, zr, sign, False, cnt, pid, sx, sx, var, var, out)
+        return False
+    _rolled_obs_corr(s, zr, sign, True, cnt, pid, sx, np.ascontiguousarray(sx.T), var, np.ascontiguousarray(var.T),
+                     out)
+    return True
+
+
+@njit(error_model="numpy")
+def _rolled_obs_corr(s, zr, sign, finish, cnt, pid, sx, sx_t, var, var_t, out):  # pragma: no cover - compiled
+    """:func:`obs_corr_rolled`'s pass: for each row ``i``, ``s[i] += sign[m]·zr[m, i]·zr[m]`` for ``m`` in
+    order, then (``finish``) row ``i`` of the observation form into ``out[i]``: entry ``(i, j)`` with patterns
+    ``p = pid[i]``, ``q = pid[j]`` is ``clip((s_ij − (sx[i, q]·sx[j, p])·(1/n))·(r[i, q]·r[j, p]), −1, 1)``,
+    ``n = cnt[p, q]``, ``r`` = 1/√var (0 where the variance is ≤ :data:`CORR_VAR_TOL`), 0 where ``n < 2``;
+    diagonal 1. Symmetric, like the direct form (each product's factors commute). One vectorised loop against
+    the most common pattern's columns, then the other columns one by one (no division or square root per
+    entry)."""
+    k = s.shape[0]
+    n_ops = zr.shape[0]
+    tol = 1e-14  # CORR_VAR_TOL
+    n_pat = cnt.shape[0] if finish else 0
+    counts = np.zeros(max(n_pat, 1), np.int64)
+    for j in range(k if finish else 0):
+        counts[pid[j]] += 1
+    p0 = np.argmax(counts)
+    inv = np.zeros((k, n_pat))  # 1/√var of column i over the rows of pattern p (0: a bad variance)
+    inv_t = np.zeros((n_pat, k))
+    for i in range(k if finish else 0):
+        for p in range(n_pat):
+            v = var[i, p]
+            inv[i, p] = inv_t[p, i] = 1.0 / np.sqrt(v) if v > tol else 0.0
+    others = np.nonzero(pid != p0)[0] if finish else np.empty(0, np.int64)
+    inv_n = np.zeros(n_pat)  # row i: 1/n, 0 where n < 2
+    scale = np.zeros(n_pat)  # row i: r[i, q], 0 where n < 2
+    if n_ops <= _PASSES_MAX_OPS:  # each update over the whole matrix (a step of a daily pass: memory-bound)
+        for m in range(n_ops):
+            z_m = zr[m]
+            for i in range(k):
+                _axpy(sign[m] * z_m[i], z_m, s[i])
+    else:  # every update of a row while it is in cache (a jump into a chain): the same order per entry
+        for i in range(k):
+            s_row = s[i]
+            for m in range(n_ops):
+                _axpy(sign[m] * zr[m, i], zr[m], s_row)
+    for i in range(k if finish else 0):
+        s_row = s[i]
+        pi = pid[i]
+        for q in range(n_pat):
+            n = cnt[pi, q]
+            live = n >= 2.0
+            inv_n[q] = 1.0 / n if live else 0.0
+            scale[q] = inv[i, q] if live else 0.0
+        o_row = out[i]
+        _scaled_row(s_row, sx[i, p0], sx_t[pi], inv_n[p0], scale[p0], inv_t[pi], o_row)
+        b_row = sx_t[pi]
+        r_row = inv_t[pi]
+        for j in others:
+            q = pid[j]
+            c = (s_row[j] - (sx[i, q] * b_row[j]) * inv_n[q]) * (scale[q] * r_row[j])
+            c = -1.0 if c < -1.0 else c
+            o_row[j] = 1.0 if c > 1.0 else c
+        o_row[i] = 1.0
 
 
 def _pattern_sums_numpy(z: np.ndarray, pats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

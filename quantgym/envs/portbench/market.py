@@ -23,7 +23,8 @@ from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.availability import available_mask, market_regime
 from quantgym.envs.portbench.availability import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
-from quantgym.envs.portbench.correlation import class_correlations, corr_and_obs, obs_corr_rows
+from quantgym.envs.portbench.correlation import (ROLLING_MIN_N, RollingCross, class_correlations, corr_and_obs,
+                                                  obs_corr_rolled, obs_corr_rows)
 from quantgym.jit import jit_enabled, njit
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
@@ -511,6 +512,7 @@ class MarketView:
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
         self._batch_corr = False  # row_array: batches include the observation form of the correlation
         self._work: dict[str, np.ndarray] = {}  # _scratch
+        self._rolling: RollingCross | None = None  # _fill_rows at N ≥ ROLLING_MIN_N
 
     def window_rows(self, t: int) -> tuple[int, int]:
         """Row range ``[lo, hi)`` of the return window ending at ``t`` (≤ L rows within 90 days)."""
@@ -707,7 +709,13 @@ class MarketView:
 
             with single_thread_blas():
                 (obs, obs_ro), = obs
-                todo = obs_corr_rows(win, z, n_rows, self._scratch("sxy", obs.shape), obs)[1]
+                if n >= ROLLING_MIN_N:  # wide: cross products rolled along the rows (speed only, within 1e-12)
+                    if self._rolling is None:
+                        self._rolling = RollingCross(self.returns0, table["lo"], table["hi"])
+                    todo = [not obs_corr_rolled(win[k], z[k], int(n_rows[k]), self._rolling, int(td[k]), obs[k])
+                            for k in range(b)]
+                else:
+                    todo = obs_corr_rows(win, z, n_rows, self._scratch("sxy", obs.shape), obs)[1]
                 for k, u in enumerate(rows):
                     out[u]["obs_corr"] = (obs_ro[k] if not todo[k] else
                                           corr_and_obs(out[u]["returns"], corr=False, obs=True)[1])
