@@ -511,6 +511,7 @@ class MarketView:
         self._shared = shared
         self._arrays: RowArrays = shared.setdefault(("arrays", *key), RowArrays(ROW_CACHE_BYTES))
         self._batch_corr = False  # row_array: batches include the observation form of the correlation
+        self._batch_returns = False  # row_array: batches keep the snapshot's window returns
         self._work: dict[str, np.ndarray] = {}  # _scratch
         self._rolling: RollingCross | None = None  # _fill_rows at N ≥ ROLLING_MIN_N
 
@@ -636,8 +637,10 @@ class MarketView:
             if v is not None:
                 return v
         if name in _BATCHED:
-            # a view that observes the correlation computes it with the windows (one batch, not two)
+            # a view that observes the correlation computes it with the windows (one batch, not two); the
+            # snapshot's window ("returns") is kept with them once a consumer asked for it (a raw step never does)
             self._batch_corr = self._batch_corr or name == "obs_corr"
+            self._batch_returns = self._batch_returns or name == "returns"
             if self._fill_rows(t, self._batch_corr):
                 return self._arrays.get(t)[name]
         if name == "returns":
@@ -679,9 +682,10 @@ class MarketView:
         lookback = int(self.config.lookback)
         if t - shift < 0:
             return False
-        need = ("returns", "obs_returns", "obs_mask") + (("obs_corr",) if with_corr else ())
+        keep = self._batch_returns
+        need = ("obs_returns", "obs_mask") + (("returns",) if keep else ()) + (("obs_corr",) if with_corr else ())
         arrays = self._arrays
-        row_bytes = lookback * n * 17 + (8 * n * n if with_corr else 0)
+        row_bytes = lookback * n * (17 if keep else 9) + (8 * n * n if with_corr else 0)
         size = 1
         if arrays.get(t - 1) is not None:
             size = max(1, min(ROW_BATCH_BYTES, arrays.max_bytes // 4) // row_bytes)
@@ -697,18 +701,21 @@ class MarketView:
         if int(n_rows.max()) > lookback:
             return False
         b, n_max = len(rows), int(n_rows.max())
-        (win, win_ro), (ret, ret_ro), (mask, mask_ro), *obs = arrays.carve(
-            [((b, n_max, n), np.float64), ((b, lookback, n), np.float64), ((b, lookback, n), np.int8)]
-            + ([((b, n, n), np.float64)] if with_corr else []))
+        (ret, ret_ro), (mask, mask_ro), *more = arrays.carve(
+            [((b, lookback, n), np.float64), ((b, lookback, n), np.int8)]
+            + ([((b, n_max, n), np.float64)] if keep else []) + ([((b, n, n), np.float64)] if with_corr else []))
+        (win, win_ro) = more.pop(0) if keep else (self._scratch("win", (b, n_max, n)),) * 2  # kept, or work only
         z = self._scratch("z", (b, n_max, n))
         _window_rows_batch(self.returns, lo, hi, table["available"][td], win, z, ret, mask)
-        out = {u: {"returns": win_ro[k, : n_rows[k]], "obs_returns": ret_ro[k], "obs_mask": mask_ro[k]}
-               for k, u in enumerate(rows)}
+        out = {u: {"obs_returns": ret_ro[k], "obs_mask": mask_ro[k]} for k, u in enumerate(rows)}
+        if keep:
+            for k, u in enumerate(rows):
+                out[u]["returns"] = win_ro[k, : n_rows[k]]
         if with_corr:
             from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
 
             with single_thread_blas():
-                (obs, obs_ro), = obs
+                (obs, obs_ro), = more
                 if n >= ROLLING_MIN_N:  # wide: cross products rolled along the rows (speed only, within 1e-12)
                     if self._rolling is None:
                         self._rolling = RollingCross(self.returns0, table["lo"], table["hi"])
@@ -718,7 +725,7 @@ class MarketView:
                     todo = obs_corr_rows(win, z, n_rows, self._scratch("sxy", obs.shape), obs)[1]
                 for k, u in enumerate(rows):
                     out[u]["obs_corr"] = (obs_ro[k] if not todo[k] else
-                                          corr_and_obs(out[u]["returns"], corr=False, obs=True)[1])
+                                          corr_and_obs(win[k, : n_rows[k]], corr=False, obs=True)[1])
         arrays.put_rows(out)
         return True
 
