@@ -82,3 +82,22 @@ def test_without_a_solver_failure_nothing_is_recorded():
     env = PortBenchEnv(profile="balanced", period="covid_2020", data=_fresh_data())
     res = evaluate(env, lambda obs, info: _equal_weights(env))
     assert not any("oracle_fallback" in s for s in res.steps) and "oracle_fallbacks" not in res.metrics
+
+
+def test_a_return_beyond_its_bound_is_clipped_and_counted_only_where_a_window_holds_it():
+    """A 1,100 % daily return (a penny stock's day) inside the first decision's return window is clipped to the
+    Box bound and counted; the same value on the last data row, outside every window of the period, is not."""
+    data = load_portbench_data()
+    env = PortBenchEnv(period="covid_2020", scoring=False, data=_fresh_data())
+    env.reset(seed=0)
+    t = int(env.sim.decision_rows[0])
+    for row, counted in ((t - 3, True), (data.returns.shape[0] - 1, False)):
+        returns = np.array(data.returns)
+        returns[row, 5] = 11.0
+        env = PortBenchEnv(period="covid_2020", scoring=False, data=_fresh_data(returns=returns))
+        obs, info = env.reset(seed=0)
+        if counted:
+            assert info["clipped"] == {"returns": 1} and obs["returns"].max() == 10.0
+            assert env.observation_space.contains(obs)
+        else:
+            assert "clipped" not in info

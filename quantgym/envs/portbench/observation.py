@@ -95,6 +95,17 @@ def _outside(x: np.ndarray, key: str) -> int:
     return int(np.count_nonzero((x < lo) | (x > hi)))
 
 
+def _returns_outside(view) -> bool:
+    """Whether any return of ``view``'s dataset lies outside the observation's bounds (else no window has a
+    clipped value); computed once per dataset."""
+    shared = view._shared
+    key = ("returns_outside", BOUNDS["returns"])
+    out = shared.get(key)
+    if out is None:
+        out = shared[key] = _outside(view.returns, "returns") > 0
+    return out
+
+
 def _read_only_views(out: dict[str, Any]) -> dict[str, Any]:
     for k, v in out.items():
         if isinstance(v, np.ndarray):
@@ -145,9 +156,9 @@ class ObservationView:
                 view.row_array(t, "corr")
             row["corr"] = view.row_array(t, "obs_corr").view()
         clipped = parts.get(self._clipped_key)
-        if clipped is None:
+        if clipped is None:  # the window is read only if some return of the dataset lies outside the bounds
             clipped = parts.put(self._clipped_key, self._row_clipped(
-                snap, view.row_array(t, "returns") if observe_returns else None))
+                snap, view.row_array(t, "returns") if observe_returns and _returns_outside(view) else None))
         return row, clipped
 
     def _row_clipped(self, snap, returns: np.ndarray | None) -> dict[str, int]:
