@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from quantgym.envs.quant_arena.config import ArenaCostModel, ExecutionModel, ImpactModel
-from quantgym.envs.quant_arena.account import labels, run_account, select_top, window_rows
+from quantgym.envs.quant_arena.account import labels, run_account, score_order, select_top, window_rows
 from quantgym.envs.quant_arena.exchange import book_params, order_fees, price_limits, r2, walk_book
 from quantgym.envs.quant_arena.metrics import account_metrics
 
@@ -304,7 +304,7 @@ def test_bad_score_shapes_raise():
 _KERNEL_CHECK = """
 import pickle, sys
 import numpy as np
-from quantgym.envs.quant_arena.account import run_account, window_rows, labels
+from quantgym.envs.quant_arena.account import run_account, score_order, window_rows, labels
 from quantgym.envs.quant_arena.config import ExecutionModel, Windows
 from quantgym.envs.quant_arena.data import load_dataset
 from quantgym.envs.quant_arena.exchange import _round10
@@ -321,6 +321,8 @@ for top in (20, 75):
 sm = signal_metrics(sc, labels(ds, d0, n), ds.has_row[d0:d0 + n])
 out["signal"] = (sm["_daily_ic"], sm["_daily_ls"], sm["quantile_returns_bp"])
 out["round10"] = [_round10(0.005 * t) for t in range(1, 3000, 7)]
+bunched = np.where(np.arange(300) == 0, -1.0, 1.0 + np.random.default_rng(4).integers(0, 40, (3, 300)) * 1e-7)
+out["order"] = tuple(score_order(bunched))   # long runs of equal upper key bits: the 64-bit pass
 sys.stdout.buffer.write(pickle.dumps(out))
 """
 
@@ -342,6 +344,7 @@ def test_compiled_kernels_equal_their_interpreted_source():
                                            check=True).stdout)
 
     compiled, interpreted = run("1"), run("0")
+    assert compiled["order"][2].sum() > 500  # ties in the bunched rows
     assert len(compiled[75][-1]) > 100 and compiled["round10"] == [round(0.005 * t, 10) for t in range(1, 3000, 7)]
     for key in compiled:
         for a, b in zip(compiled[key], interpreted[key]):
@@ -349,3 +352,32 @@ def test_compiled_kernels_equal_their_interpreted_source():
                 np.testing.assert_array_equal(a, b)
             else:
                 assert a == b or (a != a and b != b) or all(x == y or (x != x and y != y) for x, y in zip(a, b))
+
+
+def _score_order_cases():
+    rng = np.random.default_rng(11)
+    N = 300
+    normal = rng.normal(size=(6, N))
+    coarse = np.round(rng.normal(size=(6, N)), 1)  # many equal scores
+    coarse[:, ::5] = np.nan
+    signed_zero = rng.choice([-0.0, 0.0, 1.0, -1.0, np.nan], size=(4, N))
+    # one outlier: every other score shares its 32-bit key's upper bits with many others; runs of 20-40
+    # distinct scores (stable argsort of the run) and of ~300 (the row sorted again by 64-bit keys)
+    mid = np.where(np.arange(N) == 7, -1.0, rng.integers(1, 11, (4, N)) + rng.integers(0, 12, (4, N)) * 1e-9)
+    wide = np.where(np.arange(N) == 7, -1.0, 1.0 + rng.integers(0, 200, (4, N)) * 1e-7)
+    return {"normal": normal, "coarse": coarse, "signed_zero": signed_zero, "mid": mid, "wide": wide,
+            "empty_rows": np.full((3, N), np.nan), "one_column": rng.normal(size=(5, 1))}
+
+
+@pytest.mark.parametrize("case", sorted(_score_order_cases()))
+def test_score_order_is_a_stable_argsort_of_minus_the_score(case):
+    s = _score_order_cases()[case]
+    so = score_order(s)
+    for i in range(s.shape[0]):
+        fin = np.flatnonzero(np.isfinite(s[i]))
+        want = fin[np.argsort(-s[i, fin], kind="stable")]  # score descending, ties by column (§10.5)
+        assert so.count[i] == fin.size
+        np.testing.assert_array_equal(so.order[i, :fin.size], want)
+        v = s[i, want]
+        np.testing.assert_array_equal(so.tie[i, 1:fin.size], (v[1:] == v[:-1]).astype(np.uint8))
+        assert so.tie[i, 0] == 0

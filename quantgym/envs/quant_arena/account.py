@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -87,7 +87,20 @@ def select_top(scores: np.ndarray, eligible: np.ndarray, top_n: int) -> np.ndarr
     return order[:top_n]
 
 
-def score_order(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class ScoreOrder(NamedTuple):
+    """:func:`score_order`'s result: every row's finite scores in selection order."""
+
+    #: (D, N) int32: row i's columns with a finite score in that order in ``order[i, :count[i]]`` (the rest
+    #: of the row is unspecified)
+    order: np.ndarray
+    #: (D,) int64: finite scores per row
+    count: np.ndarray
+    #: (D, N) uint8: ``tie[i, x]`` is 1 where ``order[i, x]``'s score equals ``order[i, x − 1]``'s
+    #: (x < count[i]), else 0
+    tie: np.ndarray
+
+
+def score_order(scores: np.ndarray) -> ScoreOrder:
     """Every row's finite scores in selection order (score descending, ties by column; spec §10.5, §10.11).
 
     Parameters
@@ -96,121 +109,167 @@ def score_order(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
     Returns
     -------
-    order : ndarray (D, N) int64
-        Row i's columns with a finite score in that order in ``order[i, :count[i]]`` (the rest of the row
-        is unspecified).
-    count : ndarray (D,) int64
-        Finite scores per row.
-    tie : ndarray (D, N) uint8
-        ``tie[i, x]`` is 1 where ``order[i, x]``'s score equals ``order[i, x − 1]``'s (x < count[i]), else 0.
+    ScoreOrder
+        ``order``, ``count`` and ``tie`` (D, N), (D,), (D, N).
 
     The same order as a stable ascending argsort of ``−score``, by one numpy sort of 32-bit keys: per row,
     ``u`` = the order-preserving bit pattern of ``−score`` (``−0.0`` as ``0.0``), its offset from the row's
     smallest ``u`` shifted right until it fits in ``31 − b`` bits, then the column in the lowest ``b`` bits
-    (``2**b >= N``); keys whose upper bits tie are then ordered by the full ``u`` and the column
-    (:func:`_score_order_fix`). 32-bit keys sort in well under half the time of 64-bit ones.
+    (``2**b >= N``); keys whose upper bits tie are then ordered by the score and the column
+    (:func:`_score_order_fix`). 32-bit keys sort in well under half the time of 64-bit ones. A row where
+    more than ``_LONG_RUN`` keys share their upper bits (scores bunched far from the row's extremes, e.g.
+    one outlier) is sorted again by 64-bit keys, the same construction with ``63 − b`` upper bits
+    (:func:`_wide_keys`), which leaves few ties.
     """
     s = np.ascontiguousarray(scores, dtype=np.float64)
     D, N = s.shape
     b = max(int(N - 1).bit_length(), 1)
     if b > 30:
         raise ValueError(f"score_order: {N} columns do not fit a 32-bit sort key")
-    u, comp, count = _score_keys(s, b)
+    comp, count = _score_keys(s, b)
     comp.sort(axis=1)
-    order = np.empty((D, N), dtype=np.int64)
+    order = np.empty((D, N), dtype=np.int32)
     tie = np.zeros((D, N), dtype=np.uint8)
-    _score_order_fix(comp, u, count, order, tie, b)
-    return order, count, tie
+    redo = _score_order_fix(comp, s, np.arange(D), count, order, tie, np.uint32((1 << b) - 1), _LONG_RUN)
+    if redo.any():
+        rows = np.flatnonzero(redo)
+        wide = _wide_keys(s, rows, b)
+        wide.sort(axis=1)
+        order2 = np.empty((rows.size, N), dtype=np.int32)
+        tie2 = np.zeros((rows.size, N), dtype=np.uint8)
+        _score_order_fix(wide, s, rows, count, order2, tie2, np.uint64((1 << b) - 1), N + 1)
+        order[rows], tie[rows] = order2, tie2
+    return ScoreOrder(order, count, tie)
+
+
+#: keys sharing their 32-bit sort key's upper bits in one run, beyond which :func:`score_order` sorts the row
+#: by 64-bit keys (an insertion sort of such a run would grow with its square)
+_LONG_RUN = 48
+
+
+@njit(inline="always")
+def _neg_bits(v: float, key: np.ndarray, bits: np.ndarray) -> np.uint64:
+    """The order-preserving bit pattern of ``−v`` (``−0.0`` as ``0.0``) as an unsigned integer: equal for equal
+    scores, larger for a lower score (``key``, ``bits``: a one-float scratch array and its uint64 view)."""
+    key[0] = -v + 0.0
+    x = bits[0]
+    return ~x if x >> np.uint64(63) else x | (np.uint64(1) << np.uint64(63))
+
+
+@njit(inline="always")
+def _row_keys(s: np.ndarray, i: int, b: int, width: int, out: np.ndarray, u: np.ndarray, key: np.ndarray,
+              bits: np.ndarray) -> int:
+    """Row ``i`` of ``s``'s sort keys into ``out`` (N,) (uint32 or uint64, ``width`` bits): ``(u − min u of the
+    row) >> shift`` (``u`` = :func:`_neg_bits`, kept in the scratch row ``u`` (N,); the smallest shift that
+    leaves at most ``width − 1 − b`` bits) in the upper bits and the column in the lowest ``b`` bits; all bits
+    set where the score is not finite (above every finite key). Returns the row's finite count."""
+    N = s.shape[1]
+    none = ~np.uint64(0)
+    lo = none
+    hi = np.uint64(0)
+    m = 0
+    for j in range(N):
+        v = s[i, j]
+        if math.isfinite(v):
+            x = _neg_bits(v, key, bits)
+            u[j] = x
+            lo = min(lo, x)
+            hi = max(hi, x)
+            m += 1
+        else:
+            u[j] = none
+    sh = np.uint64(0)
+    if m:
+        cap = np.uint64(1) << np.uint64(width - 1 - b)
+        while (hi - lo) >> sh >= cap:
+            sh += np.uint64(1)
+    for j in range(N):
+        x = u[j]
+        out[j] = none if x == none else (((x - lo) >> sh) << np.uint64(b)) | np.uint64(j)
+    return m
 
 
 @njit
-def _score_keys(s: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`score_order`'s keys of ``s`` (D, N): ``u`` (uint64), the order-preserving bits of ``−score``
-    (``−0.0`` as ``0.0``); ``comp`` (uint32), ``(u − min u of the row) >> shift`` (the smallest shift
-    that leaves at most ``31 − b`` bits) in the upper bits and the column in the lowest ``b`` bits
-    (all bits set where the score is not finite, above every finite key); the finite count per row."""
+def _score_keys(s: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`score_order`'s 32-bit keys of ``s`` (D, N) (:func:`_row_keys`, ``31 − b`` upper bits) and the
+    finite count per row."""
     D, N = s.shape
-    u = np.empty((D, N), dtype=np.uint64)
     comp = np.empty((D, N), dtype=np.uint32)
     count = np.zeros(D, dtype=np.int64)
-    sign = np.uint64(1) << np.uint64(63)
-    none = ~np.uint64(0)
-    cap = np.uint64(1) << np.uint64(31 - b)
+    u = np.empty(N, dtype=np.uint64)
     key = np.empty(1)
     bits = key.view(np.uint64)
     for i in range(D):
-        lo = none
-        hi = np.uint64(0)
-        m = 0
-        for j in range(N):
-            v = s[i, j]
-            if math.isfinite(v):
-                key[0] = -v + 0.0
-                x = bits[0]
-                x = ~x if x & sign else x | sign
-                u[i, j] = x
-                lo = min(lo, x)
-                hi = max(hi, x)
-                m += 1
-            else:
-                u[i, j] = none
-        count[i] = m
-        sh = np.uint64(0)
-        if m:
-            while (hi - lo) >> sh >= cap:
-                sh += np.uint64(1)
-        for j in range(N):
-            x = u[i, j]
-            if x == none:
-                comp[i, j] = np.uint32(0xFFFFFFFF)
-            else:
-                comp[i, j] = np.uint32((((x - lo) >> sh) << np.uint64(b)) | np.uint64(j))
-    return u, comp, count
+        count[i] = _row_keys(s, i, b, 32, comp[i], u, key, bits)
+    return comp, count
 
 
 @njit
-def _score_order_fix(comp: np.ndarray, u: np.ndarray, count: np.ndarray, order: np.ndarray, tie: np.ndarray,
-                     b: int) -> None:
-    """The columns of :func:`score_order`'s sorted keys ``comp`` into ``order`` (the first ``count[i]`` of
-    each row) and the equal-score flags into ``tie`` (zeros on entry); each run of keys whose upper bits
-    tie is ordered by the full key ``u`` (D, N), then by column (insertion sort; Shell sort on a long run)."""
-    D, N = comp.shape
-    low = np.uint32((1 << b) - 1)
-    for i in range(D):
+def _wide_keys(s: np.ndarray, rows: np.ndarray, b: int) -> np.ndarray:
+    """:func:`score_order`'s 64-bit keys (:func:`_row_keys`, ``63 − b`` upper bits) of the rows ``rows`` of
+    ``s``: uint64 (len(rows), N)."""
+    out = np.empty((rows.size, s.shape[1]), dtype=np.uint64)
+    u = np.empty(s.shape[1], dtype=np.uint64)
+    key = np.empty(1)
+    bits = key.view(np.uint64)
+    for r in range(rows.size):
+        _row_keys(s, rows[r], b, 64, out[r], u, key, bits)
+    return out
+
+
+@njit
+def _score_order_fix(comp: np.ndarray, s: np.ndarray, rows: np.ndarray, count: np.ndarray, order: np.ndarray,
+                     tie: np.ndarray, low: Any, long_run: int) -> np.ndarray:
+    """The columns of :func:`score_order`'s sorted keys ``comp`` (uint32 or uint64; the column in the bits of
+    ``low``, of the same type; row ``r`` is that of row ``rows[r]`` of the scores ``s``) into ``order`` (the
+    first ``count[rows[r]]`` of each row) and the equal-score flags into ``tie`` (zeros on entry); each run of
+    keys whose upper bits tie (in column order, the keys' low bits) is ordered by score descending, staying
+    in column order where the scores are equal: an insertion sort of a short run, a stable argsort of a
+    longer one (a run already in order, e.g. of equal scores, is left as it is). Returns the rows (indices
+    into ``rows``) left undone because a run out of order was longer than ``long_run`` (bool)."""
+    redo = np.zeros(rows.size, dtype=np.bool_)
+    for r in range(rows.size):
+        i = rows[r]
         m = count[i]
-        x0 = 0
-        h0 = np.int64(-1)
-        for x in range(m + 1):
-            h = np.int64(-2)
-            if x < m:
-                c = comp[i, x]
-                order[i, x] = np.int64(c & low)
-                h = np.int64(c >> b)
-            if h == h0:
+        row = order[r]
+        si = s[i]
+        for x in range(m):
+            row[x] = comp[r, x] & low
+        x = 1
+        while x < m:
+            if (comp[r, x] ^ comp[r, x - 1]) > low:  # the upper bits differ
+                x += 1
                 continue
-            if x - x0 > 1:  # the run x0..x−1 of equal upper bits: by u, then by column; flag equal scores
-                L = x - x0
-                gap = 1
-                while gap * 9 < L:  # Shell sort by (u, column), gaps 1, 4, 13, 40, ... (a total order)
-                    gap = gap * 3 + 1
-                while gap > 0:
-                    for z in range(x0 + gap, x):
-                        j = order[i, z]
-                        w = z
-                        while w - gap >= x0:
-                            k = order[i, w - gap]
-                            if u[i, k] > u[i, j] or (u[i, k] == u[i, j] and k > j):
-                                order[i, w] = k
-                                w -= gap
-                            else:
-                                break
-                        order[i, w] = j
-                    gap //= 3
+            x0 = x - 1  # a run x0..x−1 of equal upper bits: by score (stable), then flag equal scores
+            while x < m and (comp[r, x] ^ comp[r, x - 1]) <= low:
+                x += 1
+            done = True  # already in order (equal scores: in column order)
+            for z in range(x0 + 1, x):
+                if si[row[z]] > si[row[z - 1]]:
+                    done = False
+                    break
+            if done:
+                pass
+            elif x - x0 > long_run:
+                redo[r] = True
+                break
+            elif x - x0 > 16:
+                idx = row[x0:x].copy()
+                p = np.argsort(-si[idx], kind="mergesort")
+                for z in range(x - x0):
+                    row[x0 + z] = idx[p[z]]
+            else:
                 for z in range(x0 + 1, x):
-                    if u[i, order[i, z]] == u[i, order[i, z - 1]]:
-                        tie[i, z] = 1
-            x0 = x
-            h0 = h
+                    j = row[z]
+                    w = z
+                    while w > x0 and si[row[w - 1]] < si[j]:
+                        row[w] = row[w - 1]
+                        w -= 1
+                    row[w] = j
+            for z in range(x0 + 1, x):
+                if si[row[z]] == si[row[z - 1]]:
+                    tie[r, z] = 1
+    return redo
 
 
 @njit
@@ -276,7 +335,7 @@ class AccountResult:
 def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execution: ExecutionModel | None = None,
                 cost: ArenaCostModel | ImportableModel | None = None,
                 impact: ImpactModel | ImportableModel | None = None, record_trades: bool = False,
-                order: tuple[np.ndarray, np.ndarray] | None = None) -> AccountResult:
+                order: ScoreOrder | None = None) -> AccountResult:
     """Simulate the cash account over execution days D_1..D_n (spec §10.7).
 
     The selections (§10.5) are made here from :func:`score_order` (all days at once); the day loop
@@ -301,7 +360,7 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         ``fill``): it fills each order in place of the simulated book, given the book's σ and ADV.
     record_trades : bool
         Keep a per-order log in ``AccountResult.trades`` (tests, diagnostics).
-    order : tuple of ndarray, optional
+    order : ScoreOrder, optional
         :func:`score_order` of ``scores`` when the caller has it (computed here otherwise).
 
     Returns
@@ -330,8 +389,8 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         up = np.full_like(up, np.nan)
         down = np.full_like(down, np.nan)
     top_n = int(ex.top_n)
-    order, count = (score_order(scores) if order is None else order)[:2]
-    sel_idx, sel_ptr = _select_days(order, count, ds.has_row[d0:d0 + n], top_n)
+    so = score_order(scores) if order is None else ScoreOrder(*order)
+    sel_idx, sel_ptr = _select_days(so.order, so.count, ds.has_row[d0:d0 + n], top_n)
     days = ds.dates[d0 + 1:d0 + n + 1]
     user = {}  # the kernel's helpers that a user model replaces (the loop then runs interpreted)
     if isinstance(cost, ArenaCostModel):  # the spec's fees (§10.9), compiled
@@ -729,4 +788,4 @@ def reference_path(ds: ArenaDataset, d0: int, n: int) -> np.ndarray:
     return np.concatenate([[1.0], np.cumprod(1.0 + r.to_numpy())])
 
 
-__all__ = ["AccountResult", "run_account", "select_top", "score_order", "window_rows", "labels", "reference_path"]
+__all__ = ["AccountResult", "run_account", "select_top", "score_order", "ScoreOrder", "window_rows", "labels", "reference_path"]

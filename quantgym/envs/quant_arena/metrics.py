@@ -27,7 +27,7 @@ from scipy.sparse.csgraph import connected_components
 from quantgym import metrics as qm
 from quantgym.jit import njit, np_sum
 
-from .account import score_order as _score_order
+from .account import ScoreOrder, score_order as _score_order
 from .config import ArenaScoringConfig
 
 
@@ -254,14 +254,14 @@ def label_order(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 def _signal(scores: np.ndarray, labels: np.ndarray, min_pairs: int, quantiles: int,
             y_order: tuple | None = None,
-            s_order: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            s_order: ScoreOrder | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(daily RankIC, daily long-short, quantile means) of (D, N) scores and labels: the rows' score and
     label orders (each one numpy sort of all days at once, or given) and :func:`_signal_days`."""
     scores = np.ascontiguousarray(scores, dtype=np.float64)
     labels = np.ascontiguousarray(labels, dtype=np.float64)
-    o_s, c_s, t_s = _score_order(scores) if s_order is None else s_order
+    so = _score_order(scores) if s_order is None else s_order
     o_y, c_y, r_y, syy = label_order(labels) if y_order is None else y_order
-    return _signal_days(scores, labels, o_s, c_s, t_s, o_y, c_y, r_y, syy, int(min_pairs), int(quantiles))
+    return _signal_days(scores, labels, so.order, so.count, so.tie, o_y, c_y, r_y, syy, int(min_pairs), int(quantiles))
 
 
 def daily_rank_ic(scores: np.ndarray, labels: np.ndarray, min_pairs: int = 5) -> np.ndarray:
@@ -328,7 +328,7 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
 def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
                    config: ArenaScoringConfig | None = None, *,
                    label_order: tuple | None = None,
-                   score_order: tuple | None = None) -> dict[str, Any]:
+                   score_order: ScoreOrder | None = None) -> dict[str, Any]:
     """RankIC mean, ``A``, SR_LS, coverage, active days, quantile returns (spec §10.11).
 
     Parameters
@@ -341,14 +341,14 @@ def signal_metrics(scores: np.ndarray, labels: np.ndarray, in_view: np.ndarray,
         ``view.symbols`` membership per decision date.
     label_order : tuple of ndarray, optional
         :func:`label_order` of ``labels`` (one per window; computed here otherwise).
-    score_order : tuple of ndarray, optional
+    score_order : ScoreOrder, optional
         :func:`~quantgym.envs.quant_arena.account.score_order` of ``scores`` (rows beyond the labels'
         are ignored; computed here otherwise).
     """
     config = config or ArenaScoringConfig()
     labels = np.asarray(labels, dtype=np.float64)
     D = labels.shape[0]
-    s_order = None if score_order is None else tuple(a[:D] for a in score_order)
+    s_order = None if score_order is None else ScoreOrder(*(a[:D] for a in score_order))
     ic, ls, qmeans = _signal(scores[:D], labels, config.ic_min_pairs, config.quantiles, label_order, s_order)
     cov, act = coverage(scores, in_view)
     valid = np.isfinite(ic)
