@@ -82,6 +82,27 @@ def test_fixed_style_and_fixed_cap_are_sent_as_given(server, tmp_path):
     assert {c["request"]["max_tokens"] for c in calls} == {777}
 
 
+@pytest.mark.parametrize("style", ["compact", "minimal"])
+def test_market_bench_fixed_style_sends_that_style(server, tmp_path, style):
+    """A Market-Bench attempt with one fixed prompt style (--prompt-style): that rendering is sent, no other."""
+    import gymnasium as gym
+
+    server.script("no code")
+    agent = make_openai_agent("test-model", task="market_bench",
+                              **fast_options(server, tmp_path, style, prompt_style=style))
+    env = gym.make("MarketBench-Scheduled-v0", round=1, attempts=1)
+    try:
+        obs, info = env.reset(seed=0)
+        agent.reset(env)
+        env.step(agent.act(obs, info))
+        want = env.unwrapped.render_prompt(style=style)
+    finally:
+        env.close()
+    _, calls = read_transcript(tmp_path / f"{style}.jsonl")
+    assert [c["meta"]["prompt_style"] for c in calls] == [style]
+    assert calls[0]["request"]["messages"][-1]["content"] == want
+
+
 def test_dry_run_sends_nothing_and_writes_nothing(tmp_path):
     cwd = os.getcwd()
     os.chdir(tmp_path)

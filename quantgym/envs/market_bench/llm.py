@@ -63,7 +63,8 @@ class MarketBenchLLMAgent(LLMAgent):
                     limit = {"full": 20000, "compact": 4000}.get(style, 1500)
                     msgs.append({"role": "user", "content": _mb_repair_msg(t["feedback"], limit)})
                 else:
-                    msgs.append({"role": "user", "content": t["variants"].get(style, t["variants"]["full"])})
+                    v = t["variants"]  # the styles of _styles(): "full" is among them only when asked for
+                    msgs.append({"role": "user", "content": v[style] if style in v else v["full"]})
             return msgs
 
         res = self._fitted_call(build, cap=self.output_cap,
