@@ -95,6 +95,41 @@ def _outside(x: np.ndarray, key: str) -> int:
     return int(np.count_nonzero((x < lo) | (x > hi)))
 
 
+#: the O(N) observation entries :func:`_small_rows` holds for every row
+_SMALL_ROWS = ("price", "trailing_return", "ann_vol", "available", "macro", "macro_mask")
+
+
+def _small_rows(view) -> dict | None:
+    """The O(N) observation entries of every data row at once (speed only: the values of
+    :meth:`ObservationView._small` on the row's snapshot, vectorised over the dates), from the per-dataset
+    table (:func:`~.market.row_table`); computed once per dataset and window config. None without the table.
+
+    ``{entry: (T, N) read-only array, "clipped": {entry: (T,) counts outside the bounds}, "shift": decision row
+    − data row}``. An entry with nothing to clip or replace is the table's own array."""
+    table = view._table()
+    if table is None:
+        return None
+    key = ("obs_small", *view._row_cache_key)
+    out = view._shared.get(key)
+    if out is not None:
+        return out
+    shift = 1 if view.config.as_of == "previous_close" else 0
+    out = {"clipped": {}, "shift": shift}
+    for k in _ROW_CLIPPED:
+        x = table[k]
+        counts = np.count_nonzero((x < BOUNDS[k][0]) | (x > BOUNDS[k][1]), axis=1)
+        if k == "price":
+            x = np.nan_to_num(x, nan=0.0)
+        out[k] = np.clip(x, *BOUNDS[k]) if counts.any() else x
+        out["clipped"][k] = counts
+    out["available"] = table["available"].astype(np.int8)
+    out["macro_mask"] = table["macro_mask"].astype(np.int8)
+    for k in _SMALL_ROWS:
+        out[k].flags.writeable = False
+    view._shared[key] = out
+    return out
+
+
 def _returns_outside(view) -> bool:
     """Whether any return of ``view``'s dataset lies outside the observation's bounds (else no window has a
     clipped value); computed once per dataset."""
@@ -141,7 +176,7 @@ class ObservationView:
         parts = view.row_cache(t) if parts is None else parts
         template = parts.get("obs_template")
         if template is None:  # the O(N) entries in observation order, the large ones to fill in
-            small = self._small(snap)
+            small = self._small(snap, _small_rows(view))
             template = parts.put("obs_template", {k: small.get(k) for k in OBS_KEYS})
         row = template.copy()
         keys = self.obs_keys
@@ -158,20 +193,33 @@ class ObservationView:
         clipped = parts.get(self._clipped_key)
         if clipped is None:  # the window is read only if some return of the dataset lies outside the bounds
             clipped = parts.put(self._clipped_key, self._row_clipped(
-                snap, view.row_array(t, "returns") if observe_returns and _returns_outside(view) else None))
+                snap, view.row_array(t, "returns") if observe_returns and _returns_outside(view) else None,
+                _small_rows(view)))
         return row, clipped
 
-    def _row_clipped(self, snap, returns: np.ndarray | None) -> dict[str, int]:
-        """Counts of the row entries' values clipped to their bounds (entries without any left out)."""
-        raw = {"price": snap.price, "trailing_return": snap.trailing_return, "ann_vol": snap.ann_vol,
-               "macro": snap.macro}
-        if returns is not None:
-            raw["returns"] = returns[-self.lookback:]
-        counts = {k: _outside(v, k) for k, v in raw.items() if k in self.obs_keys}
+    def _row_clipped(self, snap, returns: np.ndarray | None, rows: dict | None = None) -> dict[str, int]:
+        """Counts of the row entries' values clipped to their bounds (entries without any left out); ``rows``:
+        :func:`_small_rows` of the view, whose counts are read instead."""
+        if rows is not None:
+            d = snap.t - rows["shift"]
+            counts = {k: int(rows["clipped"][k][d]) for k in _ROW_CLIPPED if k in self.obs_keys}
+        else:
+            raw = {"price": snap.price, "trailing_return": snap.trailing_return, "ann_vol": snap.ann_vol,
+                   "macro": snap.macro}
+            counts = {k: _outside(v, k) for k, v in raw.items() if k in self.obs_keys}
+        if returns is not None and "returns" in self.obs_keys:
+            counts["returns"] = _outside(returns[-self.lookback:], "returns")
         return {k: c for k, c in counts.items() if c}
 
-    def _small(self, snap) -> dict[str, Any]:
-        """The O(N) row-dependent observation entries (read-only arrays)."""
+    def _small(self, snap, rows: dict | None = None) -> dict[str, Any]:
+        """The O(N) row-dependent observation entries (read-only arrays); ``rows``: :func:`_small_rows` of the
+        view, whose rows are read instead (the same values)."""
+        if rows is not None:
+            d = snap.t - rows["shift"]
+            class_id = snap.class_id.copy()  # a row's own (consecutive observations share no array)
+            class_id.flags.writeable = False
+            return {**{k: rows[k][d] for k in _SMALL_ROWS}, "class_id": class_id.view(),
+                    "regime": int(REGIMES.index(snap.regime))}
         return _read_only_views({
             "price": np.clip(np.nan_to_num(snap.price, nan=0.0), *BOUNDS["price"]),
             "trailing_return": np.clip(snap.trailing_return, *BOUNDS["trailing_return"]),
