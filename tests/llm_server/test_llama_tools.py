@@ -91,14 +91,20 @@ def test_tool_mode_portbench_then_replay(llama_tools, tmp_path):
         [(s.get("text"), s.get("tool")) for s in b["steps"]])
 
 
-def _tool_run_checks(transcript, budget_calls: int) -> tuple[int, list[dict]]:
-    """(calls the model made, tool lines): every call is recorded with its outcome, the budget held."""
+def _tool_run_checks(transcript, budget_calls: int, answer_tools: tuple[str, ...] = ()) -> tuple[int, list[dict]]:
+    """(calls the model made, tool lines): every call is recorded with its outcome, the budget held.
+
+    A call of an answer tool (``answer_tools``) in the model's last reply ended the episode: its outcome is
+    the run's record, not a tool line, and a call after it in that reply never ran."""
     _, calls = read_transcript(transcript)
     tools = _tool_lines(transcript)
-    made = sum(len(c.get("tool_calls") or []) for c in calls if c["ok"])
+    replies = [c.get("tool_calls") or [] for c in calls if c["ok"]]
+    made = sum(map(len, replies))
     stepped = [c for c in calls if c.get("unsupported") == "tools"]
     assert made > 0 or len(stepped) == 1  # tool calls were made, or the ladder stepped down once
-    assert len(tools) == made and all(t["ok"] or t["error"] for t in tools)
+    last = replies[-1] if replies else []
+    ended = next((i for i, c in enumerate(last) if c["name"] in answer_tools), len(last))
+    assert len(tools) == made - (len(last) - ended) and all(t["ok"] or t["error"] for t in tools)
     ran: dict = {}
     for t in tools:
         key = json.dumps(t["meta"], sort_keys=True)
