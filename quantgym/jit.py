@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["jit_enabled", "njit", "np_sum", "interpreted", "uncompiled"]
+__all__ = ["jit_enabled", "njit", "np_sum", "interpreted", "prefetch", "uncompiled"]
 
 
 def jit_enabled() -> bool:
@@ -157,6 +157,55 @@ def interpreted(kernel: Callable[..., Any], **helpers: Callable[..., Any]) -> Ca
         raise ValueError(f"quantgym.jit.interpreted: {f.__name__} calls no {', '.join(unknown)}")
     ns = {**f.__globals__, **helpers}
     return types.FunctionType(f.__code__, ns, f.__name__, f.__defaults__, f.__closure__)
+
+
+@functools.lru_cache(maxsize=None)
+def _prefetch_intrinsic() -> Any:
+    """numba intrinsic ``(a, j) -> None``: LLVM's ``llvm.prefetch`` (read, high locality, data) of the cache line
+    of ``a.flat[j]``, ``a`` a C-contiguous array; built at the first compile (numba is imported lazily)."""
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, a, j):
+        if not isinstance(a, types.Array) or not isinstance(j, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
+            builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return types.void(a, j), codegen
+
+    return prefetch
+
+
+class _Prefetch:
+    """``prefetch(a, j)`` in a kernel: a hint that the kernel reads the cache line of ``a.flat[j]`` soon (no value
+    changes; an address outside ``a`` is not read; ``a`` C-contiguous). Compiled, :func:`njit` binds the name to
+    LLVM's ``llvm.prefetch`` as it binds other kernels (the ``_quantgym_dispatcher`` protocol); interpreted
+    (``QUANTGYM_JIT=0``) the call does nothing. For a loop whose next iteration reads a row it can name
+    before it needs it (e.g. the next env's row in a batched step)."""
+
+    def __call__(self, a: np.ndarray, j: int) -> None:
+        return None
+
+    @staticmethod
+    def _quantgym_dispatcher() -> Any:
+        return _prefetch_intrinsic()
+
+    @staticmethod
+    def _quantgym_files() -> set[str]:
+        return {__file__}
+
+
+prefetch = _Prefetch()
 
 
 def _stamp(path: str) -> tuple[float, int]:

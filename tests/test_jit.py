@@ -6,7 +6,7 @@ import sys
 import numpy as np
 import pytest
 
-from quantgym.jit import jit_enabled, njit
+from quantgym.jit import jit_enabled, njit, prefetch
 
 
 @njit
@@ -22,6 +22,23 @@ def _cumulate(x):
 def test_compiled_equals_interpreted_bit_for_bit():
     x = np.random.default_rng(0).normal(size=1000)
     assert np.array_equal(_cumulate(x), _cumulate.py_func(x))
+
+
+@njit
+def _sum_rows_ahead(a):
+    total = 0.0
+    for r in range(a.shape[0]):
+        if r + 1 < a.shape[0]:
+            prefetch(a, (r + 1) * a.shape[1])  # the next row's first cache line
+        for c in range(a.shape[1]):
+            total += a[r, c]
+    return total
+
+
+def test_prefetch_is_a_hint_compiled_and_a_no_op_interpreted():
+    a = np.random.default_rng(1).normal(size=(64, 33))
+    assert _sum_rows_ahead(a) == _sum_rows_ahead.py_func(a) == float(sum(a[r, c] for r in range(64) for c in range(33)))
+    assert prefetch(a, 5) is None
 
 
 def test_switch_off(monkeypatch):

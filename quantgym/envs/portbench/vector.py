@@ -13,7 +13,6 @@ from __future__ import annotations
 # One module: the compiled kernels and the two classes that drive them share the state layout (the column and
 # parameter constants below), so the kernel and the Python around it are read and changed together.
 
-import functools
 import math
 import time
 from typing import Any, Sequence
@@ -33,7 +32,7 @@ from quantgym.envs.portbench.execution import fallback_weights
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench import training
 from quantgym.envs.portbench.training import EpisodeSampler, EpisodeSpec
-from quantgym.jit import njit, np_sum
+from quantgym.jit import njit, np_sum, prefetch
 
 # --------------------------------------------------------------------------------------- kernels
 #: per-env operation of a batched call (``BatchCore.ops``)
@@ -71,54 +70,6 @@ _EXP_MIN = -700.0
 #: terms, under 1e−12 relative, so under 1e−8 for ``y ≤ 10^4``, and both round ``y`` to the same integer; a
 #: softmax with a ``y`` closer to a tie (about 2e−7 of the weights) takes numpy's ``exp`` (``_EXACT``)
 _GUARD = 1e-7
-
-
-@functools.lru_cache(maxsize=None)
-def _prefetch_intrinsic() -> Any:
-    """numba intrinsic ``(a, j) -> None``: LLVM's ``llvm.prefetch`` (read, high locality, data) of the cache line
-    of ``a.flat[j]``, ``a`` a C-contiguous array; built at the first compile (numba is imported lazily)."""
-    from llvmlite import ir
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def prefetch(typingctx, a, j):
-        if not isinstance(a, types.Array) or not isinstance(j, types.Integer):
-            return None
-
-        def codegen(context, builder, sig, args):
-            data = context.make_array(sig.args[0])(context, builder, args[0]).data
-            ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
-            i32 = ir.IntType(32)
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
-            builder.call(fn, [ptr, i32(0), i32(3), i32(1)])
-            return context.get_dummy_value()
-
-        return types.void(a, j), codegen
-
-    return prefetch
-
-
-class _Prefetch:
-    """``_prefetch(a, j)`` in a kernel: a hint that the kernel reads the cache line of ``a.flat[j]`` soon (no value
-    changes; an address outside ``a`` is not read). Compiled, :func:`quantgym.jit.njit` binds the name to
-    :func:`_prefetch_intrinsic` as it binds other kernels (the ``_quantgym_dispatcher`` protocol); interpreted
-    (``QUANTGYM_JIT=0``) the call does nothing."""
-
-    def __call__(self, a: np.ndarray, j: int) -> None:
-        return None
-
-    @staticmethod
-    def _quantgym_dispatcher() -> Any:
-        return _prefetch_intrinsic()
-
-    @staticmethod
-    def _quantgym_files() -> set[str]:
-        return {__file__}
-
-
-_prefetch = _Prefetch()
 
 
 @njit(error_model="numpy")
@@ -294,13 +245,13 @@ def _batch_step(ops, logits, given, a, target, flag, rew, term, w, fst, ist, dec
             t1 = ist[i1, _T] + 1
             if t1 < g0.shape[0]:
                 for c in range(0, N + 7, 8):
-                    _prefetch(g0, t1 * N + min(c, N - 1))
+                    prefetch(g0, t1 * N + min(c, N - 1))
             k1 = ist[i1, _K] + 1
             if k1 < ist[i1, _NDEC]:
                 r1 = rowmap[dec[i1, k1]]
                 if r1 >= 0:
                     for c in range(0, F + 15, 16):
-                        _prefetch(feat_table, r1 * F + min(c, F - 1))
+                        prefetch(feat_table, r1 * F + min(c, F - 1))
         if op == _RESET:  # the new episode (EpisodeSampler.sample)
             j = draw[i]
             wi = 0
