@@ -288,8 +288,8 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
     from quantgym.jit import uncompiled
 
     if uncompiled([Path(sections[t].__file__).parent for t in wanted if t in sections]):  # once per install
-        console.print("First run: numba compiles the tasks' kernels now "
-                      "(once; later runs load them from numba's cache)", highlight=False, markup=False)
+        console.print("First run: compiling the kernels (once; later runs load numba's cache)",
+                      highlight=False, markup=False)
     t0, cpu0 = time.perf_counter(), _tree_cpu_seconds()
     with Progress(
         TextColumn("[bold]{task.description}"),
