@@ -142,7 +142,9 @@ def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequ
     int
         The number of tables printed (1 unless the columns had to be split).
     """
+    from rich.measure import Measurement
     from rich.table import Table
+    from rich.text import Text
 
     width = int(width or console.width)
     short, groups = layout(cols, rows, width, keys)
@@ -155,10 +157,11 @@ def print_table(console: Any, title: str | None, cols: Sequence[Col], rows: Sequ
                          overflow="fold")
         for j, r in enumerate(rows):
             t.add_row(*[str(r[i]) for i in group], end_section=bool(end_sections and end_sections[j]))
+        if part and Measurement.get(console, console.options, t).maximum < len(part) <= width:
+            t.title = None  # wider than the table, not the terminal: one line of its own, not wrapped
+            console.print(Text(part, style="table.title"), width=width)
         console.print(t)
     if caption:  # a legend under the last part, wrapped at the terminal's width (not the table's)
-        from rich.text import Text
-
         console.print(Text.from_markup(caption), width=width)
     return len(groups)
 

@@ -49,6 +49,13 @@ def test_full_headers_when_they_fit_short_ones_before_splitting():
     assert short and len(groups) == 1
 
 
+def test_a_title_wider_than_its_table_is_one_line():
+    title = "Research 2022-2023 (agent's feedback) (2/2)"
+    text, _ = _render(80, title, [Col("agent", "left"), Col("PSR")], [["momentum_20d", "0.01"]])
+    assert text.splitlines()[0].rstrip() == title
+    assert_fits(text, 80)
+
+
 def test_split_parts_fit_and_keep_column_groups_whole():
     import random
 

@@ -218,7 +218,7 @@ def print_bench_tables(console: Any, table, k: int, config: MarketBenchScoringCo
             if strategy != "overall":
                 cells += [fmt(row.get("mean_path_corr"), 4), f"{rel:.1e}" if np.isfinite(rel) else "-"]
             rows.append(cells)
-        print_table(console, f"Market-Bench {task_set} - {strategy}", score_cols(k, strategy != "overall"), rows,
+        print_table(console, f"Market-Bench {task_set} — {strategy}", score_cols(k, strategy != "overall"), rows,
                     keys=2, width=width, caption=(legend(k, config) + " Mutants run on rounds "
                                                   + ", ".join(map(str, MUTANT_ROUNDS)) + ".")
                     if i == len(strategies) - 1 else None)

@@ -333,7 +333,7 @@ def print_uncertainty_table(console: Any, periods: Sequence[str], profiles: Sequ
     print_table(console, "PortBench — uncertainty (95 %)", cols, rows, keys=2, end_sections=ends, width=width,
                 caption=f"{SHARPE_NOTE}. [95% CI]: stationary block bootstrap of daily returns; ΔSh, p: Ledoit–Wolf "
                         "test of equal "
-                        "Sharpe with Equal-Weight on the same days. Beats EqW stays Sharpe strictly greater (§7.3); "
+                        "Sharpe with Equal-Weight on the same days. 'Beats EqW' still means a strictly greater Sharpe (§7.3); "
                         "docs/uncertainty.md.")
 
 

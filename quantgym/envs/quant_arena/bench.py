@@ -257,7 +257,7 @@ def print_tables(console: Any, n_stocks: int, sealed_rows: list[list[str]], rese
     print_table(console, f"Quant-Arena {ARENA_VERSION}: sealed 2024 ({'bundled' if own_data is None else 'your'} "
                 f"{n_stocks} stocks, net of costs)",
                 SEALED_COLS, sealed_rows, width=width)
-    print_table(console, "Research 2022-2023 (the feedback the agent saw)", RESEARCH_COLS, research_rows, width=width,
+    print_table(console, "Research 2022-2023 (agent's feedback)", RESEARCH_COLS, research_rows, width=width,
                 caption="[dim]xARR: ARR in excess of the market; IC: mean daily RankIC; IR: RankIC IR; LS SR: "
                         "long-short Sharpe; TO: turnover. S_out/S_in/S: 0-100 scores (S = 0.5 S_in + 0.5 S_out). "
                         f"{SHARPE_NOTE}. "
