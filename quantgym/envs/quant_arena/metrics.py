@@ -210,16 +210,21 @@ def _signal_days(scores: np.ndarray, labels: np.ndarray, order_s: np.ndarray, co
                     my += 1
         den = math.sqrt(sxx * syy)
         ic[i] = sxy / den if den > 0 else 0.0
-        k = mi // quantiles
-        if k > 0:
-            ls[i] = np_sum(ys, 0, k) / k - np_sum(ys, mi - k, k) / k
         size, extra = mi // quantiles, mi % quantiles
         lo = 0
+        top = bottom = 0.0  # the sums of the first and last groups (the last is always the bottom k)
         for g in range(quantiles):
             hi = lo + size + (1 if g < extra else 0)
             if hi > lo:
-                qm[i, g] = np_sum(ys, lo, hi - lo) / (hi - lo)
+                tot = np_sum(ys, lo, hi - lo)
+                qm[i, g] = tot / (hi - lo)
+                if g == 0:
+                    top = tot
+                bottom = tot
             lo = hi
+        k = size
+        if k > 0:  # long-short: the top k and bottom k (the quantile groups' sums where they are those rows)
+            ls[i] = (top if extra == 0 else np_sum(ys, 0, k)) / k - bottom / k
     return ic, ls, qm
 
 
@@ -318,10 +323,11 @@ def coverage(scores: np.ndarray, in_view: np.ndarray) -> tuple[float, float]:
     Coverage = finite-score (date, symbol) pairs / (date, ``view.symbols``) pairs;
     active days = share of decision dates with ≥ 1 finite score.
     """
-    fin = np.isfinite(scores) & in_view
-    tot = int(in_view.sum())
-    cov = float(fin.sum() / tot) if tot else 0.0
-    act = float(fin.any(axis=1).mean()) if fin.shape[0] else 0.0
+    fin = np.isfinite(scores)
+    fin &= in_view
+    tot = np.count_nonzero(in_view)
+    cov = np.count_nonzero(fin) / tot if tot else 0.0  # exact counts: the same quotient as numpy's
+    act = np.count_nonzero(fin.any(axis=1)) / fin.shape[0] if fin.shape[0] else 0.0
     return cov, act
 
 
