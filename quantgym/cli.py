@@ -297,7 +297,7 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
-        disable=quiet,
+        disable=quiet or not console.is_terminal,  # piped: no bar rendered once at the end
         transient=False,
     ) as progress:
         for task in wanted:

@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
             fail(exc)
         n = len(specs)
         with cli_out_dir(out_dir), Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, disable=quiet) as progress:
+                      console=console, disable=quiet or not console.is_terminal) as progress:
             tid = progress.add_task(f"sweep{'' if grid.name == 'sweep' else ' ' + grid.name} ({backend})", total=n)
             failed_now: list[dict] = []
 

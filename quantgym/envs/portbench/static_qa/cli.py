@@ -250,7 +250,7 @@ def _run(console, agent, out, split, n, templates, restricted, fidelity, pipelin
 
     runs = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=quiet, transient=True) as progress:
+                  TimeElapsedColumn(), console=console, disable=quiet or not console.is_terminal, transient=True) as progress:
         for spec, pol in policies:
             tid = progress.add_task(f"QA {spec}", total=env.n_items)
             try:
