@@ -287,7 +287,9 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
     timings: dict[str, dict[str, float]] = {}  # task -> wall and process-tree CPU seconds
     from quantgym.jit import uncompiled
 
-    if uncompiled([Path(sections[t].__file__).parent for t in wanted if t in sections]):  # once per install
+    # once per install, for the tasks whose job calls compiled kernels in this process
+    if uncompiled([Path(sections[t].__file__).parent for t in wanted
+                   if t in sections and getattr(sections[t], "COMPILES_KERNELS", True)]):
         console.print("First run: compiling the kernels (once; later runs load numba's cache)",
                       highlight=False, markup=False)
     t0, cpu0 = time.perf_counter(), _tree_cpu_seconds()

@@ -41,3 +41,22 @@ def test_the_timing_table_fits_80_columns_for_long_task_names_and_long_runs():
                           "total": {"wall_s": 1e6, "cpu_s": 2e6}})
     assert all(len(line) <= 80 for line in text.splitlines())
     assert text.splitlines()[1].split() == ["market_bench", "123456.7", "234567.8"]
+
+
+@pytest.mark.parametrize("compiles", [True, False])
+def test_the_first_run_check_looks_only_at_tasks_whose_job_compiles(toy, tmp_path, monkeypatch, compiles):
+    """A task whose bench job calls no kernel in the process (Market-Bench: its attempts run sandboxed) would
+    never fill numba's cache, so ``quantgym bench`` would announce a first-run compile on every run."""
+    import importlib
+
+    import quantgym.jit
+
+    seen = []
+    monkeypatch.setattr(quantgym.jit, "uncompiled", lambda dirs: seen.append(list(dirs)) or False)
+    monkeypatch.setattr(importlib.import_module(toy.bench), "COMPILES_KERNELS", compiles, raising=False)
+    r = CliRunner().invoke(app, ["bench", "--tasks", "toy", "--out", str(tmp_path / "b"), "--no-plots", "-q"])
+    assert r.exit_code == 0, r.output
+    assert len(seen) == 1 and len(seen[0]) == int(compiles)
+    from quantgym.envs.market_bench import bench as mb_bench
+
+    assert mb_bench.COMPILES_KERNELS is False

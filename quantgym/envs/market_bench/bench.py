@@ -35,6 +35,9 @@ from quantgym.results import SectionResult, SummaryRow
 from quantgym.tables import Col
 
 TASK = "market_bench"
+#: the bench job calls no compiled kernel in its own process (the attempts replay in sandbox children, which
+#: never load numba), so ``quantgym bench`` announces no first-run compile for it
+COMPILES_KERNELS = False
 #: why ``quantgym bench --data market_bench=...`` is refused (the CLI prints it as one line)
 DATA_REFUSAL = ("Market-Bench's bench checks the reference agent and the mutants on the 15 shipped rounds against "
                 "the outputs shipped with them; on your own round those outputs would come from the reference "
