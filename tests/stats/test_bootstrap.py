@@ -181,6 +181,19 @@ def test_hac_standard_error_equals_a_hand_written_delta_method():
     assert se == pytest.approx(se_ref, rel=1e-6)
 
 
+@pytest.mark.parametrize("n", [40, 250, 1000])
+def test_long_run_covariance_is_arch_s(n):
+    """The kernel long-run covariance computed in numpy is arch's QuadraticSpectral ``cov.long_run``."""
+    from arch.covariance.kernel import QuadraticSpectral
+
+    from quantgym.stats.bootstrap import _long_run
+
+    y = np.column_stack([_garch_like(n, 40 + j) for j in range(4)])
+    k = QuadraticSpectral(y)
+    want = np.asarray(k.cov.long_run)
+    assert np.allclose(_long_run(y, k.kernel_weights), want, rtol=1e-12, atol=1e-16 * np.abs(want).max())
+
+
 def test_hac_standard_error_matches_memmel_on_iid_normal_returns():
     """Jobson & Korkie (1981) with Memmel's (2003) correction, iid normal returns: n·Var(Δ) =
     2 − 2ρ + ½(SR1² + SR2² − 2·SR1·SR2·ρ²) (per-period Sharpe ratios, correlation ρ)."""
