@@ -331,6 +331,20 @@ def _scaled_row(s_row, a, b_row, inv_n, ri, r_row, out):  # pragma: no cover - c
         out[j] = 1.0 if c > 1.0 else c
 
 
+@njit(error_model="numpy")
+def _rolled_scaled_row(s_row, c0, z0, c1, z1, a, b_row, inv_n, ri, r_row, out):  # pragma: no cover - compiled
+    """``s_row += c0·z0``, then ``+= c1·z1`` (per entry, in that order), and :func:`_scaled_row` of the result, in
+    one loop: the row is read and written once (a vectorised loop: ``out`` and ``s_row`` are none of the
+    other inputs)."""
+    for j in range(out.shape[0]):
+        v = s_row[j] + c0 * z0[j]
+        v = v + c1 * z1[j]
+        s_row[j] = v
+        c = (v - (a * b_row[j]) * inv_n) * (ri * r_row[j])
+        c = -1.0 if c < -1.0 else c
+        out[j] = 1.0 if c > 1.0 else c
+
+
 def obs_corr_rolled(win: np.ndarray, z: np.ndarray, n_r: int, cross: RollingCross, d: int,
                     out: np.ndarray) -> bool:
     """The observation form of the correlation of one window (``win[:n_r]``, data row ``d``'s) into ``out``
@@ -379,7 +393,10 @@ def _rolled_obs_corr(s, zr, sign, finish, cnt, pid, sx, sx_t, var, var_t, out): 
     others = np.nonzero(pid != p0)[0] if finish else np.empty(0, np.int64)
     inv_n = np.zeros(n_pat)  # row i: 1/n, 0 where n < 2
     scale = np.zeros(n_pat)  # row i: r[i, q], 0 where n < 2
-    if n_ops <= _PASSES_MAX_OPS:  # each update over the whole matrix (a step of a daily pass: memory-bound)
+    fused = finish and n_ops == 2  # a step of a daily pass: both updates of a row in its finish's loop
+    if fused:
+        pass
+    elif n_ops <= _PASSES_MAX_OPS:  # each update over the whole matrix (memory-bound)
         for m in range(n_ops):
             z_m = zr[m]
             for i in range(k):
@@ -398,7 +415,11 @@ def _rolled_obs_corr(s, zr, sign, finish, cnt, pid, sx, sx_t, var, var_t, out): 
             inv_n[q] = 1.0 / n if live else 0.0
             scale[q] = inv[i, q] if live else 0.0
         o_row = out[i]
-        _scaled_row(s_row, sx[i, p0], sx_t[pi], inv_n[p0], scale[p0], inv_t[pi], o_row)
+        if fused:
+            _rolled_scaled_row(s_row, sign[0] * zr[0, i], zr[0], sign[1] * zr[1, i], zr[1], sx[i, p0], sx_t[pi],
+                               inv_n[p0], scale[p0], inv_t[pi], o_row)
+        else:
+            _scaled_row(s_row, sx[i, p0], sx_t[pi], inv_n[p0], scale[p0], inv_t[pi], o_row)
         b_row = sx_t[pi]
         r_row = inv_t[pi]
         for j in others:
