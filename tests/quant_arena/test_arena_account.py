@@ -381,3 +381,29 @@ def test_score_order_is_a_stable_argsort_of_minus_the_score(case):
         v = s[i, want]
         np.testing.assert_array_equal(so.tie[i, 1:fin.size], (v[1:] == v[:-1]).astype(np.uint8))
         assert so.tie[i, 0] == 0
+
+
+@pytest.mark.parametrize("limits", [True, False])
+def test_day_cells_are_the_panels_values(limits):
+    # the day loop reads a stock's day from one record: the same values as the panels' (spec §10.6-§10.8)
+    from quantgym.envs.quant_arena.account import _CLOSE, _DOWN, _MARK_OPEN, _OPEN, _RATIO, _UP, day_cells
+    from quantgym.envs.quant_arena.data import load_dataset
+    from quantgym.envs.quant_arena.exchange import book_inputs, impact_args
+
+    ds = load_dataset(None)
+    d0, n = 30, 40
+    imp = impact_args(ImpactModel())
+    cells = day_cells(ds, d0, n, limits, imp)
+    assert cells.shape == (n, ds.N, 8) and not cells.flags.writeable and cells.ctypes.data % 64 == 0
+    d, p = slice(d0 + 1, d0 + n + 1), slice(d0, d0 + n)
+    C, F, O = ds.ffill("close"), ds.ffill("adj_factor"), ds.fields["open"]
+    up, down, base = price_limits(ds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(F[p] != 0, F[d] / F[p], np.nan)
+    mark = np.where(ds.tradable[d], O[d], np.where(np.isfinite(base[d]), base[d], C[p]))
+    sig, adv = book_inputs(ds, np.arange(d0, d0 + n), ImpactModel())
+    want = {_OPEN: O[d], _CLOSE: C[d], _RATIO: ratio, _MARK_OPEN: mark, _UP: up[d] if limits else np.nan,
+            _DOWN: down[d] if limits else np.nan, 6: sig, 7: adv}
+    for f, v in want.items():
+        np.testing.assert_array_equal(cells[:, :, f], np.broadcast_to(v, (n, ds.N)))
+    assert day_cells(ds, d0, n, limits, imp) is cells  # one per window and setting

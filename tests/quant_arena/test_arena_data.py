@@ -277,7 +277,7 @@ def _sigma_adv_cell(lr, vol, t, W, min_obs, vol_default, Wa):
 
 
 @pytest.mark.parametrize("W, min_obs, Wa", [(20, 10, 20), (5, 3, 12), (1, 1, 1)])
-def test_sigma_adv_window_is_the_spec_per_cell(W, min_obs, Wa):
+def test_sigma_adv_rows_is_the_spec_per_cell(W, min_obs, Wa):
     # the account reads σ and ADV of a window's (row, stock) cells from one table computed with the stocks in the
     # inner loop: each cell is the one-stock rule of §10.8, bit for bit (NaN gaps, rows before the panel, −0.0)
     from quantgym.envs.quant_arena.exchange import sigma_adv_rows

@@ -37,8 +37,8 @@ from quantgym.models import ImportableModel, build_model, fee_parts, impact_fill
 
 from .config import ArenaCostModel, ExecutionModel, ImpactModel, _date
 from .data import ArenaDataset
-from .exchange import (book_levels_kernel, fees_kernel, fill_kernel, impact_args, nan_maximum, nan_minimum,
-                       price_limits, sigma_adv_window)
+from .exchange import (book_levels_kernel, book_series, fees_kernel, fill_kernel, impact_args, nan_maximum, nan_minimum,
+                       price_limits, sigma_adv_rows)
 
 
 # ---------------------------------------------------------------------- windows and selection
@@ -384,10 +384,6 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
         raise ValueError("window runs past the panel")
     if np.isinf(scores).any():
         raise ValueError("scores must be finite or NaN")
-    up, down, base = price_limits(ds)
-    if not ex.limits:
-        up = np.full_like(up, np.nan)
-        down = np.full_like(down, np.nan)
     top_n = int(ex.top_n)
     so = score_order(scores) if order is None else ScoreOrder(*order)
     sel_idx, sel_ptr = _select_days(so.order, so.count, ds.has_row[d0:d0 + n], top_n)
@@ -402,12 +398,11 @@ def run_account(ds: ArenaDataset, d0: int, n: int, scores: np.ndarray, *, execut
     imp_args = impact_args(impact if isinstance(impact, ImpactModel) else ImpactModel())
     if not isinstance(impact, ImpactModel):  # a user impact model fills each order (σ, ADV of §10.8 given)
         user["_order_book"], user["_book_fill"], user["_book_depth"] = _model_book(impact, [str(d) for d in days])
-    sa = sigma_adv_window(ds, d0, n, imp_args) if imp_args[0] else _NO_BOOK  # σ, ADV of §10.8 (read per order)
+    cells = day_cells(ds, d0, n, bool(ex.limits), imp_args)
     kernel = interpreted(_account_days, **user) if user else _account_days
     daily, counts, path, shares, trades_buf, n_trades, stale_buf, n_stale, err, err_day = kernel(
-        d0, n, sel_idx, sel_ptr, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable,
-        ds.has_row, up, down, base, sa, rates, top_n, float(ex.rebalance_band), float(ex.lot),
-        float(ex.initial_capital), imp_args, fee_args, bool(record_trades))
+        d0, n, sel_idx, sel_ptr, cells, ds.tradable, ds.has_row, rates, top_n, float(ex.rebalance_band),
+        float(ex.lot), float(ex.initial_capital), imp_args, fee_args, bool(record_trades))
     if err:
         day = ds.dates[d0 + err_day]
         raise AssertionError(f"cash went negative ({path[1, err_day]}) on {day}" if err == 1
@@ -445,6 +440,61 @@ def _day_rates(cost: ArenaCostModel, days: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- the day loop (compiled)
+# Fields of day_cells, one 64-byte record per (execution day, stock): what the day loop reads of a stock it visits.
+_OPEN, _CLOSE, _RATIO, _MARK_OPEN, _UP, _DOWN, _SIGMA, _ADV = range(8)
+
+
+def day_cells(ds: ArenaDataset, d0: int, n: int, limits: bool, imp: tuple) -> np.ndarray:
+    """Per execution day D_1..D_n and stock, what the day loop reads (spec §10.6–§10.8): a read-only
+    (n, N, 8) float64 array, row ``k − 1`` for day ``d = d0 + k``, fields ``_OPEN`` (raw open), ``_CLOSE``
+    (close, forward-filled), ``_RATIO`` (``F[d]/F[d−1]`` of the forward-filled adjustment factor, NaN where
+    ``F[d−1]`` is 0), ``_MARK_OPEN`` (the open's price for NAV_open: the open if tradable, else the base price,
+    else the previous close), ``_UP``, ``_DOWN`` (price limits; NaN without ``limits``), ``_SIGMA``, ``_ADV``
+    (:func:`~quantgym.envs.quant_arena.exchange.sigma_adv_rows` at the decision rows; 0 with impact off). Each value is the
+    same operation on the same inputs as in the loop; gathered so that a stock's day is one cache line
+    (the loop visits a hundred-odd stocks a day out of N, in no order the CPU can foresee). Cached on the
+    dataset per window, limits setting and impact windows: every candidate of a window reads the same."""
+    key = ("day_cells", int(d0), int(n), bool(limits), *imp)
+    if key in ds._cache:
+        return ds._cache[key]
+    N = ds.N
+    flat = np.empty(n * N * 8 + 8)
+    off = (-flat.ctypes.data % 64) // 8  # 64-byte aligned records
+    cells = flat[off:off + n * N * 8].reshape(n, N, 8)
+    up, down, base = price_limits(ds)
+    if imp[0]:
+        lr, vol = book_series(ds)
+        sa = sigma_adv_rows(lr, vol, d0, n, *imp[5:])
+    else:
+        sa = np.zeros((n, N, 2))
+    _fill_cells(cells, d0, ds.fields["open"], ds.ffill("close"), ds.ffill("adj_factor"), ds.tradable, base, up, down,
+                bool(limits), sa)
+    cells.setflags(write=False)
+    ds._cache[key] = cells
+    return cells
+
+
+@njit
+def _fill_cells(cells: np.ndarray, d0: int, O: np.ndarray, C: np.ndarray, F: np.ndarray, trad: np.ndarray,
+                base: np.ndarray, up: np.ndarray, down: np.ndarray, limits: bool, sa: np.ndarray) -> None:
+    """:func:`day_cells`' fields from the (T, N) panels (``C``, ``F`` forward-filled) and the σ/ADV table ``sa``
+    (n, N, 2)."""
+    n, N = cells.shape[0], cells.shape[1]
+    for k in range(n):
+        d = d0 + 1 + k
+        for j in range(N):
+            cells[k, j, _OPEN] = O[d, j]
+            cells[k, j, _CLOSE] = C[d, j]
+            cells[k, j, _RATIO] = F[d, j] / F[d - 1, j] if F[d - 1, j] != 0 else np.nan
+            cells[k, j, _MARK_OPEN] = O[d, j] if trad[d, j] else (base[d, j] if math.isfinite(base[d, j]) else
+                                                                  C[d - 1, j])
+            cells[k, j, _UP] = up[d, j] if limits else np.nan
+            cells[k, j, _DOWN] = down[d, j] if limits else np.nan
+            cells[k, j, _SIGMA] = sa[k, j, 0]
+            cells[k, j, _ADV] = sa[k, j, 1]
+
+
+
 @njit
 def _day_fees(value: float, side: int, kk: int, fee: tuple, rates: np.ndarray) -> tuple[float, float, float]:
     """Fees of one order on execution day index ``kk`` under the :class:`ArenaCostModel` passed as ``fee``
@@ -462,15 +512,15 @@ def _model_fees(model: object, days: list[str]):
 
 
 @njit
-def _order_book(side: int, P: float, limit: float, kk: int, j: int, sa: np.ndarray, imp: tuple
+def _order_book(side: int, P: float, limit: float, kk: int, j: int, cells: np.ndarray, imp: tuple
                 ) -> tuple[float, float, float]:
     """The simulated book ``(Δ, q, L)`` of one order of column ``j`` on execution day index ``kk`` (spec §10.8;
-    its σ and ADV are ``sa[kk, j]``, :func:`~quantgym.envs.quant_arena.exchange.sigma_adv_window`; ``imp`` =
+    its σ and ADV are in ``cells[kk, j]``, :func:`day_cells`; ``imp`` =
     :func:`~quantgym.envs.quant_arena.exchange.impact_args`); ``(0, 0, 0)`` with impact off."""
     imp_on, levels, k_s, k_d, tick = imp[:5]
     if not imp_on:
         return 0.0, 0.0, 0.0
-    return book_levels_kernel(side, P, sa[kk, j, 0], sa[kk, j, 1], limit, levels, k_s, k_d, tick)
+    return book_levels_kernel(side, P, cells[kk, j, _SIGMA], cells[kk, j, _ADV], limit, levels, k_s, k_d, tick)
 
 
 @njit
@@ -491,8 +541,8 @@ def _model_book(model: object, dates: list[str]):
     (:class:`quantgym.models.MarketImpactModel`): the "book" is the order's σ, ADV, limit and execution
     day index (``dates`` = the execution days), and ``model.fill(side, qty, price, sigma, adv, limit, day)``
     fills it."""
-    def order_book(side, P, limit, kk, j, sa, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
-        return sa[kk, j, 0], sa[kk, j, 1], limit, kk
+    def order_book(side, P, limit, kk, j, cells, _imp):  # noqa: ANN001, ANN202 - the kernel's helper signature
+        return cells[kk, j, _SIGMA], cells[kk, j, _ADV], limit, kk
 
     def book_fill(side, qty, P, book, _imp):  # noqa: ANN001, ANN202
         return impact_fill(model, side, qty, P, book[0], book[1], book[2], dates[book[3]]) if qty > 0 else (0.0, 0.0)
@@ -505,8 +555,6 @@ def _model_book(model: object, dates: list[str]):
 # Field indices of the kernel's outputs.
 _NAV_OPEN, _BOUGHT, _SOLD, _FEES, _STAMP, _IMPACT = range(6)               # daily (6, n) float64, CNY
 _N_BUYS, _N_SELLS, _BLOCKED_BUY, _BLOCKED_SELL, _PARTIAL, _N_HELD = range(6)  # counts (6, n) int64
-_NO_BOOK = np.zeros((0, 0, 2))  # the σ/ADV table when impact is off (never read)
-_NO_BOOK.setflags(write=False)
 _TRADE_COLS = 12  # k, column, side (±1), exit, want, filled, value, price, commission, transfer, stamp, impact
 
 
@@ -532,8 +580,8 @@ def _log(buf: np.ndarray, used: int, k: int, j: int, side: int, is_exit: bool, w
 
 
 @njit
-def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, base, sa, rates, top_n, band,
-                  lot, cash0, imp, fee, record):  # noqa: ANN001 - a numba kernel: the types are in the docstring
+def _account_days(d0, n, sel_idx, sel_ptr, cells, trad, has_row, rates, top_n, band, lot, cash0, imp, fee,
+                  record):  # noqa: ANN001 - a numba kernel: the types are in the docstring
     """The cash account's day loop: execution days D_1..D_n in order (spec §10.7, §10.8, §10.9).
 
     Each day depends on the cash and positions the previous one left, so the days run in sequence;
@@ -548,14 +596,11 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         orders were decided at row ``t = d − 1``.
     sel_idx, sel_ptr : int64 (Σ, ), (n+1, )
         The selections (§10.5), day k's in selection order at ``sel_idx[sel_ptr[k−1]:sel_ptr[k]]``.
-    O, C, F : float64 (T, N)
-        Raw open, close and adjustment factor (C, F forward-filled), CNY.
+    cells : float64 (n, N, 8)
+        What day k = 1..n (row ``k − 1``) reads of each stock (:func:`day_cells`): open, close, the
+        adjustment factor's ratio to the day before, the open's mark for NAV_open, up and down limits,
+        the book's σ and ADV.
     trad, has_row : bool (T, N)
-    up, down, base : float64 (T, N)
-        Price limits (NaN = none) and base prices (§10.6), CNY.
-    sa : float64 (n, N, 2)
-        σ and ADV of the book of each stock on each execution day (decided at row ``d0 + k − 1``;
-        :func:`~quantgym.envs.quant_arena.exchange.sigma_adv_window`), read by the orders.
     rates : float64 (n, 2)
         Transfer-fee and stamp-duty rates in force on each execution day.
     top_n, band, lot, cash0 : int, float, float, float
@@ -576,7 +621,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
     stale, n_stale             (k, column, shares) of held names whose rows ended, and how many
     err, err_day : int         0, or 1 (cash negative) / 2 (T+1) and the day k where it happened
     """
-    N = O.shape[1]
+    N = cells.shape[1]
     daily = np.zeros((6, n))
     counts = np.zeros((6, n), dtype=np.int64)
     path = np.empty((3, n + 1))
@@ -603,10 +648,10 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         nh = 0
         for x in range(nhl):  # every name with shares > 0 (buys are the only way in), column order
             j = hl[x]
-            r = F[d, j] / F[d - 1, j] if F[d - 1, j] != 0 else np.nan
+            r = cells[kk, j, _RATIO]
             shares[j] = shares[j] * (r if math.isfinite(r) else 1.0)
             xs[nh] = shares[j]
-            ps[nh] = O[d, j] if trad[d, j] else (base[d, j] if math.isfinite(base[d, j]) else C[d - 1, j])
+            ps[nh] = cells[kk, j, _MARK_OPEN]
             nh += 1
         nav_open = cash + np.dot(xs[:nh], ps[:nh]) if nh else cash
         vstar = nav_open / top_n
@@ -622,11 +667,11 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                 j = hl[x]
                 if selected[j] != (not is_exit):
                     continue
-                P = O[d, j]
+                P = cells[kk, j, _OPEN]
                 val_open = shares[j] * P if trad[d, j] else np.nan
                 if not is_exit and not val_open > hi_band:
                     continue
-                dn = down[d, j]
+                dn = cells[kk, j, _DOWN]
                 if not trad[d, j] or (math.isfinite(dn) and P <= dn):
                     counts[_BLOCKED_SELL, kk] += 1
                     continue
@@ -635,7 +680,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
                     continue
                 if bought_day[j] >= k:
                     return daily, counts, path, shares, trades, n_trades, stale, n_stale, 2, k
-                book = _order_book(-1, P, dn, kk, j, sa, imp)
+                book = _order_book(-1, P, dn, kk, j, cells, imp)
                 filled, value = _book_fill(-1, want, P, book, imp)
                 if filled <= 0:
                     counts[_PARTIAL, kk] += 1
@@ -660,8 +705,8 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
         nb = 0
         for j in sel:
             selected[j] = False  # (reset for the next day)
-            P = O[d, j]
-            u = up[d, j]
+            P = cells[kk, j, _OPEN]
+            u = cells[kk, j, _UP]
             value_held = shares[j] * P
             room = value_held < lo_band
             if not trad[d, j] or (room and math.isfinite(u) and P >= u):
@@ -673,7 +718,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             want = nan_maximum(lot * np.floor(nan_minimum(need, cash) / (lot * P) + 1e-12), 0.0)
             if not want > 0:  # not a lot's cash left: nothing fills (the book is not needed)
                 continue
-            book = _order_book(+1, P, u, kk, j, sa, imp)
+            book = _order_book(+1, P, u, kk, j, cells, imp)
             f1 = _book_depth(+1, want, P, book, imp)  # the walk's fill
             top = lot * np.floor(f1 / lot + 1e-12)
             lots = int(round(top / lot))
@@ -735,7 +780,7 @@ def _account_days(d0, n, sel_idx, sel_ptr, O, C, F, trad, has_row, up, down, bas
             if shares[j] > 0:
                 hl2[nh] = j
                 xs[nh] = shares[j]
-                ps[nh] = C[d, j]
+                ps[nh] = cells[kk, j, _CLOSE]
                 nh += 1
                 if not has_row[d, j]:
                     stale = _grow(stale, n_stale)

@@ -103,21 +103,6 @@ def book_series(ds: ArenaDataset) -> tuple[np.ndarray, np.ndarray]:
     return out
 
 
-def sigma_adv_window(ds: ArenaDataset, t0: int, n: int, imp: tuple) -> np.ndarray:
-    """σ and ADV of the simulated book (spec §10.8) of every stock at the decision rows ``t0 .. t0+n−1`` of a
-    window, under the impact model's windows (``imp`` = :func:`impact_args`): (n, N, 2), ``[k, j]`` = (σ, ADV)
-    of column ``j`` at row ``t0 + k`` (:func:`sigma_adv_rows`). They depend on the panel only, so every
-    candidate evaluated on the window reads the same cells (the cash account reads those of its orders);
-    cached on the dataset per window and impact windows, read-only."""
-    key = ("sigma_adv", int(t0), int(n), *imp[5:])
-    if key not in ds._cache:
-        lr, vol = book_series(ds)
-        out = sigma_adv_rows(lr, vol, int(t0), int(n), *imp[5:])
-        out.setflags(write=False)
-        ds._cache[key] = out
-    return ds._cache[key]
-
-
 # ---------------------------------------------------------------------- order-level kernels
 # One order at a time, as scalars: the cash account's compiled day loop (account.py) calls these, and so do
 # the spec's one-order forms below (book_params, walk_book, order_fees) and book_inputs. They are compiled
@@ -334,8 +319,8 @@ def book_inputs(ds: ArenaDataset, rows: np.ndarray, impact: ImpactModel, cols: n
     ``vol_window`` panel days up to t on which the stock is tradable and has a
     row the day before (≥ ``vol_min_obs`` returns, else ``vol_default``);
     ADV = mean volume over the tradable days among the last ``adv_window`` days
-    (0 if none). The account reads them from :func:`sigma_adv_window`; this is the same
-    kernel (:func:`sigma_adv_rows`) at any rows.
+    (0 if none). The account reads them from a per-window table of the same kernel
+    (:func:`sigma_adv_rows`; :func:`~quantgym.envs.quant_arena.account.day_cells`).
 
     ``cols`` (optional): only these columns.
 
@@ -423,4 +408,4 @@ def order_fees(value: float, side: int, day: Any, cost: ArenaCostModel) -> tuple
 
 
 __all__ = ["r2", "price_limits", "book_inputs", "book_params", "walk_book", "order_fees", "impact_args", "book_series",
-           "sigma_adv_window", "sigma_adv_rows", "sigma_adv_kernel", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
+           "sigma_adv_rows", "sigma_adv_kernel", "book_levels_kernel", "fill_kernel", "fees_kernel", "nan_maximum", "nan_minimum"]
