@@ -362,10 +362,12 @@ def _score_order_cases():
     coarse[:, ::5] = np.nan
     signed_zero = rng.choice([-0.0, 0.0, 1.0, -1.0, np.nan], size=(4, N))
     # one outlier: every other score shares its 32-bit key's upper bits with many others; runs of 20-40
-    # distinct scores (stable argsort of the run) and of ~300 (the row sorted again by 64-bit keys)
+    # distinct scores (an insertion sort of the run), of ~300 (the row sorted again by 64-bit keys) and of ~300
+    # scores a few ulps apart (whose 64-bit keys still tie)
     mid = np.where(np.arange(N) == 7, -1.0, rng.integers(1, 11, (4, N)) + rng.integers(0, 12, (4, N)) * 1e-9)
     wide = np.where(np.arange(N) == 7, -1.0, 1.0 + rng.integers(0, 200, (4, N)) * 1e-7)
-    return {"normal": normal, "coarse": coarse, "signed_zero": signed_zero, "mid": mid, "wide": wide,
+    ulps = np.where(np.arange(N) == 7, -1.0, 1.0 + rng.integers(0, 400, (3, N)) * np.spacing(1.0))  # numpy's argsort
+    return {"normal": normal, "coarse": coarse, "signed_zero": signed_zero, "mid": mid, "wide": wide, "ulps": ulps,
             "empty_rows": np.full((3, N), np.nan), "one_column": rng.normal(size=(5, 1))}
 
 

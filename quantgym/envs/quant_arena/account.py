@@ -117,9 +117,10 @@ def score_order(scores: np.ndarray) -> ScoreOrder:
     smallest ``u`` shifted right until it fits in ``31 − b`` bits, then the column in the lowest ``b`` bits
     (``2**b >= N``); keys whose upper bits tie are then ordered by the score and the column
     (:func:`_score_order_fix`). 32-bit keys sort in well under half the time of 64-bit ones. A row where
-    more than ``_LONG_RUN`` keys share their upper bits (scores bunched far from the row's extremes, e.g.
-    one outlier) is sorted again by 64-bit keys, the same construction with ``63 − b`` upper bits
-    (:func:`_wide_keys`), which leaves few ties.
+    more than ``_LONG_RUN`` keys out of order share their upper bits (scores bunched far from the row's
+    extremes, e.g. beside one outlier) is sorted again by 64-bit keys, the same construction with ``63 − b``
+    upper bits (:func:`_wide_keys`), which leaves few ties; a row where that still happens (scores a few
+    units in the last place apart) by numpy's stable argsort of ``−score``.
     """
     s = np.ascontiguousarray(scores, dtype=np.float64)
     D, N = s.shape
@@ -137,7 +138,15 @@ def score_order(scores: np.ndarray) -> ScoreOrder:
         wide.sort(axis=1)
         order2 = np.empty((rows.size, N), dtype=np.int32)
         tie2 = np.zeros((rows.size, N), dtype=np.uint8)
-        _score_order_fix(wide, s, rows, count, order2, tie2, np.uint64((1 << b) - 1), N + 1)
+        again = _score_order_fix(wide, s, rows, count, order2, tie2, np.uint64((1 << b) - 1), _LONG_RUN)
+        for r in np.flatnonzero(again):  # still a long run out of order (scores a few ulps apart): numpy's own
+            i = rows[r]
+            fin = np.flatnonzero(np.isfinite(s[i]))
+            o = fin[np.argsort(-s[i, fin], kind="stable")]
+            v = s[i, o]
+            order2[r, :o.size] = o
+            tie2[r] = 0
+            tie2[r, 1:o.size] = v[1:] == v[:-1]
         order[rows], tie[rows] = order2, tie2
     return ScoreOrder(order, count, tie)
 
@@ -224,9 +233,9 @@ def _score_order_fix(comp: np.ndarray, s: np.ndarray, rows: np.ndarray, count: n
     ``low``, of the same type; row ``r`` is that of row ``rows[r]`` of the scores ``s``) into ``order`` (the
     first ``count[rows[r]]`` of each row) and the equal-score flags into ``tie`` (zeros on entry); each run of
     keys whose upper bits tie (in column order, the keys' low bits) is ordered by score descending, staying
-    in column order where the scores are equal: an insertion sort of a short run, a stable argsort of a
-    longer one (a run already in order, e.g. of equal scores, is left as it is). Returns the rows (indices
-    into ``rows``) left undone because a run out of order was longer than ``long_run`` (bool)."""
+    in column order where the scores are equal, by an insertion sort (a run already in order, e.g. of equal
+    scores, is left as it is). Returns the rows (indices into ``rows``) left undone because a run out of
+    order was longer than ``long_run`` (bool)."""
     redo = np.zeros(rows.size, dtype=np.bool_)
     for r in range(rows.size):
         i = rows[r]
@@ -253,11 +262,6 @@ def _score_order_fix(comp: np.ndarray, s: np.ndarray, rows: np.ndarray, count: n
             elif x - x0 > long_run:
                 redo[r] = True
                 break
-            elif x - x0 > 16:
-                idx = row[x0:x].copy()
-                p = np.argsort(-si[idx], kind="mergesort")
-                for z in range(x - x0):
-                    row[x0 + z] = idx[p[z]]
             else:
                 for z in range(x0 + 1, x):
                     j = row[z]
