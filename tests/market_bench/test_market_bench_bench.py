@@ -51,7 +51,7 @@ def test_bench_section_runs_the_task_set_of_its_options(monkeypatch, tmp_path):
     ctx = SimpleNamespace(out_dir=Path(tmp_path), console=Console(file=out, width=200), progress=Progress(),
                           options={"plots": False, "task_set": "v2"})
     res = bench.run_section(ctx)
-    assert "Market-Bench v2 - pairs" in out.getvalue()
+    assert "Market-Bench v2 — pairs" in out.getvalue()
     assert {r.period for r in res.rows} == {"v2"} and res.extra["task_version"] == "v2"
     ref = next(r for r in res.runs if r["agent"] == "reference")
     assert ref["mae"] == 0.0 and ref["correct"] is True
