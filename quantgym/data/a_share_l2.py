@@ -69,6 +69,10 @@ sh600519_...  2023-02-01  orders, snapshots and trades of 600519                
 ============  ==========  =========================================================  ==========
 
 Field mapping (source column → schema column) is given in each reader's docstring.
+
+Longer than 500 lines as one job, reading one published folder: both reader families catalogue the same zip files
+and source columns (:data:`SNAPSHOT_FILES`, :data:`SOURCES`), two descriptions of one folder that must not drift
+apart.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ modules and the allowed modules the agent's source imports -> lockdown (rlimits,
 read-only allow-list, seccomp filter, stubs for unaudited primitives, lockdown import finder,
 audit hook) -> exec the agent's source as a module -> ``runner(namespace, payload)`` -> encode and
 send the value -> ``os._exit``. See docs/security.md.
+
+Longer than 500 lines as one job, one child run from request to result frame: the paths gathered before lockdown
+feed the audit hook, the Landlock rules and the pruned ``sys.path`` after it, so the sequence is audited in the
+order it runs.
 """
 
 from __future__ import annotations

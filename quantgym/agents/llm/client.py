@@ -32,6 +32,9 @@ context window (a context-length error) teaches the engine the window (and, wher
 so, the prompt's true token count); the agent then re-renders the prompt once to fit
 (:meth:`ChatEngine.context_window`). Every decision is recorded in the transcript, so a replay takes
 the same path.
+
+Longer than 500 lines as one job, one endpoint's conversation: building, sending, retrying, stepping a ladder down
+and tallying a call read and write the same per-endpoint state and run budget under :class:`ChatEngine`'s locks.
 """
 
 from __future__ import annotations

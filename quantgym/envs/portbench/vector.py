@@ -6,7 +6,12 @@ there); the trade is the batch rule of :func:`quantgym.envs.portbench.execution.
 day loop that of the simulator (``advance_to``), written per env in the compiled kernel
 :func:`_batch_step` (:mod:`quantgym.jit`) in numpy's floating-point order, so every value
 equals the numpy form's (``tests/rl/test_vector_kernel.py``); training episodes come from
-:mod:`quantgym.envs.portbench.training`."""
+:mod:`quantgym.envs.portbench.training`.
+
+Longer than 500 lines as one job, the batched allocation step: the compiled kernels, :class:`BatchCore` that holds
+their state and :class:`PortBenchVectorEnv` that drives it share one state layout (the column and parameter
+constants), so the kernel and the Python around it change together.
+"""
 
 from __future__ import annotations
 

@@ -29,6 +29,10 @@ The bundled dataset serves the shipped SH600519 day (2023-02-07); given the a_sh
 every real Level-2 stock-day of its universe (:func:`real_intraday`): 11 more on 2021-12-01,
 2022-06-01, 2023-02-01 and 2023-07-11. It never looks for the folder by itself, so one call gives
 one environment on every machine.
+
+Longer than 500 lines as one job, a valid panel: the class, the checks that define its schema
+(:meth:`ArenaDataset.from_frame`, the intraday day check) and every loader that fills it (parquet, Qlib folder,
+bundled panel, real Level-2 days) change together when the schema does.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ agree (maximum drawdown with NAV_0 included, total return); the spec fixes
 Signal metrics (RankIC, IR ``A``, long-short quintile Sharpe, coverage), turnover,
 the logistic score transform and feature diversity are specific to this task and
 live here.
+
+Longer than 500 lines as one job, every number of a window's result: the score (§6, §10.12–§10.13) reads the
+account and signal metrics defined here, and the overfitting diagnostics reported beside it (DSR, PBO) take the
+same daily NAV returns and ``n_ann``, so all of them are read against the spec in one file.
 """
 
 from __future__ import annotations

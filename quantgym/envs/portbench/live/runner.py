@@ -22,6 +22,10 @@ this (``period=dict(name="live", days=..., as_of=...)``); this module adds persi
   attributed to a data-vintage change), then continues with the agent. Re-running with no new trading
   day is idempotent (the journal is untouched). A crash (the agent raising, the process killed)
   loses at most the decision in progress; the next call resumes at that date.
+
+Longer than 500 lines as one job, one call on a run folder under its lock: the action tap that journals and
+replays, the replay check and the derived outputs all read the same journal records, whose fields must stay in
+step.
 """
 
 from __future__ import annotations
