@@ -1,7 +1,6 @@
 """Chat engine of the LLM agents: the official ``openai`` client, transcripts, cache, replay, budget.
 
-One module on purpose: :class:`ChatEngine`'s retry, budget, cache and capability-ladder state is one
-object; its stateless parts live in :mod:`~quantgym.agents.llm.endpoint` and
+The stateless parts of a conversation live in :mod:`~quantgym.agents.llm.endpoint` and
 :mod:`~quantgym.agents.llm.transcript`.
 
 :class:`ChatEngine` sends ``chat.completions`` requests to any OpenAI-compatible endpoint and
@@ -16,10 +15,6 @@ the canonical request hash, request, response, text, usage, latency, model, endp
 each HTTP try, and cost (:mod:`~quantgym.agents.llm.transcript`). :class:`~quantgym.agents.llm.replay.ReplayEngine`
 serves the same requests from a transcript offline (matched by hash, in order) so a run reproduces bit for
 bit. What an endpoint's errors and responses mean is :mod:`~quantgym.agents.llm.endpoint`.
-
-One module on purpose: :class:`ChatEngine` is one state machine (capability ladder,
-context window, budget, cache, retries) whose steps share one lock and one per-endpoint state; split into
-modules, its invariants (compare-and-set step-down, one re-render) would not read in one place.
 
 Per-endpoint adaptation [project choice]: structured output climbs down a **capability ladder**,
 ``json_schema`` → ``json_object`` with ``schema`` (llama.cpp family: grammar-constrained) →

@@ -15,9 +15,6 @@ constants), so the kernel and the Python around it change together.
 
 from __future__ import annotations
 
-# One module: the compiled kernels and the two classes that drive them share the state layout (the column and
-# parameter constants below), so the kernel and the Python around it are read and changed together.
-
 import math
 import time
 from typing import Any, Sequence

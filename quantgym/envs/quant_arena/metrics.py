@@ -1,8 +1,5 @@
 """Quant-Arena metrics and the 0–100 score (spec quant_arena.md §5, §6, §10.11–§10.13).
 
-One module on purpose: every number of the score, from the account and signal metrics to the
-overfitting penalty, sits in one place to be read against the spec.
-
 Account metrics use the shared :mod:`quantgym.metrics` helpers where the definitions
 agree (maximum drawdown with NAV_0 included, total return); the spec fixes
 ``N_ann = 242`` and a Sharpe **without** risk-free rate (§10.11), which is
