@@ -1,4 +1,4 @@
-"""The observation's correlation of a wide universe from rolling cross products (correlation.RollingCross,
+"""The observation's correlation of a wide universe from rolling cross products (correlation_rolling: RollingCross,
 obs_corr_rolled; market.MarketView._fill_rows at N ≥ ROLLING_MIN_N): the cross products of a data row do not
 depend on the rows visited before, and the observation form stays within 1e-12 of the direct computation."""
 
@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from quantgym.envs.portbench import correlation
+from quantgym.envs.portbench import correlation, correlation_rolling
 from quantgym.envs.portbench.config import PortBenchConfig
-from quantgym.envs.portbench.correlation import ROLLING_MIN_N, RollingCross, corr_and_obs, obs_corr_rolled
+from quantgym.envs.portbench.correlation import corr_and_obs
+from quantgym.envs.portbench.correlation_rolling import ROLLING_MIN_N, RollingCross, obs_corr_rolled
 from quantgym.envs.portbench.market import MarketView
 from quantgym.envs.portbench.optimize import single_thread_blas
 
@@ -55,8 +56,7 @@ def _window(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, d: int, min_obs: int 
 
 def _cross(chain: RollingCross, d: int) -> np.ndarray:
     s, zr, sign = chain.ops(d)
-    e = np.empty((0, 0))
-    correlation._rolled_obs_corr(s, zr, sign, False, e, np.empty(0, np.int64), e, e, e, e, e)
+    correlation_rolling._apply_updates(s, zr, sign)
     return s.copy()
 
 
@@ -74,7 +74,7 @@ def test_cross_products_are_a_function_of_the_row():
             got = _cross(chain, int(d))
             assert got.tobytes() == fresh[int(d)].tobytes(), int(d)
             direct = y[lo[d]:hi[d]].T @ y[lo[d]:hi[d]]
-            chain_rows = np.abs(y[lo[d - d % correlation.ROLLING_ANCHOR]:hi[d]])  # every row added since the anchor
+            chain_rows = np.abs(y[lo[d - d % correlation_rolling.ROLLING_ANCHOR]:hi[d]])  # every row added since the anchor
             assert (np.abs(got - direct) <= 1e-13 * (chain_rows.T @ chain_rows)).all()
             assert (got == got.T).all()
 
@@ -136,3 +136,56 @@ def test_env_rows_roll_in_a_wide_universe_and_match_the_direct_path():
         assert jumps.row_array(int(t), "obs_corr").tobytes() == got[int(t)].tobytes(), t
     for t in rows[::9]:
         assert np.abs(got[t] - direct.row_array(t, "obs_corr")).max() <= TOL
+
+
+def _reference_finish(s, cnt, pid, sx, var):
+    """The documented entry of the rolled observation form, entry by entry in numpy (the same operations in the
+    same order): ``clip((s_ij − (sx[i, q]·sx[j, p])·(1/n))·(r[i, q]·r[j, p]), −1, 1)``, 0 where n < 2, diagonal 1."""
+    k = s.shape[0]
+    r = np.where(var > 1e-14, 1.0 / np.sqrt(np.where(var > 1e-14, var, 1.0)), 0.0)  # (N, P)
+    p, q = pid[:, None], pid[None, :]
+    n = cnt[p, q]
+    live = n >= 2.0
+    inv_n = np.where(live, 1.0 / np.where(live, n, 1.0), 0.0)
+    a = sx[np.arange(k)[:, None], q]  # sx[i, q]
+    b = sx[np.arange(k)[None, :], p]  # sx[j, p]
+    ri = np.where(live, r[np.arange(k)[:, None], q], 0.0)
+    rj = r[np.arange(k)[None, :], p]
+    out = np.clip((s - (a * b) * inv_n) * (ri * rj), -1.0, 1.0)
+    np.fill_diagonal(out, 1.0)
+    return out
+
+
+@pytest.mark.parametrize("n_ops", [0, 1, 2, 3, 7])
+@pytest.mark.parametrize("n", [1, 2, 7, 40, 41])
+def test_rolled_finish_is_the_documented_entry_bit_for_bit(n, n_ops):
+    """The pass finishes the most common pattern's rows two at a time and reads their entries in the other
+    patterns' columns from those rows (symmetry): the bits of the documented entry, for odd and even counts of
+    rows, other patterns (one with fewer than 2 rows: undefined, 0), a zero variance, and the fused (2 updates)
+    and separate update paths."""
+    rng = np.random.default_rng(n * 10 + n_ops)
+    t = 50
+    x = rng.normal(0.0, 0.01, (t, n)) * rng.uniform(0.5, 2.0, n)
+    if n >= 7:
+        x[:20, 2] = np.nan  # a late listing
+        x[:45, 3] = np.nan  # five rows in the window
+        x[:49, 4] = np.nan  # one row: n < 2 (undefined)
+        x[:, 5] = 0.02  # zero variance
+        x[:20, 6] = np.nan  # the late listing's pattern again
+    win = x[-40:]
+    z = np.nan_to_num(win)
+    ok, cnt, pid, sx, var = correlation._window_sums(win, z, 40, 16)
+    assert ok
+    y = rng.normal(0.0, 0.01, (n_ops, n))
+    sign = np.where(np.arange(n_ops) % 2, -1.0, 1.0)
+    s0 = z.T @ z  # symmetric bit for bit, as a chain's cross products are
+    assert (s0 == s0.T).all()
+    s = s0.copy()
+    out = np.full((n, n), np.nan)
+    correlation_rolling._rolled_obs_corr(s, y, sign, cnt, pid, sx, np.ascontiguousarray(sx.T), var, out)
+    s_ref = s0.copy()
+    correlation_rolling._apply_updates(s_ref, y, sign)
+    assert s.tobytes() == s_ref.tobytes()
+    want = _reference_finish(s_ref, cnt, pid, sx, var)
+    assert out.tobytes() == want.tobytes()
+    assert (out == out.T).all()

@@ -109,3 +109,49 @@ def test_rows_of_a_block_count_once_and_past_the_budget_a_batch_is_transient(mon
         v = cache.get(t)["x"].view()
         with pytest.raises(ValueError):
             v.flags.writeable = True
+
+
+def test_past_the_budget_a_batch_reuses_a_buffer_nothing_references_any_more(monkeypatch):
+    """A transient batch is carved from the buffer of an earlier one once no array over that buffer is left (the
+    cache dropped it, and no observation holds a view of it): no fresh pages per batch, and never memory that a
+    view handed out still shows; a stored batch's views cannot be made writeable."""
+    import weakref
+
+    monkeypatch.setattr(market, "ROW_BLOCK_BYTES", 4 * 1600)
+    cache = RowArrays(6400)
+    cache.put_rows({0: {"x": np.zeros(800)}})  # the budget is full: every batch below is transient
+    held, buffers = [], []
+    for t in range(1, 9):
+        (fill, ro), = cache.carve([((2, 100), np.float64)])
+        assert not any(np.shares_memory(fill, v) for v in held)
+        fill[...] = t
+        buffers.append(weakref.ref(fill.base))  # the buffer, not kept alive here
+        cache.put_rows({t: {"x": ro[0]}})
+        if t <= 3:
+            held.append(cache.get(t)["x"].view())  # a caller keeps these three (each a view of its batch)
+        del fill, ro
+    with pytest.raises(ValueError):
+        held[0].flags.writeable = True
+    assert len(cache._spares) <= market.ROW_SPARES
+    alive = [b() for b in buffers]
+    assert len({id(b) for b in alive[:3]}) == 3  # held: never reused
+    assert any(alive[k] is alive[j] for k in range(3, 8) for j in range(k + 1, 8))  # the others are
+    assert [float(v[0]) for v in held] == [1.0, 2.0, 3.0]
+
+
+def test_observations_kept_through_a_wide_pass_past_the_budget_keep_their_values(monkeypatch):
+    """A wide universe (rolled correlation) whose rows do not fit the budget: every batch is transient and carved
+    from a reused buffer; a caller who keeps every observation still has each one's own values."""
+    from quantgym.envs.portbench.correlation_rolling import ROLLING_MIN_N
+
+    monkeypatch.setattr(market, "ROW_CACHE_BYTES", 2**20)
+    data = synthetic_data(ROLLING_MIN_N, seed=5)
+    view = MarketView(data, PortBenchConfig())
+    rows = list(range(700, 730))
+    kept = {t: view.row_array(t, "obs_corr").view() for t in rows}  # views, as an observation holds them
+    dropped = [view.row_array(t, "obs_corr").copy() for t in range(730, 740)]  # values only: buffers reused
+    assert view._arrays._spares and len(view._arrays._spares) <= market.ROW_SPARES
+    fresh = MarketView(synthetic_data(ROLLING_MIN_N, seed=5), PortBenchConfig())
+    for t in rows:
+        assert _same(kept[t], fresh.row_array(t, "obs_corr")), t
+    assert all(_same(v, fresh.row_array(t, "obs_corr")) for t, v in zip(range(730, 740), dropped))

@@ -24,7 +24,7 @@ def test_row_table_parts_equal_the_per_row_rules(as_of):
     view = MarketView(load_portbench_data(), PortBenchConfig(as_of=as_of))
     per_row = MarketView(load_portbench_data(), PortBenchConfig(as_of=as_of))
     per_row._table = lambda: None  # the per-row rules
-    assert view._table() is not None
+    assert view.table() is not None
     rows = range(1, view.returns.shape[0], 7)
     for t in rows:
         a, b = view._compute_row_parts(t), per_row._compute_row_parts(t)
@@ -32,5 +32,5 @@ def test_row_table_parts_equal_the_per_row_rules(as_of):
         for k in a:
             assert _same(a[k], b[k]), (t, k)
         assert not a["available"].flags.writeable and not a["ann_vol"].flags.writeable
-    regimes = set(view._table()["regime"].tolist())
+    regimes = set(view.table()["regime"].tolist())
     assert {"bull", "sideways"} <= regimes  # the labels are exercised, not all one value

@@ -5,7 +5,9 @@ Data -> simulation -> scoring -> env:
 - **data** (§1): :mod:`.universe` (§1.1/§1.2 universe, §1.4 macro keys and rules), :mod:`.raw` (the bundled
   tables and the directory schema), :mod:`.data` (the clean-mode point-in-time panel and its loader),
   :mod:`.availability` (§11.6 availability, §1.9 regime), :mod:`.market` (the point-in-time snapshot view),
-  :mod:`.build_data` (maintainers: rebuild the bundle);
+  :mod:`.correlation` (§1.6 pairwise-complete correlation, its observation form, class averages),
+  :mod:`.correlation_rolling` (that observation form over a pass of a wide universe), :mod:`.build_data`
+  (maintainers: rebuild the bundle);
 - **simulation** (§6): :mod:`.execution` (the one pure trade-and-cost function), :mod:`.simulator` (the
   day loop and NAV accounting);
 - **scoring** (§4, §5, §7): :mod:`.stages` (S1–S5 truth and scores), :mod:`.optimize` (the max-Sharpe

@@ -248,188 +248,6 @@ def _window_sums(win, z, n_r, max_pat):  # pragma: no cover - compiled
     return True, cnt, pid, sx, var
 
 
-#: universes at least this wide get the observation form of the correlation in a pass over consecutive rows
-#: from rolling cross products (:class:`RollingCross`; speed only, within 1e-12 of :func:`corr_and_obs`)
-ROLLING_MIN_N = 256
-#: a rolling chain restarts from a direct product at every data row that is a multiple of this (a jump into
-#: the chain applies at most 2·(ROLLING_ANCHOR − 1) updates for daily windows)
-ROLLING_ANCHOR = 16
-#: up to this many updates are applied one pass over the matrix each, more row by row (speed only)
-_PASSES_MAX_OPS = 4
-
-
-class RollingCross:
-    """The cross products ``S_d = Σ_{r ∈ [lo_d, hi_d)} y_r y_rᵀ`` of the return windows of data rows ``d``
-    (``y`` = returns with missing → 0), for windows that slide forward (``lo``, ``hi`` non-decreasing).
-
-    Parameters
-    ----------
-    y : (T, N) float64 returns with missing → 0 (C-contiguous); ``lo``, ``hi`` : (T,) int64 window rows of
-    each data row.
-
-    ``S_d`` is the product ``yᵀy`` of the window at the chain's anchor ``a = d − d mod``
-    :data:`ROLLING_ANCHOR`, then, for each data row ``e = a+1 … d`` in turn, plus ``y_r y_rᵀ`` of the rows
-    entering (``[hi_{e−1}, hi_e)``) and minus those of the rows leaving (``[lo_{e−1}, lo_e)``), each entry
-    in that order. So ``S_d`` is a function of ``d`` alone (the same bits whatever rows were visited
-    before), and a pass over consecutive rows pays one rank-2 update per row (O(N²) memory traffic) instead
-    of an (N×L)·(L×N) product. Rounding: each update adds one rounding of a product of returns (about
-    1e-4 each for daily returns) to sums of L of them, so the correlations stay within 1e-12 of the direct
-    product's (tested). :meth:`ops` advances the chain; the updates are applied by the caller's compiled
-    pass (:func:`_rolled_obs_corr`), fused with the correlation's finish.
-    """
-
-    def __init__(self, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, anchor: int = ROLLING_ANCHOR):
-        if (np.diff(lo) < 0).any() or (np.diff(hi) < 0).any():
-            raise ValueError("RollingCross: the windows must slide forward (lo, hi non-decreasing)")
-        self.y, self.lo, self.hi, self.anchor = y, lo, hi, int(anchor)
-        self.cross: np.ndarray | None = None
-        self.row = -1  # the data row whose S the chain holds once the pending updates are applied
-
-    def __getstate__(self) -> dict:  # the chain is a cache: a copy starts without it
-        return {**self.__dict__, "cross": None, "row": -1}
-
-    def ops(self, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Advance the chain to data row ``d``. Returns ``(S, z, sign)``: ``S`` (N, N) the chain's cross
-        products (the anchor's product when the chain restarted), and the updates still to apply to reach
-        ``S_d``: rows ``z`` (M, N) of returns with missing → 0 and their signs (M,) (+1 entering, −1 leaving),
-        in order. The caller must apply them to every entry of ``S`` before the next call."""
-        n = self.y.shape[1]
-        a = d - d % self.anchor
-        if self.cross is None or not (a <= self.row <= d):
-            if self.cross is None:
-                self.cross = np.empty((n, n))
-            y = self.y[self.lo[a]:self.hi[a]]
-            np.matmul(y.T, y, out=self.cross)
-            self.row = a
-        rows: list[int] = []
-        sign: list[float] = []
-        lo, hi = self.lo, self.hi
-        for e in range(self.row + 1, d + 1):
-            rows += range(int(hi[e - 1]), int(hi[e]))
-            sign += [1.0] * int(hi[e] - hi[e - 1])
-            rows += range(int(lo[e - 1]), int(lo[e]))
-            sign += [-1.0] * int(lo[e] - lo[e - 1])
-        self.row = d
-        z = self.y[rows] if rows else np.empty((0, n))
-        return self.cross, z, np.asarray(sign, np.float64)
-
-
-@njit(error_model="numpy")
-def _axpy(c, x, y):  # pragma: no cover - compiled
-    """``y += c·x`` (a vectorised loop: ``y`` is not ``x``)."""
-    for j in range(y.shape[0]):
-        y[j] += c * x[j]
-
-
-@njit(error_model="numpy")
-def _scaled_row(s_row, a, b_row, inv_n, ri, r_row, out):  # pragma: no cover - compiled
-    """``out[j] = clip((s_row[j] − (a·b_row[j])·inv_n)·(ri·r_row[j]), −1, 1)`` (:func:`_rolled_obs_corr`; a
-    vectorised loop: ``out`` is none of the inputs)."""
-    for j in range(out.shape[0]):
-        c = (s_row[j] - (a * b_row[j]) * inv_n) * (ri * r_row[j])
-        c = -1.0 if c < -1.0 else c
-        out[j] = 1.0 if c > 1.0 else c
-
-
-@njit(error_model="numpy")
-def _rolled_scaled_row(s_row, c0, z0, c1, z1, a, b_row, inv_n, ri, r_row, out):  # pragma: no cover - compiled
-    """``s_row += c0·z0``, then ``+= c1·z1`` (per entry, in that order), and :func:`_scaled_row` of the result, in
-    one loop: the row is read and written once (a vectorised loop: ``out`` and ``s_row`` are none of the
-    other inputs)."""
-    for j in range(out.shape[0]):
-        v = s_row[j] + c0 * z0[j]
-        v = v + c1 * z1[j]
-        s_row[j] = v
-        c = (v - (a * b_row[j]) * inv_n) * (ri * r_row[j])
-        c = -1.0 if c < -1.0 else c
-        out[j] = 1.0 if c > 1.0 else c
-
-
-def obs_corr_rolled(win: np.ndarray, z: np.ndarray, n_r: int, cross: RollingCross, d: int,
-                    out: np.ndarray) -> bool:
-    """The observation form of the correlation of one window (``win[:n_r]``, data row ``d``'s) into ``out``
-    (N, N), with the cross products from ``cross`` (:class:`RollingCross`, advanced to ``d``), within 1e-12 of
-    ``corr_and_obs(win[:n_r], corr=False)[1]`` (tested). False (``out`` unwritten, the chain advanced) when
-    the window has more missing-value patterns than :func:`_use_patterns` allows: call :func:`corr_and_obs`.
-
-    How: the window's sums but the cross products (:func:`_window_sums`), then one compiled pass
-    (:func:`_rolled_obs_corr`) that applies the chain's pending updates to a row of ``S`` and finishes that
-    row, ``c = (S_ij − (sx_ij·sx_ji)·(1/n))·(r_ij·r_ji)`` with ``r`` = 1/√var precomputed per column and
-    pattern (no division or square root per entry)."""
-    n = win.shape[1]
-    ok, cnt, pid, sx, var = _window_sums(win, z, n_r, max(16, n // 16))
-    s, zr, sign = cross.ops(d)
-    if not ok:
-        _rolled_obs_corr(s, zr, sign, False, cnt, pid, sx, sx, var, var, out)
-        return False
-    _rolled_obs_corr(s, zr, sign, True, cnt, pid, sx, np.ascontiguousarray(sx.T), var, np.ascontiguousarray(var.T),
-                     out)
-    return True
-
-
-@njit(error_model="numpy")
-def _rolled_obs_corr(s, zr, sign, finish, cnt, pid, sx, sx_t, var, var_t, out):  # pragma: no cover - compiled
-    """:func:`obs_corr_rolled`'s pass: for each row ``i``, ``s[i] += sign[m]·zr[m, i]·zr[m]`` for ``m`` in
-    order, then (``finish``) row ``i`` of the observation form into ``out[i]``: entry ``(i, j)`` with patterns
-    ``p = pid[i]``, ``q = pid[j]`` is ``clip((s_ij − (sx[i, q]·sx[j, p])·(1/n))·(r[i, q]·r[j, p]), −1, 1)``,
-    ``n = cnt[p, q]``, ``r`` = 1/√var (0 where the variance is ≤ :data:`CORR_VAR_TOL`), 0 where ``n < 2``;
-    diagonal 1. Symmetric, like the direct form (each product's factors commute). One vectorised loop against
-    the most common pattern's columns, then the other columns one by one (no division or square root per
-    entry)."""
-    k = s.shape[0]
-    n_ops = zr.shape[0]
-    tol = 1e-14  # CORR_VAR_TOL
-    n_pat = cnt.shape[0] if finish else 0
-    counts = np.zeros(max(n_pat, 1), np.int64)
-    for j in range(k if finish else 0):
-        counts[pid[j]] += 1
-    p0 = np.argmax(counts)
-    inv = np.zeros((k, n_pat))  # 1/√var of column i over the rows of pattern p (0: a bad variance)
-    inv_t = np.zeros((n_pat, k))
-    for i in range(k if finish else 0):
-        for p in range(n_pat):
-            v = var[i, p]
-            inv[i, p] = inv_t[p, i] = 1.0 / np.sqrt(v) if v > tol else 0.0
-    others = np.nonzero(pid != p0)[0] if finish else np.empty(0, np.int64)
-    inv_n = np.zeros(n_pat)  # row i: 1/n, 0 where n < 2
-    scale = np.zeros(n_pat)  # row i: r[i, q], 0 where n < 2
-    fused = finish and n_ops == 2  # a step of a daily pass: both updates of a row in its finish's loop
-    if fused:
-        pass
-    elif n_ops <= _PASSES_MAX_OPS:  # each update over the whole matrix (memory-bound)
-        for m in range(n_ops):
-            z_m = zr[m]
-            for i in range(k):
-                _axpy(sign[m] * z_m[i], z_m, s[i])
-    else:  # every update of a row while it is in cache (a jump into a chain): the same order per entry
-        for i in range(k):
-            s_row = s[i]
-            for m in range(n_ops):
-                _axpy(sign[m] * zr[m, i], zr[m], s_row)
-    for i in range(k if finish else 0):
-        s_row = s[i]
-        pi = pid[i]
-        for q in range(n_pat):
-            n = cnt[pi, q]
-            live = n >= 2.0
-            inv_n[q] = 1.0 / n if live else 0.0
-            scale[q] = inv[i, q] if live else 0.0
-        o_row = out[i]
-        if fused:
-            _rolled_scaled_row(s_row, sign[0] * zr[0, i], zr[0], sign[1] * zr[1, i], zr[1], sx[i, p0], sx_t[pi],
-                               inv_n[p0], scale[p0], inv_t[pi], o_row)
-        else:
-            _scaled_row(s_row, sx[i, p0], sx_t[pi], inv_n[p0], scale[p0], inv_t[pi], o_row)
-        b_row = sx_t[pi]
-        r_row = inv_t[pi]
-        for j in others:
-            q = pid[j]
-            c = (s_row[j] - (sx[i, q] * b_row[j]) * inv_n[q]) * (scale[q] * r_row[j])
-            c = -1.0 if c < -1.0 else c
-            o_row[j] = 1.0 if c > 1.0 else c
-        o_row[i] = 1.0
-
-
 def _pattern_sums_numpy(z: np.ndarray, pats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The numpy form of :func:`_pattern_sums` (the reference; run when ``QUANTGYM_JIT=0``)."""
     sx = np.zeros((z.shape[1], pats.shape[1]))
@@ -453,12 +271,20 @@ def _pattern_sums(z, pats):  # pragma: no cover - compiled; the interpreted twin
         zr = z[r]
         for p in range(n_pat):
             w = pats[r, p]
+            if w == 0.0:  # adds ±0 to a sum that is never −0 (it starts at +0): the same bits (z is finite)
+                continue
             a = sx[p]
             b = sxx[p]
-            for i in range(n):
-                v = zr[i]
-                a[i] += v * w
-                b[i] += (v * v) * w
+            if w == 1.0:  # v·1 = v
+                for i in range(n):
+                    v = zr[i]
+                    a[i] += v
+                    b[i] += v * v
+            else:
+                for i in range(n):
+                    v = zr[i]
+                    a[i] += v * w
+                    b[i] += (v * v) * w
     return np.ascontiguousarray(sx.T), np.ascontiguousarray(sxx.T)
 
 

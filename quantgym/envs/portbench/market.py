@@ -11,10 +11,12 @@ snapshot built from it share the window and availability rules, which must not d
 
 from __future__ import annotations
 
+import math
+import sys
 import weakref
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Hashable
 
 import numpy as np
 import pandas as pd
@@ -23,8 +25,8 @@ from quantgym.envs.portbench.universe import ASSET_CLASSES
 from quantgym.envs.portbench.availability import available_mask, market_regime
 from quantgym.envs.portbench.availability import REGIME_LABELS as REGIMES  # noqa: F401 (re-exported)
 from quantgym.envs.portbench.config import PortBenchConfig
-from quantgym.envs.portbench.correlation import (ROLLING_MIN_N, RollingCross, class_correlations, corr_and_obs,
-                                                  obs_corr_rolled, obs_corr_rows)
+from quantgym.envs.portbench.correlation import class_correlations, corr_and_obs, obs_corr_rows
+from quantgym.envs.portbench.correlation_rolling import ROLLING_MIN_N, RollingCross, obs_corr_rolled
 from quantgym.jit import jit_enabled, njit
 #: how a regime is displayed in prompts (§1.9: crisis shows as high-volatility)
 REGIME_DISPLAY = {"bull": "bull", "bear": "bear", "sideways": "sideways", "crisis": "high-volatility"}
@@ -42,6 +44,9 @@ ROW_CACHE_BYTES = 512 * 2**20
 ROW_BATCH_BYTES = 2**20
 #: the row arrays of batches are carved from blocks of about this many bytes (:meth:`RowArrays.carve`)
 ROW_BLOCK_BYTES = 32 * 2**20
+#: a batch past the budget is carved from one of the last this many such buffers that nothing references any
+#: more (the transient batch, the caller's last observation, one to fill), else from a new one
+ROW_SPARES = 4
 #: the row arrays computed in batches (the others per row)
 _BATCHED = frozenset({"returns", "obs_returns", "obs_mask", "obs_corr"})
 #: data object -> {config key -> {row -> snapshot parts}}; weak keys so a dropped dataset frees its cache
@@ -244,6 +249,7 @@ class RowArrays:
         self._block: np.ndarray | None = None  # the block batches are carved from (:meth:`carve`)
         self._block_ro: memoryview | None = None
         self._block_used = 0
+        self._spares: list[np.ndarray] = []  # buffers of batches past the budget (:meth:`carve`)
         self._row_max = 0  # bytes of the largest row kept
 
     def get(self, t: int) -> dict[str, np.ndarray] | None:
@@ -295,28 +301,54 @@ class RowArrays:
     def carve(self, specs: list[tuple[tuple[int, ...], Any]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """New arrays of the given (shape, dtype), uninitialised: carved from a block of about
         :data:`ROW_BLOCK_BYTES` (at most an eighth of the budget) while the budget has room for the block,
-        else allocated alone (a transient batch: freed when no longer used). Speed only: one large
-        allocation, transparent huge pages where the system offers them, instead of one page fault per 4 kB
-        of each row. Each as a pair: a writeable array to fill, and a read-only array over the same memory to
-        store (no view of it can be made writeable). Bytes count when stored (:meth:`put_rows`)."""
-        sizes = [-(-int(np.prod(shape)) * np.dtype(dtype).itemsize // 64) * 64 for shape, dtype in specs]
+        else (a transient batch) from a buffer of a past transient batch that nothing references any more, or
+        a new one (:meth:`_spare`). Speed only: one large allocation, transparent huge pages where the system
+        offers them, instead of one page fault per 4 kB of each row; past the budget, no fresh pages (their
+        faults and zeroing) per batch. Each as a pair: a writeable array to fill, and a read-only array over
+        the same memory to store (no view of it can be made writeable). Bytes count when stored
+        (:meth:`put_rows`)."""
+        sizes = [-(-math.prod(shape) * np.dtype(dtype).itemsize // 64) * 64 for shape, dtype in specs]
         need = sum(sizes)
         block = self._block
         if block is None or self._block_used + need > block.nbytes:
             size = max(1, min(ROW_BLOCK_BYTES, self.max_bytes // 8) // need) * need
             if not self.fits(size):
-                return [(a, a.view()) for a in (np.empty(shape, dtype) for shape, dtype in specs)]
+                return self._cut(*self._spare(need), 0, specs, sizes)
             block = np.empty(size, np.uint8)
             self._block, self._block_used = block, 0
             self._block_ro = memoryview(block).toreadonly()
+        out = self._cut(block, self._block_ro, self._block_used, specs, sizes)
+        self._block_used += need
+        return out
+
+    @staticmethod
+    def _cut(block: np.ndarray, block_ro: memoryview | None, at: int, specs: list, sizes: list[int]) -> list:
+        """The (fill, read-only) pairs of ``specs`` from ``block`` at byte ``at``; the read-only arrays over
+        ``block_ro``, or (None: a spare buffer, made read-only when stored) views of ``block``."""
         out = []
         for (shape, dtype), size in zip(specs, sizes):
-            count = int(np.prod(shape))
-            a = self._block_used
-            fill = block[a:a + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
-            out.append((fill, np.frombuffer(self._block_ro, dtype, count, a).reshape(shape)))
-            self._block_used += size
+            count = math.prod(shape)
+            fill = block[at:at + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+            ro = (fill.view() if block_ro is None else np.frombuffer(block_ro, dtype, count, at).reshape(shape))
+            out.append((fill, ro))
+            at += size
         return out
+
+    def _spare(self, need: int) -> tuple[np.ndarray, None]:
+        """A buffer of at least ``need`` bytes for a batch past the budget: one of the last :data:`ROW_SPARES`
+        such buffers that no array references any more (every view of it, the cache's and those an observation
+        handed out, holds the buffer itself: its reference count), made writeable again, else a new one. A
+        stored batch makes its buffer read-only (:meth:`put_rows`), so no view of it can be made writeable."""
+        spares = self._spares
+        for k in range(len(spares) - 1, -1, -1):  # the most recently used first (the likeliest still in cache)
+            buf = spares[k]
+            if buf.nbytes >= need and sys.getrefcount(buf) <= 3:  # the list, this loop, the call's argument
+                spares.append(spares.pop(k))
+                buf.flags.writeable = True
+                return buf, None
+        buf = np.empty(need, np.uint8)
+        self._spares = [*spares[1 - ROW_SPARES:], buf]
+        return buf, None
 
     @staticmethod
     def _owner(value: np.ndarray) -> np.ndarray:
@@ -349,6 +381,7 @@ class RowArrays:
         self.transient = {}
         self._owners.clear()
         self._block = self._block_ro = None
+        self._spares = []
         self.nbytes = 0
 
 
@@ -555,32 +588,34 @@ class MarketView:
         cache[t] = parts
         return parts
 
-    def _table(self) -> dict[str, Any] | None:
+    def table(self) -> dict[str, Any] | None:
         """:func:`row_table` of this view (built on first use, shared per dataset and config), or None when a
         subclass changes the per-row rules (its rows are computed one by one)."""
         cls = type(self)
         if (cls.available_at is not MarketView.available_at or cls.regime_at is not MarketView.regime_at
                 or cls.window_rows is not MarketView.window_rows or int(self.config.regime_days) < 1):
             return None
-        key = ("row_table", *self._row_cache_key)
-        table = self._shared.get(key)
-        if table is None:
-            table = self._shared[key] = row_table(self)
-        return table
+        return self.shared("row_table", lambda: row_table(self), per_config=True)
+
+    def shared(self, name: Hashable, compute: Callable[[], Any], per_config: bool = False) -> Any:
+        """``compute()``, computed once per dataset (``per_config``: per dataset and window config) and shared
+        by every view of it (:data:`SHARED_CACHES`); keep it read-only."""
+        key = (name, *self._row_cache_key) if per_config else name
+        value = self._shared.get(key)
+        if value is None:
+            value = self._shared[key] = compute()
+        return value
 
     def _timestamps(self) -> list:
         """``self.dates`` as a list of Timestamps (built once per dataset: indexing the index costs more)."""
-        stamps = self._shared.get("timestamps")
-        if stamps is None:
-            stamps = self._shared["timestamps"] = self.dates.tolist()
-        return stamps
+        return self.shared("timestamps", self.dates.tolist)
 
     def _compute_row_parts(self, t: int) -> dict:
         config = self.config
         td = t - 1 if config.as_of == "previous_close" else t
         if td < 0:
             raise ValueError("no data before the first decision date")
-        table = self._table()
+        table = self.table()
         if table is not None:  # the row of the per-dataset table (read-only views)
             lo, hi = int(table["lo"][td]), int(table["hi"][td])
             return {
@@ -674,7 +709,7 @@ class MarketView:
         :func:`~.correlation.obs_corr_rows`; at most :data:`ROW_BATCH_BYTES` and a quarter of the budget), and
         store them. The values are those of the per-row path (tested). False (nothing done) without the
         compiled kernels or the per-dataset table (a subclass's rules), or before the first return row."""
-        table = self._table() if jit_enabled() else None
+        table = self.table() if jit_enabled() else None
         if table is None:
             return False
         shift = 1 if self.config.as_of == "previous_close" else 0
@@ -714,27 +749,31 @@ class MarketView:
         if with_corr:
             from quantgym.envs.portbench.optimize import single_thread_blas  # lazy: optimize imports scipy
 
-            with single_thread_blas():
-                (obs, obs_ro), = more
-                if n >= ROLLING_MIN_N:  # wide: cross products rolled along the rows (speed only, within 1e-12)
-                    if self._rolling is None:
-                        self._rolling = RollingCross(self.returns0, table["lo"], table["hi"])
-                    todo = [not obs_corr_rolled(win[k], z[k], int(n_rows[k]), self._rolling, int(td[k]), obs[k])
-                            for k in range(b)]
-                else:
+            (obs, obs_ro), = more
+            if n >= ROLLING_MIN_N:  # wide: cross products rolled along the rows (speed only, within 1e-12)
+                if self._rolling is None:  # (its products single-threaded, like those below)
+                    self._rolling = RollingCross(self.returns0, table["lo"], table["hi"], blas=single_thread_blas)
+                todo = [not obs_corr_rolled(win[k], z[k], int(n_rows[k]), self._rolling, int(td[k]), obs[k])
+                        for k in range(b)]
+            else:
+                with single_thread_blas():
                     todo = obs_corr_rows(win, z, n_rows, self._scratch("sxy", obs.shape), obs)[1]
-                for k, u in enumerate(rows):
-                    out[u]["obs_corr"] = (obs_ro[k] if not todo[k] else
-                                          corr_and_obs(win[k, : n_rows[k]], corr=False, obs=True)[1])
+            for k, u in enumerate(rows):
+                if not todo[k]:
+                    out[u]["obs_corr"] = obs_ro[k]
+                    continue
+                with single_thread_blas():
+                    out[u]["obs_corr"] = corr_and_obs(win[k, : n_rows[k]], corr=False, obs=True)[1]
         arrays.put_rows(out)
         return True
 
     def _scratch(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """A float64 work array of ``shape``, reused by this view's batches (never handed out)."""
         a = self._work.get(name)
-        if a is None or a.size < int(np.prod(shape)):
-            a = self._work[name] = np.empty(int(np.prod(shape)))
-        return a[:int(np.prod(shape))].reshape(shape)
+        size = math.prod(shape)
+        if a is None or a.size < size:
+            a = self._work[name] = np.empty(size)
+        return a[:size].reshape(shape)
 
     def class_corr(self, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(intra (6,), inter (6, 6)) class correlations of decision row ``t`` (:func:`~.correlation.class_correlations`),

@@ -106,39 +106,33 @@ def _small_rows(view) -> dict | None:
 
     ``{entry: (T, N) read-only array, "clipped": {entry: (T,) counts outside the bounds}, "shift": decision row
     − data row}``. An entry with nothing to clip or replace is the table's own array."""
-    table = view._table()
+    table = view.table()
     if table is None:
         return None
-    key = ("obs_small", *view._row_cache_key)
-    out = view._shared.get(key)
-    if out is not None:
+
+    def compute() -> dict:
+        out = {"clipped": {}, "shift": 1 if view.config.as_of == "previous_close" else 0}
+        for k in _ROW_CLIPPED:
+            x = table[k]
+            counts = np.count_nonzero((x < BOUNDS[k][0]) | (x > BOUNDS[k][1]), axis=1)
+            if k == "price":
+                x = np.nan_to_num(x, nan=0.0)
+            out[k] = np.clip(x, *BOUNDS[k]) if counts.any() else x
+            out["clipped"][k] = counts
+        out["available"] = table["available"].astype(np.int8)
+        out["macro_mask"] = table["macro_mask"].astype(np.int8)
+        for k in _SMALL_ROWS:
+            out[k].flags.writeable = False
         return out
-    shift = 1 if view.config.as_of == "previous_close" else 0
-    out = {"clipped": {}, "shift": shift}
-    for k in _ROW_CLIPPED:
-        x = table[k]
-        counts = np.count_nonzero((x < BOUNDS[k][0]) | (x > BOUNDS[k][1]), axis=1)
-        if k == "price":
-            x = np.nan_to_num(x, nan=0.0)
-        out[k] = np.clip(x, *BOUNDS[k]) if counts.any() else x
-        out["clipped"][k] = counts
-    out["available"] = table["available"].astype(np.int8)
-    out["macro_mask"] = table["macro_mask"].astype(np.int8)
-    for k in _SMALL_ROWS:
-        out[k].flags.writeable = False
-    view._shared[key] = out
-    return out
+
+    return view.shared("obs_small", compute, per_config=True)
 
 
 def _returns_outside(view) -> bool:
     """Whether any return of ``view``'s dataset lies outside the observation's bounds (else no window has a
     clipped value); computed once per dataset."""
-    shared = view._shared
-    key = ("returns_outside", BOUNDS["returns"])
-    out = shared.get(key)
-    if out is None:
-        out = shared[key] = _outside(view.returns, "returns") > 0
-    return out
+    return view.shared(("returns_outside", BOUNDS["returns"]),
+                       lambda: bool(_outside(view.returns, "returns") > 0))
 
 
 def _read_only_views(out: dict[str, Any]) -> dict[str, Any]:
