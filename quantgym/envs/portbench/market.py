@@ -313,6 +313,9 @@ class RowArrays:
         if block is None or self._block_used + need > block.nbytes:
             size = max(1, min(ROW_BLOCK_BYTES, self.max_bytes // 8) // need) * need
             if not self.fits(size):
+                # a transient batch: it replaces the last one, dropped first, so that the last one's buffer is
+                # free again (the one most likely in cache) unless an observation still holds a view of it
+                self.transient = {}
                 return self._cut(*self._spare(need), 0, specs, sizes)
             block = np.empty(size, np.uint8)
             self._block, self._block_used = block, 0
