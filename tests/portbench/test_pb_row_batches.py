@@ -155,3 +155,29 @@ def test_observations_kept_through_a_wide_pass_past_the_budget_keep_their_values
     for t in rows:
         assert _same(kept[t], fresh.row_array(t, "obs_corr")), t
     assert all(_same(v, fresh.row_array(t, "obs_corr")) for t, v in zip(range(730, 740), dropped))
+
+
+@pytest.mark.parametrize("keep_last", [False, True], ids=["drops", "keeps-last"])
+def test_a_pass_past_the_budget_writes_its_observations_into_one_or_two_buffers(monkeypatch, keep_last):
+    """Past the row cache's budget nothing but the caller holds a date's arrays once the next date is computed
+    (the cache drops its transient batch, the env its last row entries first): a caller who drops each
+    observation before the next step gets every date's correlation in one buffer (the one still in cache), a
+    caller who keeps the last one through the step in two; the first pass and the next alike."""
+    from quantgym.envs.portbench.correlation_rolling import ROLLING_MIN_N
+    from quantgym.envs.portbench.env import PortBenchEnv
+
+    monkeypatch.setattr(market, "ROW_CACHE_BYTES", 2**20)
+    n = ROLLING_MIN_N
+    env = PortBenchEnv(period={"start": "2019-01-01", "end": "2019-12-31", "freq": "daily"}, scoring=False,
+                       data=synthetic_data(n, seed=6))
+    action = {"views": np.zeros(n), "signals": np.ones(n, np.int64), "weights": np.full(n, 1.0 / n), "status": 0}
+    for _ in range(2):
+        env.reset(seed=0)
+        buffers, last = [], None
+        for _ in range(60):
+            obs = env.step(action)[0]
+            buffers.append(obs["corr"].__array_interface__["data"][0])
+            last = obs if keep_last else None
+            del obs
+        assert len(set(buffers[5:])) == (2 if keep_last else 1), buffers
+        del last

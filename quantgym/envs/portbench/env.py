@@ -393,6 +393,9 @@ class PortBenchEnv(gym.Env):
         """Build the snapshot of the current decision row and its ground truth."""
         sim = self.sim
         t = sim.t
+        # the last decision's row entries are let go before this row's are computed: past the row cache's
+        # budget, the memory under them is then free for this row's (unless the caller still holds them)
+        self._obs_row = None
         self.nav_pre = sim.nav
         # what the policy sees of its own book is as of the snapshot's close (spec §1.7): with
         # as_of="previous_close", the NAV and drifted weights of the day before, not the decision day's
