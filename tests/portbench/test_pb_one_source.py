@@ -76,6 +76,32 @@ def test_resolve_period_owns_the_start_end_freq_grammar():
     assert not any(hasattr(ev, n) for n in ("parse_period", "period_label", "_PERIOD_RE"))
 
 
+@pytest.mark.parametrize("period, needle", [
+    ({"start": "2016-01-01", "end": "2016-12-31", "frequency": "daily"}, "unknown key(s) ['frequency']"),
+    ({"start": "2016-01-01", "end": "2016-12"}, "end '2016-12' is not a YYYY-MM-DD date"),
+    ({"start": "2016-13-01", "end": "2016-12-31"}, "start '2016-13-01' is not a YYYY-MM-DD date"),
+    ({"start": "2016-02-30", "end": "2016-12-31"}, "start '2016-02-30' is not a YYYY-MM-DD date"),
+    ({"start": "2016-06-01", "end": "2016-03-01"}, "the end is before the start"),
+])
+def test_a_dict_period_is_checked_like_the_string_form(period, needle):
+    """A typo in a dict period is a one-line error, never a silently different window (an ignored key used to
+    fall back to monthly decisions; a partial date to another end)."""
+    with pytest.raises(ValueError) as err:
+        config.resolve_period(period)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_dict_period_takes_dates_and_timestamps():
+    import datetime
+
+    import pandas as pd
+
+    per = config.resolve_period({"start": datetime.date(2016, 1, 4), "end": pd.Timestamp("2016-06-30"),
+                                 "freq": "weekly"})
+    assert (per.start, per.end, per.freq, per.name) == ("2016-01-04", "2016-06-30", "weekly",
+                                                         "2016-01-04_2016-06-30_weekly")
+
+
 # ------------------------------------------------------------------------------------------ §7.2 gate
 #: drawdowns on both sides of a 10 % tolerance (the 1e-12 slack of within_tolerance included)
 MDDS = {"normal_2024": -0.30, "china_2015": -0.10 - 5e-13, "covid_2020": -0.05, "crypto_2022": -0.1000001}

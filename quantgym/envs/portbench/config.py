@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from quantgym.config import Config
 from quantgym.models import ImportableModel
@@ -216,14 +216,31 @@ def resolve_period(period: str | dict | Period | LivePeriod) -> Period | LivePer
         missing = {"start", "end"} - set(period)
         if missing:
             raise ValueError(f"custom period needs keys 'start' and 'end' (missing {sorted(missing)})")
+        unknown = sorted(map(str, set(period) - {"start", "end", "freq", "name", "label"}))
+        if unknown:
+            raise ValueError(f"custom period: unknown key(s) {unknown}; valid: start, end, freq, name, label")
         freq = period.get("freq", "monthly")
         if freq not in ("monthly", "weekly", "daily"):
             raise ValueError(f"period freq must be 'monthly', 'weekly' or 'daily', got {freq!r}")
-        if str(period["end"]) < str(period["start"]):  # ISO dates compare as text
-            raise ValueError(f"period {period['start']}:{period['end']}: the end is before the start")
-        name = period.get("name") or f"{period['start']}_{period['end']}_{freq}"
-        return Period(name, str(period["start"]), str(period["end"]), freq, period.get("label", ""))
+        start, end = (_iso_date(period[k], k) for k in ("start", "end"))
+        if end < start:  # ISO dates compare as text
+            raise ValueError(f"period {start}:{end}: the end is before the start")
+        name = period.get("name") or f"{start}_{end}_{freq}"
+        return Period(name, start, end, freq, period.get("label", ""))
     raise ValueError(f"period must be a name, a dict or a Period, got {type(period).__name__}")
+
+
+def _iso_date(value: Any, key: str) -> str:
+    """A custom period's ``start`` / ``end`` as ``YYYY-MM-DD``: a date (or datetime, Timestamp) or such a string;
+    anything else raises a one-line ValueError."""
+    if isinstance(value, _dt.datetime):
+        value = value.date()
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    try:
+        return _dt.date.fromisoformat(str(value)).isoformat()
+    except ValueError:
+        raise ValueError(f"custom period: {key} {value!r} is not a YYYY-MM-DD date") from None
 
 
 @dataclass(frozen=True)

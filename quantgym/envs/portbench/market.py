@@ -12,7 +12,6 @@ snapshot built from it share the window and availability rules, which must not d
 from __future__ import annotations
 
 import math
-import sys
 import weakref
 from dataclasses import dataclass, field
 from functools import partial
@@ -249,7 +248,7 @@ class RowArrays:
         self._block: np.ndarray | None = None  # the block batches are carved from (:meth:`carve`)
         self._block_ro: memoryview | None = None
         self._block_used = 0
-        self._spares: list[np.ndarray] = []  # buffers of batches past the budget (:meth:`carve`)
+        self._spares: list[list] = []  # buffers of batches past the budget (:meth:`_spare`)
         self._row_max = 0  # bytes of the largest row kept
 
     def get(self, t: int) -> dict[str, np.ndarray] | None:
@@ -301,8 +300,8 @@ class RowArrays:
     def carve(self, specs: list[tuple[tuple[int, ...], Any]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """New arrays of the given (shape, dtype), uninitialised: carved from a block of about
         :data:`ROW_BLOCK_BYTES` (at most an eighth of the budget) while the budget has room for the block,
-        else (a transient batch) from a buffer of a past transient batch that nothing references any more, or
-        a new one (:meth:`_spare`). Speed only: one large allocation, transparent huge pages where the system
+        else (a transient batch) from a buffer of a past transient batch that no array references any more,
+        or a new one (:meth:`_spare`). Speed only: one large allocation, transparent huge pages where the system
         offers them, instead of one page fault per 4 kB of each row; past the budget, no fresh pages (their
         faults and zeroing) per batch. Each as a pair: a writeable array to fill, and a read-only array over
         the same memory to store (no view of it can be made writeable). Bytes count when stored
@@ -316,7 +315,9 @@ class RowArrays:
                 # a transient batch: it replaces the last one, dropped first, so that the last one's buffer is
                 # free again (the one most likely in cache) unless an observation still holds a view of it
                 self.transient = {}
-                return self._cut(*self._spare(need), 0, specs, sizes)
+                spare = self._spare(need)
+                spare[2] = []
+                return self._cut(spare[0], spare[1], 0, specs, sizes, spare[2])
             block = np.empty(size, np.uint8)
             self._block, self._block_used = block, 0
             self._block_ro = memoryview(block).toreadonly()
@@ -325,33 +326,37 @@ class RowArrays:
         return out
 
     @staticmethod
-    def _cut(block: np.ndarray, block_ro: memoryview | None, at: int, specs: list, sizes: list[int]) -> list:
-        """The (fill, read-only) pairs of ``specs`` from ``block`` at byte ``at``; the read-only arrays over
-        ``block_ro``, or (None: a spare buffer, made read-only when stored) views of ``block``."""
+    def _cut(block: np.ndarray, block_ro: memoryview, at: int, specs: list, sizes: list[int],
+             track: list | None = None) -> list:
+        """The (fill, read-only) pairs of ``specs`` from ``block`` at byte ``at``, the read-only arrays over
+        ``block_ro``; ``track``: gets a weak reference to each array every view of a read-only one holds (its
+        ``np.frombuffer`` array: numpy stops a view's base at the first array whose base is not an array)."""
         out = []
         for (shape, dtype), size in zip(specs, sizes):
             count = math.prod(shape)
             fill = block[at:at + count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
-            ro = (fill.view() if block_ro is None else np.frombuffer(block_ro, dtype, count, at).reshape(shape))
-            out.append((fill, ro))
+            whole = np.frombuffer(block_ro, dtype, count, at)
+            if track is not None:
+                track.append(weakref.ref(whole))
+            out.append((fill, whole.reshape(shape)))
             at += size
         return out
 
-    def _spare(self, need: int) -> tuple[np.ndarray, None]:
-        """A buffer of at least ``need`` bytes for a batch past the budget: one of the last :data:`ROW_SPARES`
-        such buffers that no array references any more (every view of it, the cache's and those an observation
-        handed out, holds the buffer itself: its reference count), made writeable again, else a new one. A
-        stored batch makes its buffer read-only (:meth:`put_rows`), so no view of it can be made writeable."""
+    def _spare(self, need: int) -> list:
+        """``[buffer, its read-only memoryview, weak references]`` of at least ``need`` bytes for a batch past the
+        budget: one of the last :data:`ROW_SPARES` such buffers none of whose read-only arrays is alive any more
+        (weak references: every view of one, the cache's and those an observation handed out, keeps it
+        alive), else a new one."""
         spares = self._spares
         for k in range(len(spares) - 1, -1, -1):  # the most recently used first (the likeliest still in cache)
-            buf = spares[k]
-            if buf.nbytes >= need and sys.getrefcount(buf) <= 3:  # the list, this loop, the call's argument
+            spare = spares[k]
+            if spare[0].nbytes >= need and all(ref() is None for ref in spare[2]):
                 spares.append(spares.pop(k))
-                buf.flags.writeable = True
-                return buf, None
+                return spare
         buf = np.empty(need, np.uint8)
-        self._spares = [*spares[1 - ROW_SPARES:], buf]
-        return buf, None
+        spare = [buf, memoryview(buf).toreadonly(), []]
+        self._spares = [*spares[1 - ROW_SPARES:], spare]
+        return spare
 
     @staticmethod
     def _owner(value: np.ndarray) -> np.ndarray:
