@@ -200,7 +200,7 @@ def test_a_missing_rl_extra_is_one_line_not_a_traceback(args, monkeypatch, tmp_p
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
     lines = [line for line in r.output.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "pip install 'quantgym[rl]'" in lines[0] and "Traceback" not in r.output
+    assert len(lines) == 1 and "pip install -e '.[rl]'" in lines[0] and "Traceback" not in r.output
     assert not (tmp_path / "o").exists()
 
 

@@ -234,6 +234,16 @@ def test_obs_keys_unknown_is_a_one_line_error(bad):
     assert "\n" not in str(e.value)
 
 
+def test_obs_keys_empty_is_the_prompt_alone_or_a_one_line_error():
+    with pytest.raises(ValueError, match="observation would hold nothing") as e:
+        PortBenchEnv(period="covid_2020", obs_keys=[])
+    assert "\n" not in str(e.value)
+    env = PortBenchEnv(period="covid_2020", obs_keys=[], text_obs=True)
+    obs, _ = env.reset(seed=0)
+    assert tuple(obs) == ("prompt",) and isinstance(obs["prompt"], str) and len(obs["prompt"]) > 100
+    assert env.observation_space.contains(obs)
+
+
 @pytest.mark.parametrize("shape", [(60, 1000), (60, 80), (5, 3), (61, 333), (1, 10)])
 def test_window_statistics_compiled_are_the_numpy_bits(shape):
     rng = np.random.default_rng(shape[1])

@@ -15,7 +15,7 @@ from tests.rl import NEEDS_RL
 
 def test_missing_extra_message_text():
     msg = missing_extra_message(ModuleNotFoundError("No module named 'torch'", name="torch"))
-    assert "pip install 'quantgym[rl]'" in msg and "(torch missing)" in msg
+    assert "pip install -e '.[rl]'" in msg and "(torch missing)" in msg
     assert "https://download.pytorch.org/whl/cpu" in msg and "pip install torch==2.13.0" in msg
     assert TORCH_CPU_HINT in msg and "\n" not in msg
 
@@ -27,7 +27,7 @@ def test_train_without_the_extra_prints_the_full_hint(monkeypatch, tmp_path):
     r = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "t"), "--timesteps", "1"])
     assert r.exit_code == 2
     out = r.output
-    assert "pip install 'quantgym[rl]'" in out  # [rl] survives (was printed as pip install 'quantgym')
+    assert "pip install -e '.[rl]'" in out  # [rl] survives (was printed as pip install 'quantgym')
     assert "download.pytorch.org/whl/cpu" in out and "torch==2.13.0" in out
     assert len([ln for ln in out.splitlines() if ln.strip()]) == 1 and "Traceback" not in out
 

@@ -202,8 +202,9 @@ def _rolled_obs_corr(s, zr, sign, cnt, pid, sx, sx_t, var, out):  # pragma: no c
     inv_n = np.zeros(n_pat)  # row i: 1/n, 0 where n < 2
     scale = np.zeros(n_pat)  # row i: r[i, q], 0 where n < 2
     c = np.zeros(4)
-    z0 = zr[0] if fused else sx_t[0, :0]  # (not read unless fused)
-    z1 = zr[1] if fused else z0
+    unused = np.empty(0)  # z0, z1 when not fused: _finish_rows reads them only when fused
+    z0 = zr[0] if fused else unused
+    z1 = zr[1] if fused else unused
     for i in others:
         s_row = s[i]
         o_row = out[i]

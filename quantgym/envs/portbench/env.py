@@ -78,8 +78,9 @@ class PortBenchEnv(gym.Env):
     step reads all three. Entries of unavailable assets are ignored (weights on them are dropped).
 
     ## Observation Space
-    ``Dict`` of float64 arrays (spec §11.2): ``returns`` (L, N) window oldest first (missing → 0),
-    ``returns_mask`` (L, N), ``price``, ``trailing_return``, ``ann_vol`` (N,), ``corr`` (N, N)
+    ``Dict`` (spec §11.2) of float64 arrays, but for the masks and ``available`` (int8 0/1), ``class_id``
+    and ``prev_signals`` (int64), ``regime`` and ``stage`` (int): ``returns`` (L, N) window oldest first
+    (missing → 0), ``returns_mask`` (L, N), ``price``, ``trailing_return``, ``ann_vol`` (N,), ``corr`` (N, N)
     (NaN/unavailable → 0 off-diagonal), ``class_id`` (N,), ``available`` (N,), ``weights`` (N,) drifted
     current weights, ``nav`` (1,) = NAV / initial NAV, ``macro`` (17,) and ``macro_mask``, ``regime``
     (0 bull, 1 bear, 2 sideways, 3 crisis), ``stage`` (0 S1, 1 S2, 2 S3), ``prev_views``,
@@ -250,6 +251,8 @@ class PortBenchEnv(gym.Env):
         self.reward_kind = reward
         self.scoring = bool(scoring)
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
+        if not self.obs_keys and not self.text_obs:
+            raise ValueError("obs_keys is empty and text_obs is False: the observation would hold nothing")
         self.text_provider = text_provider
         self.render_mode = render_mode
         self.view = mode.view(self.data, config)

@@ -225,6 +225,15 @@ def _regimes(view: "MarketView", dates64: np.ndarray) -> np.ndarray:
     return labels
 
 
+@dataclass(slots=True)
+class _Spare:
+    """A buffer for batches past the budget (:meth:`RowArrays._spare`)."""
+
+    buf: np.ndarray  # uint8
+    ro: memoryview  # read-only, over ``buf``: the stored arrays are made over it
+    refs: list  # weak references to the ``np.frombuffer`` arrays of the batch last carved from it
+
+
 class RowArrays:
     """Cache of large per-row arrays within a byte budget (speed only: a row not kept is recomputed, to the same
     values).
@@ -248,7 +257,7 @@ class RowArrays:
         self._block: np.ndarray | None = None  # the block batches are carved from (:meth:`carve`)
         self._block_ro: memoryview | None = None
         self._block_used = 0
-        self._spares: list[list] = []  # buffers of batches past the budget (:meth:`_spare`)
+        self._spares: list[_Spare] = []  # buffers of batches past the budget (:meth:`_spare`)
         self._row_max = 0  # bytes of the largest row kept
 
     def get(self, t: int) -> dict[str, np.ndarray] | None:
@@ -272,7 +281,9 @@ class RowArrays:
                 value.flags.writeable = False
                 owner = self._owner(value)
                 if owner is value.base and not isinstance(owner.base, memoryview) and owner is not self._block:
-                    owner.flags.writeable = False  # a view of a writeable array could be made writeable again
+                    # a view of a plain writeable array (not carved: a carved array's base is a read-only
+                    # memoryview already) could be made writeable again through its base: freeze the base too
+                    owner.flags.writeable = False
                 if id(owner) not in self._owners:
                     owners[id(owner)] = owner.nbytes
         # a new row is kept only with room for it to grow to the largest row kept so far
@@ -316,8 +327,8 @@ class RowArrays:
                 # free again (the one most likely in cache) unless an observation still holds a view of it
                 self.transient = {}
                 spare = self._spare(need)
-                spare[2] = []
-                return self._cut(spare[0], spare[1], 0, specs, sizes, spare[2])
+                spare.refs.clear()
+                return self._cut(spare.buf, spare.ro, 0, specs, sizes, spare.refs)
             block = np.empty(size, np.uint8)
             self._block, self._block_used = block, 0
             self._block_ro = memoryview(block).toreadonly()
@@ -342,19 +353,18 @@ class RowArrays:
             at += size
         return out
 
-    def _spare(self, need: int) -> list:
-        """``[buffer, its read-only memoryview, weak references]`` of at least ``need`` bytes for a batch past the
-        budget: one of the last :data:`ROW_SPARES` such buffers none of whose read-only arrays is alive any more
-        (weak references: every view of one, the cache's and those an observation handed out, keeps it
-        alive), else a new one."""
+    def _spare(self, need: int) -> _Spare:
+        """A buffer of at least ``need`` bytes for a batch past the budget: one of the last :data:`ROW_SPARES`
+        such buffers none of whose read-only arrays is alive any more (weak references: every view of one,
+        the cache's and those an observation handed out, keeps it alive), else a new one."""
         spares = self._spares
         for k in range(len(spares) - 1, -1, -1):  # the most recently used first (the likeliest still in cache)
             spare = spares[k]
-            if spare[0].nbytes >= need and all(ref() is None for ref in spare[2]):
+            if spare.buf.nbytes >= need and all(ref() is None for ref in spare.refs):
                 spares.append(spares.pop(k))
                 return spare
         buf = np.empty(need, np.uint8)
-        spare = [buf, memoryview(buf).toreadonly(), []]
+        spare = _Spare(buf, memoryview(buf).toreadonly(), [])
         self._spares = [*spares[1 - ROW_SPARES:], spare]
         return spare
 

@@ -17,7 +17,7 @@ from typing import Any
 #: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
 TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
                   "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
-EXTRA_HINT = f"stable-baselines3 and torch are needed: pip install 'quantgym[rl]'; {TORCH_CPU_HINT}"
+EXTRA_HINT = f"stable-baselines3 and torch are needed: pip install -e '.[rl]' in a clone; {TORCH_CPU_HINT}"
 
 
 def _sb3():

@@ -23,7 +23,7 @@ def _split(v: Optional[str]) -> list[str]:
 def missing_extra_message(exc: ImportError) -> str:
     """The one-line message of ``quantgym train`` when stable-baselines3 / torch cannot be imported."""
     what = getattr(exc, "name", None) or str(exc)
-    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): pip install 'quantgym[rl]'; "
+    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): pip install -e '.[rl]' in a clone; "
             f"{TORCH_CPU_HINT} ({what} missing)")
 
 
