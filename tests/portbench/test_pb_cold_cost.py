@@ -244,6 +244,20 @@ def test_obs_keys_empty_is_the_prompt_alone_or_a_one_line_error():
     assert env.observation_space.contains(obs)
 
 
+def test_check_obs_keys_is_the_one_validator():
+    from quantgym.envs.portbench.observation import check_obs_keys
+
+    assert check_obs_keys(None) == OBS_KEYS
+    assert check_obs_keys(["nav", "corr"]) == ("corr", "nav")  # OBS_KEYS order
+    assert check_obs_keys([], text_obs=True) == ()
+    with pytest.raises(ValueError, match="would hold nothing"):
+        check_obs_keys(())
+    # stagewise episodes carry the prompt unless text_obs=False says otherwise
+    PortBenchEnv(period="covid_2020", obs_keys=[], stagewise=True).close()
+    with pytest.raises(ValueError, match="would hold nothing"):
+        PortBenchEnv(period="covid_2020", obs_keys=[], stagewise=True, text_obs=False)
+
+
 @pytest.mark.parametrize("shape", [(60, 1000), (60, 80), (5, 3), (61, 333), (1, 10)])
 def test_window_statistics_compiled_are_the_numpy_bits(shape):
     rng = np.random.default_rng(shape[1])

@@ -228,7 +228,8 @@ class PortBenchEnv(gym.Env):
         if not (float(lam) >= 0.0):
             raise ValueError(f"lam (CEPS drop penalty) must be >= 0, got {lam}")
         #: the observation's entries (``obs_keys``, in OBS_KEYS order)
-        self.obs_keys: tuple[str, ...] = check_obs_keys(obs_keys)
+        self.obs_keys: tuple[str, ...] = check_obs_keys(
+            obs_keys, text_obs=bool(stagewise) if text_obs is None else bool(text_obs))
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if prompt_style is not None:
@@ -251,8 +252,6 @@ class PortBenchEnv(gym.Env):
         self.reward_kind = reward
         self.scoring = bool(scoring)
         self.text_obs = self.stagewise if text_obs is None else bool(text_obs)
-        if not self.obs_keys and not self.text_obs:
-            raise ValueError("obs_keys is empty and text_obs is False: the observation would hold nothing")
         self.text_provider = text_provider
         self.render_mode = render_mode
         self.view = mode.view(self.data, config)

@@ -30,12 +30,18 @@ BOUNDS = {"returns": (-1.0, 10.0), "price": (0.0, 1e7), "trailing_return": (-1.0
 _ROW_CLIPPED = ("price", "trailing_return", "ann_vol", "macro")
 
 
-def check_obs_keys(obs_keys: Sequence[str] | str | None) -> tuple[str, ...]:
-    """The observation's entries for ``obs_keys`` (None: all), in :data:`OBS_KEYS` order; an unknown key raises."""
+def check_obs_keys(obs_keys: Sequence[str] | str | None, text_obs: bool = False) -> tuple[str, ...]:
+    """The observation's entries for ``obs_keys`` (None: all), in :data:`OBS_KEYS` order.
+
+    Raises ValueError on an unknown key, and on an empty ``obs_keys`` without ``text_obs`` (the
+    observation would hold nothing).
+    """
     keys = OBS_KEYS if obs_keys is None else ((obs_keys,) if isinstance(obs_keys, str) else tuple(obs_keys))
     unknown = [k for k in keys if k not in OBS_KEYS]
     if unknown:
         raise ValueError(f"obs_keys: unknown {unknown} (the prompt follows text_obs); valid: {', '.join(OBS_KEYS)}")
+    if not keys and not text_obs:
+        raise ValueError("obs_keys is empty and text_obs is False: the observation would hold nothing")
     return tuple(k for k in OBS_KEYS if k in keys)
 
 

@@ -17,7 +17,9 @@ from typing import Any
 #: CPU-only machines: torch's CPU build first (the default wheel pulls the CUDA libraries) [project choice]
 TORCH_CPU_HINT = ("no GPU: install torch's CPU build first: pip install torch --index-url "
                   "https://download.pytorch.org/whl/cpu (or a local CPU wheel, e.g. pip install torch==2.13.0)")
-EXTRA_HINT = f"stable-baselines3 and torch are needed: pip install -e '.[rl]' in a clone; {TORCH_CPU_HINT}"
+#: how to install the 'rl' extra (quantgym installs from a clone, not from PyPI)
+RL_INSTALL = "pip install -e '.[rl]' in a clone"
+EXTRA_HINT = f"stable-baselines3 and torch are needed: {RL_INSTALL}; {TORCH_CPU_HINT}"
 
 
 def _sb3():
@@ -57,4 +59,4 @@ def __getattr__(name: str) -> Any:  # PEP 562: the tool-mode wrapper loads on fi
 
 
 __all__ = ["load_sb3_agent", "train_sb3", "make_sb3_vec_env", "ToolUsingAllocation", "ToolPolicy", "EXTRA_HINT",
-           "TORCH_CPU_HINT"]
+           "RL_INSTALL", "TORCH_CPU_HINT"]

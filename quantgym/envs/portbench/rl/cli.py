@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from quantgym.envs.portbench.config import BENCH_PERIODS
-from quantgym.envs.portbench.rl import TORCH_CPU_HINT
+from quantgym.envs.portbench.rl import RL_INSTALL, TORCH_CPU_HINT
 
 
 def _split(v: Optional[str]) -> list[str]:
@@ -23,7 +23,7 @@ def _split(v: Optional[str]) -> list[str]:
 def missing_extra_message(exc: ImportError) -> str:
     """The one-line message of ``quantgym train`` when stable-baselines3 / torch cannot be imported."""
     what = getattr(exc, "name", None) or str(exc)
-    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): pip install -e '.[rl]' in a clone; "
+    return (f"quantgym train needs the 'rl' extra (stable-baselines3, torch): {RL_INSTALL}; "
             f"{TORCH_CPU_HINT} ({what} missing)")
 
 
