@@ -9,8 +9,8 @@ Two commands:
         other, ``quantgym eval --agent openai:smollm2 --tools --concurrency 1`` on PortBench-Balanced-v0
         over normal_2024 and on QuantArena-OneShot-v0, with the floor's tool budget (TOOL_CONFIGS), then
         gzips the transcripts into examples/llm_floor/tools/<part>.jsonl.gz and writes
-        examples/llm_floor/tools/runs.json (each part's eval arguments, passed again to its replay; the
-        transcript's header records the same plan). ``--period`` runs PortBench
+        examples/llm_floor/tools/runs.json (each part's eval arguments; the transcript's header records the
+        same plan, so a replay needs no flags). ``--period`` runs PortBench
         over another period (a short smoke test, into a scratch ``--out``, never shipped); ``--resume OUT``
         reuses the answers of an interrupted run (or of a smoke test over normal_2024's first date, whose
         prompts are the same) as cache hits with their recorded latency.
@@ -167,13 +167,13 @@ def _first_calls_pt(calls: list[dict]) -> int:
 
 
 def _replay_tools(transcripts: Path, work: Path) -> dict[str, dict]:
-    """Replay each tool transcript through ``quantgym eval`` with its recorded arguments; {part: results.json}."""
-    runs = json.loads((transcripts / "runs.json").read_text())
+    """Replay each tool transcript through ``quantgym eval`` with no flags but the output folder (its header records
+    the plan, ``runs.json``'s arguments included); {part: results.json}."""
     out: dict[str, dict] = {}
     for f in sorted(transcripts.glob("*.jsonl.gz")):
         name = f.name[: -len(".jsonl.gz")]
         cmd = [sys.executable, "-c", "from quantgym.cli import app; app()", "eval", "--agent", f"replay:{f}",
-               "--out", str(work / name), "--no-plots", "--quiet", *runs[name]]
+               "--out", str(work / name), "--no-plots", "--quiet"]
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(f"replay of {f.name} failed: {(r.stdout + r.stderr).strip()[-800:]}")

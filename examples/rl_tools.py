@@ -1,7 +1,8 @@
 """An RL policy that reads PortBench through its point-in-time tools (docs/tools.md, "RL policies on the tool
 interface").
 
-    pip install torch==2.13.0 'quantgym[rl]'     # CPU torch first on a CPU-only machine
+    pip install torch --index-url https://download.pytorch.org/whl/cpu   # CPU-only machine: CPU torch first
+    pip install -e '.[rl]'                                               # in a clone of quantgym
     python examples/rl_tools.py [TIMESTEPS]
 
 1. Wrap the tool-mode env (stagewise=True, tools=True) in ToolUsingAllocation: a Box action either calls the
@@ -31,8 +32,13 @@ EVAL_PERIOD = {"start": "2020-02-03", "end": "2020-03-31", "freq": "weekly"}
 def main(timesteps: int = 256, seed: int = 0, verbose: bool = True) -> dict:
     """Train PPO on the tool interface and evaluate its mean action and its sampled actions (seeded):
     per evaluation, the result and its tool calls per stage and per tool."""
-    import torch
-    from stable_baselines3 import PPO
+    try:
+        import torch
+        from stable_baselines3 import PPO
+    except ModuleNotFoundError as exc:  # the 'rl' extra is missing: its install line, not a traceback
+        from quantgym.envs.portbench.rl import EXTRA_HINT
+
+        sys.exit(f"error: {EXTRA_HINT} ({exc.name} missing)")
 
     torch.set_num_threads(1)  # a small MLP: one thread is faster on a shared CPU, and the result is the same
     env = ToolUsingAllocation(gym.make(ENV_ID, period=TRAIN_PERIOD, stagewise=True, tools=True))

@@ -1,6 +1,7 @@
 """Train PPO on PortBench, evaluate it like the baselines, and look inside one episode.
 
-    pip install torch==2.13.0 'quantgym[rl]'     # CPU torch first on a CPU-only machine
+    pip install torch --index-url https://download.pytorch.org/whl/cpu   # CPU-only machine: CPU torch first
+    pip install -e '.[rl]'                                               # in a clone of quantgym
     python examples/train_ppo_portbench.py [TIMESTEPS]
 
 1. Train PPO (stable-baselines3) on random half-year weekly episodes of 2016-2023 with the four
@@ -18,14 +19,18 @@ import sys
 import gymnasium as gym
 
 import quantgym  # noqa: F401 - registers the env ids
+from quantgym._util import MissingExtraError
 from quantgym.evaluation import evaluate
 from quantgym.agents.registry import make_agent
 from quantgym.envs.portbench.rl import train_sb3
 from quantgym.envs.portbench.recording import RecordEpisode
 
 timesteps = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000
-res = train_sb3("ppo", "PortBench-Balanced-v0", timesteps=timesteps, seed=0, out_dir="results/example-ppo",
-                reward="log_return")
+try:
+    res = train_sb3("ppo", "PortBench-Balanced-v0", timesteps=timesteps, seed=0, out_dir="results/example-ppo",
+                    reward="log_return")
+except MissingExtraError as exc:  # the 'rl' extra is missing: its install line, not a traceback
+    sys.exit(f"error: {exc}")
 print(f"trained {timesteps} steps in {res['train_seconds']:.1f} s on windows {res['windows']}")
 
 ew = make_agent("equal_weight")

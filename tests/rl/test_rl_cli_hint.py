@@ -48,3 +48,20 @@ def test_cuda_build_without_a_gpu_is_one_line(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", None, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cuda_build_note() is None  # the CPU build: nothing to say
+
+
+def test_rl_examples_without_the_extra_exit_with_the_install_line():
+    """The two RL examples, run where torch and stable-baselines3 cannot be imported: exit 1 with one
+    ``error:`` line naming the 'rl' extra's install command, not a traceback."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for example in ("rl_tools.py", "train_ppo_portbench.py"):
+        code = ("import runpy, sys; sys.modules['torch'] = None; sys.modules['stable_baselines3'] = None; "
+                f"sys.argv = ['{example}', '8']; runpy.run_path('examples/{example}', run_name='__main__')")
+        r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 1, (example, r.stderr[-2000:])
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (example, r.stderr[-2000:])
+        assert rl_pkg.RL_INSTALL in lines[0] and "Traceback" not in r.stderr
