@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from quantgym.results import SectionResult, write_results
-from quantgym.cli_errors import check_out_dir, default_out, fail, make_out_dir
+from quantgym.cli_errors import RootGroup, check_out_dir, default_out, fail, make_out_dir
 from quantgym.cli_errors import out_dir as cli_out_dir
 from quantgym.cli_options import TaskCommand
 from quantgym._util import MissingExtraError
@@ -45,6 +45,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=RootGroup,  # one-line usage errors, plain --help (quantgym.cli_errors)
 )
 
 def _version(value: bool) -> None:

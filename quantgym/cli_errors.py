@@ -7,7 +7,10 @@ commands). Imports nothing heavy.
 - :func:`check_out_dir` refuses an ``--out`` that cannot be a results folder (an existing file, or a
   path below a file) before anything runs;
 - :func:`out_dir` creates the results folder and, when the command then fails, removes the folders it
-  created as long as nothing was written in them (a folder that existed before is never removed).
+  created as long as nothing was written in them (a folder that existed before is never removed);
+- :class:`RootGroup` is the ``quantgym`` command itself: click's own checks (a bad value, an unknown or
+  missing option) are the same one line, and every ``--help`` is click's plain text wrapped to the
+  terminal.
 """
 
 from __future__ import annotations
@@ -17,9 +20,15 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Iterator, NoReturn
+from typing import Any, Iterator, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.29 bundles its own click
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as _click_exc
 
 
 def one_line(msg: object) -> str:
@@ -117,4 +126,51 @@ def out_dir(out: Path, flag: str = "--out", results_only: bool = False) -> Itera
         raise
 
 
-__all__ = ["default_out", "fail", "one_line", "check_out_dir", "make_out_dir", "out_dir"]
+def _plain_help(command: object) -> None:
+    """Click's plain help for ``command`` and every command below it (rich's boxed tables cut option names
+    and defaults short at 80 columns)."""
+    command.rich_markup_mode = None  # type: ignore[attr-defined]
+    for sub in (getattr(command, "commands", None) or {}).values():
+        _plain_help(sub)
+
+
+class RootGroup(TyperGroup):
+    """The ``quantgym`` command (``typer.Typer(cls=RootGroup)``): click's usage errors (a bad value, an
+    unknown or missing option, a surplus argument) print as one line, ``error: <message> (see <command>
+    --help)``, with click's exit code 2, like :func:`fail`; every command's ``--help`` is click's plain text.
+    With ``standalone_mode=False`` (a caller that handles click's exceptions) it behaves as click's group."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        _plain_help(self)
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exc.NoArgsIsHelpError as exc:  # `quantgym` alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except _click_exc.ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            print(f"error: {one_line(exc.format_message())}{where}", file=sys.stderr, flush=True)
+            sys.exit(exc.exit_code)
+        except _click_exc.Abort:
+            print("Aborted!", file=sys.stderr, flush=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # a command's typer.Exit(code) arrives as its code
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands with their first sentence whole, wrapped to the terminal (click cuts it short at one
+        line)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+__all__ = ["default_out", "fail", "one_line", "check_out_dir", "make_out_dir", "out_dir", "RootGroup"]

@@ -84,10 +84,8 @@ def collect(attr: str, needs: str, values: dict[str, Any], wanted: list[str],
     return out
 
 
-def plain_help_command(optional_values: dict[str, tuple[str, ...]] | None = None) -> type:
-    """A typer command class whose ``--help`` is click's plain text (name, then the text wrapped to the
-    terminal) instead of rich's boxed table, which at 80 columns left a command with many options (``eval``)
-    a 16-column text column with ids cut short.
+def optional_value_command(optional_values: dict[str, tuple[str, ...]] | None = None) -> type:
+    """A typer command class whose options in ``optional_values`` take an optional value.
 
     ``optional_values`` maps an option (``"--blind"``) to the values it takes, the first being its value when
     given alone: ``--blind`` reads as ``--blind=blind`` unless the next argument is a value, not an option
@@ -98,11 +96,7 @@ def plain_help_command(optional_values: dict[str, tuple[str, ...]] | None = None
 
     optional = dict(optional_values or {})
 
-    class PlainHelpCommand(TyperCommand):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self.rich_markup_mode = None
-
+    class OptionalValueCommand(TyperCommand):
         def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
             out: list[str] = []
             i = 0
@@ -123,7 +117,7 @@ def plain_help_command(optional_values: dict[str, tuple[str, ...]] | None = None
                 i += 1
             return super().parse_args(ctx, out)
 
-    return PlainHelpCommand
+    return OptionalValueCommand
 
 
 class TaskCommand:
@@ -154,4 +148,4 @@ class TaskCommand:
         return {p.name: p.annotation for p in self._signature().parameters.values()}
 
 
-__all__ = ["plain_help_command", "declared", "param_name", "parameters", "collect", "TaskCommand"]
+__all__ = ["optional_value_command", "declared", "param_name", "parameters", "collect", "TaskCommand"]

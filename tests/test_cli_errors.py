@@ -213,3 +213,47 @@ def test_eval_refuses_a_bad_period_before_anything_runs(period, needle, tmp_path
                                  period, "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and needle in r.output and "start " not in r.output.replace(needle, "")
     assert len(r.output.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["eval", "-j", "0"], ["'--concurrency'", "greater than or equal to 1", "quantgym eval --help"]),
+    (["eval", "--agent", "equal_weight", "--repeats", "0"], ["'--repeats'", "quantgym eval --help"]),
+    (["bench", "--capital", "abc"], ["'--capital'", "valid number", "quantgym bench --help"]),
+    (["bench", "--nosuch"], ["No such option: --nosuch", "quantgym bench --help"]),
+    (["eval"], ["Missing option '--agent'"]),
+    (["nosuchcommand"], ["No such command 'nosuchcommand'", "quantgym --help"]),
+    (["report"], ["Missing argument", "quantgym report --help"]),
+])
+def test_clicks_own_checks_are_one_line_too(tmp_path, monkeypatch, args, needles):
+    """A bad value, an unknown or missing option or argument, caught by click before a command runs: the
+    same one ``error:`` line and exit code 2 as the commands' own checks, not a boxed usage block."""
+    monkeypatch.chdir(tmp_path)
+    line = run_bad(tmp_path, args, *needles)
+    assert line.startswith("error: ") and "╭" not in line
+
+
+def test_the_installed_command_prints_one_line_and_exits_2(tmp_path):
+    """The same through the console script's entry (``quantgym.cli:app``) in a fresh process."""
+    import subprocess
+    import sys
+
+    code = "import sys; from quantgym.cli import app; sys.argv = ['quantgym', 'eval', '-j', '0']; app()"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: Invalid value for '--concurrency'"), r.stderr
+
+
+def test_every_help_is_plain_text_within_80_columns():
+    """Every command's --help at 80 columns: click's plain text, no line wider than the terminal, no boxed
+    table cutting an option's name or default short, no value placeholder on a flag."""
+    from typer.main import get_command
+
+    root = get_command(app)
+    paths = [[]] + [[n] for n in root.commands] + [["data", n] for n in root.commands["data"].commands]
+    for path in paths:
+        r = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert r.exit_code == 0, (path, r.output)
+        assert r.output.startswith(f"Usage: quantgym {' '.join(path)}".rstrip()), (path, r.output[:200])
+        wide = [ln for ln in r.output.splitlines() if len(ln) > 80]
+        assert not wide, (path, wide[:3])
+        assert "╭" not in r.output and "…" not in r.output and "<bool>" not in r.output, (path, r.output)

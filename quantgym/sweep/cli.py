@@ -179,7 +179,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("report")
     def report(
-        results_dirs: list[Path] = typer.Argument(..., help="Results folders of bench / eval / sweep (any number)."),
+        results_dirs: list[Path] = typer.Argument(..., metavar="RESULTS_DIR",
+                                                  help="Results folders of bench / eval / sweep (any number)."),
         out: Path = typer.Option(..., "--out", "-o", help="Output folder for leaderboard.md/.html, summary.csv, img/."),
         title: str = typer.Option("quantgym leaderboard", "--title", help="Page title."),
     ) -> None:

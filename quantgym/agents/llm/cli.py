@@ -81,7 +81,7 @@ def _run_repeats(agent, plan, out_dir, repeats, concurrency, options, seed, cons
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command to ``app``."""
 
-    from quantgym.cli_options import TaskCommand, plain_help_command
+    from quantgym.cli_options import TaskCommand, optional_value_command
     from quantgym.tasks import iter_with
 
     def eval_cmd(  # noqa: PLR0913 - a CLI
@@ -350,7 +350,7 @@ def register(app: typer.Typer) -> None:
         console.print(f"Wrote [bold]{out_dir}[/] (summary.csv, results.json"
                       + (", plots" if plots else "") + ")")
 
-    app.command("eval", cls=plain_help_command({"--blind": BLIND_MODES}))(
+    app.command("eval", cls=optional_value_command({"--blind": BLIND_MODES}))(
         TaskCommand("eval", eval_cmd, "eval_options", "eval"))
 
 
