@@ -22,15 +22,11 @@ import typer
 from rich.console import Console
 
 from quantgym.results import SectionResult, write_results
-from quantgym.cli_errors import RootGroup, check_out_dir, default_out, fail, make_out_dir
+from quantgym.cli_errors import ClickException, RootGroup, check_out_dir, default_out, fail, make_out_dir
 from quantgym.cli_errors import out_dir as cli_out_dir
 from quantgym.cli_options import TaskCommand
 from quantgym._util import MissingExtraError
 
-try:  # typer >= 0.29 bundles its own click; one-line agent errors (e.g. LLMConfigError) subclass its class
-    from typer._click.exceptions import ClickException as _ClickException
-except ImportError:  # pragma: no cover - older typer
-    from click import ClickException as _ClickException
 
 def _titles() -> list[str]:
     from quantgym.tasks import tasks
@@ -312,9 +308,9 @@ def _run_bench(out_dir: Path, wanted, sections, options, quiet: bool, plots: boo
             w0, c0 = time.perf_counter(), _tree_cpu_seconds()
             try:
                 results.append(sections[task].run_section(ctx))
-            except (ValueError, FileNotFoundError, MissingExtraError, _ClickException) as exc:  # bad --agent, key…
+            except (ValueError, FileNotFoundError, MissingExtraError, ClickException) as exc:  # bad --agent, key…
                 progress.stop()
-                msg = exc.format_message() if isinstance(exc, _ClickException) else str(exc)
+                msg = exc.format_message() if isinstance(exc, ClickException) else str(exc)
                 fail(f"{task}: {msg}")
             if "quantgym.sandbox" in sys.modules:  # the section's warm sandbox parents: reaped, so their CPU
                 sys.modules["quantgym.sandbox"].close_warm_parents()  # counts in the task's time below

@@ -30,6 +30,9 @@ try:  # typer >= 0.29 bundles its own click
 except ImportError:  # pragma: no cover - older typer
     from click import exceptions as _click_exc
 
+#: click's error class, of the click typer runs on (one-line agent errors, e.g. LLMConfigError, subclass it)
+ClickException = _click_exc.ClickException
+
 
 def one_line(msg: object) -> str:
     """``msg`` with every run of whitespace (newlines included) collapsed to one space."""
@@ -43,9 +46,14 @@ def default_out(kind: str) -> Path:
     return Path("results") / f"{kind}-{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
 
 
+def print_error(msg: object) -> None:
+    """Print ``error: msg`` as one line on stderr."""
+    print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
+
+
 def fail(msg: object) -> NoReturn:
     """Print ``error: msg`` as one line on stderr and exit with code 2."""
-    print(f"error: {one_line(msg)}", file=sys.stderr, flush=True)
+    print_error(msg)
     raise typer.Exit(2)
 
 
@@ -150,10 +158,9 @@ class RootGroup(TyperGroup):
         except _click_exc.NoArgsIsHelpError as exc:  # `quantgym` alone: the help, as click shows it
             exc.show()
             sys.exit(exc.exit_code)
-        except _click_exc.ClickException as exc:
+        except ClickException as exc:
             ctx = getattr(exc, "ctx", None)
-            where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
-            print(f"error: {one_line(exc.format_message())}{where}", file=sys.stderr, flush=True)
+            print_error(exc.format_message() + (f" (see {ctx.command_path} --help)" if ctx is not None else ""))
             sys.exit(exc.exit_code)
         except _click_exc.Abort:
             print("Aborted!", file=sys.stderr, flush=True)
@@ -173,4 +180,5 @@ class RootGroup(TyperGroup):
                 formatter.write_dl(rows)
 
 
-__all__ = ["default_out", "fail", "one_line", "check_out_dir", "make_out_dir", "out_dir", "RootGroup"]
+__all__ = ["default_out", "fail", "print_error", "one_line", "check_out_dir", "make_out_dir", "out_dir", "RootGroup",
+           "ClickException"]
